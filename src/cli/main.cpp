@@ -1,0 +1,2 @@
+// vela command-line entry point (placeholder until the CLI lands).
+int main() { return 0; }

@@ -1,0 +1,41 @@
+// Allocators. CPU memory is 64-byte aligned (one cache line, one AVX-512 vector). CUDA memory goes
+// through the caching allocator in core/cuda/cuda_allocator.h. Storage owns one allocation (or a
+// borrowed region such as an mmap'd file, kept alive by `keepalive`) and is shared by tensor views.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "core/device.h"
+
+namespace vela {
+
+constexpr size_t kCpuAlignment = 64;
+
+// Aligned host allocation; throws OutOfMemory. Zero bytes returns a valid unique pointer.
+void* cpu_alloc(size_t bytes);
+void cpu_free(void* p);
+
+struct Storage {
+  void* data = nullptr;
+  size_t bytes = 0;
+  Device device;
+  std::function<void(void*)> deleter;   // empty for borrowed memory
+  std::shared_ptr<void> keepalive;      // e.g. the mapped file a borrowed region lives in
+
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    if (deleter && data) deleter(data);
+  }
+
+  // Allocates `bytes` on `device` (CPU aligned allocator or the CUDA caching allocator).
+  static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
+  // Wraps memory owned elsewhere; `keepalive` is held until the storage dies.
+  static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device,
+                                         std::shared_ptr<void> keepalive);
+};
+
+}  // namespace vela

@@ -1,0 +1,48 @@
+// Host-side CUDA services that code outside .cu files may call without CUDA headers: device
+// discovery, the caching allocator, copies. In a CPU-only build available() is false and the
+// rest throw Unsupported. Stream access for kernels lives in core/cuda/stream.h (CUDA headers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+
+namespace vela::cuda {
+
+// True when built with CUDA and at least one device is usable.
+bool available();
+int device_count();
+// Name, memory and SM count of a device, one line (for `vela info`).
+std::string device_description(int device);
+
+// Counters of the caching allocator for one device. `n_device_mallocs` counts cudaMalloc calls:
+// a steady decode loop must leave it unchanged.
+struct AllocatorStats {
+  size_t bytes_in_use = 0;     // handed out to tensors now
+  size_t peak_bytes_in_use = 0;
+  size_t bytes_reserved = 0;   // held from the driver (in use + cached)
+  int64_t n_device_mallocs = 0;
+  int64_t n_device_frees = 0;
+  int64_t n_allocs = 0;        // requests served (from cache or driver)
+};
+AllocatorStats allocator_stats(int device = 0);
+void reset_peak_stats(int device = 0);
+// Returns cached, unused blocks to the driver.
+void empty_cache(int device = 0);
+
+// Allocation through the caching allocator; throws OutOfMemory with the sizes involved.
+void* device_alloc(size_t bytes, int device);
+void device_free(void* p);
+
+// Copies bytes between any pair of host / device pointers on the current stream and waits for it.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+void zero_bytes(void* p, size_t bytes, int device);
+// Copies a strided tensor region into a contiguous destination on the same device (rank <= 6).
+void strided_copy(void* dst, const void* src, size_t elem_bytes, int rank, const int64_t* shape,
+                  const int64_t* src_strides, int device);
+// Waits for all work on the current stream of `device`.
+void synchronize(int device = 0);
+
+}  // namespace vela::cuda

@@ -1,0 +1,34 @@
+// MappedFile: a read-only memory map of a whole file. Tensors borrowed from it hold a shared_ptr
+// to it, so the mapping lives as long as any view into it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace vela {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only; throws IoError naming the file when it cannot be opened or mapped.
+  static std::shared_ptr<MappedFile> open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const char* data() const { return static_cast<const char*>(data_); }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+// Writes `bytes` to `path` atomically: a temp file in the same directory, fsync, rename, fsync of
+// the directory. A crash leaves either the old file or the new one, never a partial one.
+void write_file_atomic(const std::string& path, const void* bytes, size_t n_bytes);
+
+}  // namespace vela

@@ -1,0 +1,18 @@
+// Cross-entropy from logits, per row, with ignore-index and label smoothing (torch semantics:
+// loss = (1 - eps) * nll(target) + eps * mean_j(-log p_j)).
+//   logits: [n_rows, vocab] f32/bf16/f16   targets: [n_rows] i32
+//   losses: [n_rows] f32 (0 where target == ignore_index)
+// Returns nothing; the caller reduces (mean over non-ignored rows = sum / count_valid).
+// A target outside [0, vocab) that is not ignore_index is an InvalidArgument (checked on the CPU).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace vela::ops {
+
+void cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& losses,
+                   int32_t ignore_index = -100, float label_smoothing = 0.0f);
+
+}  // namespace vela::ops

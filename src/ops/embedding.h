@@ -1,0 +1,13 @@
+// Embedding gather: out[i, :] = weight[ids[i], :].
+//   weight: [vocab, hidden] f32/bf16/f16   ids: [n_tokens] i32 or i64   out: [n_tokens, hidden],
+//   out dtype = weight dtype or f32. An id outside [0, vocab) is an InvalidArgument on the CPU;
+//   CUDA checks ids on the host only when they live there (device ids are trusted).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace vela::ops {
+
+void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);
+
+}  // namespace vela::ops

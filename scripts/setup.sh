@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages vela builds against (idempotent: installs only what is missing).
+# Works as root, or through sudo otherwise. The CUDA toolkit is optional and not installed here.
+set -euo pipefail
+
+PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
+          libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev
+          libbenchmark-dev)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "[setup] all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "[setup] need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "[setup] installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,10 @@
+// The `vela` subcommands. Each takes the arguments after its name and returns the exit code;
+// errors escape as vela::Error and main() prints them.
+#pragma once
+
+namespace vela::cli {
+
+int cmd_info(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+
+}  // namespace vela::cli

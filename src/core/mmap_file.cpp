@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -42,44 +44,94 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) munmap(data_, size_);
 }
 
-void write_file_atomic(const std::string& path, const void* bytes, size_t n_bytes) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp_name(".");
-  tmp_name.append(target.filename().string()).append(".tmp.").append(std::to_string(getpid()));
-  std::string tmp = (dir / tmp_name).string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  VELA_CHECK_T(IoError, fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
+namespace {
+
+// A temp name beside the target, unique per process and per call (pid + a counter), so concurrent
+// writers of the same file never share a temp file.
+std::string temp_path_for(const std::filesystem::path& target) {
+  static std::atomic<uint64_t> counter{0};
+  std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  std::string name(".");
+  name.append(target.filename().string()).append(".tmp.").append(std::to_string(getpid()));
+  name.append(".").append(std::to_string(counter.fetch_add(1)));
+  return (dir / name).string();
+}
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
+  tmp_path_ = temp_path_for(std::filesystem::path(path));
+  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  VELA_CHECK_T(IoError, fd_ >= 0, "cannot write '", path, "': creating temp file '", tmp_path_,
+               "' failed: ", std::strerror(errno));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (!committed_) abort();
+}
+
+void AtomicFileWriter::abort() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_path_.c_str());
+  }
+}
+
+void AtomicFileWriter::write(const void* bytes, size_t n_bytes) {
+  VELA_CHECK_T(IoError, fd_ >= 0 && !committed_, "write to '", path_, "' after commit or failure");
   const char* p = static_cast<const char*>(bytes);
   size_t left = n_bytes;
   while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
+    ssize_t w = ::write(fd_, p, left);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      VELA_THROW(IoError, "write to '", tmp, "' failed: ", std::strerror(e));
+      int e = w < 0 ? errno : EIO;
+      abort();
+      VELA_THROW(IoError, "cannot write '", path_, "': write to temp file '", tmp_path_,
+                 "' failed: ", std::strerror(e));
     }
     p += w;
     left -= static_cast<size_t>(w);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    VELA_THROW(IoError, "fsync/close of '", tmp, "' failed: ", std::strerror(e));
+  n_bytes_written_ += n_bytes;
+}
+
+void AtomicFileWriter::commit() {
+  VELA_CHECK_T(IoError, fd_ >= 0 && !committed_, "commit of '", path_, "' twice or after failure");
+  int fd = fd_;
+  fd_ = -1;
+  int rc = ::fsync(fd);
+  int e = errno;
+  if (::close(fd) != 0 && rc == 0) {
+    rc = -1;
+    e = errno;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    VELA_THROW(IoError, "rename '", tmp, "' -> '", path, "' failed: ", std::strerror(e));
+  if (rc != 0) {
+    ::unlink(tmp_path_.c_str());
+    VELA_THROW(IoError, "cannot write '", path_, "': fsync/close of '", tmp_path_,
+               "' failed: ", std::strerror(e));
   }
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    e = errno;
+    ::unlink(tmp_path_.c_str());
+    VELA_THROW(IoError, "cannot write '", path_, "': rename from '", tmp_path_,
+               "' failed: ", std::strerror(e));
+  }
+  committed_ = true;
+  std::filesystem::path target(path_);
+  std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void write_file_atomic(const std::string& path, const void* bytes, size_t n_bytes) {
+  AtomicFileWriter w(path);
+  w.write(bytes, n_bytes);
+  w.commit();
 }
 
 }  // namespace vela

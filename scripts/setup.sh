@@ -7,12 +7,17 @@ PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-
           libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev
           libbenchmark-dev)
 
+# Oracle tests compare against Hugging Face packages from npm (scripts/fetch_assets.sh).
+NEED_NODE=0
+command -v node >/dev/null && command -v npm >/dev/null || NEED_NODE=1
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+[ "$NEED_NODE" -eq 1 ] && missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "[setup] all ${#PACKAGES[@]} packages present"
+  echo "[setup] all packages present"
   exit 0
 fi
 

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/fetch_assets.sh >/dev/null   # real tokenizers + HF oracles for the parity tests
 scripts/build.sh "$@"
 cd "${VELA_BUILD_DIR:-build}"
 ctest --output-on-failure -j "$(nproc)" --timeout 600

@@ -1,0 +1,103 @@
+// Host-side CUDA services declared in cuda_api.h: device discovery, allocator front end, copies.
+// Copies run on the current stream of the device involved; copy_bytes waits for its copy,
+// zero_bytes and strided_copy are stream-ordered and do not wait.
+#include "core/cuda/cuda_api.h"
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "core/cuda/cuda_allocator.h"
+#include "core/cuda/device_kernels.h"
+#include "core/cuda/stream.h"
+#include "core/error.h"
+
+namespace vela::cuda {
+
+namespace {
+
+// cudaGetDeviceCount once; any error (no driver, no device, driver too old) means zero devices.
+int probe_device_count() {
+  static int count = [] {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // do not leave the error for the next caller to find
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+void check_device(int device) {
+  VELA_CHECK(device >= 0 && device < probe_device_count(), "CUDA device ", device,
+             " does not exist (", probe_device_count(), " devices)");
+}
+
+}  // namespace
+
+bool available() { return probe_device_count() > 0; }
+
+int device_count() { return probe_device_count(); }
+
+std::string device_description(int device) {
+  check_device(device);
+  const cudaDeviceProp& prop = device_properties(device);
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "%s, %.1f GiB, %d SMs, sm_%d%d", prop.name,
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0),
+                prop.multiProcessorCount, prop.major, prop.minor);
+  return buf;
+}
+
+AllocatorStats allocator_stats(int device) { return CachingAllocator::instance().stats(device); }
+
+void reset_peak_stats(int device) { CachingAllocator::instance().reset_peak(device); }
+
+void empty_cache(int device) { CachingAllocator::instance().empty_cache(device); }
+
+void* device_alloc(size_t bytes, int device) {
+  check_device(device);
+  return CachingAllocator::instance().allocate(bytes, device);
+}
+
+void device_free(void* p) { CachingAllocator::instance().free(p); }
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  // Unified addressing: cudaMemcpyDefault infers the direction (and peer copies between devices).
+  int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  check_device(device);
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream();
+  VELA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  VELA_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void zero_bytes(void* p, size_t bytes, int device) {
+  if (bytes == 0) return;
+  check_device(device);
+  DeviceGuard guard(device);
+  VELA_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, current_stream()));
+}
+
+void strided_copy(void* dst, const void* src, size_t elem_bytes, int rank, const int64_t* shape,
+                  const int64_t* src_strides, int device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  launch_strided_gather(dst, src, elem_bytes, rank, shape, src_strides);
+}
+
+void synchronize(int device) {
+  if (!available()) return;
+  check_device(device);
+  DeviceGuard guard(device);
+  VELA_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+}
+
+}  // namespace vela::cuda

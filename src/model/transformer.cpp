@@ -1,0 +1,100 @@
+// Transformer forward passes and rotary-table management.
+#include "model/transformer.h"
+
+#include <algorithm>
+
+#include "core/rng.h"
+#include "ops/cast.h"
+#include "ops/embedding.h"
+#include "ops/gemm.h"
+#include "ops/rms_norm.h"
+#include "ops/rotary.h"
+
+namespace vela {
+
+void Transformer::build_rope_table() {
+  rope_table_ = ops::make_rope_table(config.rope, config.max_position_embeddings, device());
+}
+
+Tensor Transformer::rope_table(int64_t n_positions) const {
+  const auto& s = config.rope.scaling;
+  int64_t orig = s.original_max_positions > 0 ? s.original_max_positions
+                                              : config.max_position_embeddings;
+  if (s.type == ops::RopeScaling::Type::kDynamic && n_positions > orig) {
+    // HF (dynamic_rope_update) recomputes the base from the longest position of this forward.
+    return ops::make_rope_table(config.rope, n_positions, device(), n_positions);
+  }
+  VELA_CHECK(n_positions <= rope_table_.size(0), "position ", n_positions - 1,
+             " exceeds max_position_embeddings ", config.max_position_embeddings);
+  return rope_table_;
+}
+
+Tensor Transformer::logits_from_hidden(const Tensor& hidden) const {
+  const int64_t n = hidden.size(0);
+  Tensor normed = Tensor::empty(hidden.shape(), hidden.dtype(), hidden.device());
+  ops::rms_norm(hidden, final_norm, config.rms_norm_eps, normed);
+  Tensor logits = Tensor::empty({n, config.vocab_size}, DType::kF32, hidden.device());
+  ops::gemm(normed, lm_head.weight, logits, false, true);
+  return logits;
+}
+
+namespace {
+
+int32_t max_position(const Tensor& positions) {
+  Tensor p = positions.to(Device::cpu());
+  const int32_t* d = p.data<int32_t>();
+  int32_t m = -1;
+  for (int64_t i = 0; i < p.numel(); ++i) {
+    VELA_CHECK(d[i] >= 0, "negative position ", d[i]);
+    m = std::max(m, d[i]);
+  }
+  return m;
+}
+
+}  // namespace
+
+Tensor Transformer::forward_dense(const Tensor& ids, const Tensor& doc_ids,
+                                  const Tensor& positions_in) const {
+  VELA_CHECK(ids.dim() == 2 && ids.dtype() == DType::kI32, "forward_dense: ids must be [batch, seq] i32, got ",
+             ids.str());
+  const int64_t b = ids.size(0), t = ids.size(1), h = config.hidden_size;
+  Tensor positions = positions_in;
+  if (!positions.defined()) {
+    std::vector<int32_t> pos(static_cast<size_t>(b * t));
+    Tensor docs = doc_ids.defined() ? doc_ids.to(Device::cpu()) : Tensor();
+    for (int64_t i = 0; i < b; ++i) {
+      int32_t p = 0;
+      for (int64_t j = 0; j < t; ++j) {
+        if (docs.defined() && j > 0 && docs.data<int32_t>()[i * t + j] != docs.data<int32_t>()[i * t + j - 1]) p = 0;
+        pos[i * t + j] = p++;
+      }
+    }
+    positions = Tensor::from_vector(pos).to(device());
+  }
+  VELA_CHECK(positions.numel() == b * t, "forward_dense: positions must have batch * seq entries");
+  Tensor table = rope_table(max_position(positions) + 1);
+  Tensor residual = Tensor::empty({b, t, h}, dtype(), device());
+  Tensor flat = residual.view({b * t, h});
+  ops::embedding(embed, ids.view({b * t}).to(device()), flat);
+  for (const DecoderBlock& block : blocks) block.forward_dense(residual, positions, table, doc_ids);
+  return logits_from_hidden(flat).view({b, t, config.vocab_size});
+}
+
+Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
+                                   const KVCacheView& kv, const Tensor& logits_indices) const {
+  VELA_CHECK(ids.dim() == 1 && ids.dtype() == DType::kI32, "forward_packed: ids must be [n_tokens] i32, got ",
+             ids.str());
+  VELA_CHECK(positions.shape() == ids.shape() && positions.dtype() == DType::kI32,
+             "forward_packed: positions must match ids, got ", positions.str());
+  const int64_t n = ids.size(0), h = config.hidden_size;
+  Tensor table = rope_table(max_position(positions) + 1);
+  Tensor residual = Tensor::empty({n, h}, dtype(), device());
+  ops::embedding(embed, ids, residual);
+  for (size_t l = 0; l < blocks.size(); ++l)
+    blocks[l].forward_packed(residual, positions, table, kv, static_cast<int64_t>(l));
+  Tensor selected = Tensor::empty({logits_indices.size(0), h}, dtype(), device());
+  ops::embedding(residual, logits_indices, selected);  // row gather
+  return logits_from_hidden(selected);
+}
+
+}  // namespace vela

@@ -1,0 +1,61 @@
+// Transformer: the decoder-only language model (embedding, DecoderBlocks, final RMSNorm, LM head)
+// with the two forward paths of ARCHITECTURE §3:
+//   forward_dense   training path on [batch, seq] ids (causal, document boundaries optional)
+//   forward_packed  inference path on a ragged batch [n_tokens] with a KV-cache view; logits are
+//                   computed only at the rows asked for (each request's last position)
+// Weights are loaded / saved in the Hugging Face layout by model/weights.h. Forward passes are
+// const and may run concurrently on different KV caches.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/model_config.h"
+#include "nn/decoder_block.h"
+#include "nn/kv_cache_view.h"
+#include "nn/linear.h"
+
+namespace vela {
+
+class Transformer {
+ public:
+  ModelConfig config;
+  Tensor embed;                    // [vocab, hidden]
+  std::vector<DecoderBlock> blocks;
+  Tensor final_norm;               // [hidden]
+  Linear lm_head;                  // weight [vocab, hidden] (aliases `embed` when tied)
+
+  DType dtype() const { return embed.dtype(); }
+  Device device() const { return embed.device(); }
+
+  // Loads `<dir>/config.json` and the safetensors weights, converted to `dtype` on `device`.
+  static Transformer load(const std::string& dir, DType dtype = DType::kF32,
+                          Device device = Device::cpu());
+  // A randomly initialised model (normal(0, init_std) projections, unit norms), for benchmarks.
+  static Transformer random(const ModelConfig& config, DType dtype, Device device, uint64_t seed,
+                            float init_std = 0.02f);
+
+  // ids: [batch, seq] i32; doc_ids: [batch, seq] i32 or undefined; positions: [batch * seq] i32 or
+  // undefined (0..seq-1 per row, restarting at document starts when doc_ids is given).
+  // Returns logits [batch, seq, vocab] f32.
+  Tensor forward_dense(const Tensor& ids, const Tensor& doc_ids = Tensor(),
+                       const Tensor& positions = Tensor()) const;
+
+  // ids, positions: [n_tokens] i32; logits_indices: [n_out] i32 rows of the batch to score.
+  // Returns logits [n_out, vocab] f32.
+  Tensor forward_packed(const Tensor& ids, const Tensor& positions, const KVCacheView& kv,
+                        const Tensor& logits_indices) const;
+
+  // The rotary table serving positions < n_positions (dynamic NTK depends on it; other scalings
+  // return the table built at load).
+  Tensor rope_table(int64_t n_positions) const;
+
+  void build_rope_table();
+
+ private:
+  Tensor rope_table_;  // [max_position_embeddings, rotary_dim] f32
+  Tensor logits_from_hidden(const Tensor& hidden) const;
+};
+
+}  // namespace vela

@@ -1,0 +1,232 @@
+// Weight loading (HF names -> fused vela layout) and saving (vela -> HF names), plus random init.
+#include "model/weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "core/log.h"
+#include "core/mmap_file.h"
+#include "core/rng.h"
+#include "ops/cast.h"
+
+namespace vela {
+namespace {
+
+std::string layer_key(int64_t i, const std::string& rest) {
+  return "model.layers." + std::to_string(i) + "." + rest;
+}
+
+class WeightSource {
+ public:
+  WeightSource(const SafetensorsReader& r, DType dtype, Device device)
+      : reader_(r), dtype_(dtype), device_(device) {}
+
+  // Reads `name`, checks its shape, converts to the compute dtype on the target device.
+  Tensor take(const std::string& name, const Shape& shape) {
+    Tensor t = raw(name, shape);
+    Tensor out = Tensor::empty(shape, dtype_, device_);
+    copy_converted(t, out);
+    return out;
+  }
+  // Copies tensor `name` (shape `shape`) into `dst` (a contiguous view of a fused weight).
+  void take_into(const std::string& name, const Shape& shape, Tensor dst) {
+    copy_converted(raw(name, shape), dst);
+  }
+  bool has(const std::string& name) const { return reader_.contains(name); }
+  void mark_used(const std::string& name) { used_.insert(name); }
+  void check_all_used() const {
+    for (const std::string& n : reader_.names()) {
+      if (used_.count(n)) continue;
+      if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;  // old HF buffers
+      VELA_THROW(InvalidArgument, "checkpoint tensor '", n, "' is not used by this model config");
+    }
+  }
+
+ private:
+  const SafetensorsReader& reader_;
+  DType dtype_;
+  Device device_;
+  std::set<std::string> used_;
+
+  Tensor raw(const std::string& name, const Shape& shape) {
+    VELA_CHECK(reader_.contains(name), "checkpoint is missing tensor '", name, "'");
+    Tensor t = reader_.get(name);
+    VELA_CHECK(t.shape() == shape, "checkpoint tensor '", name, "' has shape ", t.shape().str(),
+               ", expected ", shape.str());
+    VELA_CHECK(is_floating(t.dtype()), "checkpoint tensor '", name, "' has dtype ",
+               dtype_name(t.dtype()), ", expected a floating dtype");
+    used_.insert(name);
+    return t;
+  }
+  void copy_converted(const Tensor& src, Tensor dst) {
+    if (dst.is_cpu()) {
+      ops::cast(src.contiguous(), dst);
+    } else {
+      Tensor staged = Tensor::empty(src.shape(), dst.dtype());
+      ops::cast(src.contiguous(), staged);
+      dst.copy_(staged);
+    }
+  }
+};
+
+void init_normal(Tensor& t, Rng& rng, float std) {
+  Tensor f = Tensor::empty(t.shape(), DType::kF32);
+  float* p = f.data<float>();
+  uint64_t first = rng.reserve(static_cast<uint64_t>(f.numel()) * 2);
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    float u1 = std::max(philox_uniform(rng.seed(), rng.stream(), first + 2 * i), 1e-12f);
+    float u2 = philox_uniform(rng.seed(), rng.stream(), first + 2 * i + 1);
+    p[i] = std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+  }
+  Tensor c = t.is_cpu() ? t : Tensor::empty(t.shape(), t.dtype());
+  ops::cast(f, c);
+  if (!t.is_cpu()) t.copy_(c);
+}
+
+Tensor ones(int64_t n, DType dtype, Device device) {
+  Tensor f = Tensor::from_vector(std::vector<float>(static_cast<size_t>(n), 1.0f));
+  Tensor c = Tensor::empty({n}, dtype);
+  ops::cast(f, c);
+  return c.to(device);
+}
+
+}  // namespace
+
+void load_weights(Transformer& m, const SafetensorsReader& reader, DType dtype, Device device) {
+  const ModelConfig& c = m.config;
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  WeightSource src(reader, dtype, device);
+  m.embed = src.take("model.embed_tokens.weight", {c.vocab_size, h});
+  m.blocks.resize(static_cast<size_t>(c.n_layers));
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    DecoderBlock& b = m.blocks[static_cast<size_t>(i)];
+    b.eps = c.rms_norm_eps;
+    b.input_norm = src.take(layer_key(i, "input_layernorm.weight"), {h});
+    b.post_norm = src.take(layer_key(i, "post_attention_layernorm.weight"), {h});
+    Attention& a = b.attn;
+    a.cfg = {h, c.n_heads, c.n_kv_heads, c.head_dim, c.rms_norm_eps};
+    a.qkv.weight = Tensor::empty({qd + 2 * kvd, h}, dtype, device);
+    src.take_into(layer_key(i, "self_attn.q_proj.weight"), {qd, h}, a.qkv.weight.slice(0, 0, qd));
+    src.take_into(layer_key(i, "self_attn.k_proj.weight"), {kvd, h}, a.qkv.weight.slice(0, qd, qd + kvd));
+    src.take_into(layer_key(i, "self_attn.v_proj.weight"), {kvd, h},
+                  a.qkv.weight.slice(0, qd + kvd, qd + 2 * kvd));
+    if (c.qkv_bias) {
+      a.qkv.bias = Tensor::empty({qd + 2 * kvd}, dtype, device);
+      src.take_into(layer_key(i, "self_attn.q_proj.bias"), {qd}, a.qkv.bias.slice(0, 0, qd));
+      src.take_into(layer_key(i, "self_attn.k_proj.bias"), {kvd}, a.qkv.bias.slice(0, qd, qd + kvd));
+      src.take_into(layer_key(i, "self_attn.v_proj.bias"), {kvd},
+                    a.qkv.bias.slice(0, qd + kvd, qd + 2 * kvd));
+    }
+    a.o.weight = src.take(layer_key(i, "self_attn.o_proj.weight"), {h, qd});
+    if (c.o_bias) a.o.bias = src.take(layer_key(i, "self_attn.o_proj.bias"), {h});
+    if (c.qk_norm) {
+      a.q_norm = src.take(layer_key(i, "self_attn.q_norm.weight"), {c.head_dim});
+      a.k_norm = src.take(layer_key(i, "self_attn.k_norm.weight"), {c.head_dim});
+    }
+    b.mlp.gate_up.weight = Tensor::empty({2 * inter, h}, dtype, device);
+    src.take_into(layer_key(i, "mlp.gate_proj.weight"), {inter, h}, b.mlp.gate_up.weight.slice(0, 0, inter));
+    src.take_into(layer_key(i, "mlp.up_proj.weight"), {inter, h},
+                  b.mlp.gate_up.weight.slice(0, inter, 2 * inter));
+    b.mlp.down.weight = src.take(layer_key(i, "mlp.down_proj.weight"), {h, inter});
+  }
+  m.final_norm = src.take("model.norm.weight", {h});
+  if (c.tie_word_embeddings) {
+    m.lm_head.weight = m.embed;
+    if (src.has("lm_head.weight")) src.mark_used("lm_head.weight");  // saved redundantly by some tools
+  } else {
+    m.lm_head.weight = src.take("lm_head.weight", {c.vocab_size, h});
+  }
+  src.check_all_used();
+  m.build_rope_table();
+}
+
+Transformer Transformer::load(const std::string& dir, DType dtype, Device device) {
+  VELA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+             "model compute dtype must be f32, bf16 or f16");
+  Transformer m;
+  m.config = ModelConfig::from_file(dir);
+  SafetensorsReader reader = SafetensorsReader::open(dir);
+  VELA_LOG_INFO("[model] loading ", dir, ": ", m.config.model_type, ", ", m.config.n_params(),
+                " params, ", dtype_name(dtype), " on ", device.str());
+  load_weights(m, reader, dtype, device);
+  return m;
+}
+
+Transformer Transformer::random(const ModelConfig& c, DType dtype, Device device, uint64_t seed,
+                                float init_std) {
+  Transformer m;
+  m.config = c;
+  Rng rng(seed);
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  auto normal = [&](const Shape& s) {
+    Tensor t = Tensor::empty(s, dtype, device);
+    init_normal(t, rng, init_std);
+    return t;
+  };
+  m.embed = normal({c.vocab_size, h});
+  m.blocks.resize(static_cast<size_t>(c.n_layers));
+  for (auto& b : m.blocks) {
+    b.eps = c.rms_norm_eps;
+    b.input_norm = ones(h, dtype, device);
+    b.post_norm = ones(h, dtype, device);
+    b.attn.cfg = {h, c.n_heads, c.n_kv_heads, c.head_dim, c.rms_norm_eps};
+    b.attn.qkv.weight = normal({qd + 2 * kvd, h});
+    if (c.qkv_bias) b.attn.qkv.bias = Tensor::zeros({qd + 2 * kvd}, dtype, device);
+    b.attn.o.weight = normal({h, qd});
+    if (c.o_bias) b.attn.o.bias = Tensor::zeros({h}, dtype, device);
+    if (c.qk_norm) {
+      b.attn.q_norm = ones(c.head_dim, dtype, device);
+      b.attn.k_norm = ones(c.head_dim, dtype, device);
+    }
+    b.mlp.gate_up.weight = normal({2 * inter, h});
+    b.mlp.down.weight = normal({h, inter});
+  }
+  m.final_norm = ones(h, dtype, device);
+  m.lm_head.weight = c.tie_word_embeddings ? m.embed : normal({c.vocab_size, h});
+  m.build_rope_table();
+  return m;
+}
+
+void save_model(const Transformer& m, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const ModelConfig& c = m.config;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  std::vector<std::pair<std::string, Tensor>> t;
+  t.emplace_back("model.embed_tokens.weight", m.embed);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const DecoderBlock& b = m.blocks[static_cast<size_t>(i)];
+    const Tensor& w = b.attn.qkv.weight;
+    t.emplace_back(layer_key(i, "input_layernorm.weight"), b.input_norm);
+    t.emplace_back(layer_key(i, "self_attn.q_proj.weight"), w.slice(0, 0, qd));
+    t.emplace_back(layer_key(i, "self_attn.k_proj.weight"), w.slice(0, qd, qd + kvd));
+    t.emplace_back(layer_key(i, "self_attn.v_proj.weight"), w.slice(0, qd + kvd, qd + 2 * kvd));
+    if (b.attn.qkv.bias.defined()) {
+      const Tensor& bias = b.attn.qkv.bias;
+      t.emplace_back(layer_key(i, "self_attn.q_proj.bias"), bias.slice(0, 0, qd));
+      t.emplace_back(layer_key(i, "self_attn.k_proj.bias"), bias.slice(0, qd, qd + kvd));
+      t.emplace_back(layer_key(i, "self_attn.v_proj.bias"), bias.slice(0, qd + kvd, qd + 2 * kvd));
+    }
+    t.emplace_back(layer_key(i, "self_attn.o_proj.weight"), b.attn.o.weight);
+    if (b.attn.o.bias.defined()) t.emplace_back(layer_key(i, "self_attn.o_proj.bias"), b.attn.o.bias);
+    if (b.attn.q_norm.defined()) {
+      t.emplace_back(layer_key(i, "self_attn.q_norm.weight"), b.attn.q_norm);
+      t.emplace_back(layer_key(i, "self_attn.k_norm.weight"), b.attn.k_norm);
+    }
+    t.emplace_back(layer_key(i, "post_attention_layernorm.weight"), b.post_norm);
+    t.emplace_back(layer_key(i, "mlp.gate_proj.weight"), b.mlp.gate_up.weight.slice(0, 0, inter));
+    t.emplace_back(layer_key(i, "mlp.up_proj.weight"), b.mlp.gate_up.weight.slice(0, inter, 2 * inter));
+    t.emplace_back(layer_key(i, "mlp.down_proj.weight"), b.mlp.down.weight);
+  }
+  t.emplace_back("model.norm.weight", m.final_norm);
+  if (!c.tie_word_embeddings) t.emplace_back("lm_head.weight", m.lm_head.weight);
+  fs::create_directories(dir);
+  ModelConfig out_cfg = c;
+  out_cfg.dtype = m.dtype();
+  std::string cfg = out_cfg.to_hf_json().dump(2) + "\n";
+  save_safetensors((fs::path(dir) / "model.safetensors").string(), t, {{"format", "pt"}});
+  write_file_atomic((fs::path(dir) / "config.json").string(), cfg.data(), cfg.size());
+}
+
+}  // namespace vela

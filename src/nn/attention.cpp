@@ -1,0 +1,65 @@
+// Attention forward passes (inference: packed + paged KV; training: dense causal).
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/gemm.h"
+#include "ops/rms_norm.h"
+#include "ops/rotary.h"
+
+namespace vela {
+
+void Attention::project_qkv(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                            Tensor& q, Tensor& k, Tensor& v) const {
+  const int64_t n = x.size(0), qd = cfg.q_dim(), kvd = cfg.kv_dim();
+  DType dt = x.dtype();
+  q = Tensor::empty({n, cfg.n_heads, cfg.head_dim}, dt, x.device());
+  k = Tensor::empty({n, cfg.n_kv_heads, cfg.head_dim}, dt, x.device());
+  v = Tensor::empty({n, cfg.n_kv_heads, cfg.head_dim}, dt, x.device());
+  Tensor parts[3] = {q.view({n, qd}), k.view({n, kvd}), v.view({n, kvd})};
+  int64_t begin[3] = {0, qd, qd + kvd}, width[3] = {qd, kvd, kvd};
+  for (int i = 0; i < 3; ++i) {
+    Tensor w = qkv.weight.slice(0, begin[i], begin[i] + width[i]);
+    ops::gemm(x, w, parts[i], false, true);
+    if (qkv.bias.defined()) ops::add(parts[i], qkv.bias.slice(0, begin[i], begin[i] + width[i]), parts[i]);
+  }
+  if (q_norm.defined()) {
+    Tensor qr = q.view({n * cfg.n_heads, cfg.head_dim});
+    Tensor kr = k.view({n * cfg.n_kv_heads, cfg.head_dim});
+    ops::rms_norm(qr, q_norm, cfg.norm_eps, qr);
+    ops::rms_norm(kr, k_norm, cfg.norm_eps, kr);
+  }
+  ops::rotary(q, positions, rope_table);
+  ops::rotary(k, positions, rope_table);
+}
+
+void Attention::forward_packed(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                               const KVCacheView& kv, int64_t layer_idx, Tensor& out) const {
+  Tensor q, k, v;
+  project_qkv(x, positions, rope_table, q, k, v);
+  Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
+  ops::kv_write(k, v, kv.out_cache_loc, k_cache, v_cache);
+  Tensor attn = Tensor::empty(q.shape(), q.dtype(), q.device());
+  float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  ops::paged_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices, kv.seq_lens,
+                       kv.qo_indptr, scale, attn);
+  o.forward(attn.view({x.size(0), cfg.q_dim()}), out);
+}
+
+void Attention::forward_dense(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                              const Tensor& doc_ids, Tensor& out) const {
+  const int64_t b = x.size(0), t = x.size(1);
+  Tensor q, k, v;
+  project_qkv(x.view({b * t, cfg.hidden}), positions, rope_table, q, k, v);
+  Tensor attn = Tensor::empty({b, t, cfg.n_heads, cfg.head_dim}, x.dtype(), x.device());
+  float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  ops::causal_attention(q.view({b, t, cfg.n_heads, cfg.head_dim}),
+                        k.view({b, t, cfg.n_kv_heads, cfg.head_dim}),
+                        v.view({b, t, cfg.n_kv_heads, cfg.head_dim}), doc_ids, scale, attn);
+  Tensor o2 = out.view({b * t, cfg.hidden});
+  o.forward(attn.view({b * t, cfg.q_dim()}), o2);
+}
+
+}  // namespace vela

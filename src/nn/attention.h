@@ -1,0 +1,45 @@
+// Attention layer (GQA / MQA / MHA) with optional q/k/v and o biases and QK-norm (qwen3).
+// The q, k and v projections are one fused weight [q_dim + 2 * kv_dim, hidden] (split views are
+// used for the GEMMs); rotary is applied to q and k before the KV write.
+#pragma once
+
+#include "core/tensor.h"
+#include "nn/kv_cache_view.h"
+#include "nn/linear.h"
+
+namespace vela {
+
+struct AttentionConfig {
+  int64_t hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float norm_eps = 1e-6f;  // QK-norm eps
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+struct Attention {
+  AttentionConfig cfg;
+  Linear qkv;     // weight [q_dim + 2 * kv_dim, hidden], bias optional
+  Linear o;       // weight [hidden, q_dim]
+  Tensor q_norm;  // [head_dim] or undefined
+  Tensor k_norm;  // [head_dim] or undefined
+
+  // Packed inference path.
+  //   x: [n_tokens, hidden]   positions: [n_tokens] i32   rope_table: [n_positions, rotary_dim]
+  //   out: [n_tokens, hidden]; K/V of the new tokens are written into layer `layer_idx` of kv.
+  void forward_packed(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                      const KVCacheView& kv, int64_t layer_idx, Tensor& out) const;
+
+  // Dense training path (causal, document boundaries optional).
+  //   x: [batch, seq, hidden]   positions: [batch * seq] i32   doc_ids: [batch, seq] i32 or undefined
+  //   out: [batch, seq, hidden]
+  void forward_dense(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                     const Tensor& doc_ids, Tensor& out) const;
+
+ private:
+  // Projects x [n, hidden] into contiguous q [n, H, D], k and v [n, Hkv, D], applies QK-norm and
+  // rotary to q and k.
+  void project_qkv(const Tensor& x, const Tensor& positions, const Tensor& rope_table, Tensor& q,
+                   Tensor& k, Tensor& v) const;
+};
+
+}  // namespace vela

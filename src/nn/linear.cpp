@@ -1,0 +1,14 @@
+// Linear forward (backward lands with training).
+#include "nn/linear.h"
+
+#include "ops/elementwise.h"
+#include "ops/gemm.h"
+
+namespace vela {
+
+void Linear::forward(const Tensor& x, Tensor& y) const {
+  ops::gemm(x, weight, y, /*trans_a=*/false, /*trans_b=*/true);
+  if (bias.defined()) ops::add(y, bias, y);
+}
+
+}  // namespace vela

@@ -27,4 +27,12 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& losses,
                    int32_t ignore_index, float label_smoothing);
 void cast(const Tensor& x, Tensor& out);
 
+void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
+                      float scale, Tensor& out);
+void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,
+              Tensor& v_cache);
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     const Tensor& req_to_token, const Tensor& req_pool_indices,
+                     const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out);
+
 }  // namespace vela::ops::cpu

@@ -1,0 +1,220 @@
+// CPU kernel helpers: span conversions between f32 and bf16/f16, a vectorized exp, and per-thread
+// scratch buffers. AVX-512 / F16C intrinsics when the build targets them, scalar loops otherwise;
+// every path rounds to nearest even exactly like bf16::from_f32 / f16::from_f32.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__F16C__)
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm*_undefined_* helpers.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace vela::ops::cpu {
+
+// ---- scalar conversions (tails and reference paths) ----
+inline float to_f32(float v) { return v; }
+inline float to_f32(bf16 v) { return static_cast<float>(v); }
+inline float to_f32(f16 v) { return f16::to_f32(v.bits); }
+template <typename T>
+inline T from_f32(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return T(v);
+  }
+}
+
+// ---- span conversions ----
+inline void load_f32(const float* src, float* dst, int64_t n) {
+  if (src != dst) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+inline void load_f32(const bf16* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(w));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = bits_f32(static_cast<uint32_t>(src[i].bits) << 16);
+}
+
+inline void load_f32(const f16* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = f16::to_f32(src[i].bits);
+}
+
+inline void store_f32(const float* src, float* dst, int64_t n) {
+  if (src != dst) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+inline void store_f32(const float* src, bf16* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  const __m512i k7fff = _mm512_set1_epi32(0x7fff), k1 = _mm512_set1_epi32(1),
+                k40 = _mm512_set1_epi32(0x40);
+  for (; i + 16 <= n; i += 16) {
+    __m512 x = _mm512_loadu_ps(src + i);
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), k1);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, k7fff), lsb), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), k40));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+  }
+#endif
+  for (; i < n; ++i) dst[i].bits = bf16::from_f32(src[i]);
+}
+
+inline void store_f32(const float* src, f16* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+#endif
+  for (; i < n; ++i) dst[i].bits = f16::from_f32(src[i]);
+}
+
+// ---- math ----
+#if defined(__AVX512F__)
+// exp(x) for 16 lanes: Cody-Waite range reduction and the Cephes degree-6 polynomial (about 1 ulp),
+// scalef for the 2^n step so overflow gives inf and underflow gives (sub)normals / 0. NaN stays
+// NaN.
+inline __m512 exp512(__m512 x) {
+  const __m512 xc = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(89.0f)), _mm512_set1_ps(-104.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  __m512 y = _mm512_scalef_ps(p, n);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+#endif
+
+// dst[i] = exp(src[i] - shift); returns the sum of dst in double. dst may alias src.
+inline double exp_shift_sum(const float* src, float* dst, int64_t n, float shift) {
+  int64_t i = 0;
+  double total = 0.0;
+#if defined(__AVX512F__)
+  __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+  const __m512 s = _mm512_set1_ps(shift);
+  for (; i + 16 <= n; i += 16) {
+    __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(src + i), s));
+    _mm512_storeu_ps(dst + i, e);
+    acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    acc1 = _mm512_add_pd(
+        acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  total = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+#endif
+  for (; i < n; ++i) {
+    dst[i] = std::exp(src[i] - shift);
+    total += dst[i];
+  }
+  return total;
+}
+
+// Largest value of src[0..n) (n >= 1); NaN when any element is NaN.
+inline float max_of(const float* src, int64_t n) {
+  float m = -INFINITY;
+  bool any_nan = false;
+#pragma omp simd reduction(max : m) reduction(| : any_nan)
+  for (int64_t i = 0; i < n; ++i) {
+    m = src[i] > m ? src[i] : m;
+    any_nan |= src[i] != src[i];
+  }
+  return any_nan ? NAN : m;
+}
+
+// Sum of src[0..n) in double.
+inline double sum_of(const float* src, int64_t n) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(src[i]);
+  return s;
+}
+
+// ---- scratch ----
+// A per-thread float buffer of at least n elements, one per `slot` (0..3). Reused across calls so
+// kernels in decode loops do not allocate; valid until the same thread asks for the same slot
+// again.
+inline float* scratch(size_t n, int slot = 0) {
+  thread_local std::vector<float> bufs[4];
+  std::vector<float>& b = bufs[slot];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
+// Row pointer helpers: a row of T as f32, converted into scratch when T is not float.
+template <typename T>
+inline const float* row_as_f32(const T* row, int64_t n, int slot) {
+  if constexpr (std::is_same_v<T, float>) {
+    return row;
+  } else {
+    float* buf = scratch(static_cast<size_t>(n), slot);
+    load_f32(row, buf, n);
+    return buf;
+  }
+}
+
+// Calls f(Tag<T>{}) with T the C++ type of a floating dtype (f32, bf16, f16).
+template <typename T>
+struct Tag {
+  using type = T;
+};
+template <typename F>
+void visit_float(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kF32:
+      f(Tag<float>{});
+      return;
+    case DType::kBF16:
+      f(Tag<bf16>{});
+      return;
+    case DType::kF16:
+      f(Tag<f16>{});
+      return;
+    default:
+      VELA_THROW(InternalError, "cpu op: unexpected dtype ", dtype_name(dt));
+  }
+}
+
+}  // namespace vela::ops::cpu

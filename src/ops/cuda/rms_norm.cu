@@ -1,0 +1,198 @@
+// CUDA RMSNorm and fused residual-add RMSNorm (vLLM's fused_add_rms_norm).
+//
+// Fast path: the whole row lives in registers (up to kMaxVecPerThread 16-byte vectors per
+// thread), all loads are issued before the reduction, and the row is written once: x is read
+// once from HBM. A warp handles a row when it fits in 32 threads (small hidden, e.g. QK-norm over
+// head_dim); a block otherwise. Unaligned rows or very wide rows (> 1024 * 4 vectors) take a
+// two-pass fallback that re-reads the row (from L1/L2). Statistics and math in fp32.
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace vela::ops::cuda {
+
+namespace {
+
+constexpr int kMaxVecPerThread = 4;
+
+struct RmsArgs {
+  int64_t n_rows;
+  int64_t n_cols;
+  int64_t x_stride;
+  int64_t res_stride;
+  int64_t out_stride;
+  float eps;
+};
+
+}  // namespace
+
+// kWarpRow: one warp per row (blockDim.x / 32 rows per block); else one block per row.
+template <typename T, typename W, bool kResidual, bool kWarpRow>
+static __global__ void __launch_bounds__(1024, 1)
+    rms_norm_reg_kernel(const T* __restrict__ x, T* __restrict__ residual,
+                        const W* __restrict__ w, T* __restrict__ out, RmsArgs args) {
+  constexpr int N = kVec16<T>;
+  __shared__ float smem[2][32];
+  const int n_vec = static_cast<int>(args.n_cols / N);
+  const int row_threads = kWarpRow ? 32 : blockDim.x;
+  const int t = kWarpRow ? (threadIdx.x & 31) : threadIdx.x;
+  const int rows_per_block = kWarpRow ? blockDim.x / 32 : 1;
+  const int64_t first_row =
+      static_cast<int64_t>(blockIdx.x) * rows_per_block + (kWarpRow ? threadIdx.x / 32 : 0);
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * rows_per_block;
+
+  int parity = 0;
+  for (int64_t row = first_row; row < args.n_rows; row += row_step, parity ^= 1) {
+    const T* xr = x + row * args.x_stride;
+    T* rr = kResidual ? residual + row * args.res_stride : nullptr;
+    // Issue every load of the row before using any of them. The row stays in registers as packed
+    // 16-byte words (a 16-bit row costs half the registers of fp32) and is unpacked on use.
+    uint4 raw[kMaxVecPerThread];
+    uint4 raw_res[kResidual ? kMaxVecPerThread : 1];
+#pragma unroll
+    for (int j = 0; j < kMaxVecPerThread; ++j) {
+      const int v = t + j * row_threads;
+      if (v < n_vec) {
+        raw[j] = *reinterpret_cast<const uint4*>(xr + v * N);
+        if constexpr (kResidual) raw_res[j] = *reinterpret_cast<const uint4*>(rr + v * N);
+      }
+    }
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxVecPerThread; ++j) {
+      const int v = t + j * row_threads;
+      if (v < n_vec) {
+        float f[N];
+        unpack16<T>(raw[j], f);
+        if constexpr (kResidual) {
+          // residual += x, rounded to T: the norm sees exactly what is stored.
+          float r[N];
+          unpack16<T>(raw_res[j], r);
+#pragma unroll
+          for (int i = 0; i < N; ++i) f[i] += r[i];
+          raw[j] = pack16<T>(f);
+          *reinterpret_cast<uint4*>(rr + v * N) = raw[j];
+          unpack16<T>(raw[j], f);
+        }
+#pragma unroll
+        for (int i = 0; i < N; ++i) sum_sq += f[i] * f[i];
+      }
+    }
+    if constexpr (kWarpRow) {
+      sum_sq = warp_sum(sum_sq);
+    } else {
+      sum_sq = block_sum<false>(sum_sq, smem[parity]);  // alternate buffers: no second barrier
+    }
+    const float rstd = rsqrtf(sum_sq / static_cast<float>(args.n_cols) + args.eps);
+    T* outr = out + row * args.out_stride;
+#pragma unroll
+    for (int j = 0; j < kMaxVecPerThread; ++j) {
+      const int v = t + j * row_threads;
+      if (v < n_vec) {
+        float wv[N];
+        load_float<N>(w + v * N, wv);
+        float y[N];
+        unpack16<T>(raw[j], y);
+#pragma unroll
+        for (int i = 0; i < N; ++i) y[i] = y[i] * rstd * wv[i];
+        store_float<N>(outr + v * N, y);
+      }
+    }
+  }
+}
+
+// Fallback: any alignment, any width. Pass 1 accumulates (and updates the residual), pass 2
+// re-reads the row; each thread touches the same elements in both passes.
+template <typename T, typename W, bool kResidual>
+static __global__ void rms_norm_loop_kernel(const T* x, T* residual, const W* w, T* out,
+                                            RmsArgs args) {
+  __shared__ float smem[32];
+  for (int64_t row = blockIdx.x; row < args.n_rows; row += gridDim.x) {
+    const T* xr = x + row * args.x_stride;
+    T* rr = kResidual ? residual + row * args.res_stride : nullptr;
+    float sum_sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < args.n_cols; i += blockDim.x) {
+      float val = to_float(xr[i]);
+      if constexpr (kResidual) {
+        T sum = from_float<T>(val + to_float(rr[i]));
+        rr[i] = sum;
+        val = to_float(sum);
+      }
+      sum_sq += val * val;
+    }
+    sum_sq = block_sum<true>(sum_sq, smem);
+    const float rstd = rsqrtf(sum_sq / static_cast<float>(args.n_cols) + args.eps);
+    const T* src = kResidual ? rr : xr;
+    T* outr = out + row * args.out_stride;
+    for (int64_t i = threadIdx.x; i < args.n_cols; i += blockDim.x)
+      outr[i] = from_float<T>(to_float(src[i]) * rstd * to_float(w[i]));
+  }
+}
+
+namespace {
+
+template <typename T, typename W, bool kResidual>
+void launch_rms(const Tensor& x, T* residual, int64_t res_stride, const Tensor& w, float eps,
+                Tensor& out) {
+  constexpr int N = kVec16<T>;
+  RowLayout xl = row_layout(x), ol = row_layout(out);
+  RmsArgs args{xl.n_rows, xl.n_cols, xl.row_stride, res_stride, ol.row_stride, eps};
+  if (args.n_rows == 0 || args.n_cols == 0) return;
+  const T* px = static_cast<const T*>(x.data_ptr());
+  const W* pw = static_cast<const W*>(w.data_ptr());
+  T* po = static_cast<T*>(out.data_ptr());
+  cudaStream_t stream = current_stream();
+
+  const int64_t n_vec = args.n_cols / N;
+  bool vec = args.n_cols % N == 0 && is_aligned(px, 16) && is_aligned(po, 16) &&
+             is_aligned(pw, 16) && args.x_stride % N == 0 && args.out_stride % N == 0 &&
+             n_vec <= 1024 * kMaxVecPerThread;
+  if constexpr (kResidual) vec = vec && is_aligned(residual, 16) && res_stride % N == 0;
+
+  if (vec && n_vec <= 32 * kMaxVecPerThread) {
+    constexpr int kThreads = 256;  // 8 rows per block
+    const int64_t blocks = std::min<int64_t>(ceil_div(args.n_rows, kThreads / 32), 1 << 30);
+    rms_norm_reg_kernel<T, W, kResidual, true>
+        <<<static_cast<int>(blocks), kThreads, 0, stream>>>(px, residual, pw, po, args);
+  } else if (vec) {
+    const int threads = row_block_threads(n_vec, kMaxVecPerThread);
+    const int64_t blocks = std::min<int64_t>(args.n_rows, 1 << 30);
+    rms_norm_reg_kernel<T, W, kResidual, false>
+        <<<static_cast<int>(blocks), threads, 0, stream>>>(px, residual, pw, po, args);
+  } else {
+    const int threads = row_block_threads(args.n_cols, 4);
+    const int64_t blocks = std::min<int64_t>(args.n_rows, 1 << 30);
+    rms_norm_loop_kernel<T, W, kResidual>
+        <<<static_cast<int>(blocks), threads, 0, stream>>>(px, residual, pw, po, args);
+  }
+  VELA_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kResidual>
+void rms_dispatch(const Tensor& x, Tensor* residual, const Tensor& w, float eps, Tensor& out) {
+  DeviceGuard guard(x.device().index);
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* pr = nullptr;
+    int64_t res_stride = 0;
+    if constexpr (kResidual) {
+      pr = static_cast<T*>(residual->data_ptr());
+      res_stride = row_layout(*residual).row_stride;
+    }
+    if (w.dtype() == DType::kF32)
+      launch_rms<T, float, kResidual>(x, pr, res_stride, w, eps, out);
+    else
+      launch_rms<T, T, kResidual>(x, pr, res_stride, w, eps, out);
+  });
+}
+
+}  // namespace
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  rms_dispatch<false>(x, nullptr, w, eps, out);
+}
+
+void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
+  rms_dispatch<true>(x, &residual, w, eps, out);
+}
+
+}  // namespace vela::ops::cuda

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/cuda/cuda_api.h"
@@ -30,62 +31,13 @@
 namespace vela::cli {
 namespace {
 
-// Median seconds of `reps` timed calls after `warmup` untimed ones.
-double time_median(const std::function<void()>& fn, int warmup, int reps) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
-  Tensor f = Tensor::empty(shape, DType::kF32);
-  float* p = f.data<float>();
-  int64_t n = f.numel();
-  parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = philox_uniform(seed, 0, static_cast<uint64_t>(i)) - 0.5f;
-  });
-  if (dtype == DType::kF32) return f;
-  Tensor t = Tensor::empty(shape, dtype);
-  uint16_t* q = static_cast<uint16_t*>(t.data_ptr());
-  for (int64_t i = 0; i < n; ++i)
-    q[i] = dtype == DType::kBF16 ? bf16::from_f32(p[i]) : f16::from_f32(p[i]);
-  return t;
-}
-
-struct Row {
-  std::string name, unit;
-  double value, peak;
-  std::string peak_name;
-};
-
-void print_rows(const std::vector<Row>& rows) {
-  std::printf("%-40s %12s %12s %8s  %s\n", "case", "measured", "peak", "ratio", "peak is");
-  for (const Row& r : rows)
-    std::printf("%-40s %8.1f %-4s %8.1f %-4s %7.1f%%  %s\n", r.name.c_str(), r.value, r.unit.c_str(),
-                r.peak, r.unit.c_str(), 100.0 * r.value / r.peak, r.peak_name.c_str());
-}
-
 std::vector<Row> bench_cpu(bool quick) {
   std::vector<Row> rows;
   const int reps = quick ? 3 : 7;
 
-  // Bandwidth peak: parallel copy of 256 MiB (bytes read + written).
+  // Bandwidth peak: parallel copy (bytes read + written).
+  double copy_gbps = measure_copy_gbps((quick ? 64ull : 256ull) << 20, reps);
   size_t bw_bytes = (quick ? 64ull : 256ull) << 20;
-  std::vector<char> src(bw_bytes, 1), dst(bw_bytes, 0);
-  double t_copy = time_median(
-      [&] {
-        parallel_for(static_cast<int64_t>(bw_bytes), 1 << 20, [&](int64_t b, int64_t e) {
-          std::memcpy(dst.data() + b, src.data() + b, static_cast<size_t>(e - b));
-        });
-      },
-      2, reps);
-  double copy_gbps = 2.0 * bw_bytes / t_copy / 1e9;
   rows.push_back({"copy (memcpy, read+write)", "GB/s", copy_gbps, copy_gbps, "itself"});
 
   // GEMM peak: raw OpenBLAS sgemm; then vela's gemm on the same problem.
@@ -157,12 +109,14 @@ int cmd_bench(int argc, char** argv) {
   if (argc < 1 || !std::strcmp(argv[0], "--help")) {
     std::printf(
         "usage: vela bench ops [--device cpu|cuda|all] [--quick] [--json FILE]\n"
+        "       vela bench model [--device cpu] [--preset 100m|bench-1b | --config FILE] ...\n"
         "  Times GEMM, a bandwidth-bound op and the decode GEMV against this machine's\n"
         "  measured peaks (OpenBLAS sgemm, memory copy; cuBLASLt and D2D copy on CUDA).\n");
     return argc < 1 ? 1 : 0;
   }
   std::string what = argv[0];
-  VELA_CHECK(what == "ops", "unknown benchmark '", what, "' (available: ops)");
+  if (what == "model") return bench_model_main(argc - 1, argv + 1);
+  VELA_CHECK(what == "ops", "unknown benchmark '", what, "' (available: ops, model)");
   Args args(argc - 1, argv + 1, {"quick"});
   std::string device = args.get("device", cuda::available() ? "all" : "cpu");
   bool quick = args.has("quick");
@@ -190,11 +144,7 @@ int cmd_bench(int argc, char** argv) {
     VELA_THROW(Unsupported, "this build has no CUDA backend");
 #endif
   }
-  json results = json::array();
-  for (const Row& r : rows)
-    results.push_back({{"case", r.name}, {"value", r.value}, {"unit", r.unit}, {"peak", r.peak},
-                       {"ratio", r.value / r.peak}, {"peak_is", r.peak_name}});
-  j["results"] = results;
+  j["results"] = rows_json(rows);
   if (!json_path.empty()) {
     std::string s = j.dump(2) + "\n";
     write_file_atomic(json_path, s.data(), s.size());

@@ -7,5 +7,6 @@ namespace vela::cli {
 int cmd_info(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
 
 }  // namespace vela::cli

@@ -19,6 +19,7 @@ struct Command {
 const Command kCommands[] = {
     {"info", vela::cli::cmd_info, "version, build options, CPU features and CUDA devices"},
     {"generate", vela::cli::cmd_generate, "continue a prompt with a model directory (greedy or sampled)"},
+    {"convert", vela::cli::cmd_convert, "rewrite a checkpoint in the HF layout (optionally another dtype)"},
     {"bench", vela::cli::cmd_bench, "benchmarks: `vela bench ops [--device cpu|cuda] [--json F]`"},
 };
 

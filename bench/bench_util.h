@@ -1,0 +1,30 @@
+// Shared benchmark helpers: median timing, random tensors, result rows with a peak and a ratio.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/tensor.h"
+
+namespace vela::cli {
+
+// Median seconds of `reps` timed calls after `warmup` untimed ones.
+double time_median(const std::function<void()>& fn, int warmup, int reps);
+// Uniform(-0.5, 0.5) values from Philox(seed), stored as `dtype` on the CPU.
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed);
+// Host memory bandwidth of a parallel memcpy over `bytes` (read + write counted), GB/s.
+double measure_copy_gbps(size_t bytes, int reps);
+
+struct Row {
+  std::string name, unit;
+  double value, peak;
+  std::string peak_name;
+};
+void print_rows(const std::vector<Row>& rows);
+json rows_json(const std::vector<Row>& rows);
+
+int bench_model_main(int argc, char** argv);
+
+}  // namespace vela::cli

@@ -336,7 +336,13 @@ void save_safetensors(const std::string& path,
                     {"data_offsets", {offset, end}}};
     offset = end;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception& e) {  // e.g. a name or metadata value that is not UTF-8
+    VELA_THROW(InvalidArgument, "save_safetensors: cannot encode the header of '", path,
+               "' (tensor names and metadata must be UTF-8): ", e.what());
+  }
   // Pad with spaces so the data region starts 8-byte aligned (as the reference writer does).
   text.append((8 - text.size() % 8) % 8, ' ');
   unsigned char len[8];

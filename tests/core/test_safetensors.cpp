@@ -417,6 +417,8 @@ TEST(Safetensors, FailedSaveLeavesExistingFileAlone) {
                     "duplicate", "'x'", path);
   EXPECT_THROW_WITH(save_safetensors(path, {{"__metadata__", x}}), InvalidArgument, "reserved");
   EXPECT_THROW_WITH(save_safetensors(path, {{"u", Tensor()}}), InvalidArgument, "'u'", "undefined");
+  EXPECT_THROW_WITH(save_safetensors(path, {{"x", x}}, {{"k", "\xff\xfe"}}), InvalidArgument,
+                    "UTF-8", path);
   EXPECT_EQ(read_bytes(path), good);
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"good.safetensors"});
 

@@ -1,6 +1,7 @@
-// CPU GEMM. f32: OpenBLAS sgemm (sgemv for one row). bf16/f16 inputs: a direct small-M kernel for
-// decode-sized M (the 16-bit B is streamed once and widened in registers, parallel over N), else
-// f32 panels of A and B converted into scratch and fed to sgemm. Accumulation is always fp32.
+// CPU GEMM. f32: OpenBLAS sgemm (sgemv for one row), single-threaded per OpenMP chunk of C.
+// bf16/f16 inputs: a direct small-M kernel for decode-sized M (the 16-bit B is streamed once and
+// widened in registers, parallel over N), else f32 panels of A and B widened into scratch and fed
+// to sgemm. Accumulation is always fp32.
 #include <cblas.h>
 
 #include <algorithm>
@@ -14,8 +15,8 @@ namespace vela::ops::cpu {
 namespace {
 
 constexpr int64_t kSmallM = 16;     // up to this many rows of op(a): direct kernel
-constexpr int64_t kPanelM = 256;    // rows of op(a) converted per sgemm call
-constexpr int64_t kPanelN = 1024;   // columns of op(b) converted per sgemm call
+constexpr int64_t kPanelM = 512;    // rows of op(a) widened per pass over B
+constexpr int64_t kPanelN = 256;    // columns of op(b) widened per sgemm call (per thread)
 constexpr int64_t kColChunk = 256;  // columns per accumulator block in the non-transposed-B kernel
 
 // One batch of one operand: base pointer and leading dimension (elements).
@@ -46,22 +47,61 @@ inline TC epilogue(float acc, const TC* old, const Dims& d) {
 
 // ---------------------------------------------------------------------------------------------
 // f32
-void sgemm_batch(Mat<const float> a, Mat<const float> b, Mat<float> c, const Dims& d) {
-  if (d.m == 1) {
+
+// Smallest amount of work worth a thread of its own: multiply-adds, or elements widened to f32.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 18;
+constexpr int64_t kMinWidenPerThread = int64_t{1} << 15;
+
+// Grain (in output columns or rows) such that each chunk does at least kMinMacsPerThread.
+inline int64_t grain_for(int64_t macs_per_unit, int64_t min_grain) {
+  return std::max(min_grain, kMinMacsPerThread / std::max<int64_t>(macs_per_unit, 1) + 1);
+}
+
+// OpenBLAS runs single-threaded inside OpenMP chunks of the output: one thread pool for all CPU
+// ops. (Two pools - OpenBLAS's pthreads spinning after each call next to OpenMP's team - fight for
+// the cores and slow small GEMMs down by 10x or more on a busy machine.)
+void blas_single_threaded() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+void sgemm_block(const Dims& d, int64_t m, int64_t n, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc) {
+  if (m == 1) {
     // One row: y = alpha * op(b)^T x + beta * y, with x the single row of op(a).
-    int64_t incx = d.ta ? a.ld : 1;
-    if (d.beta == 0.0f) std::fill(c.p, c.p + d.n, 0.0f);
+    int64_t incx = d.ta ? lda : 1;
+    if (d.beta == 0.0f) std::fill(c, c + n, 0.0f);
     if (d.tb) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, d.n, d.k, d.alpha, b.p, b.ld, a.p, incx, d.beta, c.p,
-                  1);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, d.k, d.alpha, b, ldb, a, incx, d.beta, c, 1);
     } else {
-      cblas_sgemv(CblasRowMajor, CblasTrans, d.k, d.n, d.alpha, b.p, b.ld, a.p, incx, d.beta, c.p,
-                  1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, d.k, n, d.alpha, b, ldb, a, incx, d.beta, c, 1);
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, d.ta ? CblasTrans : CblasNoTrans, d.tb ? CblasTrans : CblasNoTrans,
-              d.m, d.n, d.k, d.alpha, a.p, a.ld, b.p, b.ld, d.beta, c.p, c.ld);
+  cblas_sgemm(CblasRowMajor, d.ta ? CblasTrans : CblasNoTrans, d.tb ? CblasTrans : CblasNoTrans, m,
+              n, d.k, d.alpha, a, lda, b, ldb, d.beta, c, ldc);
+}
+
+// c[m, n] = alpha * op(a) op(b) + beta * c, split over the longer of M and N across threads.
+void sgemm_parallel(const Dims& d, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    float* c, int64_t ldc) {
+  blas_single_threaded();
+  if (d.n >= d.m) {
+    parallel_for(d.n, grain_for(d.m * d.k, 16), [&](int64_t n0, int64_t n1) {
+      sgemm_block(d, d.m, n1 - n0, a, lda, b + (d.tb ? n0 * ldb : n0), ldb, c + n0, ldc);
+    });
+  } else {
+    parallel_for(d.m, grain_for(d.n * d.k, 4), [&](int64_t m0, int64_t m1) {
+      sgemm_block(d, m1 - m0, d.n, a + (d.ta ? m0 : m0 * lda), lda, b, ldb, c + m0 * ldc, ldc);
+    });
+  }
+}
+
+void sgemm_batch(Mat<const float> a, Mat<const float> b, Mat<float> c, const Dims& d) {
+  sgemm_parallel(d, a.p, a.ld, b.p, b.ld, c.p, c.ld);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -158,7 +198,7 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
   widen_a(a, d, af);
   if (d.tb) {
     // b is [N, K]: each output column is a dot product with one contiguous row of b.
-    parallel_for(d.n, 16, [&](int64_t n0, int64_t n1) {
+    parallel_for(d.n, grain_for(d.m * d.k, 16), [&](int64_t n0, int64_t n1) {
       float out[4];
       for (int64_t col = n0; col < n1; ++col) {
         const T* brow = b.p + col * b.ld;
@@ -175,7 +215,7 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
     return;
   }
   // b is [K, N]: accumulate rows of b scaled by a[m, k] into column blocks, reading b once.
-  parallel_for(d.n, 64, [&](int64_t n0, int64_t n1) {
+  parallel_for(d.n, grain_for(d.m * d.k, 64), [&](int64_t n0, int64_t n1) {
     float* acc = scratch(static_cast<size_t>(d.m * kColChunk), 1);
     float* brow = scratch(kColChunk, 2);
     for (int64_t c0 = n0; c0 < n1; c0 += kColChunk) {
@@ -199,62 +239,56 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 16-bit inputs, larger M: convert panels to f32 and call sgemm.
+// 16-bit inputs, larger M: widen a panel of A rows once (shared), then each thread widens its own
+// column panels of B into private scratch and runs single-threaded sgemm on its block of C.
 
 template <typename T, typename TC>
 void panel_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
-  const int64_t pm_max = std::min(kPanelM, d.m), pn_max = std::min(kPanelN, d.n);
+  blas_single_threaded();
+  const int64_t pm_max = std::min(kPanelM, d.m);
   float* abuf = scratch(static_cast<size_t>(pm_max * d.k), 0);
-  float* bbuf = scratch(static_cast<size_t>(pn_max * d.k), 1);
-  float* cbuf =
-      std::is_same_v<TC, float> ? nullptr : scratch(static_cast<size_t>(pm_max * pn_max), 2);
-  int64_t a_panel = -1;  // m0 of the A panel currently in abuf
-  for (int64_t n0 = 0; n0 < d.n; n0 += kPanelN) {
-    int64_t pn = std::min(kPanelN, d.n - n0);
-    int64_t ldb;
-    if (d.tb) {  // rows n0.. of b [N, K] -> bbuf [pn, K]
-      ldb = d.k;
-      parallel_for(pn, 8, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) load_f32(b.p + (n0 + r) * b.ld, bbuf + r * d.k, d.k);
+  for (int64_t m0 = 0; m0 < d.m; m0 += kPanelM) {
+    const int64_t pm = std::min(kPanelM, d.m - m0);
+    const int64_t lda = d.ta ? pm : d.k;
+    if (!d.ta) {  // rows m0.. of a [M, K] -> abuf [pm, K]
+      parallel_for(pm, std::max<int64_t>(1, kMinWidenPerThread / d.k), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) load_f32(a.p + (m0 + r) * a.ld, abuf + r * d.k, d.k);
       });
-    } else {  // columns n0.. of b [K, N] -> bbuf [K, pn]
-      ldb = pn;
-      parallel_for(d.k, 8, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) load_f32(b.p + r * b.ld + n0, bbuf + r * pn, pn);
+    } else {  // columns m0.. of a [K, M] -> abuf [K, pm]
+      parallel_for(d.k, std::max<int64_t>(1, kMinWidenPerThread / pm), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) load_f32(a.p + r * a.ld + m0, abuf + r * pm, pm);
       });
     }
-    for (int64_t m0 = 0; m0 < d.m; m0 += kPanelM) {
-      int64_t pm = std::min(kPanelM, d.m - m0);
-      int64_t lda = d.ta ? pm : d.k;
-      if (a_panel != m0) {
-        if (!d.ta) {  // rows m0.. of a [M, K] -> abuf [pm, K]
-          parallel_for(pm, 8, [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) load_f32(a.p + (m0 + r) * a.ld, abuf + r * d.k, d.k);
-          });
-        } else {  // columns m0.. of a [K, M] -> abuf [K, pm]
-          parallel_for(d.k, 8, [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) load_f32(a.p + r * a.ld + m0, abuf + r * pm, pm);
-          });
+    parallel_for(d.n, grain_for(pm * d.k, 16), [&](int64_t n_lo, int64_t n_hi) {
+      const int64_t pn_max = std::min(kPanelN, n_hi - n_lo);
+      float* bbuf = scratch(static_cast<size_t>(pn_max * d.k), 1);
+      float* cbuf =
+          std::is_same_v<TC, float> ? nullptr : scratch(static_cast<size_t>(pm * pn_max), 2);
+      for (int64_t n0 = n_lo; n0 < n_hi; n0 += kPanelN) {
+        const int64_t pn = std::min(kPanelN, n_hi - n0);
+        int64_t ldb;
+        if (d.tb) {  // rows n0.. of b [N, K] -> bbuf [pn, K]
+          ldb = d.k;
+          for (int64_t r = 0; r < pn; ++r) load_f32(b.p + (n0 + r) * b.ld, bbuf + r * d.k, d.k);
+        } else {  // columns n0.. of b [K, N] -> bbuf [K, pn]
+          ldb = pn;
+          for (int64_t r = 0; r < d.k; ++r) load_f32(b.p + r * b.ld + n0, bbuf + r * pn, pn);
         }
-        a_panel = m0;
-      }
-      auto ta = d.ta ? CblasTrans : CblasNoTrans, tb = d.tb ? CblasTrans : CblasNoTrans;
-      TC* cblk = c.p + m0 * c.ld + n0;
-      if constexpr (std::is_same_v<TC, float>) {
-        cblas_sgemm(CblasRowMajor, ta, tb, pm, pn, d.k, d.alpha, abuf, lda, bbuf, ldb, d.beta, cblk,
-                    c.ld);
-      } else {
-        if (d.beta != 0.0f) {
-          for (int64_t r = 0; r < pm; ++r) load_f32(cblk + r * c.ld, cbuf + r * pn, pn);
+        Dims blk = d;
+        blk.m = pm;
+        blk.n = pn;
+        TC* cblk = c.p + m0 * c.ld + n0;
+        if constexpr (std::is_same_v<TC, float>) {
+          sgemm_block(blk, pm, pn, abuf, lda, bbuf, ldb, cblk, c.ld);
+        } else {
+          if (d.beta != 0.0f) {
+            for (int64_t r = 0; r < pm; ++r) load_f32(cblk + r * c.ld, cbuf + r * pn, pn);
+          }
+          sgemm_block(blk, pm, pn, abuf, lda, bbuf, ldb, cbuf, pn);
+          for (int64_t r = 0; r < pm; ++r) store_f32(cbuf + r * pn, cblk + r * c.ld, pn);
         }
-        cblas_sgemm(CblasRowMajor, ta, tb, pm, pn, d.k, d.alpha, abuf, lda, bbuf, ldb, d.beta, cbuf,
-                    pn);
-        parallel_for(pm, 16, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) store_f32(cbuf + r * pn, cblk + r * c.ld, pn);
-        });
       }
-    }
-    if (d.m > kPanelM) a_panel = -1;  // abuf holds the last panel only
+    });
   }
 }
 

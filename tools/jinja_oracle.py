@@ -65,12 +65,12 @@ def make_env():
 ENV = make_env()
 
 
-def render(template, context):
+def render(template, context, with_type=True):
     """Returns (output, None) or (None, "ExceptionType: message")."""
     try:
         return ENV.from_string(template).render(**context), None
     except Exception as e:  # noqa: BLE001 - any template failure is an expected outcome here
-        return None, f"{type(e).__name__}: {e}"
+        return None, f"{type(e).__name__}: {e}" if with_type else str(e)
 
 
 def engine_cases(paths, fill):
@@ -142,7 +142,7 @@ def chat(conversations_path, assets):
         context.update(messages=case["messages"], tools=case.get("tools"), documents=None,
                        add_generation_prompt=case.get("add_generation_prompt", False))
         context.update(case.get("extra", {}))
-        out, err = render(src, context)
+        out, err = render(src, context, with_type=False)
         results[case["name"]] = out if err is None else {"error": err}
     json.dump(results, sys.stdout, ensure_ascii=False)
     return 0

@@ -5,9 +5,10 @@ set -euo pipefail
 
 PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
           libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev
-          libbenchmark-dev)
+          libbenchmark-dev python3-jinja2)
 
-# Oracle tests compare against Hugging Face packages from npm (scripts/fetch_assets.sh).
+# Oracle tests compare against Hugging Face packages from npm (scripts/fetch_assets.sh) and, for
+# chat templates, Python Jinja2 (python3-jinja2).
 NEED_NODE=0
 command -v node >/dev/null && command -v npm >/dev/null || NEED_NODE=1
 

@@ -1,0 +1,126 @@
+// Oracle parity: vela's encode/decode against the Hugging Face `tokenizers` binding (node) on
+// >= 5,000 generated strings for Qwen3, Llama-3.1, GPT-4o and GPT-2. Needs the assets that
+// scripts/fetch_assets.sh puts in .cache/assets (CI runs it); without them the tests fail.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/json.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+using vela::json;
+
+namespace {
+
+fs::path repo_root() {
+  fs::path p = fs::current_path();
+  for (int i = 0; i < 4; ++i) {
+    if (fs::exists(p / "scripts" / "fetch_assets.sh")) return p;
+    p = p.parent_path();
+  }
+  return fs::current_path();
+}
+
+fs::path assets_dir() {
+  if (const char* a = std::getenv("VELA_ASSETS")) return a;
+  return repo_root() / ".cache" / "assets";
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return out;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  int rc = pclose(f);
+  if (rc != 0) return "";
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> v;
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t e = s.find('\n', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) v.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return v;
+}
+
+class OracleParity : public ::testing::TestWithParam<const char*> {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = fs::temp_directory_path() / ("vela_tok_parity_" + std::to_string(::getpid()));
+    fs::create_directories(tmp_);
+    strings_path_ = tmp_ / "strings.jsonl";
+    std::string gen = "node '" + (repo_root() / "tests/tokenizer/oracle/gen_strings.js").string() + "' 6000 > '" +
+                      strings_path_.string() + "'";
+    gen_ok_ = std::system(gen.c_str()) == 0;
+  }
+  static void TearDownTestSuite() { fs::remove_all(tmp_); }
+  static inline fs::path tmp_, strings_path_;
+  static inline bool gen_ok_ = false;
+};
+
+TEST_P(OracleParity, EncodeDecodeMatchesHuggingFace) {
+  fs::path assets = assets_dir();
+  ASSERT_TRUE(fs::exists(assets / "node_modules" / "tokenizers"))
+      << "oracle assets missing in " << assets << ": run scripts/fetch_assets.sh (CI runs it)";
+  ASSERT_TRUE(gen_ok_) << "node tests/tokenizer/oracle/gen_strings.js failed (is node installed?)";
+  fs::path tok = assets / "tokenizers" / GetParam();
+  if (fs::exists(tok / "tokenizer.json")) tok /= "tokenizer.json";
+  ASSERT_TRUE(fs::exists(tok)) << tok << " missing: run scripts/fetch_assets.sh";
+
+  std::string cmd = "NODE_PATH='" + (assets / "node_modules").string() + "' node '" +
+                    (repo_root() / "tests/tokenizer/oracle/encode_oracle.js").string() + "' '" + tok.string() +
+                    "' '" + strings_path_.string() + "'";
+  std::vector<std::string> expected = split_lines(run(cmd));
+  std::ifstream sf(strings_path_);
+  std::vector<std::string> strings;
+  for (std::string line; std::getline(sf, line);)
+    if (!line.empty()) strings.push_back(json::parse(line).get<std::string>());
+  ASSERT_GE(strings.size(), 5000u);
+  ASSERT_EQ(expected.size(), strings.size()) << "oracle failed: " << cmd;
+
+  vela::Tokenizer t = vela::Tokenizer::from_file(tok.string());
+  size_t n_mismatch = 0, n_special_mismatch = 0, n_decode_mismatch = 0, n_roundtrip_fail = 0;
+  for (size_t i = 0; i < strings.size(); ++i) {
+    json e = json::parse(expected[i]);
+    auto ids = t.encode(strings[i], false);
+    auto want = e["ids"].get<std::vector<int32_t>>();
+    if (ids != want) {
+      if (n_mismatch++ < 5)
+        ADD_FAILURE() << GetParam() << " string " << i << " " << json(strings[i]).dump() << "\n vela: " << json(ids).dump()
+                      << "\n   hf: " << json(want).dump();
+    }
+    auto ids_s = t.encode(strings[i], true);
+    if (ids_s != e["ids_special"].get<std::vector<int32_t>>()) ++n_special_mismatch;
+    std::string text = t.decode(want, false);
+    if (text != e["text"].get<std::string>()) {
+      if (n_decode_mismatch++ < 5)
+        ADD_FAILURE() << GetParam() << " decode " << i << " vela " << json(text).dump() << " hf " << e["text"].dump();
+    }
+    if (t.decode(e["ids_special"].get<std::vector<int32_t>>(), true) != e["text_skip"].get<std::string>())
+      ++n_decode_mismatch;
+    // Byte-level BPE is lossless except where a normalizer changes the text (Qwen3's NFC).
+    if (e["text"].get<std::string>() != strings[i] && std::string(GetParam()) != "qwen3") ++n_roundtrip_fail;
+  }
+  std::printf("[parity] %-8s strings=%zu encode_mismatch=%zu special_mismatch=%zu decode_mismatch=%zu roundtrip_fail=%zu\n",
+              GetParam(), strings.size(), n_mismatch, n_special_mismatch, n_decode_mismatch, n_roundtrip_fail);
+  EXPECT_EQ(n_mismatch, 0u);
+  EXPECT_EQ(n_special_mismatch, 0u);
+  EXPECT_EQ(n_decode_mismatch, 0u);
+  EXPECT_EQ(n_roundtrip_fail, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, OracleParity, ::testing::Values("qwen3", "llama3_1", "llama3", "gpt4o", "gpt2"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace

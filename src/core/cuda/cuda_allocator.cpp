@@ -39,8 +39,8 @@ size_t CachingAllocator::round_size(size_t bytes) {
 }
 
 CachingAllocator::DeviceState& CachingAllocator::state(int device) {
-  VELA_CHECK(device >= 0 && device < device_count(), "CUDA device ", device,
-             " does not exist (", device_count(), " devices)");
+  VELA_CHECK(device >= 0 && device < device_count(), "CUDA device ", device, " does not exist (",
+             device_count(), " devices)");
   if (static_cast<size_t>(device) >= devices_.size()) devices_.resize(device + 1, nullptr);
   if (!devices_[device]) devices_[device] = new DeviceState();
   return *devices_[device];
@@ -53,9 +53,9 @@ void CachingAllocator::insert_free(DeviceState& st, Block* b) {
 CachingAllocator::Block* CachingAllocator::malloc_segment(DeviceState& st, int device,
                                                           cudaStream_t stream, size_t size,
                                                           bool small, size_t requested) {
-  size_t segment_bytes = small                        ? kSmallSegmentBytes
-                         : size < kMidRequestBytes    ? kLargeSegmentBytes
-                                                      : round_up(size, kLargeRoundBytes);
+  size_t segment_bytes = small                     ? kSmallSegmentBytes
+                         : size < kMidRequestBytes ? kLargeSegmentBytes
+                                                   : round_up(size, kLargeRoundBytes);
   DeviceGuard guard(device);
   void* p = nullptr;
   cudaError_t err = cudaMalloc(&p, segment_bytes);

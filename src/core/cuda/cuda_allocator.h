@@ -30,9 +30,9 @@ namespace vela::cuda {
 class CachingAllocator {
  public:
   static constexpr size_t kMinBlockBytes = 512;
-  static constexpr size_t kSmallRequestBytes = size_t{1} << 20;    // <= this: small pool
+  static constexpr size_t kSmallRequestBytes = size_t{1} << 20;  // <= this: small pool
   static constexpr size_t kSmallSegmentBytes = size_t{2} << 20;
-  static constexpr size_t kMidRequestBytes = size_t{10} << 20;     // < this: 20 MiB segments
+  static constexpr size_t kMidRequestBytes = size_t{10} << 20;  // < this: 20 MiB segments
   static constexpr size_t kLargeSegmentBytes = size_t{20} << 20;
   static constexpr size_t kLargeRoundBytes = size_t{2} << 20;
 
@@ -54,8 +54,8 @@ class CachingAllocator {
     size_t size = 0;  // bytes
     char* ptr = nullptr;
     bool allocated = false;
-    bool small = false;      // which pool
-    Block* prev = nullptr;   // neighbours inside the same segment
+    bool small = false;     // which pool
+    Block* prev = nullptr;  // neighbours inside the same segment
     Block* next = nullptr;
   };
   struct BlockOrder {
@@ -76,7 +76,7 @@ class CachingAllocator {
   void insert_free(DeviceState& st, Block* b);
 
   std::mutex mu_;
-  std::vector<DeviceState*> devices_;  // indexed by device, created on first use
+  std::vector<DeviceState*> devices_;         // indexed by device, created on first use
   std::unordered_map<void*, Block*> active_;  // allocated blocks by pointer
 };
 

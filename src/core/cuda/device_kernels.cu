@@ -81,11 +81,20 @@ void launch_strided_gather(void* dst, const void* src, size_t elem_bytes, int ra
   }
   if (n == 0) return;
   switch (elem_bytes) {
-    case 1: gather_as<uint8_t>(dst, src, dims, n); break;
-    case 2: gather_as<uint16_t>(dst, src, dims, n); break;
-    case 4: gather_as<uint32_t>(dst, src, dims, n); break;
-    case 8: gather_as<uint64_t>(dst, src, dims, n); break;
-    default: VELA_THROW(Unsupported, "strided copy of ", elem_bytes, "-byte elements");
+    case 1:
+      gather_as<uint8_t>(dst, src, dims, n);
+      break;
+    case 2:
+      gather_as<uint16_t>(dst, src, dims, n);
+      break;
+    case 4:
+      gather_as<uint32_t>(dst, src, dims, n);
+      break;
+    case 8:
+      gather_as<uint64_t>(dst, src, dims, n);
+      break;
+    default:
+      VELA_THROW(Unsupported, "strided copy of ", elem_bytes, "-byte elements");
   }
 }
 

@@ -81,8 +81,8 @@ double bench_copy_gbps(size_t bytes) {
   Tensor src = Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kU8, device);
   Tensor dst = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kU8, device);
   const double ms = time_ms([&] {
-    VELA_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes,
-                                    cudaMemcpyDeviceToDevice, current_stream()));
+    VELA_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyDeviceToDevice,
+                                    current_stream()));
   });
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }

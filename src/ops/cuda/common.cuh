@@ -20,21 +20,33 @@ using vela::cuda::current_stream;
 using vela::cuda::DeviceGuard;
 
 // ---- element conversion (hardware cvt instructions) ----
-template <typename T> __device__ __forceinline__ float to_float(T v);
-template <> __device__ __forceinline__ float to_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_float<bf16>(bf16 v) {
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float to_float<bf16>(bf16 v) {
   return __bfloat162float(__ushort_as_bfloat16(v.bits));
 }
-template <> __device__ __forceinline__ float to_float<f16>(f16 v) {
+template <>
+__device__ __forceinline__ float to_float<f16>(f16 v) {
   return __half2float(__ushort_as_half(v.bits));
 }
 
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ bf16 from_float<bf16>(float v) {
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float v) {
   return bf16::from_bits(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
 }
-template <> __device__ __forceinline__ f16 from_float<f16>(float v) {
+template <>
+__device__ __forceinline__ f16 from_float<f16>(float v) {
   return f16::from_bits(__half_as_ushort(__float2half_rn(v)));
 }
 
@@ -270,10 +282,17 @@ inline int grid_stride_blocks(int64_t n_items, int threads, int waves = 8) {
 template <typename F>
 void dispatch_float(DType dt, F&& f) {
   switch (dt) {
-    case DType::kF32: f(float{}); break;
-    case DType::kBF16: f(bf16{}); break;
-    case DType::kF16: f(f16{}); break;
-    default: VELA_THROW(Unsupported, "CUDA op on dtype ", dtype_name(dt), " (expected f32/bf16/f16)");
+    case DType::kF32:
+      f(float{});
+      break;
+    case DType::kBF16:
+      f(bf16{});
+      break;
+    case DType::kF16:
+      f(f16{});
+      break;
+    default:
+      VELA_THROW(Unsupported, "CUDA op on dtype ", dtype_name(dt), " (expected f32/bf16/f16)");
   }
 }
 

@@ -10,8 +10,10 @@ enum class BinaryOp { kAdd, kMul };
 
 template <BinaryOp kOp>
 static __device__ __forceinline__ float apply_binary(float a, float b) {
-  if constexpr (kOp == BinaryOp::kAdd) return a + b;
-  else return a * b;
+  if constexpr (kOp == BinaryOp::kAdd)
+    return a + b;
+  else
+    return a * b;
 }
 
 // out[i] = a[i] op b[i % b_period]; N elements per vector step, scalar tail.
@@ -86,9 +88,13 @@ void launch_binary(const Tensor& a, const Tensor& b, Tensor& out) {
 
 }  // namespace
 
-void add(const Tensor& a, const Tensor& b, Tensor& out) { launch_binary<BinaryOp::kAdd>(a, b, out); }
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  launch_binary<BinaryOp::kAdd>(a, b, out);
+}
 
-void mul(const Tensor& a, const Tensor& b, Tensor& out) { launch_binary<BinaryOp::kMul>(a, b, out); }
+void mul(const Tensor& a, const Tensor& b, Tensor& out) {
+  launch_binary<BinaryOp::kMul>(a, b, out);
+}
 
 void scale(const Tensor& x, float s, Tensor& out) {
   const int64_t n = x.numel();

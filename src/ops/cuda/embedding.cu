@@ -42,16 +42,15 @@ namespace {
 template <typename T, typename Tout, typename Id>
 void launch_embedding(const Tensor& weight, const Tensor& ids, Tensor& out) {
   RowLayout wl = row_layout(weight), ol = row_layout(out);
-  EmbeddingArgs args{ids.numel(), wl.n_cols, wl.n_rows, wl.row_stride, ol.row_stride,
-                     ids.dim() == 0 ? 1 : ids.stride(-1)};
+  EmbeddingArgs args{ids.numel(),   wl.n_cols,     wl.n_rows,
+                     wl.row_stride, ol.row_stride, ids.dim() == 0 ? 1 : ids.stride(-1)};
   if (args.n_tokens == 0 || args.hidden == 0) return;
   constexpr int N = sizeof(T) == 2 || sizeof(Tout) == 2 ? 8 : 4;
   const T* pw = static_cast<const T*>(weight.data_ptr());
   const Id* pi = static_cast<const Id*>(ids.data_ptr());
   Tout* po = static_cast<Tout*>(out.data_ptr());
-  const bool vec = args.hidden % N == 0 && is_aligned(pw, 16) &&
-                   is_aligned(po, 16) && args.weight_stride % N == 0 &&
-                   args.out_stride % N == 0;
+  const bool vec = args.hidden % N == 0 && is_aligned(pw, 16) && is_aligned(po, 16) &&
+                   args.weight_stride % N == 0 && args.out_stride % N == 0;
   constexpr int kThreads = 128;
   const int64_t per_row = ceil_div(args.hidden, vec ? N : 1);
   dim3 grid(static_cast<unsigned>(ceil_div(per_row, kThreads)),
@@ -76,8 +75,10 @@ void embedding(const Tensor& weight, const Tensor& ids, Tensor& out) {
       else
         launch_embedding<T, Tout, int32_t>(weight, ids, out);
     };
-    if (out.dtype() == DType::kF32) with_ids(float{});
-    else with_ids(T{});
+    if (out.dtype() == DType::kF32)
+      with_ids(float{});
+    else
+      with_ids(T{});
   });
 }
 

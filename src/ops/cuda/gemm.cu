@@ -20,12 +20,12 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_cublaslt.h"
 
-#define VELA_CUBLAS_CHECK(expr)                                                            \
-  do {                                                                                     \
-    cublasStatus_t vela_status_ = (expr);                                                  \
-    if (vela_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                \
-      ::vela::detail::throw_at<::vela::CudaError>(__FILE__, __LINE__, #expr ": ",          \
-                                                  cublasLtGetStatusName(vela_status_), " (", \
+#define VELA_CUBLAS_CHECK(expr)                                                                \
+  do {                                                                                         \
+    cublasStatus_t vela_status_ = (expr);                                                      \
+    if (vela_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                    \
+      ::vela::detail::throw_at<::vela::CudaError>(__FILE__, __LINE__, #expr ": ",              \
+                                                  cublasLtGetStatusName(vela_status_), " (",   \
                                                   cublasLtGetStatusString(vela_status_), ")"); \
   } while (0)
 
@@ -97,10 +97,14 @@ DeviceGemm& device_gemm(int device) {
 
 cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
-    case DType::kF32: return CUDA_R_32F;
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: VELA_THROW(Unsupported, "CUDA gemm on dtype ", dtype_name(dt));
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
+    default:
+      VELA_THROW(Unsupported, "CUDA gemm on dtype ", dtype_name(dt));
   }
 }
 
@@ -129,8 +133,27 @@ void set_layout_batch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stri
 
 // Key layout (indices into GemmKey).
 enum KeyField {
-  kM, kN, kK, kBatch, kTransA, kTransB, kLda, kLdb, kLdc, kStrideA, kStrideB, kStrideC,
-  kInType, kOutType, kCompute, kAlignA, kAlignB, kAlignC, kRowsA, kRowsB, kUnused,
+  kM,
+  kN,
+  kK,
+  kBatch,
+  kTransA,
+  kTransB,
+  kLda,
+  kLdb,
+  kLdc,
+  kStrideA,
+  kStrideB,
+  kStrideC,
+  kInType,
+  kOutType,
+  kCompute,
+  kAlignA,
+  kAlignB,
+  kAlignC,
+  kRowsA,
+  kRowsB,
+  kUnused,
 };
 
 std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key) {
@@ -184,8 +207,8 @@ std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key) {
   cublasLtMatmulPreferenceDestroy(pref);
   VELA_CUBLAS_CHECK(status);
   VELA_CHECK_T(Unsupported, n_results > 0 && result.state == CUBLAS_STATUS_SUCCESS,
-               "cuBLASLt has no algorithm for gemm m=", m, " n=", n, " k=", k, " batch=",
-               key[kBatch], " lda=", key[kLda], " ldb=", key[kLdb], " ldc=", key[kLdc]);
+               "cuBLASLt has no algorithm for gemm m=", m, " n=", n, " k=", k,
+               " batch=", key[kBatch], " lda=", key[kLda], " ldb=", key[kLdb], " ldc=", key[kLdc]);
   plan->algo = result.algo;
   return plan;
 }
@@ -194,9 +217,9 @@ template <typename T>
 void scale_c(Tensor& c, float beta, int64_t n_batch, int64_t m, int64_t n) {
   constexpr int kThreads = 256;
   const int64_t batch_stride = c.dim() == 3 ? c.stride(0) : 0;
-  scale_matrix_kernel<T><<<grid_stride_blocks(n_batch * m * n, kThreads), kThreads, 0,
-                           current_stream()>>>(static_cast<T*>(c.data_ptr()), beta, n_batch, m,
-                                               n, batch_stride, c.stride(-2));
+  scale_matrix_kernel<T>
+      <<<grid_stride_blocks(n_batch * m * n, kThreads), kThreads, 0, current_stream()>>>(
+          static_cast<T*>(c.data_ptr()), beta, n_batch, m, n, batch_stride, c.stride(-2));
   VELA_CUDA_CHECK_LAUNCH();
 }
 
@@ -222,7 +245,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
   if (n_batch == 0 || rows_m == 0 || cols_n == 0) return;
   if (inner_k == 0) {
     if (beta == 1.0f) return;
-    dispatch_float(c.dtype(), [&](auto tag) { scale_c<decltype(tag)>(c, beta, n_batch, rows_m, cols_n); });
+    dispatch_float(c.dtype(),
+                   [&](auto tag) { scale_c<decltype(tag)>(c, beta, n_batch, rows_m, cols_n); });
     return;
   }
   int64_t stride_a = a.dim() == 3 ? a.stride(0) : 0;
@@ -230,8 +254,10 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
   int64_t stride_c = c.dim() == 3 ? c.stride(0) : 0;
   int64_t a_row_stride = a.stride(-2), c_row_stride = c.stride(-2);
   // A shared b with untransposed, evenly strided a and c is one big GEMM: fold batch into M.
+  const bool rows_are_batches = rows_m == 1 && stride_a >= inner_k && stride_c >= cols_n;
   if (n_batch > 1 && stride_b == 0 && !trans_a && a.dim() == 3 &&
-      (rows_m == 1 || (stride_a == rows_m * a_row_stride && stride_c == rows_m * c_row_stride))) {
+      (rows_are_batches ||
+       (rows_m > 1 && stride_a == rows_m * a_row_stride && stride_c == rows_m * c_row_stride))) {
     if (rows_m == 1) {  // rows are the batches
       a_row_stride = stride_a;
       c_row_stride = stride_c;

@@ -28,8 +28,8 @@ struct RmsArgs {
 // kWarpRow: one warp per row (blockDim.x / 32 rows per block); else one block per row.
 template <typename T, typename W, bool kResidual, bool kWarpRow>
 static __global__ void __launch_bounds__(1024, 1)
-    rms_norm_reg_kernel(const T* __restrict__ x, T* __restrict__ residual,
-                        const W* __restrict__ w, T* __restrict__ out, RmsArgs args) {
+    rms_norm_reg_kernel(const T* __restrict__ x, T* __restrict__ residual, const W* __restrict__ w,
+                        T* __restrict__ out, RmsArgs args) {
   constexpr int N = kVec16<T>;
   __shared__ float smem[2][32];
   const int n_vec = static_cast<int>(args.n_cols / N);

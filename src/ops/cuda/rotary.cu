@@ -47,8 +47,8 @@ static __global__ void rotary_kernel(T* x, const int32_t* __restrict__ positions
 
 void rotary(Tensor& x, const Tensor& positions, const Tensor& table) {
   VELA_ASSERT(x.dim() == 3 && (x.size(2) <= 1 || x.stride(2) == 1), "rotary on ", x.str());
-  RotaryArgs args{x.size(0), x.size(1),         table.size(1) / 2, x.stride(0), x.stride(1),
-                  positions.stride(0), table.size(0), table.stride(0)};
+  RotaryArgs args{x.size(0),   x.size(1),           table.size(1) / 2, x.stride(0),
+                  x.stride(1), positions.stride(0), table.size(0),     table.stride(0)};
   const int64_t n = args.n_tokens * args.n_heads * args.half;
   if (n == 0) return;
   DeviceGuard guard(x.device().index);

@@ -70,8 +70,10 @@ void launch_softmax(const Tensor& x, Tensor& out) {
         softmax_kernel<T, Tout, kLog, 1><<<blocks, threads, 0, current_stream()>>>(px, po, args);
       VELA_CUDA_CHECK_LAUNCH();
     };
-    if (out.dtype() == DType::kF32) go(float{});
-    else go(T{});
+    if (out.dtype() == DType::kF32)
+      go(float{});
+    else
+      go(T{});
   });
 }
 

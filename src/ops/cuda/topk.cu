@@ -1,6 +1,6 @@
 // CUDA argmax and top-k over the last dim (ties resolve to the lower index).
 //
-// argmax: one block per row, vector loads, (value, index) reductions.
+// argmax: one block per row, vector loads, (value, index) reductions; NaN ranks first.
 // topk: one block per row. A 4-pass 8-bit radix select over order-preserving float keys finds
 // the k-th largest key; a pass in index order collects the keys above it (any order) and the
 // lowest-indexed keys equal to it; a bitonic sort in shared memory orders the k candidates by
@@ -37,9 +37,12 @@ struct TopkArgs {
 
 }  // namespace
 
-// b beats a: larger value, or the same value at a lower index. NaN never wins.
+// b beats a: NaN above everything (like torch), then the larger value, then the lower index.
 static __device__ __forceinline__ bool argmax_better(float va, int32_t ia, float vb, int32_t ib) {
-  return vb > va || (vb == va && ib < ia);
+  const bool a_nan = va != va, b_nan = vb != vb;
+  if (a_nan != b_nan) return b_nan;
+  if (!a_nan && va != vb) return vb > va;
+  return ib < ia;
 }
 
 template <typename T, int N>
@@ -89,7 +92,7 @@ static __global__ void argmax_kernel(const T* __restrict__ x, int32_t* __restric
           best_idx = oi;
         }
       }
-      if (lane == 0) out[row * args.out_stride] = best_idx == INT_MAX ? 0 : best_idx;  // all NaN
+      if (lane == 0) out[row * args.out_stride] = best_idx;
     }
     __syncthreads();
   }
@@ -112,8 +115,8 @@ static __device__ __forceinline__ unsigned long long candidate(uint32_t key, int
 
 template <typename T>
 static __global__ void __launch_bounds__(kTopkThreads)
-    topk_kernel(const T* __restrict__ x, float* __restrict__ values,
-                int32_t* __restrict__ indices, TopkArgs args) {
+    topk_kernel(const T* __restrict__ x, float* __restrict__ values, int32_t* __restrict__ indices,
+                TopkArgs args) {
   extern __shared__ unsigned long long cand[];  // [n_padded]
   __shared__ uint32_t hist[256];
   __shared__ uint32_t s_warp_counts[32];

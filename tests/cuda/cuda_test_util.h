@@ -1,0 +1,160 @@
+// Shared pieces of the CUDA tests: the CudaTest fixture (every CUDA test derives from it and is
+// skipped cleanly when no device is usable), seeded random CPU tensors, host read-back as
+// doubles, and closeness checks that print the worst element. The CPU twin is the reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/cuda_api.h"
+#include "core/tensor.h"
+
+namespace vela::test {
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::available()) GTEST_SKIP() << "no usable CUDA device";
+  }
+  static Device gpu() { return Device::cuda(0); }
+};
+
+inline const DType kCudaFloatDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+
+// Elementwise tolerance for "same fp32 math, one rounding to dt" comparisons.
+struct Tol {
+  double atol;
+  double rtol;
+};
+inline Tol tol_for(DType dt) {
+  switch (dt) {
+    case DType::kBF16:
+      return {1e-2, 1.6e-2};  // 2 ulp of bf16
+    case DType::kF16:
+      return {2e-3, 2e-3};
+    default:
+      return {2e-5, 2e-5};
+  }
+}
+
+inline void set_value(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::kF32:
+      static_cast<float*>(t.data_ptr())[i] = static_cast<float>(v);
+      break;
+    case DType::kBF16:
+      static_cast<bf16*>(t.data_ptr())[i] = bf16(static_cast<float>(v));
+      break;
+    case DType::kF16:
+      static_cast<f16*>(t.data_ptr())[i] = f16(static_cast<float>(v));
+      break;
+    case DType::kI32:
+      static_cast<int32_t*>(t.data_ptr())[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kI64:
+      static_cast<int64_t*>(t.data_ptr())[i] = static_cast<int64_t>(v);
+      break;
+    case DType::kU8:
+      static_cast<uint8_t*>(t.data_ptr())[i] = static_cast<uint8_t>(v);
+      break;
+  }
+}
+
+// A contiguous CPU tensor, values uniform in [lo, hi) rounded to dt.
+inline Tensor random_cpu(const Shape& shape, DType dt, uint64_t seed, double lo = -1.0,
+                         double hi = 1.0) {
+  Tensor t = Tensor::empty(shape, dt);
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) set_value(t, i, dist(gen));
+  return t;
+}
+
+// A contiguous CPU tensor of integers uniform in [lo, hi).
+inline Tensor random_ints(const Shape& shape, DType dt, uint64_t seed, int64_t lo, int64_t hi) {
+  Tensor t = Tensor::empty(shape, dt);
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int64_t> dist(lo, hi - 1);
+  for (int64_t i = 0; i < t.numel(); ++i) set_value(t, i, static_cast<double>(dist(gen)));
+  return t;
+}
+
+// Every element of t (any device, any strides) as double, in logical row-major order.
+inline std::vector<double> to_doubles(const Tensor& t) {
+  Tensor c = t.to(Device::cpu()).contiguous();
+  std::vector<double> out(static_cast<size_t>(c.numel()));
+  const void* p = c.data_ptr();
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    double v = 0.0;
+    switch (c.dtype()) {
+      case DType::kF32:
+        v = static_cast<const float*>(p)[i];
+        break;
+      case DType::kBF16:
+        v = static_cast<float>(static_cast<const bf16*>(p)[i]);
+        break;
+      case DType::kF16:
+        v = static_cast<float>(static_cast<const f16*>(p)[i]);
+        break;
+      case DType::kI32:
+        v = static_cast<const int32_t*>(p)[i];
+        break;
+      case DType::kI64:
+        v = static_cast<double>(static_cast<const int64_t*>(p)[i]);
+        break;
+      case DType::kU8:
+        v = static_cast<const uint8_t*>(p)[i];
+        break;
+    }
+    out[static_cast<size_t>(i)] = v;
+  }
+  return out;
+}
+
+// |got - want| <= atol + rtol * |want| elementwise; NaN must match NaN, inf must match exactly.
+inline void expect_close(const Tensor& got_t, const Tensor& want_t, Tol tol,
+                         const std::string& what) {
+  ASSERT_EQ(got_t.shape(), want_t.shape()) << what;
+  std::vector<double> got = to_doubles(got_t), want = to_doubles(want_t);
+  double max_err = 0.0, worst_excess = -1.0;
+  size_t n_bad = 0, worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) || std::isnan(got[i]) || std::isinf(want[i])) {
+      bool same = (std::isnan(want[i]) && std::isnan(got[i])) || got[i] == want[i];
+      if (!same) {
+        ++n_bad;
+        worst = i;
+        worst_excess = INFINITY;
+      }
+      continue;
+    }
+    const double err = std::fabs(got[i] - want[i]);
+    max_err = std::max(max_err, err);
+    const double excess = err - (tol.atol + tol.rtol * std::fabs(want[i]));
+    if (excess > 0 && ++n_bad && excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
+  }
+  EXPECT_EQ(n_bad, 0u) << what << ": max abs error " << max_err << " (atol " << tol.atol
+                       << ", rtol " << tol.rtol << "); " << n_bad << " of " << got.size()
+                       << " out of tolerance, worst at " << worst << ": got "
+                       << (got.empty() ? 0.0 : got[worst]) << " want "
+                       << (want.empty() ? 0.0 : want[worst]);
+}
+
+// Bitwise-equal values (as doubles; NaN matches NaN).
+inline void expect_equal(const Tensor& got, const Tensor& want, const std::string& what) {
+  expect_close(got, want, {0.0, 0.0}, what);
+}
+
+inline std::string label(DType dt, const Shape& shape) {
+  return std::string(dtype_name(dt)) + shape.str();
+}
+
+}  // namespace vela::test

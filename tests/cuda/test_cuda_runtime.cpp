@@ -1,0 +1,215 @@
+// CUDA runtime: device discovery, the caching allocator's counters and reuse, OOM, host/device
+// copies (to, copy_, strided gather, zero_), current-stream handling, and device Philox == host.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cuda/cuda_allocator.h"
+#include "core/cuda/device_kernels.h"
+#include "core/cuda/stream.h"
+#include "core/rng.h"
+#include "cuda/cuda_test_util.h"
+#include "ops/elementwise.h"
+
+namespace vela {
+namespace {
+
+using test::CudaTest;
+
+class CudaRuntimeTest : public CudaTest {};
+
+TEST(CudaAvailability, AvailableDoesNotThrow) {
+  bool ok = false;
+  EXPECT_NO_THROW(ok = cuda::available());
+  EXPECT_EQ(ok, cuda::device_count() > 0);
+}
+
+TEST_F(CudaRuntimeTest, DeviceDescription) {
+  std::string d = cuda::device_description(0);
+  EXPECT_NE(d.find(" GiB, "), std::string::npos) << d;
+  EXPECT_NE(d.find(" SMs, sm_"), std::string::npos) << d;
+  EXPECT_GT(cuda::device_properties(0).multiProcessorCount, 0);
+  EXPECT_THROW(cuda::device_description(cuda::device_count()), InvalidArgument);
+}
+
+TEST_F(CudaRuntimeTest, AllocatorCountersAndReuse) {
+  cuda::empty_cache(0);
+  const size_t bytes = size_t{3} << 20;  // large pool, 20 MiB segment
+  cuda::AllocatorStats s0 = cuda::allocator_stats(0);
+  void* p = cuda::device_alloc(bytes, 0);
+  ASSERT_NE(p, nullptr);
+  cuda::AllocatorStats s1 = cuda::allocator_stats(0);
+  EXPECT_EQ(s1.n_allocs, s0.n_allocs + 1);
+  EXPECT_EQ(s1.bytes_in_use, s0.bytes_in_use + bytes);
+  EXPECT_GE(s1.peak_bytes_in_use, s1.bytes_in_use);
+  EXPECT_LE(s1.n_device_mallocs, s0.n_device_mallocs + 1);
+  EXPECT_GE(s1.bytes_reserved, s1.bytes_in_use);
+
+  cuda::device_free(p);
+  cuda::AllocatorStats s2 = cuda::allocator_stats(0);
+  EXPECT_EQ(s2.bytes_in_use, s0.bytes_in_use);
+  EXPECT_EQ(s2.bytes_reserved, s1.bytes_reserved);  // cached, not returned
+  EXPECT_EQ(s2.n_device_frees, s1.n_device_frees);
+
+  // The same size again comes from the cache: no cudaMalloc.
+  void* q = cuda::device_alloc(bytes, 0);
+  cuda::AllocatorStats s3 = cuda::allocator_stats(0);
+  EXPECT_EQ(s3.n_device_mallocs, s2.n_device_mallocs);
+  EXPECT_EQ(s3.n_allocs, s2.n_allocs + 1);
+  cuda::device_free(q);
+
+  // empty_cache gives whole free segments back.
+  cuda::empty_cache(0);
+  cuda::AllocatorStats s4 = cuda::allocator_stats(0);
+  EXPECT_EQ(s4.bytes_in_use, s0.bytes_in_use);
+  EXPECT_LE(s4.bytes_reserved, s3.bytes_reserved);
+  EXPECT_EQ(s4.n_device_frees - s3.n_device_frees, s3.n_device_mallocs - s0.n_device_mallocs);
+}
+
+TEST_F(CudaRuntimeTest, AllocatorSmallBlocksShareASegment) {
+  cuda::empty_cache(0);
+  cuda::AllocatorStats s0 = cuda::allocator_stats(0);
+  std::vector<void*> ptrs;
+  for (int i = 0; i < 3; ++i) ptrs.push_back(cuda::device_alloc(500 * 1024, 0));  // -> 512000 B
+  cuda::AllocatorStats s1 = cuda::allocator_stats(0);
+  EXPECT_LE(s1.n_device_mallocs - s0.n_device_mallocs, 1);  // one 2 MiB segment holds all three
+  EXPECT_EQ(s1.bytes_in_use - s0.bytes_in_use, 3 * cuda::CachingAllocator::round_size(500 * 1024));
+  for (void* p : ptrs) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 512, 0u);
+  // Free out of order: neighbours merge back into one segment, which empty_cache releases.
+  cuda::device_free(ptrs[1]);
+  cuda::device_free(ptrs[0]);
+  cuda::device_free(ptrs[2]);
+  cuda::AllocatorStats s2 = cuda::allocator_stats(0);
+  EXPECT_EQ(s2.bytes_in_use, s0.bytes_in_use);
+  cuda::empty_cache(0);
+  cuda::AllocatorStats s3 = cuda::allocator_stats(0);
+  EXPECT_EQ(s3.n_device_frees - s2.n_device_frees, s1.n_device_mallocs - s0.n_device_mallocs);
+}
+
+TEST_F(CudaRuntimeTest, AllocatorRoundsAndTracksPeak) {
+  EXPECT_EQ(cuda::CachingAllocator::round_size(0), 512u);
+  EXPECT_EQ(cuda::CachingAllocator::round_size(1), 512u);
+  EXPECT_EQ(cuda::CachingAllocator::round_size(513), 1024u);
+  cuda::reset_peak_stats(0);
+  cuda::AllocatorStats s0 = cuda::allocator_stats(0);
+  EXPECT_EQ(s0.peak_bytes_in_use, s0.bytes_in_use);
+  void* p = cuda::device_alloc(1000, 0);
+  cuda::device_free(p);
+  cuda::AllocatorStats s1 = cuda::allocator_stats(0);
+  EXPECT_EQ(s1.peak_bytes_in_use, s0.bytes_in_use + 1024);
+  EXPECT_EQ(s1.bytes_in_use, s0.bytes_in_use);
+}
+
+TEST_F(CudaRuntimeTest, OutOfMemoryThrowsAndLeavesCountersAlone) {
+  cuda::AllocatorStats s0 = cuda::allocator_stats(0);
+  EXPECT_THROW(cuda::device_alloc(size_t{1} << 50, 0), OutOfMemory);  // 1 PiB
+  cuda::AllocatorStats s1 = cuda::allocator_stats(0);
+  EXPECT_EQ(s1.bytes_in_use, s0.bytes_in_use);
+  EXPECT_EQ(s1.n_allocs, s0.n_allocs);
+  // The device still works afterwards.
+  Tensor t = Tensor::zeros({16}, DType::kF32, gpu());
+  EXPECT_EQ(t.to_vector<float>(), std::vector<float>(16, 0.0f));
+}
+
+TEST_F(CudaRuntimeTest, TensorLifetimeGoesThroughTheAllocator) {
+  cuda::AllocatorStats s0 = cuda::allocator_stats(0);
+  {
+    Tensor t = Tensor::empty({1000}, DType::kF32, gpu());
+    cuda::AllocatorStats s1 = cuda::allocator_stats(0);
+    EXPECT_EQ(s1.bytes_in_use, s0.bytes_in_use + 4096);
+  }
+  EXPECT_EQ(cuda::allocator_stats(0).bytes_in_use, s0.bytes_in_use);
+}
+
+TEST_F(CudaRuntimeTest, ToAndFromDeviceRoundTrip) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8}) {
+    for (int64_t n : {1, 3, 127, 4096, 100003}) {
+      Tensor host = test::random_ints({n}, dt, static_cast<uint64_t>(n), 0, 100);
+      Tensor dev = host.to(gpu());
+      EXPECT_TRUE(dev.is_cuda());
+      EXPECT_EQ(dev.shape(), host.shape());
+      Tensor back = dev.to(Device::cpu());
+      test::expect_equal(back, host, test::label(dt, host.shape()));
+      // device -> device clone
+      test::expect_equal(dev.clone().to(Device::cpu()), host, "clone");
+    }
+  }
+}
+
+TEST_F(CudaRuntimeTest, StridedCopiesOnDevice) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kI64, DType::kU8}) {
+    Tensor host = test::random_ints({3, 5, 7, 2}, dt, 7, 0, 120);
+    Tensor dev = host.to(gpu());
+    // Permuted and sliced views, made contiguous on the device (strided gather kernel).
+    std::vector<std::pair<Tensor, Tensor>> views = {
+        {host.transpose(0, 2), dev.transpose(0, 2)},
+        {host.slice(1, 1, 4).transpose(1, 3), dev.slice(1, 1, 4).transpose(1, 3)},
+        {host.select(2, 3), dev.select(2, 3)},
+        {host.slice(3, 1, 2).unsqueeze(0), dev.slice(3, 1, 2).unsqueeze(0)},
+    };
+    for (auto& [h, d] : views) {
+      Tensor got = d.contiguous();
+      EXPECT_TRUE(got.is_cuda());
+      EXPECT_TRUE(got.is_contiguous());
+      test::expect_equal(got, h.contiguous(), test::label(dt, h.shape()));
+    }
+  }
+}
+
+TEST_F(CudaRuntimeTest, CopyIntoDeviceTensorAndZero) {
+  Tensor host = test::random_cpu({6, 9}, DType::kF32, 3);
+  Tensor dev = Tensor::empty({9, 6}, DType::kF32, gpu());
+  dev.copy_(host.transpose(0, 1));  // strided host source -> contiguous device destination
+  test::expect_equal(dev, host.transpose(0, 1).contiguous(), "copy_ host->device");
+  Tensor dev2 = Tensor::empty({6, 9}, DType::kF32, gpu());
+  dev2.copy_(dev.transpose(0, 1));  // strided device source
+  test::expect_equal(dev2, host, "copy_ device->device strided");
+  Tensor back = Tensor::empty({9, 6}, DType::kF32);
+  back.copy_(dev);  // device -> host
+  test::expect_equal(back, host.transpose(0, 1).contiguous(), "copy_ device->host");
+  dev2.zero_();
+  test::expect_equal(dev2, Tensor::zeros({6, 9}, DType::kF32), "zero_");
+  EXPECT_EQ(dev.slice(0, 2, 3).slice(1, 4, 5).item<float>(),
+            host.transpose(0, 1).contiguous().slice(0, 2, 3).slice(1, 4, 5).item<float>());
+}
+
+TEST_F(CudaRuntimeTest, PhiloxOnDeviceMatchesHost) {
+  const int64_t n = 10007;
+  for (uint64_t seed : {0ull, 42ull, 0x123456789abcdefull}) {
+    for (uint64_t stream : {0ull, 7ull, 1ull << 40}) {
+      const uint64_t first = seed * 3 + 5;
+      Tensor dev = Tensor::empty({n}, DType::kI32, gpu());
+      cuda::philox_fill(static_cast<uint32_t*>(dev.data_ptr()), seed, stream, first, n);
+      std::vector<int32_t> got = dev.to_vector<int32_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(static_cast<uint32_t>(got[i]), philox_u32(seed, stream, first + i))
+            << "seed " << seed << " stream " << stream << " index " << i;
+      }
+    }
+  }
+}
+
+TEST_F(CudaRuntimeTest, StreamGuardRunsOpsOnItsStream) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(cuda::current_stream(), nullptr);
+  Tensor a = test::random_cpu({1000}, DType::kF32, 1);
+  Tensor b = test::random_cpu({1000}, DType::kF32, 2);
+  Tensor want = Tensor::empty({1000}, DType::kF32);
+  ops::add(a, b, want);
+  {
+    cuda::StreamGuard guard(stream);
+    EXPECT_EQ(cuda::current_stream(), stream);
+    Tensor da = a.to(gpu()), db = b.to(gpu());
+    Tensor out = Tensor::empty({1000}, DType::kF32, gpu());
+    ops::add(da, db, out);
+    cuda::synchronize(0);
+    test::expect_equal(out, want, "add on a side stream");
+  }
+  EXPECT_EQ(cuda::current_stream(), nullptr);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace vela

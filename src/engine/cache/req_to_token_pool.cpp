@@ -1,0 +1,104 @@
+// ReqToTokenPool: row free list, host mirror updates and the device sync of dirty rows.
+#include "engine/cache/req_to_token_pool.h"
+
+#include <algorithm>
+
+namespace vela {
+
+ReqToTokenPool::ReqToTokenPool(int32_t max_reqs, int32_t max_ctx, Device device)
+    : max_reqs_(max_reqs), max_ctx_(max_ctx), device_(device), dirty_lo_(0), dirty_hi_(0) {
+  VELA_CHECK(max_reqs > 0 && max_ctx > 0, "ReqToTokenPool: max_reqs and max_ctx must be positive (got ",
+             max_reqs, ", ", max_ctx, ")");
+  host_ = Tensor::empty({max_reqs, max_ctx}, DType::kI32);
+  std::fill_n(host_.data<int32_t>(), host_.numel(), kNoSlot);
+  if (device.is_cpu()) {
+    table_ = host_;
+  } else {
+    table_ = host_.to(device);
+  }
+  free_rows_.reserve(static_cast<size_t>(max_reqs));
+  for (int32_t r = max_reqs - 1; r >= 0; --r) free_rows_.push_back(r);
+  in_use_.assign(static_cast<size_t>(max_reqs), 0);
+}
+
+std::optional<int32_t> ReqToTokenPool::alloc() {
+  if (free_rows_.empty()) return std::nullopt;
+  int32_t r = free_rows_.back();
+  free_rows_.pop_back();
+  in_use_[static_cast<size_t>(r)] = 1;
+  return r;
+}
+
+void ReqToTokenPool::free(int32_t r) {
+  VELA_ASSERT(in_use(r), "ReqToTokenPool::free: row ", r, " is not in use");
+  clear(r, 0, max_ctx_);
+  in_use_[static_cast<size_t>(r)] = 0;
+  free_rows_.push_back(r);
+}
+
+bool ReqToTokenPool::in_use(int32_t r) const {
+  return r >= 0 && r < max_reqs_ && in_use_[static_cast<size_t>(r)] != 0;
+}
+
+int32_t* ReqToTokenPool::mutable_row(int32_t r) {
+  return host_.data<int32_t>() + static_cast<int64_t>(r) * max_ctx_;
+}
+
+const int32_t* ReqToTokenPool::row(int32_t r) const {
+  VELA_ASSERT(r >= 0 && r < max_reqs_, "ReqToTokenPool::row: row ", r, " out of range");
+  return host_.data<int32_t>() + static_cast<int64_t>(r) * max_ctx_;
+}
+
+void ReqToTokenPool::mark_dirty(int32_t r) {
+  if (device_.is_cpu()) return;
+  if (dirty_lo_ == dirty_hi_) {
+    dirty_lo_ = r;
+    dirty_hi_ = r + 1;
+  } else {
+    dirty_lo_ = std::min(dirty_lo_, r);
+    dirty_hi_ = std::max(dirty_hi_, r + 1);
+  }
+}
+
+void ReqToTokenPool::set(int32_t r, int32_t pos, const int32_t* slots, int32_t n) {
+  VELA_ASSERT(in_use(r), "ReqToTokenPool::set: row ", r, " is not in use");
+  VELA_ASSERT(pos >= 0 && n >= 0 && pos + n <= max_ctx_, "ReqToTokenPool::set: positions [", pos,
+              ", ", pos + n, ") outside the context of ", max_ctx_);
+  if (n == 0) return;
+  std::copy_n(slots, n, mutable_row(r) + pos);
+  mark_dirty(r);
+}
+
+void ReqToTokenPool::clear(int32_t r, int32_t pos, int32_t n) {
+  VELA_ASSERT(r >= 0 && r < max_reqs_ && pos >= 0 && n >= 0 && pos + n <= max_ctx_,
+              "ReqToTokenPool::clear: bad range");
+  if (n == 0) return;
+  std::fill_n(mutable_row(r) + pos, n, kNoSlot);
+  mark_dirty(r);
+}
+
+void ReqToTokenPool::sync() {
+  if (device_.is_cpu() || dirty_lo_ == dirty_hi_) return;
+  // One copy of the dirty row range: rows are contiguous in both tables.
+  Tensor dst = table_.slice(0, dirty_lo_, dirty_hi_);
+  dst.copy_(host_.slice(0, dirty_lo_, dirty_hi_));
+  dirty_lo_ = dirty_hi_ = 0;
+}
+
+void ReqToTokenPool::check_integrity() const {
+  std::vector<uint8_t> seen(static_cast<size_t>(max_reqs_), 0);
+  for (int32_t r : free_rows_) {
+    VELA_ASSERT(r >= 0 && r < max_reqs_, "free row ", r, " out of range");
+    VELA_ASSERT(!seen[static_cast<size_t>(r)], "row ", r, " is twice on the free list");
+    seen[static_cast<size_t>(r)] = 1;
+    VELA_ASSERT(!in_use_[static_cast<size_t>(r)], "row ", r, " is both free and in use");
+    const int32_t* p = row(r);
+    for (int32_t i = 0; i < max_ctx_; ++i)
+      VELA_ASSERT(p[i] == kNoSlot, "free row ", r, " still maps position ", i, " to slot ", p[i]);
+  }
+  for (int32_t r = 0; r < max_reqs_; ++r)
+    VELA_ASSERT(seen[static_cast<size_t>(r)] || in_use_[static_cast<size_t>(r)], "row ", r,
+                " is neither free nor in use");
+}
+
+}  // namespace vela

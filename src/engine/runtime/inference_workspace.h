@@ -1,0 +1,63 @@
+// InferenceWorkspace: every per-step buffer of the inference engine, allocated once at engine start
+// and sized by the batch limits; TaskCacheManager::bind and the scheduler update the contents in
+// place and hand out `.slice(0, 0, n)` views, so addresses never change (CUDA graphs capture them).
+// On the CPU the `host` mirrors are the device tensors themselves; on CUDA they are separate host
+// buffers (pinned later) that upload() copies. Owned by the scheduler loop thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace vela {
+
+struct WorkspaceConfig {
+  int32_t max_seqs = 0;             // sequences per step (batch rows)
+  int32_t max_tokens_per_step = 0;  // packed tokens per step (prefill chunks + decodes)
+  int64_t vocab_size = 0;
+  Device device = Device::cpu();
+};
+
+class InferenceWorkspace {
+ public:
+  explicit InferenceWorkspace(const WorkspaceConfig& config);
+  InferenceWorkspace(const InferenceWorkspace&) = delete;
+  InferenceWorkspace& operator=(const InferenceWorkspace&) = delete;
+
+  const WorkspaceConfig& config() const { return config_; }
+  int32_t max_seqs() const { return config_.max_seqs; }
+  int32_t max_tokens() const { return config_.max_tokens_per_step; }
+  Device device() const { return config_.device; }
+  bool has_host_mirror() const { return !config_.device.is_cpu(); }
+
+  Tensor input_ids;         // [max_tokens] i32
+  Tensor positions;         // [max_tokens] i32
+  Tensor out_cache_loc;     // [max_tokens] i32
+  Tensor req_pool_indices;  // [max_seqs] i32
+  Tensor seq_lens;          // [max_seqs] i32
+  Tensor qo_indptr;         // [max_seqs + 1] i32
+  Tensor kv_indptr;         // [max_seqs + 1] i32
+  Tensor logits_indices;    // [max_seqs] i32
+  Tensor logits;            // [max_seqs, vocab] f32
+
+  // Host staging for the int32 metadata (same tensors as above on the CPU).
+  struct Host {
+    Tensor input_ids;         // [max_tokens] i32
+    Tensor positions;         // [max_tokens] i32
+    Tensor out_cache_loc;     // [max_tokens] i32
+    Tensor req_pool_indices;  // [max_seqs] i32
+    Tensor seq_lens;          // [max_seqs] i32
+    Tensor qo_indptr;         // [max_seqs + 1] i32
+    Tensor kv_indptr;         // [max_seqs + 1] i32
+    Tensor logits_indices;    // [max_seqs] i32
+  } host;
+
+  // Copies the first n_tokens / n_seqs (+1 for the indptrs) host entries to the device buffers;
+  // a no-op on the CPU. `with_input_ids` false leaves input_ids to the caller.
+  void upload(int32_t n_tokens, int32_t n_seqs, bool with_input_ids = true);
+
+ private:
+  WorkspaceConfig config_;
+};
+
+}  // namespace vela

@@ -1,5 +1,6 @@
 // CPU embedding gather: out[i, :] = weight[ids[i], :], converting to f32 when out is f32; parallel
 // over tokens. Ids were range-checked by the dispatcher.
+#include <algorithm>
 #include <cstring>
 
 #include "core/parallel.h"
@@ -18,17 +19,18 @@ void gather(const Tensor& weight, const Tensor& ids, Tensor& out) {
   const T* pw = static_cast<const T*>(weight.data_ptr());
   const I* pid = ids.data<I>();
   const bool widen = out.dtype() != weight.dtype();  // only ever to f32
-  parallel_for(ids.size(0), 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const T* src = pw + static_cast<int64_t>(pid[i]) * rw.row_stride;
-      if (widen) {
-        load_f32(src, static_cast<float*>(out.data_ptr()) + i * ro.row_stride, hidden);
-      } else {
-        std::memcpy(static_cast<T*>(out.data_ptr()) + i * ro.row_stride, src,
-                    static_cast<size_t>(hidden) * sizeof(T));
-      }
-    }
-  });
+  parallel_for(ids.size(0), std::max<int64_t>(1, 32768 / std::max<int64_t>(hidden, 1)),
+               [&](int64_t i0, int64_t i1) {
+                 for (int64_t i = i0; i < i1; ++i) {
+                   const T* src = pw + static_cast<int64_t>(pid[i]) * rw.row_stride;
+                   if (widen) {
+                     load_f32(src, static_cast<float*>(out.data_ptr()) + i * ro.row_stride, hidden);
+                   } else {
+                     std::memcpy(static_cast<T*>(out.data_ptr()) + i * ro.row_stride, src,
+                                 static_cast<size_t>(hidden) * sizeof(T));
+                   }
+                 }
+               });
 }
 
 }  // namespace

@@ -1,0 +1,166 @@
+// Engine construction (pool sizing, strategy choice), request validation and the facade methods.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/log.h"
+#include "engine/cache/contiguous_strategy.h"
+#include "engine/cache/paged_strategy.h"
+#include "engine/cache/kv_storage.h"
+#include "engine/cache/req_to_token_pool.h"
+#include "engine/cache/task_cache_manager.h"
+#include "engine/runtime/executor.h"
+#include "engine/runtime/inference_workspace.h"
+#include "engine/runtime/sampler.h"
+
+namespace vela {
+
+Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const EngineConfig& cfg_in)
+    : cfg_(cfg_in),
+      model_(std::make_unique<Transformer>(std::move(model))),
+      tokenizer_(std::move(tokenizer)) {
+  const ModelConfig& mc = model_->config;
+  if (cfg_.max_ctx <= 0) cfg_.max_ctx = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, 1 << 20));
+  VELA_CHECK(cfg_.kv_strategy == "paged" || cfg_.kv_strategy == "contiguous",
+             "kv_strategy must be 'paged' or 'contiguous', got '", cfg_.kv_strategy, "'");
+  VELA_CHECK(cfg_.max_seqs > 0, "max_seqs must be positive");
+  VELA_CHECK(cfg_.max_tokens_per_step > 0, "max_tokens_per_step must be positive");
+  VELA_CHECK(cfg_.page_size > 0, "page_size must be positive");
+  int64_t full = static_cast<int64_t>(cfg_.max_seqs) * cfg_.max_ctx;
+  if (cfg_.kv_strategy == "contiguous") {
+    VELA_CHECK(cfg_.n_kv_slots == 0 || cfg_.n_kv_slots == full,
+               "the contiguous KV strategy needs exactly max_seqs * max_ctx slots (", full, ")");
+    cfg_.n_kv_slots = full;
+  } else if (cfg_.n_kv_slots <= 0) {
+    cfg_.n_kv_slots = std::min<int64_t>(full, std::max<int64_t>(cfg_.max_ctx, 1 << 16));
+  }
+  if (cfg_.kv_strategy == "paged")
+    cfg_.n_kv_slots = (cfg_.n_kv_slots + cfg_.page_size - 1) / cfg_.page_size * cfg_.page_size;
+
+  for (int32_t e : mc.eos_token_ids) eos_ids_.push_back(e);
+  if (tokenizer_ && tokenizer_->eos_id() &&
+      std::find(eos_ids_.begin(), eos_ids_.end(), *tokenizer_->eos_id()) == eos_ids_.end())
+    eos_ids_.push_back(*tokenizer_->eos_id());
+
+  Device dev = model_->device();
+  storage_ = std::make_unique<KVStorage>(mc.n_layers, cfg_.n_kv_slots, mc.n_kv_heads, mc.head_dim,
+                                         model_->dtype(), dev);
+  req_pool_ = std::make_unique<ReqToTokenPool>(cfg_.max_seqs, cfg_.max_ctx, dev);
+  WorkspaceConfig wc;
+  wc.max_seqs = cfg_.max_seqs;
+  wc.max_tokens_per_step = cfg_.max_tokens_per_step;
+  wc.vocab_size = mc.vocab_size;
+  wc.device = dev;
+  ws_ = std::make_unique<InferenceWorkspace>(wc);
+  std::unique_ptr<AllocationStrategy> strategy;
+  if (cfg_.kv_strategy == "paged")
+    strategy = std::make_unique<PagedStrategy>(cfg_.page_size);
+  else
+    strategy = std::make_unique<ContiguousStrategy>();
+  cache_ = std::make_unique<TaskCacheManager>(std::move(strategy), *storage_, *req_pool_, *ws_);
+  executor_ = std::make_unique<Executor>(model_.get(), *ws_);
+  sampler_ = std::make_unique<Sampler>(mc.vocab_size, cfg_.max_seqs);
+  scheduler_ = std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_,
+                                           tokenizer_.get(), eos_ids_);
+  VELA_LOG_INFO("[engine] ", cfg_.kv_strategy, " KV: ", cfg_.n_kv_slots, " slots (",
+                storage_->k.nbytes() * 2 / (1 << 20), " MiB), max_seqs ", cfg_.max_seqs,
+                ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step, " tokens");
+  loop_ = std::thread([this] { scheduler_->run(); });
+}
+
+Engine::~Engine() {
+  scheduler_->request_stop();
+  if (loop_.joinable()) loop_.join();
+}
+
+std::unique_ptr<Engine> Engine::load(const std::string& dir, const EngineConfig& cfg, DType dtype,
+                                     Device device) {
+  Transformer m = Transformer::load(dir, dtype, device);
+  std::unique_ptr<Tokenizer> tok;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
+    tok = std::make_unique<Tokenizer>(Tokenizer::from_file(dir));
+  return std::make_unique<Engine>(std::move(m), std::move(tok), cfg);
+}
+
+RequestHandlePtr Engine::submit(Request request) {
+  const ModelConfig& mc = model_->config;
+  request.params.validate();
+  request.params.validate_token_ids(mc.vocab_size);
+  VELA_CHECK(!request.prompt.empty(), "the prompt is empty");
+  for (int32_t id : request.prompt)
+    VELA_CHECK(id >= 0 && id < mc.vocab_size, "prompt token id ", id, " is outside the vocabulary [0, ",
+               mc.vocab_size, ")");
+  int64_t need = static_cast<int64_t>(request.prompt.size()) + request.params.max_tokens;
+  VELA_CHECK(need <= cfg_.max_ctx, "prompt (", request.prompt.size(), " tokens) + max_tokens (",
+             request.params.max_tokens, ") exceeds the context limit of ", cfg_.max_ctx, " tokens");
+  VELA_CHECK(need <= cfg_.n_kv_slots, "prompt + max_tokens (", need,
+             ") exceeds the whole KV pool (", cfg_.n_kv_slots, " tokens)");
+  VELA_CHECK(request.params.n <= cfg_.max_seqs, "n = ", request.params.n,
+             " exceeds the engine's max_seqs (", cfg_.max_seqs, ")");
+  VELA_CHECK(request.params.stop.empty() || tokenizer_ != nullptr,
+             "stop strings need a tokenizer (the model directory has no tokenizer.json)");
+  auto handle = std::make_shared<RequestHandle>(next_request_id_.fetch_add(1), request.params.n,
+                                                static_cast<int32_t>(request.prompt.size()));
+  auto req = std::make_shared<const Request>(std::move(request));
+  if (!scheduler_->submit(req, handle)) return nullptr;
+  return handle;
+}
+
+std::vector<RequestResult> Engine::generate(const std::vector<Request>& requests) {
+  std::vector<RequestHandlePtr> handles;
+  for (const Request& r : requests) {
+    RequestHandlePtr h = submit(r);
+    VELA_CHECK_T(OutOfMemory, h != nullptr, "the engine's waiting queue is full");
+    handles.push_back(h);
+  }
+  std::vector<RequestResult> out;
+  for (auto& h : handles) out.push_back(h->wait());
+  return out;
+}
+
+std::vector<std::vector<RolloutSample>> Engine::run_batch(
+    const std::vector<std::vector<int32_t>>& prompts, SamplingParams params) {
+  params.logprobs = true;
+  std::vector<Request> reqs;
+  for (const auto& p : prompts) reqs.push_back({p, params});
+  std::vector<RequestResult> results = generate(reqs);
+  std::vector<std::vector<RolloutSample>> out;
+  for (const RequestResult& r : results) {
+    std::vector<RolloutSample> samples;
+    for (const Completion& c : r.completions) {
+      RolloutSample s;
+      s.tokens = c.tokens;
+      for (const TokenLogprob& lp : c.logprobs) s.logprobs.push_back(lp.logprob);
+      s.text = c.text;
+      s.finish_reason = c.finish_reason;
+      s.policy_version = c.policy_version;
+      samples.push_back(std::move(s));
+    }
+    out.push_back(std::move(samples));
+  }
+  return out;
+}
+
+uint64_t Engine::update_weights(Transformer new_model) {
+  const ModelConfig& a = model_->config;
+  const ModelConfig& b = new_model.config;
+  VELA_CHECK(a.to_hf_json().dump() == b.to_hf_json().dump() || (a.vocab_size == b.vocab_size &&
+             a.hidden_size == b.hidden_size && a.n_layers == b.n_layers &&
+             a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim),
+             "update_weights: the new model's architecture differs from the served one");
+  VELA_CHECK(new_model.dtype() == model_->dtype() && new_model.device() == model_->device(),
+             "update_weights: the new weights must have the served dtype and device");
+  std::lock_guard<std::mutex> serial(update_mu_);
+  std::lock_guard<std::mutex> step(scheduler_->step_mutex());  // waits for the step in flight
+  auto next = std::make_unique<Transformer>(std::move(new_model));
+  executor_->set_model(next.get());
+  model_ = std::move(next);
+  cache_->invalidate_prefix_cache();
+  uint64_t v = policy_version_.fetch_add(1) + 1;
+  scheduler_->set_policy_version(v);
+  VELA_LOG_INFO("[engine] weights updated, policy version ", v);
+  return v;
+}
+
+}  // namespace vela

@@ -1,0 +1,338 @@
+// Scheduler implementation: admission, batch planning with preemption, sampling and emission.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/rng.h"
+
+namespace vela {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor,
+                     Sampler& sampler, InferenceWorkspace& ws, const Tokenizer* tokenizer,
+                     std::vector<int32_t> eos_ids)
+    : cfg_(cfg),
+      cache_(cache),
+      executor_(executor),
+      sampler_(sampler),
+      ws_(ws),
+      tokenizer_(tokenizer),
+      eos_ids_(std::move(eos_ids)) {
+  items_.reserve(static_cast<size_t>(cfg.max_seqs));
+  item_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
+  sample_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
+  sample_out_.reserve(static_cast<size_t>(cfg.max_seqs));
+  sample_item_idx_.reserve(static_cast<size_t>(cfg.max_seqs));
+}
+
+bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    if (stats_.waiting + static_cast<int64_t>(inbox_.size()) >= cfg_.max_waiting) return false;
+  }
+  uint64_t req_seed = req->params.seed.has_value()
+                          ? *req->params.seed
+                          : (static_cast<uint64_t>(philox_u32(cfg_.seed, 1, handle->id())) << 32) |
+                                philox_u32(cfg_.seed, 2, handle->id());
+  for (int32_t i = 0; i < req->params.n; ++i) {
+    auto t = std::make_unique<Task>();
+    t->id = next_task_id_++;
+    t->handle = handle;
+    t->request = req;
+    t->index = i;
+    t->seed = req_seed;
+    if (tokenizer_ != nullptr) t->detok = std::make_unique<StreamingDecoder>(*tokenizer_);
+    t->stop = std::make_unique<StopChecker>(req->params.stop);
+    inbox_.push_back(std::move(t));
+  }
+  inbox_cv_.notify_all();
+  return true;
+}
+
+void Scheduler::request_stop() {
+  stop_.store(true);
+  inbox_cv_.notify_all();
+}
+
+bool Scheduler::idle() const {
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  std::lock_guard<std::mutex> s(stats_mu_);
+  return inbox_.empty() && stats_.running == 0 && stats_.waiting == 0;
+}
+
+EngineStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> s(stats_mu_);
+  EngineStats st = stats_;
+  auto cs = cache_.stats();
+  st.kv_pages_total = cs.pages_total;
+  st.kv_pages_used = cs.pages_used;
+  st.kv_pages_free = cs.pages_free;
+  st.kv_pages_cached = cs.pages_cached;
+  st.prefix_hit_tokens = cs.prefix_hit_tokens;
+  st.policy_version = policy_version_.load();
+  return st;
+}
+
+void Scheduler::run() {
+  while (!stop_.load()) {
+    bool worked = false;
+    {
+      std::lock_guard<std::mutex> lock(step_mu_);
+      worked = step();
+    }
+    if (!worked) {
+      std::unique_lock<std::mutex> lock(inbox_mu_);
+      inbox_cv_.wait_for(lock, std::chrono::milliseconds(50),
+                         [&] { return !inbox_.empty() || stop_.load(); });
+    }
+  }
+  // Shutdown: everything still queued or running is cancelled (no partial state left behind).
+  std::lock_guard<std::mutex> lock(step_mu_);
+  drain_inbox();
+  for (auto& t : running_) finish(*t, FinishReason::kCancelled);
+  for (auto& t : waiting_) finish(*t, FinishReason::kCancelled);
+  running_.clear();
+  waiting_.clear();
+  update_stats(0, 0);
+}
+
+void Scheduler::drain_inbox() {
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  while (!inbox_.empty()) {
+    waiting_.push_back(std::move(inbox_.front()));
+    inbox_.pop_front();
+  }
+}
+
+void Scheduler::handle_cancellations() {
+  for (auto& t : running_)
+    if (t->handle->cancel_requested()) finish(*t, FinishReason::kCancelled);
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->handle->cancel_requested()) {
+      finish(**it, FinishReason::kCancelled);
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  remove_finished();
+}
+
+void Scheduler::admit() {
+  while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_seqs) {
+    Task& t = *waiting_.front();
+    if (t.params().max_tokens == 0) {  // nothing to generate
+      finish(t, FinishReason::kLength);
+      waiting_.pop_front();
+      continue;
+    }
+    std::optional<int32_t> cached = cache_.alloc(t.id, t.tokens(t.n_tokens()));
+    if (!cached) break;  // no row or pages now; retry next step
+    t.n_computed = *cached;
+    if (!t.cached_reported) {
+      t.completion.cached_tokens = *cached;
+      t.cached_reported = true;
+    }
+    t.admitted = true;
+    t.admit_seq = ++admit_seq_;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void Scheduler::preempt(Task* victim) {
+  VELA_LOG_DEBUG("[sched] preempting task ", victim->id, " (", victim->n_tokens(), " tokens)");
+  cache_.rollback(victim->id);
+  victim->n_computed = 0;
+  victim->admitted = false;
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if (it->get() == victim) {
+      waiting_.push_front(std::move(*it));
+      running_.erase(it);
+      break;
+    }
+  }
+  std::lock_guard<std::mutex> s(stats_mu_);
+  ++stats_.preemptions;
+}
+
+bool Scheduler::plan() {
+  items_.clear();
+  item_tasks_.clear();
+  int32_t budget = cfg_.max_tokens_per_step;
+  // Oldest first; decodes (one token left to feed) before prefills, so running requests keep
+  // their inter-token latency while new prompts stream in chunks.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto it = running_.begin(); it != running_.end();) {
+      Task* t = it->get();
+      ++it;
+      int32_t remaining = t->n_tokens() - t->n_computed;
+      bool is_decode = remaining == 1 && t->n_computed > 0;
+      if ((pass == 0) != is_decode || remaining <= 0) continue;
+      if (std::find(item_tasks_.begin(), item_tasks_.end(), t) != item_tasks_.end()) continue;
+      int32_t n_new = std::min(remaining, budget);
+      if (n_new <= 0) continue;
+      bool ok = cache_.extend(t->id, n_new);
+      while (!ok) {
+        // Out of pages: preempt the newest running task that is not planned yet (maybe t itself).
+        Task* victim = nullptr;
+        for (auto rit = running_.rbegin(); rit != running_.rend(); ++rit) {
+          Task* c = rit->get();
+          if (std::find(item_tasks_.begin(), item_tasks_.end(), c) == item_tasks_.end()) {
+            victim = c;
+            break;
+          }
+        }
+        if (victim == nullptr) break;
+        bool self = victim == t;
+        // `it` may point at the victim; step past it before the list node moves.
+        if (it != running_.end() && it->get() == victim) ++it;
+        preempt(victim);
+        if (self) break;
+        ok = cache_.extend(t->id, n_new);
+      }
+      if (!ok) continue;
+      items_.push_back({t->id, n_new});
+      item_tasks_.push_back(t);
+      budget -= n_new;
+    }
+  }
+  return !items_.empty();
+}
+
+bool Scheduler::step() {
+  drain_inbox();
+  handle_cancellations();
+  admit();
+  if (!plan()) {
+    update_stats(0, 0);
+    return false;
+  }
+  BoundBatch batch = cache_.bind(items_);
+  int32_t* ids = ws_.input_ids.data<int32_t>();
+  int32_t off = 0;
+  int64_t n_prompt_tokens = 0;
+  for (size_t k = 0; k < items_.size(); ++k) {
+    Task* t = item_tasks_[k];
+    for (int32_t i = 0; i < items_[k].n_new; ++i) ids[off++] = t->token_at(t->n_computed + i);
+    n_prompt_tokens += std::max<int32_t>(
+        0, std::min<int32_t>(static_cast<int32_t>(t->prompt().size()), t->n_computed + items_[k].n_new) -
+               t->n_computed);
+  }
+  VELA_ASSERT(off == batch.n_tokens, "packed ", off, " tokens but bound ", batch.n_tokens);
+  Tensor logits = executor_.forward(batch);
+
+  // Rows whose tokens are all computed now get a new token sampled.
+  sample_rows_.clear();
+  sample_item_idx_.clear();
+  const int64_t vocab = logits.size(1);
+  for (size_t k = 0; k < items_.size(); ++k) {
+    Task* t = item_tasks_[k];
+    t->n_computed += items_[k].n_new;
+    if (t->n_computed != t->n_tokens()) continue;
+    SamplerRow row{&t->params(), &t->prompt(), &t->output, t->seed,
+                   static_cast<uint64_t>(t->output.size()), static_cast<uint64_t>(t->index)};
+    std::memcpy(ws_.logits.data<float>() + sample_rows_.size() * vocab,
+                logits.data<float>() + k * vocab, static_cast<size_t>(vocab) * sizeof(float));
+    sample_rows_.push_back(row);
+    sample_item_idx_.push_back(static_cast<int32_t>(k));
+  }
+  if (!sample_rows_.empty()) {
+    Tensor rows = ws_.logits.slice(0, 0, static_cast<int64_t>(sample_rows_.size()));
+    sampler_.sample(rows, sample_rows_, sample_out_);
+    for (size_t j = 0; j < sample_rows_.size(); ++j)
+      process_sample(*item_tasks_[static_cast<size_t>(sample_item_idx_[j])], sample_out_[j]);
+  }
+  remove_finished();
+  update_stats(static_cast<int64_t>(sample_rows_.size()), n_prompt_tokens);
+  return true;
+}
+
+void Scheduler::process_sample(Task& t, const SampleResult& r) {
+  const SamplingParams& p = t.params();
+  t.output.push_back(r.token);
+  StreamEvent ev;
+  ev.index = t.index;
+  ev.tokens.push_back(r.token);
+  if (p.logprobs) ev.logprobs.push_back({r.token, r.logprob, r.top_logprobs});
+  bool is_stop_token = contains(p.stop_token_ids, r.token) || (!p.ignore_eos && contains(eos_ids_, r.token));
+  std::optional<FinishReason> reason;
+  if (is_stop_token) {
+    reason = FinishReason::kStop;
+  } else if (t.detok) {
+    ev.text = t.stop->push(t.detok->push(r.token));
+    if (t.stop->stopped()) {
+      reason = FinishReason::kStop;
+      t.completion.stop_reason = t.stop->matched();
+    }
+  }
+  if (!reason && static_cast<int32_t>(t.output.size()) >= p.max_tokens) reason = FinishReason::kLength;
+  if (reason && t.detok && !t.stop->stopped()) ev.text += t.stop->push(t.detok->flush()) + t.stop->flush();
+  t.completion.tokens.push_back(r.token);
+  t.completion.text += ev.text;
+  for (const auto& lp : ev.logprobs) t.completion.logprobs.push_back(lp);
+  if (reason) {
+    t.completion.finish_reason = *reason;
+    t.completion.policy_version = policy_version_.load();
+    if (t.admitted) cache_.free(t.id, t.tokens(t.n_computed), /*record_prefix=*/true);
+    t.admitted = false;
+    ev.finish = reason;
+    t.handle->push(std::move(ev), &t.completion);
+    t.request.reset();  // marks finished for remove_finished()
+  } else {
+    t.handle->push(std::move(ev));
+  }
+}
+
+void Scheduler::finish(Task& t, FinishReason reason, const std::string& error) {
+  if (!t.request) return;  // already finished
+  if (t.admitted) cache_.rollback(t.id);
+  t.admitted = false;
+  t.completion.finish_reason = reason;
+  t.completion.error = error;
+  t.completion.policy_version = policy_version_.load();
+  StreamEvent ev;
+  ev.index = t.index;
+  ev.finish = reason;
+  ev.error = error;
+  t.handle->push(std::move(ev), &t.completion);
+  t.request.reset();
+}
+
+void Scheduler::remove_finished() {
+  running_.remove_if([](const std::unique_ptr<Task>& t) { return !t->request; });
+}
+
+void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt) {
+  std::lock_guard<std::mutex> s(stats_mu_);
+  double t = now_s();
+  if (n_generated > 0) {
+    ++stats_.steps;
+    rate_window_.emplace_back(t, n_generated);
+  }
+  while (!rate_window_.empty() && rate_window_.front().first < t - 5.0) rate_window_.pop_front();
+  int64_t sum = 0;
+  for (const auto& [ts, n] : rate_window_) sum += n;
+  double span = rate_window_.empty() ? 0 : std::max(1e-3, t - rate_window_.front().first);
+  stats_.tokens_per_s = rate_window_.size() < 2 ? 0 : static_cast<double>(sum) / span;
+  stats_.generated_tokens += n_generated;
+  stats_.prompt_tokens += n_prompt;
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+}
+
+}  // namespace vela

@@ -1,0 +1,99 @@
+// Scheduler: the engine's policy, run by one loop thread. Each step it admits waiting tasks while
+// KV rows and pages allow, plans one packed batch (decodes first, then prefill chunks under the
+// token budget), preempts the newest task by recompute when pages run out, runs the Executor,
+// samples, applies stop conditions and emits events. Cancellation is checked every step.
+// All methods except submit()/request_stop()/stats() run on the loop thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "engine/cache/task_cache_manager.h"
+#include "engine/engine_config.h"
+#include "engine/request_handle.h"
+#include "engine/runtime/executor.h"
+#include "engine/runtime/sampler.h"
+#include "engine/task.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vela {
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;
+  int64_t kv_pages_total = 0, kv_pages_used = 0, kv_pages_free = 0, kv_pages_cached = 0;
+  int64_t prefix_hit_tokens = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  int64_t preemptions = 0, steps = 0;
+  double tokens_per_s = 0;  // generated tokens per second over the last few seconds
+  uint64_t policy_version = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor, Sampler& sampler,
+            InferenceWorkspace& ws, const Tokenizer* tokenizer, std::vector<int32_t> eos_ids);
+
+  // Thread-safe: queues the n tasks of a request. Returns false when the queue is full.
+  bool submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle);
+  // One scheduling step; returns false when there was nothing to do.
+  bool step();
+  // Loop until request_stop(); sleeps while idle.
+  void run();
+  void request_stop();
+  bool idle() const;
+  EngineStats stats() const;
+  void set_policy_version(uint64_t v) { policy_version_.store(v); }
+  // Held by the loop for the duration of each step; update_weights takes it to swap weights.
+  std::mutex& step_mutex() { return step_mu_; }
+
+ private:
+  EngineConfig cfg_;
+  TaskCacheManager& cache_;
+  Executor& executor_;
+  Sampler& sampler_;
+  InferenceWorkspace& ws_;
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> eos_ids_;
+
+  mutable std::mutex inbox_mu_;
+  std::condition_variable inbox_cv_;
+  std::deque<std::unique_ptr<Task>> inbox_;
+  std::atomic<bool> stop_{false};
+  std::mutex step_mu_;
+
+  std::deque<std::unique_ptr<Task>> waiting_;  // loop thread only
+  std::list<std::unique_ptr<Task>> running_;   // in admission order
+  int64_t next_task_id_ = 1;
+  uint64_t admit_seq_ = 0;
+  std::atomic<uint64_t> policy_version_{0};
+
+  // Scratch reused every step (no per-step allocation once warm).
+  std::vector<BindItem> items_;
+  std::vector<Task*> item_tasks_;
+  std::vector<SamplerRow> sample_rows_;
+  std::vector<SampleResult> sample_out_;
+  std::vector<int32_t> sample_item_idx_;
+
+  // Stats (read by other threads).
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  std::deque<std::pair<double, int64_t>> rate_window_;
+
+  void drain_inbox();
+  void handle_cancellations();
+  void admit();
+  bool plan();                         // fills items_; false when nothing runnable
+  void preempt(Task* victim);
+  void process_sample(Task& t, const SampleResult& r);
+  void finish(Task& t, FinishReason reason, const std::string& error = "");
+  void remove_finished();
+  void update_stats(int64_t n_generated, int64_t n_prompt);
+};
+
+}  // namespace vela

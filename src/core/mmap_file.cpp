@@ -60,8 +60,13 @@ std::string temp_path_for(const std::filesystem::path& target) {
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
-  tmp_path_ = temp_path_for(std::filesystem::path(path));
-  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // O_EXCL so two writers never share a temp file; a name left by a dead process (same pid in
+  // another PID namespace, or reused) just moves us on to the next counter value.
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    tmp_path_ = temp_path_for(std::filesystem::path(path));
+    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ >= 0 || errno != EEXIST) break;
+  }
   VELA_CHECK_T(IoError, fd_ >= 0, "cannot write '", path, "': creating temp file '", tmp_path_,
                "' failed: ", std::strerror(errno));
 }

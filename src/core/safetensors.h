@@ -38,7 +38,8 @@ class SafetensorsReader {
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const { return entries_.count(name) != 0; }
   const SafetensorsEntry& entry(const std::string& name) const;
-  // A CPU tensor viewing the mapped bytes (no copy); it keeps the mapping alive.
+  // A CPU tensor viewing the mapped bytes (no copy); it keeps the mapping alive. The mapping is
+  // read-only: clone() before writing into it. Unknown name: InvalidArgument.
   Tensor get(const std::string& name) const;
   // The "__metadata__" map of the first file (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

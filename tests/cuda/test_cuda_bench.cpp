@@ -23,7 +23,9 @@ TEST_F(CudaBench, DISABLED_CopyAndRmsNorm) {
       std::printf("rms_norm %s [%lld, %lld]: %.0f GB/s = %.1f%% of copy\n", dtype_name(dt),
                   static_cast<long long>(rows), static_cast<long long>(hidden), gbps,
                   100.0 * gbps / copy);
-      if (hidden == 4096) EXPECT_GE(gbps, 0.8 * copy) << dtype_name(dt);
+      if (hidden == 4096) {
+        EXPECT_GE(gbps, 0.8 * copy) << dtype_name(dt);
+      }
     }
   }
 }
@@ -33,7 +35,9 @@ TEST_F(CudaBench, DISABLED_Gemm) {
     for (int n : {8192, 4096}) {
       const double tflops = ops::cuda::bench_gemm_tflops(n, n, n, dt);
       std::printf("gemm %s %d^3: %.1f TFLOP/s\n", dtype_name(dt), n, tflops);
-      if (dt == DType::kBF16 && n == 8192) EXPECT_GE(tflops, 640.0);
+      if (dt == DType::kBF16 && n == 8192) {
+        EXPECT_GE(tflops, 640.0);
+      }
     }
   }
   const double decode = ops::cuda::bench_gemm_tflops(16, 4096, 4096, DType::kBF16);

@@ -2,9 +2,10 @@
 //
 // Fast path: the whole row lives in registers (up to kMaxVecPerThread 16-byte vectors per
 // thread), all loads are issued before the reduction, and the row is written once: x is read
-// once from HBM. A warp handles a row when it fits in 32 threads (small hidden, e.g. QK-norm over
-// head_dim); a block otherwise. Unaligned rows or very wide rows (> 1024 * 4 vectors) take a
-// two-pass fallback that re-reads the row (from L1/L2). Statistics and math in fp32.
+// once from HBM. A group of 4-32 lanes handles a row when it fits (small hidden, e.g. QK-norm
+// over head_dim), several rows to a block; a whole block otherwise. Unaligned rows or very wide
+// rows (> 1024 * 4 vectors) take a two-pass fallback that re-reads the row (from L1/L2). Statistics
+// and math in fp32.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -25,23 +26,29 @@ struct RmsArgs {
 
 }  // namespace
 
-// kWarpRow: one warp per row (blockDim.x / 32 rows per block); else one block per row.
-template <typename T, typename W, bool kResidual, bool kWarpRow>
+// kRowThreads in {4, 8, 16, 32}: that many lanes per row, rows packed into the block (small
+// hidden sizes such as QK-norm over head_dim); 0: one block per row.
+template <typename T, typename W, bool kResidual, int kRowThreads>
 static __global__ void __launch_bounds__(1024, 1)
     rms_norm_reg_kernel(const T* __restrict__ x, T* __restrict__ residual, const W* __restrict__ w,
                         T* __restrict__ out, RmsArgs args) {
   constexpr int N = kVec16<T>;
+  constexpr bool kPackedRows = kRowThreads > 0;
   __shared__ float smem[2][32];
   const int n_vec = static_cast<int>(args.n_cols / N);
-  const int row_threads = kWarpRow ? 32 : blockDim.x;
-  const int t = kWarpRow ? (threadIdx.x & 31) : threadIdx.x;
-  const int rows_per_block = kWarpRow ? blockDim.x / 32 : 1;
-  const int64_t first_row =
-      static_cast<int64_t>(blockIdx.x) * rows_per_block + (kWarpRow ? threadIdx.x / 32 : 0);
+  const int row_threads = kPackedRows ? kRowThreads : blockDim.x;
+  const int t = kPackedRows ? threadIdx.x % kRowThreads : threadIdx.x;
+  const int rows_per_block = kPackedRows ? blockDim.x / kRowThreads : 1;
+  const int group = kPackedRows ? threadIdx.x / kRowThreads : 0;
   const int64_t row_step = static_cast<int64_t>(gridDim.x) * rows_per_block;
 
   int parity = 0;
-  for (int64_t row = first_row; row < args.n_rows; row += row_step, parity ^= 1) {
+  // The loop bound is the same for the whole block, so every lane reaches every shuffle and
+  // barrier; lanes past the last row just do no memory work.
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rows_per_block; base < args.n_rows;
+       base += row_step, parity ^= 1) {
+    const int64_t row = base + group;
+    const int n_vec_here = row < args.n_rows ? n_vec : 0;
     const T* xr = x + row * args.x_stride;
     T* rr = kResidual ? residual + row * args.res_stride : nullptr;
     // Issue every load of the row before using any of them. The row stays in registers as packed
@@ -51,7 +58,7 @@ static __global__ void __launch_bounds__(1024, 1)
 #pragma unroll
     for (int j = 0; j < kMaxVecPerThread; ++j) {
       const int v = t + j * row_threads;
-      if (v < n_vec) {
+      if (v < n_vec_here) {
         raw[j] = *reinterpret_cast<const uint4*>(xr + v * N);
         if constexpr (kResidual) raw_res[j] = *reinterpret_cast<const uint4*>(rr + v * N);
       }
@@ -60,7 +67,7 @@ static __global__ void __launch_bounds__(1024, 1)
 #pragma unroll
     for (int j = 0; j < kMaxVecPerThread; ++j) {
       const int v = t + j * row_threads;
-      if (v < n_vec) {
+      if (v < n_vec_here) {
         float f[N];
         unpack16<T>(raw[j], f);
         if constexpr (kResidual) {
@@ -77,8 +84,10 @@ static __global__ void __launch_bounds__(1024, 1)
         for (int i = 0; i < N; ++i) sum_sq += f[i] * f[i];
       }
     }
-    if constexpr (kWarpRow) {
-      sum_sq = warp_sum(sum_sq);
+    if constexpr (kPackedRows) {
+#pragma unroll
+      for (int o = kRowThreads / 2; o > 0; o >>= 1)
+        sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, o);
     } else {
       sum_sq = block_sum<false>(sum_sq, smem[parity]);  // alternate buffers: no second barrier
     }
@@ -87,7 +96,7 @@ static __global__ void __launch_bounds__(1024, 1)
 #pragma unroll
     for (int j = 0; j < kMaxVecPerThread; ++j) {
       const int v = t + j * row_threads;
-      if (v < n_vec) {
+      if (v < n_vec_here) {
         float wv[N];
         load_float<N>(w + v * N, wv);
         float y[N];
@@ -149,14 +158,35 @@ void launch_rms(const Tensor& x, T* residual, int64_t res_stride, const Tensor& 
   if constexpr (kResidual) vec = vec && is_aligned(residual, 16) && res_stride % N == 0;
 
   if (vec && n_vec <= 32 * kMaxVecPerThread) {
-    constexpr int kThreads = 256;  // 8 rows per block
-    const int64_t blocks = std::min<int64_t>(ceil_div(args.n_rows, kThreads / 32), 1 << 30);
-    rms_norm_reg_kernel<T, W, kResidual, true>
-        <<<static_cast<int>(blocks), kThreads, 0, stream>>>(px, residual, pw, po, args);
+    // Lanes per row: enough for at most kMaxVecPerThread vectors each, at least 4.
+    int row_threads = 4;
+    while (row_threads * kMaxVecPerThread < n_vec) row_threads *= 2;
+    constexpr int kThreads = 256;
+    const int64_t blocks =
+        std::min<int64_t>(ceil_div(args.n_rows, kThreads / row_threads), int64_t{1} << 30);
+    const dim3 grid(static_cast<unsigned>(blocks));
+    switch (row_threads) {
+      case 4:
+        rms_norm_reg_kernel<T, W, kResidual, 4>
+            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        break;
+      case 8:
+        rms_norm_reg_kernel<T, W, kResidual, 8>
+            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        break;
+      case 16:
+        rms_norm_reg_kernel<T, W, kResidual, 16>
+            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        break;
+      default:
+        rms_norm_reg_kernel<T, W, kResidual, 32>
+            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        break;
+    }
   } else if (vec) {
     const int threads = row_block_threads(n_vec, kMaxVecPerThread);
     const int64_t blocks = std::min<int64_t>(args.n_rows, 1 << 30);
-    rms_norm_reg_kernel<T, W, kResidual, false>
+    rms_norm_reg_kernel<T, W, kResidual, 0>
         <<<static_cast<int>(blocks), threads, 0, stream>>>(px, residual, pw, po, args);
   } else {
     const int threads = row_block_threads(args.n_cols, 4);

@@ -31,18 +31,25 @@ std::optional<DType> dtype_from_st(const std::string& s) {
 
 const char* dtype_to_st(DType dt) {
   switch (dt) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kU8: return "U8";
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kU8:
+      return "U8";
   }
   VELA_ASSERT(false, "bad dtype");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 template <typename... Args>
@@ -167,8 +174,8 @@ void SafetensorsReader::add_file(const std::string& path,
   for (int i = 7; i >= 0; --i)
     header_bytes = (header_bytes << 8) | static_cast<unsigned char>(f->data()[i]);
   if (header_bytes > file_bytes - 8)
-    file_error(path, "header length ", header_bytes, " runs past the end of the file (",
-               file_bytes, " bytes)");
+    file_error(path, "header length ", header_bytes, " runs past the end of the file (", file_bytes,
+               " bytes)");
   const size_t data_start = 8 + static_cast<size_t>(header_bytes);
   const size_t data_bytes = file_bytes - data_start;
   json header = parse_json(path, f->data() + 8, f->data() + data_start, "header");
@@ -197,7 +204,8 @@ void SafetensorsReader::add_file(const std::string& path,
     if (sh == v.end()) file_error(path, "tensor '", name, "' has no \"shape\"");
     if (off == v.end()) file_error(path, "tensor '", name, "' has no \"data_offsets\"");
     if (!dt->is_string()) file_error(path, "tensor '", name, "' has a non-string \"dtype\"");
-    if (!sh->is_array()) file_error(path, "tensor '", name, "' has a \"shape\" that is not an array");
+    if (!sh->is_array())
+      file_error(path, "tensor '", name, "' has a \"shape\" that is not an array");
     if (!off->is_array() || off->size() != 2)
       file_error(path, "tensor '", name, "' has \"data_offsets\" that is not a [begin, end] array");
 
@@ -251,8 +259,7 @@ void SafetensorsReader::add_file(const std::string& path,
     const auto& cur = *by_begin[i];
     if (cur.second.begin < prev.second.end)
       file_error(path, "tensors '", prev.first, "' [", prev.second.begin, ", ", prev.second.end,
-                 ") and '", cur.first, "' [", cur.second.begin, ", ", cur.second.end,
-                 ") overlap");
+                 ") and '", cur.first, "' [", cur.second.begin, ", ", cur.second.end, ") overlap");
   }
 
   // A shard must hold exactly the tensors its index maps to it.
@@ -266,7 +273,8 @@ void SafetensorsReader::add_file(const std::string& path,
     for (const auto& p : found) present.insert(p.first);
     for (const std::string& n : *expected_names)
       if (!present.count(n))
-        file_error(path, "tensor '", n, "' is listed in the index for this shard but missing from it");
+        file_error(path, "tensor '", n,
+                   "' is listed in the index for this shard but missing from it");
   }
   for (const auto& p : found) {
     auto prev = entries_.find(p.first);
@@ -315,8 +323,8 @@ void save_safetensors(const std::string& path,
   for (const auto& [name, t] : tensors) {
     VELA_CHECK(name != kMetadataKey, "save_safetensors: '", name, "' is a reserved name (", path,
                ")");
-    VELA_CHECK(seen.insert(name).second, "save_safetensors: duplicate tensor name '", name,
-               "' (", path, ")");
+    VELA_CHECK(seen.insert(name).second, "save_safetensors: duplicate tensor name '", name, "' (",
+               path, ")");
     VELA_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined (", path, ")");
   }
 

@@ -1,14 +1,13 @@
 // bf16 / f16 conversions against references computed here from first principles (exact long double
 // values of every code, round-to-nearest-even by comparison with the exact midpoint), and dtype
 // names and sizes.
-#include "core/dtype.h"
-
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
 #include <random>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -47,14 +46,14 @@ uint32_t ref_round(long double a, uint32_t top, Val val) {
 
 uint16_t ref_f32_to_f16(float x) {
   uint32_t sign = std::signbit(x) ? 0x8000u : 0u;
-  return static_cast<uint16_t>(sign | ref_round(std::fabs(static_cast<long double>(x)), 0x7c00u,
-                                                f16_value));
+  return static_cast<uint16_t>(
+      sign | ref_round(std::fabs(static_cast<long double>(x)), 0x7c00u, f16_value));
 }
 
 uint16_t ref_f32_to_bf16(float x) {
   uint32_t sign = std::signbit(x) ? 0x8000u : 0u;
-  return static_cast<uint16_t>(sign | ref_round(std::fabs(static_cast<long double>(x)), 0x7f80u,
-                                                bf16_value));
+  return static_cast<uint16_t>(
+      sign | ref_round(std::fabs(static_cast<long double>(x)), 0x7f80u, bf16_value));
 }
 
 bool f16_is_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
@@ -70,9 +69,8 @@ void check_both(float x, int* n_bad) {
     bad = h != ref_f32_to_f16(x) || b != ref_f32_to_bf16(x);
   }
   if (bad && ++*n_bad <= 10)
-    ADD_FAILURE() << "x=" << x << " (bits " << std::hex << f32_bits(x) << "): f16 " << h
-                  << " want " << ref_f32_to_f16(x) << ", bf16 " << b << " want "
-                  << ref_f32_to_bf16(x);
+    ADD_FAILURE() << "x=" << x << " (bits " << std::hex << f32_bits(x) << "): f16 " << h << " want "
+                  << ref_f32_to_f16(x) << ", bf16 " << b << " want " << ref_f32_to_bf16(x);
 }
 
 TEST(DType, F16ExhaustiveDecodeAndRoundTrip) {
@@ -172,8 +170,8 @@ TEST(DType, F16SpecialCases) {
   EXPECT_EQ(h(u / 4), 0x0000);
   EXPECT_EQ(h(-u / 4), 0x8000);  // underflow keeps the sign
   EXPECT_EQ(h(FLT_TRUE_MIN), 0x0000);
-  EXPECT_EQ(h(1023.0f * u), 0x03ff);   // largest subnormal
-  EXPECT_EQ(h(1023.5f * u), 0x0400);   // tie rounds up into the smallest normal
+  EXPECT_EQ(h(1023.0f * u), 0x03ff);  // largest subnormal
+  EXPECT_EQ(h(1023.5f * u), 0x0400);  // tie rounds up into the smallest normal
   EXPECT_EQ(h(std::ldexp(1.0f, -14)), 0x0400);
   EXPECT_EQ(f16::to_f32(0x0001), u);
   EXPECT_EQ(f16::to_f32(0x03ff), 1023.0f * u);
@@ -198,12 +196,12 @@ TEST(DType, Bf16SpecialCases) {
   EXPECT_EQ(b(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie: stays on even
   EXPECT_EQ(b(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie: up to even
   EXPECT_EQ(b(std::nextafter(1.0f + std::ldexp(1.0f, -8), 2.0f)), 0x3f81);
-  EXPECT_EQ(b(FLT_MAX), 0x7f80);              // above the last midpoint: inf
+  EXPECT_EQ(b(FLT_MAX), 0x7f80);                // above the last midpoint: inf
   EXPECT_EQ(b(bits_f32(0x7f7f7fffu)), 0x7f7f);  // just below it
   EXPECT_EQ(b(bits_f32(0x7f7f8000u)), 0x7f80);  // the tie, from an odd code: inf
   EXPECT_EQ(b(-INFINITY), 0xff80);
   EXPECT_EQ(b(-0.0f), 0x8000);
-  EXPECT_EQ(b(FLT_TRUE_MIN), 0x0000);         // tie with zero: even
+  EXPECT_EQ(b(FLT_TRUE_MIN), 0x0000);  // tie with zero: even
   EXPECT_EQ(b(bits_f32(0x00008001u)), 0x0001);
   // NaNs whose payload lives only in the low 16 bits must not truncate to infinity.
   EXPECT_TRUE(bf16_is_nan(b(bits_f32(0x7f800001u))));

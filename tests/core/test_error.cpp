@@ -1,11 +1,10 @@
 // The error hierarchy and the checking macros: which type each throws, and that messages carry
 // the caller's text and file:line.
-#include "core/error.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "core/error.h"
 #include "test_util.h"
 
 namespace vela {

@@ -1,9 +1,8 @@
 // Logging: level names, and that the level gates what reaches stderr (and whether the message
 // arguments are evaluated at all).
-#include "core/log.h"
-
 #include <gtest/gtest.h>
 
+#include "core/log.h"
 #include "test_util.h"
 
 namespace vela {

@@ -1,13 +1,12 @@
 // MappedFile and atomic writes: contents, replacement, no leftover temp files, and errors that
 // name the file.
-#include "core/mmap_file.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "core/mmap_file.h"
 #include "test_util.h"
 
 namespace vela {
@@ -81,7 +80,7 @@ TEST(Mmap, StreamingWriter) {
     w.write("", 0);
     w.write("defg", 4);
     EXPECT_EQ(w.n_bytes_written(), 7u);
-    EXPECT_EQ(read_bytes(path), "old");  // nothing visible before commit
+    EXPECT_EQ(read_bytes(path), "old");   // nothing visible before commit
     EXPECT_EQ(dir.listing().size(), 2u);  // the target and one temp file
     w.commit();
     EXPECT_THROW(w.write("x", 1), IoError);

@@ -1,13 +1,13 @@
 // Philox-4x32-10 against the Random123 known-answer vectors, and the Rng generator built on it
 // (reproducibility, offsets, distributions).
-#include "core/rng.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
+
+#include "core/rng.h"
 
 namespace vela {
 namespace {

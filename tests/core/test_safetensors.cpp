@@ -1,12 +1,11 @@
 // safetensors: round trips of every dtype and layout, sharded and directory checkpoints, the exact
 // on-disk format other readers expect, and one test per kind of corrupt file.
-#include "core/safetensors.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "core/cuda/cuda_api.h"
+#include "core/safetensors.h"
 #include "test_util.h"
 
 namespace vela {
@@ -62,8 +61,8 @@ TEST(Safetensors, RoundTripEveryDtypeAndLayout) {
       {"scalar", Tensor::from_vector<float>({42.5f}, {})},
       {"empty", Tensor::empty({0, 3}, DType::kF32)},
       {"empty_i64", Tensor::empty({0}, DType::kI64)},
-      {"transposed", base3.transpose(0, 2)},                  // [4, 3, 2], non-contiguous
-      {"sliced", base3.slice(1, 1, 3).select(2, 1)},          // offset + strides
+      {"transposed", base3.transpose(0, 2)},          // [4, 3, 2], non-contiguous
+      {"sliced", base3.slice(1, 1, 3).select(2, 1)},  // offset + strides
       {"bf16_t", patterned({3, 5}, DType::kBF16, 7).transpose(0, 1)},
   };
   // A true 0-d tensor: from_vector with an empty shape means [n], so view it to rank 0.
@@ -334,7 +333,8 @@ TEST(Safetensors, CorruptFilesAreIoErrors) {
        "'t' has no \"data_offsets\""},
       {"dtype not string", raw_file(R"({"t":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", f32x2),
        "non-string \"dtype\""},
-      {"shape not array", raw_file(R"({"t":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", f32x2),
+      {"shape not array",
+       raw_file(R"({"t":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", f32x2),
        "\"shape\" that is not an array"},
       {"shape of strings",
        raw_file(R"({"t":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", f32x2),
@@ -344,8 +344,8 @@ TEST(Safetensors, CorruptFilesAreIoErrors) {
        "non-integer extent"},
       {"negative shape",
        raw_file(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", f32x2), "negative"},
-      {"offsets not pair", raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", f32x2),
-       "[begin, end]"},
+      {"offsets not pair",
+       raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", f32x2), "[begin, end]"},
       {"offsets negative",
        raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", f32x2),
        "not non-negative integers"},
@@ -354,14 +354,15 @@ TEST(Safetensors, CorruptFilesAreIoErrors) {
        "not non-negative integers"},
       {"begin > end", raw_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", f32x2),
        "begin 8 > end 0"},
-      {"end past data", raw_file(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", f32x2),
+      {"end past data",
+       raw_file(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", f32x2),
        "end 16 past the end of the data region (8 bytes)"},
-      {"size mismatch", raw_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", f32x2),
+      {"size mismatch",
+       raw_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", f32x2),
        "size mismatch"},
       {"size overflow",
-       raw_file(
-           R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
-           f32x2),
+       raw_file(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+                f32x2),
        "size mismatch"},
       {"overlap",
        raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
@@ -388,8 +389,8 @@ TEST(Safetensors, UnsupportedDtypesNameTensorAndDtype) {
     const char* dtype;
     int bytes;
   };
-  for (Case c : {Case{"F64", 8}, Case{"BOOL", 1}, Case{"I8", 1}, Case{"F8_E4M3", 1},
-                 Case{"U16", 2}, Case{"C64", 8}}) {
+  for (Case c : {Case{"F64", 8}, Case{"BOOL", 1}, Case{"I8", 1}, Case{"F8_E4M3", 1}, Case{"U16", 2},
+                 Case{"C64", 8}}) {
     SCOPED_TRACE(c.dtype);
     std::string path = dir.file(std::string("unsup_") + c.dtype + ".safetensors");
     std::string header = std::string(R"({"layer.w":{"dtype":")") + c.dtype +

@@ -1,12 +1,11 @@
 // Tensor: construction, views (shared storage, offsets, strides), strided copies, and the errors
 // that bad shapes and indices raise.
-#include "core/tensor.h"
-
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 #include "core/cuda/cuda_api.h"
+#include "core/tensor.h"
 #include "test_util.h"
 
 namespace vela {

@@ -1,0 +1,61 @@
+// SamplingParams: the per-request decoding knobs (OpenAI request semantics) and their validation.
+// A plain value type: the engine copies it into each request; the Sampler and StopChecker only
+// read it. validate() and from_json() throw InvalidArgument naming the field and its allowed range.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/json.h"
+
+namespace vela {
+
+struct SamplingParams {
+  static constexpr int32_t kMaxTopLogprobs = 20;
+  // Temperatures below this sample greedily (as vLLM's _SAMPLING_EPS): 1/T would overflow anyway.
+  static constexpr float kGreedyTemperature = 1e-5f;
+
+  float temperature = 1.0f;  // [0, inf); 0 = greedy (argmax, ties to the lower id)
+  float top_p = 1.0f;        // (0, 1]; keep the smallest most-probable set with mass >= top_p
+  int32_t top_k = 0;         // 0 or -1 = off; ties with the k-th value are kept (as HF / vLLM)
+  float min_p = 0.0f;        // [0, 1]; drop tokens with p < min_p * p_max
+  // OpenAI semantics over the generated tokens: logit -= presence * [count > 0] + frequency *
+  // count.
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // [-2, 2]
+  // HF / vLLM semantics over prompt + generated tokens: positive logits divided, others
+  // multiplied.
+  float repetition_penalty = 1.0f;                    // (0, inf)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, added to the logit; -inf bans)
+  std::optional<uint64_t> seed;                       // per-request reproducibility
+  int32_t max_tokens = 16;                            // >= 0
+  int32_t n = 1;                                      // >= 1 parallel samples
+  std::vector<std::string> stop;        // stop strings, non-empty (the match is not emitted)
+  std::vector<int32_t> stop_token_ids;  // besides the model's EOS (not affected by ignore_eos)
+  bool ignore_eos = false;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;  // 0..20; > 0 requires logprobs
+
+  bool is_greedy() const { return temperature < kGreedyTemperature; }
+  bool has_penalties() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
+  }
+
+  // Throws InvalidArgument with a message naming the field and the allowed range.
+  void validate() const;
+  // Checks the token ids (logit_bias, stop_token_ids) against the model's vocabulary size.
+  void validate_token_ids(int64_t vocab_size) const;
+
+  // Keys as in OpenAI requests: temperature, top_p, top_k, min_p, presence_penalty,
+  // frequency_penalty, repetition_penalty, logit_bias ({"id": bias}), seed, max_tokens (or
+  // max_completion_tokens), n, stop (string or list), stop_token_ids, ignore_eos, logprobs (bool,
+  // or an int for completions-style: logprobs = true, top_logprobs = the int), top_logprobs. Null
+  // values mean "default"; unknown keys are ignored (they belong to the request, not to sampling).
+  // Parses, then validate()s; throws InvalidArgument naming the key on a wrong type or value.
+  static SamplingParams from_json(const json& j);
+  json to_json() const;
+};
+
+}  // namespace vela

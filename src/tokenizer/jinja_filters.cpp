@@ -210,6 +210,25 @@ bool is_known_filter(const std::string& name) { return filter_names().count(name
 bool is_known_test(const std::string& name) { return test_names().count(name) != 0; }
 
 Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArgs& args) {
+  // These filters are generator functions in Jinja2: their errors surface only when the result
+  // is iterated, so a failure here becomes a generator that fails when used.
+  static const std::set<std::string> lazy = {"map", "select", "reject", "selectattr", "rejectattr",
+                                             "unique", "batch", "slice", "items"};
+  if (lazy.count(name)) {
+    // map and the select family start with `if value:`: a falsy input yields nothing.
+    if (!v.truthy() && (name == "map" || name.find("select") != std::string::npos ||
+                        name.find("reject") != std::string::npos))
+      return Value::generator({});
+    try {
+      return apply_filter_eager(name, v, args);
+    } catch (const TemplateError& e) {
+      return Value::failing_generator(e.message());
+    }
+  }
+  return apply_filter_eager(name, v, args);
+}
+
+Value Interpreter::apply_filter_eager(const std::string& name, const Value& v, CallArgs& args) {
   auto arg = [&](size_t pos, const char* key, const Value& dflt = Value()) {
     return get_arg(args, pos, key, dflt);
   };
@@ -295,6 +314,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     return Value(n);
   }
   if (name == "first" || name == "last") {
+    if (name == "last" && v.is_generator()) fail("'generator' object is not reversible");
     ValueList items = v.iterate();
     if (items.empty())
       return Value::undefined(std::string("No ") + name + " item, sequence was empty.");
@@ -309,7 +329,8 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     }
     ValueList items = v.iterate();
     std::reverse(items.begin(), items.end());
-    return Value::list(std::move(items));
+    // reversed(list) is an iterator; a generator is not reversible and becomes a reversed list
+    return v.is_generator() ? Value::list(std::move(items)) : Value::generator(std::move(items));
   }
   if (name == "join") {
     std::string sep = text_of(arg(0, "d", Value("")));
@@ -325,21 +346,25 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
   }
   if (name == "int") {
     Value dflt = arg(0, "default", Value(int64_t{0}));
+    if (v.is_undefined()) v.fail_undefined();
     int base = static_cast<int>(to_int_arg(arg(1, "base", Value(10)), "base"));
     if (v.is_int()) return v;
     if (v.is_bool()) return Value(v.as_int());
-    if (v.is_float()) {
-      if (!std::isfinite(v.as_double())) fail("cannot convert float infinity or NaN to integer");
-      return Value(static_cast<int64_t>(v.as_double()));
-    }
+    auto from_double = [](double d) {
+      if (!std::isfinite(d)) fail("cannot convert float infinity or NaN to integer");
+      if (std::fabs(d) >= 9.2e18) fail("integer overflow: " + float_repr(d) + " does not fit in 64 bits");
+      return Value(static_cast<int64_t>(d));
+    };
+    if (v.is_float()) return from_double(v.as_double());
     if (v.is_string()) {
       if (auto i = parse_int(v.str(), base)) return Value(*i);
-      if (auto f = parse_float(v.str()); f && std::isfinite(*f)) return Value(static_cast<int64_t>(*f));
+      if (auto f = parse_float(v.str())) return from_double(*f);
     }
     return dflt;
   }
   if (name == "float") {
     Value dflt = arg(0, "default", Value(0.0));
+    if (v.is_undefined()) v.fail_undefined();
     if (v.is_number()) return Value(v.as_double());
     if (v.is_string())
       if (auto f = parse_float(v.str())) return Value(*f);
@@ -371,7 +396,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     if (!v.is_dict()) fail("Can only get item pairs from a mapping.");
     ValueList out;
     for (const auto& [k, val] : v.dict().entries) out.push_back(Value::tuple({k, val}));
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "dictsort") {
     if (!v.is_dict()) fail("dictsort requires a mapping, got " + v.type_name());
@@ -410,7 +435,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
       seen.push_back(key);
       out.push_back(item);
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "min" || name == "max") {
     bool case_sensitive = arg(0, "case_sensitive", Value(false)).truthy();
@@ -444,9 +469,9 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
         else if (k == "default") dflt = val;
         else fail("Unexpected keyword argument '" + k + "'");
       }
-      if (attribute.is_undefined()) return Value::list(v.iterate());
+      if (attribute.is_undefined()) return Value::generator(v.iterate());
       for (const auto& item : v.iterate()) out.push_back(get_path(*this, item, attribute, dflt));
-      return Value::list(std::move(out));
+      return Value::generator(std::move(out));
     }
     std::string filter = text_of(args.positional[0]);
     if (!is_known_filter(filter)) fail("No filter named '" + filter + "'.");
@@ -457,7 +482,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
       CallArgs a = rest;
       out.push_back(apply_filter(filter, item, a));
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
     bool by_attr = name == "selectattr" || name == "rejectattr";
@@ -485,7 +510,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
       }
       if (ok == want) out.push_back(item);
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "batch") {
     int64_t n = to_int_arg(arg(0, "linecount"), "linecount");
@@ -504,7 +529,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
         while (static_cast<int64_t>(tmp.size()) < n) tmp.push_back(fill);
       out.push_back(Value::list(std::move(tmp)));
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "slice") {
     int64_t slices = to_int_arg(arg(0, "slices"), "slices");
@@ -521,9 +546,12 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
       if (!fill.is_none() && k >= extra) tmp.push_back(fill);
       out.push_back(Value::list(std::move(tmp)));
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "indent") {
+    if (v.is_undefined()) v.fail_undefined();
+    if (!v.is_string())
+      fail("unsupported operand type(s) for +=: '" + v.type_name() + "' and 'str'");
     Value width = arg(0, "width", Value(4));
     if (!width.is_string()) width = Value(to_int_arg(width, "width"));
     return Value(indent_text(text_of(v), width, arg(1, "first", Value(false)).truthy(),
@@ -535,6 +563,15 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     std::string end = text_of(arg(2, "end", Value("...")));
     Value lw = arg(3, "leeway", Value(nullptr));
     int64_t leeway = lw.is_none() ? 5 : to_int_arg(lw, "leeway");
+    if (!v.is_string()) {  // Jinja2 only measures len(); short containers pass through
+      int64_t n = v.is_undefined() ? 0
+                  : v.is_sequence() ? static_cast<int64_t>(v.items().size())
+                  : v.is_dict()     ? static_cast<int64_t>(v.dict().size())
+                                    : -1;
+      if (n < 0) fail("object of type '" + v.type_name() + "' has no len()");
+      if (n <= length + leeway) return v;
+      fail("truncate needs a string, got " + v.type_name());
+    }
     std::u32string s = utf8_decode(text_of(v)), e = utf8_decode(end);
     if (length < static_cast<int64_t>(e.size())) fail("expected length >= " + std::to_string(e.size()) + ", got " + std::to_string(length));
     if (static_cast<int64_t>(s.size()) <= length + leeway) return Value(text_of(v));
@@ -583,9 +620,10 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, CallArgs& 
   if (name == "number") return v.is_number();
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
-  if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict();
+  if (name == "iterable")
+    return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict() || v.is_generator();
   if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_dict();
-  if (name == "callable") return v.is_function() || v.is_loop();
+  if (name == "callable") return v.is_undefined() || v.is_function() || v.is_loop();
   if (name == "escaped") return false;
   if (name == "lower" || name == "upper") {
     CallArgs a;

@@ -57,6 +57,7 @@ class Interpreter {
                 std::string& out);
   void assign(const Expr& target, const Value& value, Scope& scope);
   Value eval_inner(const Expr& e, const ScopePtr& scope);
+  Value apply_filter_eager(const std::string& name, const Value& operand, CallArgs& args);
   Value eval_filter_chain(const Expr& e, const ScopePtr& scope, Value operand);
   CallArgs eval_args(const Expr& e, const ScopePtr& scope, size_t first_child);
   Value eval_compare(const Expr& e, const ScopePtr& scope);

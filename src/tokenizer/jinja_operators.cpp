@@ -20,6 +20,8 @@ std::string repeat(const std::string& s, int64_t n) {
   return out;
 }
 
+Value float_op(const std::string& op, double x, double y);
+
 Value int_op(const std::string& op, int64_t x, int64_t y) {
   int64_t r = 0;
   if (op == "+") {
@@ -48,7 +50,7 @@ Value int_op(const std::string& op, int64_t x, int64_t y) {
     return Value(op == "//" ? q : m);
   }
   // **
-  if (y < 0) return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
+  if (y < 0) return float_op("**", static_cast<double>(x), static_cast<double>(y));
   int64_t result = 1, base = x;
   for (int64_t e = y; e > 0; e >>= 1) {
     if (e & 1)
@@ -79,6 +81,7 @@ Value float_op(const std::string& op, double x, double y) {
     if (div - floordiv > 0.5) floordiv += 1.0;
     return Value(floordiv);
   }
+  if (x == 0 && y < 0) fail("0.0 cannot be raised to a negative power");
   return Value(std::pow(x, y));
 }
 
@@ -105,9 +108,13 @@ std::string format_one(char conv, const std::string& flags, int width, int preci
   if (v.is_undefined()) v.fail_undefined();
   if (!v.is_number())
     fail(std::string("%") + conv + " format: a real number is required, not " + v.type_name());
-  std::string spec = "%" + flags;
+  std::string spec(1, '%');
+  spec += flags;
   if (width >= 0) spec += std::to_string(width);
-  if (precision >= 0) spec += "." + std::to_string(precision);
+  if (precision >= 0) {
+    spec += '.';
+    spec += std::to_string(precision);
+  }
   char buf[512];
   if (conv == 'd' || conv == 'i' || conv == 'u' || conv == 'x' || conv == 'X' || conv == 'o') {
     int64_t n = v.is_float() ? static_cast<int64_t>(v.as_double()) : v.as_int();
@@ -141,6 +148,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   }
   if (op == "*" && b.is_string() && (a.is_int() || a.is_bool()))
     return Value(repeat(b.str(), a.as_int()));
+  if (op == "*" && b.is_sequence() && (a.is_int() || a.is_bool())) return binary_op(op, b, a);
   if (a.is_sequence()) {
     if (op == "+") {
       if (b.kind() != a.kind())
@@ -177,11 +185,14 @@ bool contains(const Value& container, const Value& item) {
       if (!item.is_string())
         fail("'in <string>' requires string as left operand, not " + item.type_name());
       return container.str().find(item.str()) != std::string::npos;
-    case Value::Kind::kList: case Value::Kind::kTuple:
+    case Value::Kind::kList: case Value::Kind::kTuple: case Value::Kind::kGenerator:
       for (const auto& x : container.items())
         if (values_equal(x, item)) return true;
       return false;
-    case Value::Kind::kDict: return container.dict().find(item) != nullptr;
+    case Value::Kind::kDict:
+      if (item.is_list() || item.is_dict() || item.is_namespace())
+        fail("unhashable type: '" + item.type_name() + "'");
+      return container.dict().find(item) != nullptr;
     default: fail("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
@@ -242,7 +253,9 @@ std::string percent_format(const std::string& fmt, const Value& args) {
     }
     out += format_one(conv, flags, width, precision, *value);
   }
-  if (!mapping && next < positional.size())
+  // A single non-tuple argument that is a sequence or mapping may go unused (CPython's rule).
+  bool lenient = !args.is_tuple() && (args.is_list() || args.is_dict() || args.is_undefined());
+  if (!mapping && !lenient && next < positional.size())
     fail("not all arguments converted during string formatting");
   (void)used_mapping;
   return out;

@@ -115,6 +115,33 @@ Value Value::tuple(ValueList items) {
   return v;
 }
 
+namespace {
+struct Generator {
+  ValueList items;
+  std::string error;  // raised on iteration when set
+};
+}  // namespace
+
+Value Value::generator(ValueList items) {
+  Value v;
+  v.kind_ = Kind::kGenerator;
+  v.ptr_ = std::make_shared<const Generator>(Generator{std::move(items), ""});
+  return v;
+}
+
+Value Value::failing_generator(std::string message) {
+  Value v;
+  v.kind_ = Kind::kGenerator;
+  v.ptr_ = std::make_shared<const Generator>(Generator{{}, std::move(message)});
+  return v;
+}
+
+const ValueList& Value::generator_items() const {
+  const auto* g = static_cast<const Generator*>(ptr_.get());
+  if (!g->error.empty()) fail(g->error);
+  return g->items;
+}
+
 Value Value::dict(ValueDict d) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -322,6 +349,7 @@ std::string Value::repr() const {
     }
     case Kind::kNamespace: return "<Namespace " + Value::dict(ns().attrs).repr() + ">";
     case Kind::kFunction: return fn().repr();
+    case Kind::kGenerator: return "<generator object>";
     case Kind::kLoop: {
       const LoopState& st = loop_state();
       return "<LoopContext " + std::to_string(st.index0 + 1) + "/" +
@@ -345,6 +373,7 @@ std::string Value::type_name() const {
     case Kind::kNamespace: return "Namespace";
     case Kind::kFunction: return "function";
     case Kind::kLoop: return "LoopContext";
+    case Kind::kGenerator: return "generator";
   }
   return "object";
 }
@@ -352,7 +381,7 @@ std::string Value::type_name() const {
 ValueList Value::iterate() const {
   switch (kind_) {
     case Kind::kUndefined: return {};
-    case Kind::kList: case Kind::kTuple: return items();
+    case Kind::kList: case Kind::kTuple: case Kind::kGenerator: return items();
     case Kind::kDict: {
       ValueList keys;
       keys.reserve(dict().size());

@@ -51,7 +51,9 @@ class Value {
  public:
   enum class Kind : uint8_t {
     kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kNamespace,
-    kFunction, kLoop
+    kFunction, kLoop,
+    kGenerator,  // what map / select / batch ... return in Python: iterable once, always true,
+                 // no len(), not subscriptable, not JSON serializable
   };
 
   Value() = default;  // undefined, without a message
@@ -68,6 +70,9 @@ class Value {
   static Value undefined(std::string message);
   static Value list(ValueList items);
   static Value tuple(ValueList items);
+  static Value generator(ValueList items);
+  // A generator whose first iteration raises `message` (Python evaluates these filters lazily).
+  static Value failing_generator(std::string message);
   static Value dict(ValueDict d);
   static Value new_namespace();
   static Value function(std::shared_ptr<const Function> fn);
@@ -89,13 +94,16 @@ class Value {
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_function() const { return kind_ == Kind::kFunction; }
   bool is_loop() const { return kind_ == Kind::kLoop; }
+  bool is_generator() const { return kind_ == Kind::kGenerator; }
 
   bool as_bool() const { return num_.b; }
   int64_t as_int() const { return kind_ == Kind::kBool ? (num_.b ? 1 : 0) : num_.i; }
   // A number (bool, int or float) as a double.
   double as_double() const;
   const std::string& str() const { return *static_cast<const std::string*>(ptr_.get()); }
-  const ValueList& items() const { return *static_cast<const ValueList*>(ptr_.get()); }
+  const ValueList& items() const {  // list, tuple or generator
+    if (kind_ == Kind::kGenerator) return generator_items();
+    return *static_cast<const ValueList*>(ptr_.get()); }
   const ValueDict& dict() const { return *static_cast<const ValueDict*>(ptr_.get()); }
   Namespace& ns() const;
   const Function& fn() const { return *static_cast<const Function*>(ptr_.get()); }
@@ -117,6 +125,8 @@ class Value {
   bool same_object(const Value& other) const { return kind_ == other.kind_ && ptr_ == other.ptr_; }
 
  private:
+  const ValueList& generator_items() const;
+
   Kind kind_ = Kind::kUndefined;
   union {
     bool b;

@@ -32,8 +32,8 @@ struct CacheStack {
   CacheStack(int32_t page_size, int32_t max_reqs, int32_t max_ctx, int64_t n_slots = 0,
              int64_t n_layers = 2, int64_t n_kv_heads = 1, int64_t head_dim = 4,
              int32_t max_tokens = 64, int64_t vocab = 8)
-      : storage(n_layers, n_slots > 0 ? n_slots : int64_t{max_reqs} * max_ctx, n_kv_heads,
-                head_dim, DType::kF32, Device::cpu()),
+      : storage(n_layers, n_slots > 0 ? n_slots : int64_t{max_reqs} * max_ctx, n_kv_heads, head_dim,
+                DType::kF32, Device::cpu()),
         req_pool(max_reqs, max_ctx, Device::cpu()),
         ws(WorkspaceConfig{max_reqs, max_tokens, vocab, Device::cpu()}),
         mgr(make_strategy(page_size), storage, req_pool, ws) {}

@@ -96,11 +96,11 @@ TEST_P(CacheManagerAllStrategies, BindRejectsMisuseWithoutChangingState) {
   EXPECT_THROW(m.alloc(2, token_range(17, 0)), InvalidArgument);  // longer than max_ctx
   EXPECT_THROW(m.bind({{1, 4}}), InvalidArgument);                // not reserved
   ASSERT_TRUE(m.extend(1, 4));
-  EXPECT_THROW(m.bind({{1, 2}, {1, 2}}), InvalidArgument);        // twice in one step
+  EXPECT_THROW(m.bind({{1, 2}, {1, 2}}), InvalidArgument);  // twice in one step
   EXPECT_THROW(m.bind({{1, 0}}), InvalidArgument);
-  EXPECT_THROW(m.bind({{9, 1}}), InvalidArgument);                // unknown task
+  EXPECT_THROW(m.bind({{9, 1}}), InvalidArgument);  // unknown task
   EXPECT_THROW(m.bind({}), InvalidArgument);
-  EXPECT_THROW(m.extend(1, 17), InvalidArgument);                 // past max_ctx
+  EXPECT_THROW(m.extend(1, 17), InvalidArgument);  // past max_ctx
   EXPECT_EQ(m.state(1)->kv_len, 0);
   m.check_integrity();
   BoundBatch b = m.bind({{1, 4}});
@@ -174,7 +174,7 @@ TEST_P(CacheManagerAllStrategies, SteadyDecodeFollowsTheCacheSignature) {
   EXPECT_TRUE(step({{1, 1}, {2, 1}}));
   EXPECT_FALSE(step({{2, 1}, {1, 1}}));  // same tasks, other order
   EXPECT_TRUE(step({{2, 1}, {1, 1}}));
-  EXPECT_FALSE(step({{2, 1}}));          // set changed
+  EXPECT_FALSE(step({{2, 1}}));  // set changed
   EXPECT_TRUE(step({{2, 1}}));
   m.alloc(3, token_range(4, 20));
   EXPECT_FALSE(step({{2, 1}, {3, 4}}));  // a prefill joins
@@ -556,7 +556,8 @@ TEST(CacheManagerContiguous, RowsOwnFixedSlotRanges) {
   ASSERT_TRUE(m.extend(2, 4));
   BoundBatch b = m.bind({{2, 4}});
   int32_t r = m.state(2)->req_row;
-  EXPECT_EQ(vec(b.kv.out_cache_loc), (std::vector<int32_t>{r * 16, r * 16 + 1, r * 16 + 2, r * 16 + 3}));
+  EXPECT_EQ(vec(b.kv.out_cache_loc),
+            (std::vector<int32_t>{r * 16, r * 16 + 1, r * 16 + 2, r * 16 + 3}));
   EXPECT_EQ(m.alloc(3, token_range(2, 0)), 0);
   EXPECT_FALSE(m.alloc(4, token_range(2, 0)).has_value());  // out of rows
   EXPECT_EQ(m.stats().pages_free, 0);

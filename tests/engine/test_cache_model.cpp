@@ -32,7 +32,8 @@ Reference load_reference() {
   Reference r;
   r.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
   r.greedy = j["greedy_ids"].get<std::vector<int32_t>>();
-  r.logits = SafetensorsReader::open(std::string(kModel) + "/reference.safetensors").get("logits").clone();
+  r.logits =
+      SafetensorsReader::open(std::string(kModel) + "/reference.safetensors").get("logits").clone();
   return r;
 }
 
@@ -116,7 +117,8 @@ std::vector<int32_t> plain_greedy(const Transformer& m, const std::vector<int32_
   const int32_t t = static_cast<int32_t>(prompt.size());
   ContiguousKVCache cache(m.config, 1, t + n_gen, m.dtype(), m.device());
   PackedStep st = cache.step({0}, {t});
-  Tensor logits = m.forward_packed(Tensor::from_vector(prompt), st.positions, st.kv, st.last_indices);
+  Tensor logits =
+      m.forward_packed(Tensor::from_vector(prompt), st.positions, st.kv, st.last_indices);
   std::vector<int32_t> out;
   for (int32_t s = 0; s < n_gen; ++s) {
     int32_t next = argmax_row(logits, 0);
@@ -184,11 +186,11 @@ TEST_P(CacheModel, BusyBatchDoesNotChangeAnyRequest) {
   ModelStack s(model, ps, 3, 48, 3 * 48);
   TaskCacheManager& mgr = s.c.mgr;
   std::vector<Job> jobs = {
-      {10, ref.prompt, 7, 0, n_gen},      // chunked prefill while others decode
-      {11, rev, 4, 2, n_gen},             // arrives later, small chunks
-      {12, short_prompt, 16, 3, n_gen},   // tiny prompt: decodes beside prefills
-      {13, ref.prompt, 24, 14, n_gen},    // after 10 finished: prefix hit, row recycled
-      {14, shared, 6, 15, 5},             // shares 20 tokens with 10's prompt
+      {10, ref.prompt, 7, 0, n_gen},     // chunked prefill while others decode
+      {11, rev, 4, 2, n_gen},            // arrives later, small chunks
+      {12, short_prompt, 16, 3, n_gen},  // tiny prompt: decodes beside prefills
+      {13, ref.prompt, 24, 14, n_gen},   // after 10 finished: prefix hit, row recycled
+      {14, shared, 6, 15, 5},            // shares 20 tokens with 10's prompt
   };
   run_jobs(model, mgr, jobs);
   for (const Job& j : jobs) {

@@ -32,8 +32,8 @@ TEST(CacheRadix, InsertAndMatchWholePagesOnly) {
   RadixCache radix(pool);
   std::vector<int32_t> a = iota(10, 100);  // 2 whole pages + 2 tokens
   std::vector<int32_t> pages = record(pool, radix, a);
-  EXPECT_EQ(radix.n_cached_pages(), 2);   // the partial page is not cached
-  EXPECT_EQ(pool.n_free(), 14);           // ... and went back to the pool
+  EXPECT_EQ(radix.n_cached_pages(), 2);  // the partial page is not cached
+  EXPECT_EQ(pool.n_free(), 14);          // ... and went back to the pool
   RadixMatch m = radix.match_prefix(a);
   EXPECT_EQ(m.n_tokens, 8);
   EXPECT_EQ(m.pages, (std::vector<int32_t>{pages[0], pages[1]}));
@@ -72,7 +72,7 @@ TEST(CacheRadix, DivergentBranchesShareTheirCommonPages) {
   std::vector<int32_t> pb = *pool.alloc(2);
   EXPECT_EQ(radix.insert(b, pb), 1);  // only b's second page is new
   for (int32_t p : pb) pool.release(p);
-  EXPECT_TRUE(pool.is_free(pb[0]));   // the duplicate first page was not adopted
+  EXPECT_TRUE(pool.is_free(pb[0]));  // the duplicate first page was not adopted
   EXPECT_EQ(radix.n_cached_pages(), 3);
   EXPECT_EQ(radix.match_prefix(a).pages, pa);
   EXPECT_EQ(radix.match_prefix(b).pages, (std::vector<int32_t>{pa[0], pb[1]}));
@@ -115,7 +115,7 @@ TEST(CacheRadix, EvictsLeastRecentlyUsedLeafFirst) {
   std::vector<int32_t> pa = record(pool, radix, a);
   std::vector<int32_t> pb = record(pool, radix, b);
   std::vector<int32_t> pc = record(pool, radix, c);  // shares a's first page
-  radix.match_prefix(a);                              // a is now the most recent
+  radix.match_prefix(a);                             // a is now the most recent
   int32_t n_free = pool.n_free();
   // Leaves by age: b's second page, c's second page, a's second page.
   EXPECT_EQ(radix.evict(1), 1);
@@ -136,7 +136,7 @@ TEST(CacheRadix, SharedPageIsNotEvictedWhileAnotherHolderHasIt) {
   std::vector<int32_t> a = {1, 2, 3, 4};
   std::vector<int32_t> pages = *pool.alloc(2);
   radix.insert(a, pages);
-  pool.release(pages[0]);  // the "task" keeps pages[1] (e.g. a forked sibling still runs)
+  pool.release(pages[0]);        // the "task" keeps pages[1] (e.g. a forked sibling still runs)
   EXPECT_EQ(radix.evict(4), 0);  // the only leaf is still referenced
   pool.release(pages[1]);
   EXPECT_EQ(radix.evict(4), 2);

@@ -16,10 +16,10 @@
 namespace vela {
 
 struct StrategyUsage {
-  int32_t page_size = 0;      // slots per page (contiguous: max_ctx, one page per row)
+  int32_t page_size = 0;  // slots per page (contiguous: max_ctx, one page per row)
   int64_t pages_total = 0;
   int64_t pages_free = 0;
-  int64_t pages_cached = 0;   // held by the prefix cache
+  int64_t pages_cached = 0;     // held by the prefix cache
   int64_t pages_evictable = 0;  // cached pages no task uses (could be freed on demand)
 };
 
@@ -50,7 +50,8 @@ class AllocationStrategy {
                     const std::function<void(int32_t, int32_t, int32_t)>& copy_slots) = 0;
   // Validates that tokens[0, n_record) may be recorded for the task (throws InvalidArgument), so
   // release() can run without failing halfway.
-  virtual void check_record(const TaskCacheState& st, const int32_t* tokens, int32_t n_record) const = 0;
+  virtual void check_record(const TaskCacheState& st, const int32_t* tokens,
+                            int32_t n_record) const = 0;
   // Releases everything the task holds; when tokens != nullptr first records the complete pages of
   // tokens[0, n_record) for reuse.
   virtual void release(TaskCacheState& st, const int32_t* tokens, int32_t n_record) = 0;

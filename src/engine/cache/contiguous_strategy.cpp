@@ -14,7 +14,8 @@ void ContiguousStrategy::attach(int64_t n_slots, int32_t max_reqs, int32_t max_c
 }
 
 void ContiguousStrategy::acquire_prefix(TaskCacheState& st, const std::vector<int32_t>&, int32_t) {
-  VELA_ASSERT(st.req_row >= 0 && st.req_row < max_reqs_, "ContiguousStrategy: bad row ", st.req_row);
+  VELA_ASSERT(st.req_row >= 0 && st.req_row < max_reqs_, "ContiguousStrategy: bad row ",
+              st.req_row);
   st.cached_len = 0;
   ++n_active_;
 }
@@ -50,8 +51,8 @@ void ContiguousStrategy::check_integrity(const std::vector<const TaskCacheState*
   VELA_ASSERT(static_cast<int32_t>(tasks.size()) == n_active_, "ContiguousStrategy counts ",
               n_active_, " tasks, the manager holds ", tasks.size());
   for (const TaskCacheState* t : tasks) {
-    VELA_ASSERT(t->pages.empty() && t->cached_len == 0 && t->prefix_node < 0,
-                "contiguous task ", t->task_id, " holds pages or a cached prefix");
+    VELA_ASSERT(t->pages.empty() && t->cached_len == 0 && t->prefix_node < 0, "contiguous task ",
+                t->task_id, " holds pages or a cached prefix");
     VELA_ASSERT(t->reserved_len <= max_ctx_, "task ", t->task_id, " reserved past max_ctx");
   }
 }

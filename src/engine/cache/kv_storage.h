@@ -17,7 +17,8 @@ class KVStorage {
   KVStorage(int64_t n_layers, int64_t n_slots, int64_t n_kv_heads, int64_t head_dim, DType dtype,
             Device device);
   // Sized for `config`'s layers and KV heads.
-  static KVStorage for_model(const ModelConfig& config, int64_t n_slots, DType dtype, Device device);
+  static KVStorage for_model(const ModelConfig& config, int64_t n_slots, DType dtype,
+                             Device device);
 
   Tensor k;  // [n_layers, n_slots, n_kv_heads, head_dim]
   Tensor v;  // [n_layers, n_slots, n_kv_heads, head_dim]

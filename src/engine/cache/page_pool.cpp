@@ -16,8 +16,8 @@ PagePool::PagePool(int32_t n_pages, int32_t page_size) : n_pages_(n_pages), page
 }
 
 void PagePool::check_page(int32_t page, const char* what) const {
-  VELA_ASSERT(page >= 0 && page < n_pages_, "PagePool::", what, ": page ", page, " out of range [0, ",
-              n_pages_, ")");
+  VELA_ASSERT(page >= 0 && page < n_pages_, "PagePool::", what, ": page ", page,
+              " out of range [0, ", n_pages_, ")");
 }
 
 std::optional<std::vector<int32_t>> PagePool::alloc(int32_t n) {

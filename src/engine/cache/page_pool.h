@@ -53,10 +53,10 @@ class PagePool {
 
  private:
   int32_t n_pages_, page_size_;
-  std::vector<int32_t> ref_;        // [n_pages]
-  std::vector<int32_t> free_;       // stack of free pages
-  std::vector<uint64_t> last_use_;  // [n_pages] tick of the last touch
-  std::vector<uint8_t> marked_;     // [n_pages] owner's evictable mark
+  std::vector<int32_t> ref_;                    // [n_pages]
+  std::vector<int32_t> free_;                   // stack of free pages
+  std::vector<uint64_t> last_use_;              // [n_pages] tick of the last touch
+  std::vector<uint8_t> marked_;                 // [n_pages] owner's evictable mark
   std::set<std::pair<uint64_t, int32_t>> lru_;  // (last_use, page): marked, one reference
   uint64_t clock_ = 0;
 

@@ -139,8 +139,8 @@ void PagedStrategy::check_integrity(const std::vector<const TaskCacheState*>& ta
     int32_t n_pages_needed = (t->reserved_len + page_size_ - 1) / page_size_;
     VELA_ASSERT(static_cast<int32_t>(t->pages.size()) == n_pages_needed, "task ", t->task_id,
                 " holds ", t->pages.size(), " pages for ", t->reserved_len, " reserved tokens");
-    VELA_ASSERT(t->cached_len % page_size_ == 0, "task ", t->task_id, " cached_len ",
-                t->cached_len, " is not page-aligned");
+    VELA_ASSERT(t->cached_len % page_size_ == 0, "task ", t->task_id, " cached_len ", t->cached_len,
+                " is not page-aligned");
   }
   std::vector<int32_t> nodes = radix_->live_nodes();
   std::unordered_map<int32_t, int32_t> lock_expected;
@@ -152,9 +152,9 @@ void PagedStrategy::check_integrity(const std::vector<const TaskCacheState*>& ta
     if (!prefix_valid(*t)) continue;
     VELA_ASSERT(radix_->is_live(t->prefix_node), "task ", t->task_id, " locks a dead node");
     std::vector<int32_t> path = radix_->path_pages(t->prefix_node);
-    VELA_ASSERT(path.size() <= t->pages.size() &&
-                    std::equal(path.begin(), path.end(), t->pages.begin()),
-                "task ", t->task_id, " prefix pages differ from its radix path");
+    VELA_ASSERT(
+        path.size() <= t->pages.size() && std::equal(path.begin(), path.end(), t->pages.begin()),
+        "task ", t->task_id, " prefix pages differ from its radix path");
     for (int32_t x = t->prefix_node; x != RadixCache::kRoot; x = radix_->parent(x))
       ++lock_expected[x];
   }

@@ -24,7 +24,8 @@ uint64_t RadixCache::hash_page(uint64_t parent_hash, const int32_t* tokens, int3
 }
 
 RadixCache::RadixCache(PagePool& pool)
-    : pool_(pool), page_size_(pool.page_size()),
+    : pool_(pool),
+      page_size_(pool.page_size()),
       node_of_page_(static_cast<size_t>(pool.n_pages()), -1) {
   nodes_.emplace_back();
   nodes_[kRoot].live = true;
@@ -177,8 +178,8 @@ void RadixCache::unlock(int32_t node) {
 
 void RadixCache::remove_leaf(int32_t node) {
   Node& n = nodes_[static_cast<size_t>(node)];
-  VELA_ASSERT(node != kRoot && n.live && n.n_children == 0 && n.lock == 0,
-              "RadixCache: node ", node, " is not an unlocked leaf");
+  VELA_ASSERT(node != kRoot && n.live && n.n_children == 0 && n.lock == 0, "RadixCache: node ",
+              node, " is not an unlocked leaf");
   Node& p = nodes_[static_cast<size_t>(n.parent)];
   auto [lo, hi] = p.children.equal_range(n.hash);
   for (auto it = lo; it != hi; ++it) {
@@ -258,8 +259,8 @@ void RadixCache::check_integrity() const {
     VELA_ASSERT(find_child(n.parent, n.hash, n.tokens.data()) == id, "node ", id,
                 " unreachable from its parent");
     VELA_ASSERT(n.page >= 0 && n.page < pool_.n_pages(), "node ", id, " has bad page ", n.page);
-    VELA_ASSERT(node_of_page_[static_cast<size_t>(n.page)] == id, "page ", n.page,
-                " maps to node ", node_of_page_[static_cast<size_t>(n.page)], " not ", id);
+    VELA_ASSERT(node_of_page_[static_cast<size_t>(n.page)] == id, "page ", n.page, " maps to node ",
+                node_of_page_[static_cast<size_t>(n.page)], " not ", id);
     VELA_ASSERT(pool_.ref_count(n.page) >= 1, "cached page ", n.page, " has no reference");
     VELA_ASSERT(n.lock >= 0, "node ", id, " has a negative lock count");
     child_lock_sum[static_cast<size_t>(n.parent)] += n.lock;
@@ -268,9 +269,9 @@ void RadixCache::check_integrity() const {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     if (!n.live) continue;
-    VELA_ASSERT(n.n_children == n_children[i] &&
-                    static_cast<size_t>(n.n_children) == n.children.size(),
-                "node ", i, " child count is off");
+    VELA_ASSERT(
+        n.n_children == n_children[i] && static_cast<size_t>(n.n_children) == n.children.size(),
+        "node ", i, " child count is off");
     if (i == kRoot) continue;
     VELA_ASSERT(n.lock >= child_lock_sum[i], "node ", i, " lock ", n.lock,
                 " is below its children's ", child_lock_sum[i]);
@@ -280,8 +281,8 @@ void RadixCache::check_integrity() const {
   }
   for (size_t p = 0; p < node_of_page_.size(); ++p) {
     int32_t node = node_of_page_[p];
-    VELA_ASSERT(node < 0 || (is_live(node) && nodes_[static_cast<size_t>(node)].page ==
-                                                  static_cast<int32_t>(p)),
+    VELA_ASSERT(node < 0 || (is_live(node) &&
+                             nodes_[static_cast<size_t>(node)].page == static_cast<int32_t>(p)),
                 "page ", p, " maps to a stale node");
   }
   VELA_ASSERT(n_live == n_nodes_ && n_unlocked == n_unlocked_, "radix node counters are off");

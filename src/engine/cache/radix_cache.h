@@ -91,9 +91,9 @@ class RadixCache {
 
   PagePool& pool_;
   int32_t page_size_;
-  std::vector<Node> nodes_;             // slab; nodes_[kRoot] is the root
+  std::vector<Node> nodes_;  // slab; nodes_[kRoot] is the root
   std::vector<int32_t> free_nodes_;
-  std::vector<int32_t> node_of_page_;   // [n_pages] node holding the page, -1 if none
+  std::vector<int32_t> node_of_page_;  // [n_pages] node holding the page, -1 if none
   int32_t n_nodes_ = 0, n_unlocked_ = 0;
   uint64_t epoch_ = 0;
 

@@ -7,8 +7,9 @@ namespace vela {
 
 ReqToTokenPool::ReqToTokenPool(int32_t max_reqs, int32_t max_ctx, Device device)
     : max_reqs_(max_reqs), max_ctx_(max_ctx), device_(device), dirty_lo_(0), dirty_hi_(0) {
-  VELA_CHECK(max_reqs > 0 && max_ctx > 0, "ReqToTokenPool: max_reqs and max_ctx must be positive (got ",
-             max_reqs, ", ", max_ctx, ")");
+  VELA_CHECK(max_reqs > 0 && max_ctx > 0,
+             "ReqToTokenPool: max_reqs and max_ctx must be positive (got ", max_reqs, ", ", max_ctx,
+             ")");
   host_ = Tensor::empty({max_reqs, max_ctx}, DType::kI32);
   std::fill_n(host_.data<int32_t>(), host_.numel(), kNoSlot);
   if (device.is_cpu()) {

@@ -1,8 +1,8 @@
 // ReqToTokenPool: the request table, int32 [max_reqs, max_ctx] mapping (request row, position) to a
 // KV slot, and the free list of its rows. The host mirror is the source of truth; on CUDA a device
-// copy is refreshed by sync() (TaskCacheManager::bind calls it), on the CPU both are the same memory.
-// Entries a row does not own hold kNoSlot: a freed row is wiped, so a recycled row can never expose
-// the slots of the request that held it before. Not thread-safe.
+// copy is refreshed by sync() (TaskCacheManager::bind calls it), on the CPU both are the same
+// memory. Entries a row does not own hold kNoSlot: a freed row is wiped, so a recycled row can
+// never expose the slots of the request that held it before. Not thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -7,9 +7,8 @@
 
 namespace vela {
 
-TaskCacheManager::TaskCacheManager(std::unique_ptr<AllocationStrategy> strategy,
-                                   KVStorage& storage, ReqToTokenPool& req_pool,
-                                   InferenceWorkspace& ws)
+TaskCacheManager::TaskCacheManager(std::unique_ptr<AllocationStrategy> strategy, KVStorage& storage,
+                                   ReqToTokenPool& req_pool, InferenceWorkspace& ws)
     : strategy_(std::move(strategy)), storage_(storage), req_pool_(req_pool), ws_(ws) {
   VELA_CHECK(strategy_ != nullptr, "TaskCacheManager: no allocation strategy");
   VELA_CHECK(storage.device() == req_pool.device() && storage.device() == ws.device(),
@@ -37,7 +36,8 @@ void TaskCacheManager::write_row(const TaskCacheState& st, int32_t from, int32_t
   req_pool_.set(st.req_row, from, slots.data(), to - from);
 }
 
-std::optional<int32_t> TaskCacheManager::alloc(int64_t task_id, const std::vector<int32_t>& tokens) {
+std::optional<int32_t> TaskCacheManager::alloc(int64_t task_id,
+                                               const std::vector<int32_t>& tokens) {
   VELA_CHECK(tasks_.count(task_id) == 0, "TaskCacheManager::alloc: task ", task_id,
              " is already allocated");
   VELA_CHECK(!tokens.empty(), "TaskCacheManager::alloc: task ", task_id, " has an empty prompt");
@@ -148,8 +148,8 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
     TaskCacheState& st = task(it.task_id, "bind");
     VELA_CHECK(it.n_new >= 1, "TaskCacheManager::bind: task ", it.task_id, " appends ", it.n_new,
                " tokens");
-    VELA_CHECK(st.kv_len + it.n_new <= st.reserved_len, "TaskCacheManager::bind: task ",
-               it.task_id, " positions [", st.kv_len, ", ", st.kv_len + it.n_new,
+    VELA_CHECK(st.kv_len + it.n_new <= st.reserved_len, "TaskCacheManager::bind: task ", it.task_id,
+               " positions [", st.kv_len, ", ", st.kv_len + it.n_new,
                ") are not reserved (reserved ", st.reserved_len, "; call extend first)");
     VELA_CHECK((it.ids != nullptr) == with_ids,
                "TaskCacheManager::bind: give token ids for all items or none");
@@ -265,8 +265,8 @@ int64_t TaskCacheManager::n_available_tokens() const {
 void TaskCacheManager::check_integrity() const {
   req_pool_.check_integrity();
   VELA_ASSERT(req_pool_.n_free() + static_cast<int32_t>(tasks_.size()) == req_pool_.max_reqs(),
-              "rows: ", req_pool_.n_free(), " free + ", tasks_.size(), " tasks != ",
-              req_pool_.max_reqs());
+              "rows: ", req_pool_.n_free(), " free + ", tasks_.size(),
+              " tasks != ", req_pool_.max_reqs());
   std::vector<uint8_t> row_used(static_cast<size_t>(req_pool_.max_reqs()), 0);
   std::vector<const TaskCacheState*> all;
   all.reserve(tasks_.size());

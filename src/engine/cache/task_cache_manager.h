@@ -30,10 +30,10 @@ struct BindItem {
 };
 
 struct BoundBatch {
-  KVCacheView kv;          // int32 metadata views of the workspace + the storage and request table
-  Tensor input_ids;        // [n_tokens] i32 view of the workspace (filled when BindItem::ids given)
-  Tensor positions;        // [n_tokens] i32
-  Tensor logits_indices;   // [n_seqs] i32: last row of each item in the packed batch
+  KVCacheView kv;         // int32 metadata views of the workspace + the storage and request table
+  Tensor input_ids;       // [n_tokens] i32 view of the workspace (filled when BindItem::ids given)
+  Tensor positions;       // [n_tokens] i32
+  Tensor logits_indices;  // [n_seqs] i32: last row of each item in the packed batch
   int32_t n_tokens = 0;
   int32_t n_seqs = 0;
   // Same tasks (same allocation, row and order) as the previous bind, each advanced by exactly one
@@ -84,8 +84,8 @@ class TaskCacheManager {
 
   struct Stats {
     int64_t pages_total = 0, pages_used = 0, pages_free = 0, pages_cached = 0;
-    int64_t pages_evictable = 0;  // cached pages no task uses
-    int32_t page_size = 0;        // contiguous: max_ctx (one page per row)
+    int64_t pages_evictable = 0;    // cached pages no task uses
+    int32_t page_size = 0;          // contiguous: max_ctx (one page per row)
     int64_t prefix_hit_tokens = 0;  // cumulative cached_len over all allocs
     int64_t n_tasks = 0;
   };

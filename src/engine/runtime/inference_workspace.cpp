@@ -14,9 +14,11 @@ void upload_prefix(const Tensor& host, Tensor& dev, int64_t n) {
 InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
   VELA_CHECK(c.max_seqs > 0 && c.max_tokens_per_step > 0 && c.vocab_size > 0,
              "InferenceWorkspace: max_seqs, max_tokens_per_step and vocab_size must be positive "
-             "(got ", c.max_seqs, ", ", c.max_tokens_per_step, ", ", c.vocab_size, ")");
+             "(got ",
+             c.max_seqs, ", ", c.max_tokens_per_step, ", ", c.vocab_size, ")");
   VELA_CHECK(c.max_tokens_per_step >= c.max_seqs, "InferenceWorkspace: max_tokens_per_step (",
-             c.max_tokens_per_step, ") must cover one token for each of max_seqs (", c.max_seqs, ")");
+             c.max_tokens_per_step, ") must cover one token for each of max_seqs (", c.max_seqs,
+             ")");
   const int64_t n_tok = c.max_tokens_per_step, n_seq = c.max_seqs;
   auto i32 = [&](int64_t n, Device d) { return Tensor::zeros({n}, DType::kI32, d); };
   input_ids = i32(n_tok, c.device);
@@ -33,7 +35,7 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
                 seq_lens,  qo_indptr, kv_indptr,     logits_indices};
   } else {
     Device cpu = Device::cpu();
-    host = Host{i32(n_tok, cpu), i32(n_tok, cpu), i32(n_tok, cpu),     i32(n_seq, cpu),
+    host = Host{i32(n_tok, cpu), i32(n_tok, cpu),     i32(n_tok, cpu),     i32(n_seq, cpu),
                 i32(n_seq, cpu), i32(n_seq + 1, cpu), i32(n_seq + 1, cpu), i32(n_seq, cpu)};
   }
 }

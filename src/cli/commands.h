@@ -6,6 +6,7 @@ namespace vela::cli {
 
 int cmd_info(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 

@@ -21,6 +21,7 @@ const Command kCommands[] = {
     {"generate", vela::cli::cmd_generate, "continue a prompt with a model directory (greedy or sampled)"},
     {"convert", vela::cli::cmd_convert, "rewrite a checkpoint in the HF layout (optionally another dtype)"},
     {"bench", vela::cli::cmd_bench, "benchmarks: `vela bench ops [--device cpu|cuda] [--json F]`"},
+    {"tokenize", vela::cli::cmd_tokenize, "tokenizers: `vela tokenize encode|decode|train|chat-template|bench`"},
 };
 
 void print_help() {

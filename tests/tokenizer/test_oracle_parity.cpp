@@ -3,56 +3,23 @@
 // scripts/fetch_assets.sh puts in .cache/assets (CI runs it); without them the tests fail.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "core/json.h"
+#include "oracle_util.h"
+#include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
 using vela::json;
+using namespace vela::test;
 
 namespace {
-
-fs::path repo_root() {
-  fs::path p = fs::current_path();
-  for (int i = 0; i < 4; ++i) {
-    if (fs::exists(p / "scripts" / "fetch_assets.sh")) return p;
-    p = p.parent_path();
-  }
-  return fs::current_path();
-}
-
-fs::path assets_dir() {
-  if (const char* a = std::getenv("VELA_ASSETS")) return a;
-  return repo_root() / ".cache" / "assets";
-}
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  int rc = pclose(f);
-  if (rc != 0) return "";
-  return out;
-}
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> v;
-  size_t b = 0;
-  while (b < s.size()) {
-    size_t e = s.find('\n', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) v.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return v;
-}
 
 class OracleParity : public ::testing::TestWithParam<const char*> {
  protected:
@@ -90,7 +57,8 @@ TEST_P(OracleParity, EncodeDecodeMatchesHuggingFace) {
   ASSERT_EQ(expected.size(), strings.size()) << "oracle failed: " << cmd;
 
   vela::Tokenizer t = vela::Tokenizer::from_file(tok.string());
-  size_t n_mismatch = 0, n_special_mismatch = 0, n_decode_mismatch = 0, n_roundtrip_fail = 0;
+  size_t n_mismatch = 0, n_special_mismatch = 0, n_decode_mismatch = 0, n_roundtrip_fail = 0,
+         n_stream_mismatch = 0;
   for (size_t i = 0; i < strings.size(); ++i) {
     json e = json::parse(expected[i]);
     auto ids = t.encode(strings[i], false);
@@ -109,14 +77,23 @@ TEST_P(OracleParity, EncodeDecodeMatchesHuggingFace) {
     }
     if (t.decode(e["ids_special"].get<std::vector<int32_t>>(), true) != e["text_skip"].get<std::string>())
       ++n_decode_mismatch;
+    // Streaming the ids gives exactly the full decode.
+    vela::StreamingDecoder sd(t);
+    std::string streamed;
+    for (int32_t id : want) streamed += sd.push(id);
+    streamed += sd.flush();
+    if (streamed != text && n_stream_mismatch++ < 5)
+      ADD_FAILURE() << GetParam() << " stream " << i << " " << json(streamed).dump() << " vs " << json(text).dump();
     // Byte-level BPE is lossless except where a normalizer changes the text (Qwen3's NFC).
     if (e["text"].get<std::string>() != strings[i] && std::string(GetParam()) != "qwen3") ++n_roundtrip_fail;
   }
-  std::printf("[parity] %-8s strings=%zu encode_mismatch=%zu special_mismatch=%zu decode_mismatch=%zu roundtrip_fail=%zu\n",
-              GetParam(), strings.size(), n_mismatch, n_special_mismatch, n_decode_mismatch, n_roundtrip_fail);
+  std::printf("[parity] %-8s strings=%zu encode_mismatch=%zu special_mismatch=%zu decode_mismatch=%zu stream_mismatch=%zu roundtrip_fail=%zu\n",
+              GetParam(), strings.size(), n_mismatch, n_special_mismatch, n_decode_mismatch, n_stream_mismatch,
+              n_roundtrip_fail);
   EXPECT_EQ(n_mismatch, 0u);
   EXPECT_EQ(n_special_mismatch, 0u);
   EXPECT_EQ(n_decode_mismatch, 0u);
+  EXPECT_EQ(n_stream_mismatch, 0u);
   EXPECT_EQ(n_roundtrip_fail, 0u);
 }
 

@@ -31,11 +31,11 @@ struct CacheStack {
   // n_slots 0: max_reqs * max_ctx (what the contiguous strategy needs).
   CacheStack(int32_t page_size, int32_t max_reqs, int32_t max_ctx, int64_t n_slots = 0,
              int64_t n_layers = 2, int64_t n_kv_heads = 1, int64_t head_dim = 4,
-             int32_t max_tokens = 64, int64_t vocab = 8)
+             int32_t max_tokens = 64, int64_t vocab = 8, Device device = Device::cpu())
       : storage(n_layers, n_slots > 0 ? n_slots : int64_t{max_reqs} * max_ctx, n_kv_heads, head_dim,
-                DType::kF32, Device::cpu()),
-        req_pool(max_reqs, max_ctx, Device::cpu()),
-        ws(WorkspaceConfig{max_reqs, max_tokens, vocab, Device::cpu()}),
+                DType::kF32, device),
+        req_pool(max_reqs, max_ctx, device),
+        ws(WorkspaceConfig{max_reqs, max_tokens, vocab, device}),
         mgr(make_strategy(page_size), storage, req_pool, ws) {}
 
   PagedStrategy& paged() { return dynamic_cast<PagedStrategy&>(mgr.strategy()); }

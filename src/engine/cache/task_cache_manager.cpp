@@ -104,9 +104,13 @@ void TaskCacheManager::rollback(int64_t task_id) {
 }
 
 void TaskCacheManager::copy_slots(int32_t dst, int32_t src, int32_t n) {
+  // Per layer, where a run of slots is contiguous (CUDA copies into strided views are unsupported).
   for (Tensor* t : {&storage_.k, &storage_.v}) {
-    Tensor to = t->slice(1, dst, dst + n);
-    to.copy_(t->slice(1, src, src + n));
+    for (int64_t layer = 0; layer < storage_.n_layers(); ++layer) {
+      Tensor l = t->select(0, layer);
+      Tensor to = l.slice(0, dst, dst + n);
+      to.copy_(l.slice(0, src, src + n));
+    }
   }
 }
 

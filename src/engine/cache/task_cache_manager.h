@@ -84,10 +84,10 @@ class TaskCacheManager {
 
   struct Stats {
     int64_t pages_total = 0, pages_used = 0, pages_free = 0, pages_cached = 0;
-    int64_t pages_evictable = 0;    // cached pages no task uses
-    int32_t page_size = 0;          // contiguous: max_ctx (one page per row)
     int64_t prefix_hit_tokens = 0;  // cumulative cached_len over all allocs
     int64_t n_tasks = 0;
+    int64_t pages_evictable = 0;  // cached pages no task uses (freed on demand)
+    int32_t page_size = 0;        // slots per page; contiguous: max_ctx (one page per row)
   };
   Stats stats() const;
   int32_t n_free_rows() const { return req_pool_.n_free(); }

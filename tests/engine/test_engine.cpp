@@ -136,22 +136,25 @@ TEST(Engine, KvPressurePreemptsAndStillCompletesEverything) {
 }
 
 TEST(Engine, CancellationTakesEffectPromptly) {
-  Ref ref = reference(kModel);
+  // A random model big enough that 2000 tokens take far longer than the cancel round trip.
+  ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
+    "vocab_size": 512, "hidden_size": 256, "num_hidden_layers": 4, "intermediate_size": 512,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096})"));
   EngineConfig cfg;
-  cfg.max_ctx = 64;
-  Engine engine(Transformer::load(kModel), nullptr, cfg);
-  Request r = greedy_request(ref.prompt, 40);
-  RequestHandlePtr h = engine.submit(r);
+  cfg.max_ctx = 2100;
+  Engine engine(Transformer::random(mc, DType::kF32, Device::cpu(), 7), nullptr, cfg);
+  RequestHandlePtr h = engine.submit(greedy_request({1, 2, 3}, 2000));
   StreamEvent ev;
   ASSERT_TRUE(h->next(ev));  // first token arrived: the request is running
   h->cancel();
   RequestResult res = h->wait();
   EXPECT_EQ(res.completions[0].finish_reason, FinishReason::kCancelled);
-  EXPECT_LT(res.completions[0].tokens.size(), 40u);
+  EXPECT_LT(res.completions[0].tokens.size(), 2000u);
   // Stats are published at the end of the scheduler step that emitted the final event.
   for (int i = 0; i < 100 && engine.stats().running != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(engine.stats().running, 0);
+  EXPECT_EQ(engine.stats().kv_pages_used, engine.stats().kv_pages_cached);
 }
 
 TEST(Engine, SeededSamplingIsReproducibleAndNSamplesDiffer) {

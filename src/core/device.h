@@ -1,6 +1,7 @@
 // Device: where a tensor's bytes live (CPU, or CUDA device n).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace vela {

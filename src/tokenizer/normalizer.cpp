@@ -3,7 +3,9 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 #include "core/error.h"
 #include "tokenizer/unicode.h"
@@ -11,10 +13,11 @@
 namespace vela {
 using tjson = nlohmann::json;  // tokenizer files: ordered_json parses big objects in O(n^2)
 
-std::string normalize_unicode(std::string_view s, UnicodeForm form) {
-  bool ascii = true;
-  for (char c : s) ascii &= static_cast<unsigned char>(c) < 0x80;
-  if (ascii) return std::string(s);  // every form leaves ASCII alone
+namespace {
+
+#include "tokenizer/unicode_norm_exceptions.inc"
+
+std::string utf8proc_normalize(std::string_view s, UnicodeForm form) {
   int opts = UTF8PROC_STABLE;
   switch (form) {
     case UnicodeForm::kNfc: opts |= UTF8PROC_COMPOSE; break;
@@ -30,6 +33,37 @@ std::string normalize_unicode(std::string_view s, UnicodeForm form) {
   std::string r(reinterpret_cast<char*>(out), static_cast<size_t>(n));
   std::free(out);
   return r;
+}
+
+bool is_exception(uint32_t c, bool compat) {
+  const uint32_t* b = compat ? std::begin(kCompatExceptions) : std::begin(kCanonicalExceptions);
+  const uint32_t* e = compat ? std::end(kCompatExceptions) : std::end(kCanonicalExceptions);
+  return std::binary_search(b, e, c);
+}
+
+}  // namespace
+
+std::string normalize_unicode(std::string_view s, UnicodeForm form) {
+  bool ascii = true;
+  for (char c : s) ascii &= static_cast<unsigned char>(c) < 0x80;
+  if (ascii) return std::string(s);  // every form leaves ASCII alone
+  // Code points Hugging Face does not decompose stay as they are: normalize around them (they are
+  // starters that compose with nothing, so the pieces are independent).
+  bool compat = form == UnicodeForm::kNfkc || form == UnicodeForm::kNfkd;
+  std::string out;
+  size_t seg = 0, i = 0;
+  while (i < s.size()) {
+    size_t b = i;
+    uint32_t c = unicode::next_cp(s, i);
+    if (c >= 0x80 && is_exception(c, compat)) {
+      if (b > seg) out += utf8proc_normalize(s.substr(seg, b - seg), form);
+      out.append(s.data() + b, i - b);
+      seg = i;
+    }
+  }
+  if (seg == 0) return utf8proc_normalize(s, form);
+  if (seg < s.size()) out += utf8proc_normalize(s.substr(seg), form);
+  return out;
 }
 
 namespace {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/stop_checker.h"
+#include "tokenizer/streaming_decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace vela {
 namespace {
@@ -203,6 +205,65 @@ TEST(StopCondition, StopStringAndMaxTokens) {
   EXPECT_EQ(cancelled.finish(), "\n");
   EXPECT_TRUE(cancelled.finished());
   EXPECT_EQ(cancelled.finish(), "");
+}
+
+// A byte-level BPE tokenizer with no merges: one token per byte, so every multi-byte character and
+// every stop string is split across tokens.
+Tokenizer byte_tokenizer() {
+  json vocab = json::object();
+  int n_unprintable = 0;
+  for (int b = 0; b < 256; ++b) {
+    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    uint32_t cp =
+        printable ? static_cast<uint32_t>(b) : 256u + static_cast<uint32_t>(n_unprintable++);
+    std::string sym;
+    if (cp < 0x80) {
+      sym += static_cast<char>(cp);
+    } else {
+      sym += static_cast<char>(0xC0 | (cp >> 6));
+      sym += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    vocab[sym] = b;
+  }
+  json j = {
+      {"version", "1.0"},
+      {"added_tokens", json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  return Tokenizer::from_json(j, "byte tokenizer");
+}
+
+TEST(StopCondition, StopStringOverStreamingDecoderTokens) {
+  Tokenizer tok = byte_tokenizer();
+  const std::string text = "你好 <|end|> 再见";
+  std::vector<int32_t> ids = tok.encode(text);
+  ASSERT_EQ(ids.size(), text.size());  // one token per byte
+  SamplingParams p;
+  p.stop = {"<|end|>", "再"};
+  p.max_tokens = 1000;
+  StopCondition stop(p, {-1});
+  StreamingDecoder dec(tok);
+  std::string out;
+  int32_t n_generated = 0;
+  std::optional<FinishReason> finish;
+  for (int32_t id : ids) {
+    StopDecision d = stop.step(id, ++n_generated, dec.push(id));
+    // Never half a character on the way out.
+    ASSERT_TRUE(d.text.empty() || (static_cast<unsigned char>(d.text[0]) & 0xC0) != 0x80);
+    out += d.text;
+    if (d.finish) {
+      finish = d.finish;
+      EXPECT_EQ(d.stop_reason, "<|end|>");
+      break;
+    }
+  }
+  ASSERT_TRUE(finish.has_value());
+  EXPECT_EQ(*finish, FinishReason::kStop);
+  EXPECT_EQ(out, "你好 ");
+  EXPECT_EQ(n_generated, 14);  // "你好" (6 bytes), " ", then "<|end|>" ends on token 14
 }
 
 }  // namespace

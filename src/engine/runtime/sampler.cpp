@@ -81,6 +81,56 @@ bool before(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>&
   return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
+// The top-p cut: the first candidate in `before` order at which the cumulative weight reaches
+// `target`, found by a weighted quickselect (expected linear time; no full sort of what may be
+// most of the vocabulary). Keys are unique (ids are), so each round splits the range into the keys
+// before a pivot, the pivot, and the keys after it, and keeps the part where the target falls.
+// Pivots are medians of three positions from a fixed-seed LCG: deterministic, and no input order
+// can make it quadratic in expectation; after 64 rounds the rest is simply sorted. Returns false
+// when the target is never reached (rounding with top_p close to 1): keep everything.
+bool find_top_p_cut(std::pair<float, int32_t>* cand, int64_t n, const float* w, double target,
+                    std::pair<float, int32_t>* cut) {
+  int64_t lo = 0, hi = n;
+  double acc = 0.0;  // weight of the candidates known to come before [lo, hi)
+  uint64_t state = 0x853C49E6748FEA9Bull;
+  auto pick = [&]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return cand[lo + static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(hi - lo))];
+  };
+  for (int round = 0; hi - lo > 32 && round < 64; ++round) {
+    std::pair<float, int32_t> a = pick(), b = pick(), c = pick();
+    if (before(b, a)) std::swap(a, b);
+    if (before(c, b)) std::swap(b, c);
+    if (before(b, a)) std::swap(a, b);
+    const std::pair<float, int32_t> pivot = b;
+    auto* mid =
+        std::partition(cand + lo, cand + hi, [&](const auto& x) { return before(x, pivot); });
+    double mass_before = 0.0;
+    for (auto* q = cand + lo; q < mid; ++q) mass_before += w[q->second];
+    if (acc + mass_before >= target) {
+      hi = mid - cand;
+      continue;
+    }
+    acc += mass_before;
+    std::iter_swap(mid, std::find(mid, cand + hi, pivot));  // the pivot right after its prefix
+    acc += w[pivot.second];
+    if (acc >= target) {
+      *cut = pivot;
+      return true;
+    }
+    lo = (mid - cand) + 1;
+  }
+  std::sort(cand + lo, cand + hi, before);
+  for (int64_t j = lo; j < hi; ++j) {
+    acc += w[cand[j].second];
+    if (acc >= target) {
+      *cut = cand[j];
+      return true;
+    }
+  }
+  return false;
+}
+
 void check_tokens(const std::vector<int32_t>* tokens, int64_t vocab_size, const char* what) {
   if (tokens == nullptr) return;
   for (int32_t t : *tokens)
@@ -272,12 +322,11 @@ int32_t Sampler::sample_filtered(const float* logits, const SamplingParams& p, f
   float kth = kNegInf;
   if (p.top_k > 0 && p.top_k < n) kth = kth_largest(logits, n, p.top_k, s.heap.data());
 
-  // Top-p over the top-k survivors: sort candidates by (logit desc, id asc) only as far as the
-  // cumulative mass needs (partial sorts of growing prefixes), and cut at the first token whose
-  // cumulative mass reaches top_p: the kept set is every key up to and including the cut.
+  // Top-p over the top-k survivors: the cut is the first candidate, in (logit desc, id asc)
+  // order, at which the cumulative mass reaches top_p; the kept set is every key up to and
+  // including it.
   bool use_cut = false;
-  float cut_value = 0.0f;
-  int32_t cut_id = 0;
+  std::pair<float, int32_t> cut{0.0f, 0};
   if (p.top_p < 1.0f) {
     auto* cand = s.sorted.data();
     int64_t n_cand = 0;
@@ -288,43 +337,29 @@ int32_t Sampler::sample_filtered(const float* logits, const SamplingParams& p, f
         cand[n_cand++] = {logits[i], static_cast<int32_t>(i)};
       }
     }
-    const double target = static_cast<double>(p.top_p) * mass;
-    double cum = 0.0;
-    int64_t sorted_end = 0;
-    for (int64_t j = 0; j < n_cand; ++j) {
-      if (j == sorted_end) {
-        // Everything before j is sorted and no smaller than the rest: extend the sorted prefix.
-        sorted_end = std::min(n_cand, std::max<int64_t>(64, sorted_end * 4));
-        std::partial_sort(cand + j, cand + sorted_end, cand + n_cand, before);
-      }
-      cum += w[cand[j].second];
-      if (cum >= target) {
-        use_cut = j + 1 < n_cand;
-        cut_value = cand[j].first;
-        cut_id = cand[j].second;
-        break;
-      }
-    }
+    use_cut = find_top_p_cut(cand, n_cand, w, static_cast<double>(p.top_p) * mass, &cut);
   }
 
-  // Min-p: p < min_p * p_max  <=>  w < min_p. The row maximum is always kept.
+  // Min-p: p < min_p * p_max  <=>  w < min_p (the row maximum always stays). Dropped tokens get
+  // weight 0, so the draw below is one plain walk.
   const float min_w = p.min_p;
-  auto keep = [&](int64_t i) {
-    const float l = logits[i];
-    if (l < kth) return false;
-    if (w[i] < min_w && l != m) return false;
-    if (use_cut && !(l > cut_value || (l == cut_value && i <= cut_id))) return false;
-    return true;
-  };
+  if (kth > kNegInf || use_cut || min_w > 0.0f) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float l = logits[i];
+      if (l < kth || (w[i] < min_w && l != m) ||
+          (use_cut && before(cut, {l, static_cast<int32_t>(i)})))
+        w[i] = 0.0f;
+    }
+  }
   double mass = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    if (w[i] > 0.0f && keep(i)) mass += w[i];
-  // Inverse CDF in ascending id order: the first kept token whose cumulative mass exceeds u * mass.
+  for (int64_t i = 0; i < n; ++i) mass += w[i];
+  // Inverse CDF in ascending id order: the first kept token whose cumulative mass exceeds u * mass
+  // (same summation order as `mass`, so some token always qualifies).
   const double target = static_cast<double>(u) * mass;
   double cum = 0.0;
   int32_t last = -1;
   for (int64_t i = 0; i < n; ++i) {
-    if (!(w[i] > 0.0f) || !keep(i)) continue;
+    if (!(w[i] > 0.0f)) continue;
     cum += w[i];
     last = static_cast<int32_t>(i);
     if (cum > target) return last;

@@ -1,11 +1,8 @@
-// `vela generate`: load a model directory and continue a prompt (greedy, or sampled with a seed),
-// optionally printing the top log-probabilities of every step. A plain prefill + decode loop over
-// a ContiguousKVCache; the engine issue routes it through the Engine with the same interface.
-#include <algorithm>
-#include <cmath>
+// `vela generate`: continue prompts with a model directory through the Engine (paged KV cache,
+// continuous batching). One prompt from flags, or many from --batch FILE.jsonl (one request per
+// line; one JSON result per line, in input order).
 #include <cstdio>
-#include <memory>
-#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,12 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/json.h"
-#include "core/rng.h"
-#include "model/contiguous_kv_cache.h"
-#include "model/transformer.h"
-#include "ops/softmax.h"
-#include "ops/topk.h"
-#include "tokenizer/tokenizer.h"
+#include "engine/engine.h"
 
 namespace vela::cli {
 namespace {
@@ -41,19 +33,93 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   return ids;
 }
 
-// Samples from softmax(logits / temperature) with one uniform draw (inverse CDF).
-int32_t sample(const float* logits, int64_t vocab, float temperature, float u) {
-  float m = logits[0];
-  for (int64_t i = 1; i < vocab; ++i) m = std::max(m, logits[i]);
-  double total = 0;
-  std::vector<double> p(static_cast<size_t>(vocab));
-  for (int64_t i = 0; i < vocab; ++i) total += p[i] = std::exp((logits[i] - m) / temperature);
-  double target = u * total, acc = 0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    acc += p[i];
-    if (acc > target) return static_cast<int32_t>(i);
+std::vector<int32_t> encode_prompt(const Engine& engine, const std::string& text) {
+  VELA_CHECK(engine.tokenizer() != nullptr,
+             "a text prompt needs a tokenizer.json in the model directory (or pass token ids)");
+  return engine.tokenizer()->encode(text, /*add_special_tokens=*/true);
+}
+
+json top_logprobs_json(const Completion& c) {
+  json steps = json::array();
+  for (const TokenLogprob& lp : c.logprobs) {
+    json step = json::array();
+    for (const auto& [id, v] : lp.top) step.push_back({{"id", id}, {"logprob", v}});
+    steps.push_back(step);
   }
-  return static_cast<int32_t>(vocab - 1);
+  return steps;
+}
+
+json completion_json(const Engine& engine, const Completion& c, bool with_logprobs) {
+  json j;
+  j["tokens"] = c.tokens;
+  if (engine.tokenizer()) j["text"] = c.text;
+  j["finish_reason"] = finish_reason_name(c.finish_reason);
+  j["cached_tokens"] = c.cached_tokens;
+  if (with_logprobs) {
+    json lps = json::array();
+    for (const TokenLogprob& lp : c.logprobs) lps.push_back(lp.logprob);
+    j["logprobs"] = lps;
+    j["top_logprobs"] = top_logprobs_json(c);
+  }
+  if (!c.error.empty()) j["error"] = c.error;
+  return j;
+}
+
+int run_batch_file(Engine& engine, const std::string& path) {
+  std::ifstream f(path);
+  VELA_CHECK_T(IoError, f.good(), "cannot open batch file '", path, "'");
+  std::vector<Request> reqs;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(f, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      VELA_THROW(InvalidArgument, path, ":", line_no, ": invalid JSON: ", e.what());
+    }
+    VELA_CHECK(j.is_object(), path, ":", line_no, ": each line must be a JSON object");
+    Request r;
+    try {
+      if (j.contains("prompt_ids")) r.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+      else if (j.contains("prompt")) r.prompt = encode_prompt(engine, j["prompt"].get<std::string>());
+      else VELA_THROW(InvalidArgument, "needs 'prompt' or 'prompt_ids'");
+      json params = j;
+      params.erase("prompt");
+      params.erase("prompt_ids");
+      r.params = SamplingParams::from_json(params);
+    } catch (const Error& e) {
+      VELA_THROW(InvalidArgument, path, ":", line_no, ": ", e.what());
+    } catch (const nlohmann::json::exception& e) {
+      VELA_THROW(InvalidArgument, path, ":", line_no, ": ", e.what());
+    }
+    reqs.push_back(std::move(r));
+  }
+  std::vector<RequestHandlePtr> handles;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    try {
+      handles.push_back(engine.submit(reqs[i]));
+    } catch (const Error& e) {
+      VELA_THROW(InvalidArgument, path, ": request ", i + 1, ": ", e.what());
+    }
+    VELA_CHECK_T(OutOfMemory, handles.back() != nullptr, "the engine queue is full");
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    RequestResult res = handles[i]->wait();
+    bool lp = reqs[i].params.logprobs;
+    json j = completion_json(engine, res.completions[0], lp);
+    j["prompt_tokens"] = res.prompt_tokens;
+    if (res.completions.size() > 1) {
+      json choices = json::array();
+      for (const Completion& c : res.completions) choices.push_back(completion_json(engine, c, lp));
+      j["choices"] = choices;
+    }
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -62,97 +128,56 @@ int cmd_generate(int argc, char** argv) {
   Args args(argc, argv, {"json", "help", "ignore-eos"});
   if (args.has("help")) {
     std::printf(
-        "usage: vela generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N]\n"
-        "                     [--temperature T] [--seed S] [--top-logprobs K] [--device cpu|cuda]\n"
-        "                     [--dtype f32|bf16] [--ignore-eos] [--json]\n");
+        "usage: vela generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --batch F.jsonl)\n"
+        "         [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
+        "         [--top-logprobs K] [--ignore-eos] [--device cpu|cuda] [--dtype f32|bf16]\n"
+        "         [--kv paged|contiguous] [--page-size N] [--json]\n"
+        "  --batch: one JSON request per line (prompt or prompt_ids, max_tokens, temperature,\n"
+        "  top_p, top_k, seed, n, stop, logprobs, ...); prints one JSON result per line.\n");
     return 0;
   }
   std::string model_dir = args.require("model");
-  std::string prompt = args.get("prompt", "");
-  std::string prompt_ids = args.get("prompt-ids", "");
-  int64_t max_tokens = args.get_int("max-tokens", 16);
-  double temperature = args.get_double("temperature", 0.0);
-  uint64_t seed = static_cast<uint64_t>(args.get_int("seed", 0));
-  int64_t top_k = args.get_int("top-logprobs", 0);
+  std::string prompt = args.get("prompt", ""), prompt_ids = args.get("prompt-ids", "");
+  std::string batch = args.get("batch", "");
+  SamplingParams p;
+  p.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 16));
+  p.temperature = static_cast<float>(args.get_double("temperature", 0.0));
+  p.top_p = static_cast<float>(args.get_double("top-p", 1.0));
+  p.top_k = static_cast<int32_t>(args.get_int("top-k", 0));
+  if (args.has("seed")) p.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+  p.top_logprobs = static_cast<int32_t>(args.get_int("top-logprobs", 0));
+  p.logprobs = p.top_logprobs > 0;
+  p.ignore_eos = args.has("ignore-eos");
   Device device = Device::parse(args.get("device", "cpu"));
   DType dtype = parse_dtype(args.get("dtype", "f32"));
-  bool as_json = args.has("json"), ignore_eos = args.has("ignore-eos");
+  EngineConfig cfg;
+  cfg.kv_strategy = args.get("kv", "paged");
+  cfg.page_size = static_cast<int32_t>(args.get_int("page-size", 16));
+  bool as_json = args.has("json");
   args.check_all_used();
-  VELA_CHECK(prompt.empty() != prompt_ids.empty(), "give exactly one of --prompt or --prompt-ids");
-  VELA_CHECK(max_tokens >= 0, "--max-tokens must be >= 0");
-  VELA_CHECK(temperature >= 0, "--temperature must be >= 0");
-  VELA_CHECK(top_k >= 0 && top_k <= 20, "--top-logprobs must be in [0, 20]");
+  int n_sources = !prompt.empty() + !prompt_ids.empty() + !batch.empty();
+  VELA_CHECK(n_sources == 1, "give exactly one of --prompt, --prompt-ids or --batch");
+  p.validate();
 
-  Transformer model = Transformer::load(model_dir, dtype, device);
-  const ModelConfig& cfg = model.config;
-  std::unique_ptr<Tokenizer> tok;
-  namespace fs = std::filesystem;
-  if (fs::exists(fs::path(model_dir) / "tokenizer.json"))
-    tok = std::make_unique<Tokenizer>(Tokenizer::from_file(model_dir));
-  std::vector<int32_t> ids;
-  if (!prompt_ids.empty()) {
-    ids = parse_ids(prompt_ids);
-  } else {
-    VELA_CHECK(tok != nullptr, "--prompt needs a tokenizer.json in ", model_dir,
-               " (or pass --prompt-ids)");
-    ids = tok->encode(prompt, /*add_special_tokens=*/true);
-  }
-  VELA_CHECK(!ids.empty(), "the prompt is empty");
-  for (int32_t id : ids)
-    VELA_CHECK(id >= 0 && id < cfg.vocab_size, "prompt token id ", id, " outside the vocabulary [0, ",
-               cfg.vocab_size, ")");
-  int64_t ctx = static_cast<int64_t>(ids.size()) + max_tokens;
-  VELA_CHECK(ctx <= cfg.max_position_embeddings ||
-                 cfg.rope.scaling.type == ops::RopeScaling::Type::kDynamic,
-             "prompt + max tokens (", ctx, ") exceeds max_position_embeddings (",
-             cfg.max_position_embeddings, ")");
+  std::unique_ptr<Engine> engine = Engine::load(model_dir, cfg, dtype, device);
+  if (!batch.empty()) return run_batch_file(*engine, batch);
 
-  ContiguousKVCache cache(cfg, 1, ctx, dtype, device);
-  Rng rng(seed);
-  std::vector<int32_t> out;
-  json top = json::array();
-  Tensor step_ids = Tensor::from_vector(ids).to(device);
-  int32_t n_new = static_cast<int32_t>(ids.size());
-  for (int64_t t = 0; t < max_tokens; ++t) {
-    PackedStep st = cache.step({0}, {n_new});
-    Tensor logits = model.forward_packed(step_ids, st.positions, st.kv, st.last_indices).to(Device::cpu());
-    const float* l = logits.data<float>();
-    int32_t next;
-    if (temperature == 0) {
-      Tensor am = Tensor::empty({1}, DType::kI32);
-      ops::argmax(logits, am);
-      next = am.data<int32_t>()[0];
-    } else {
-      next = sample(l, cfg.vocab_size, static_cast<float>(temperature), rng.uniform());
-    }
-    if (top_k > 0) {
-      Tensor lp = Tensor::empty(logits.shape(), DType::kF32);
-      ops::log_softmax(logits, lp);
-      Tensor vals = Tensor::empty({1, top_k}, DType::kF32), idx = Tensor::empty({1, top_k}, DType::kI32);
-      ops::topk(lp, top_k, vals, idx);
-      json step = json::array();
-      for (int64_t k = 0; k < top_k; ++k)
-        step.push_back({{"id", idx.data<int32_t>()[k]}, {"logprob", vals.data<float>()[k]}});
-      top.push_back(step);
-    }
-    out.push_back(next);
-    bool is_eos = std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), next) !=
-                  cfg.eos_token_ids.end();
-    if (is_eos && !ignore_eos) break;
-    step_ids = Tensor::from_vector(std::vector<int32_t>{next}).to(device);
-    n_new = 1;
-  }
-
+  Request r;
+  r.prompt = prompt_ids.empty() ? encode_prompt(*engine, prompt) : parse_ids(prompt_ids);
+  r.params = p;
+  RequestResult res = engine->generate({r})[0];
+  const Completion& c = res.completions[0];
+  if (!c.error.empty()) VELA_THROW(InternalError, "generation failed: ", c.error);
   if (as_json) {
     json j;
-    j["tokens"] = out;
-    if (tok) j["text"] = tok->decode(out, /*skip_special_tokens=*/false);
-    if (top_k > 0) j["top_logprobs"] = top;
+    j["tokens"] = c.tokens;
+    if (engine->tokenizer()) j["text"] = c.text;
+    if (p.top_logprobs > 0) j["top_logprobs"] = top_logprobs_json(c);
     std::printf("%s\n", j.dump().c_str());
-  } else if (tok) {
-    std::printf("%s\n", tok->decode(out, false).c_str());
+  } else if (engine->tokenizer()) {
+    std::printf("%s\n", c.text.c_str());
   } else {
-    std::printf("%s\n", json(out).dump().c_str());
+    std::printf("%s\n", json(c.tokens).dump().c_str());
   }
   return 0;
 }

@@ -9,5 +9,6 @@ int cmd_bench(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 
 }  // namespace vela::cli

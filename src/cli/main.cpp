@@ -19,6 +19,7 @@ struct Command {
 const Command kCommands[] = {
     {"info", vela::cli::cmd_info, "version, build options, CPU features and CUDA devices"},
     {"generate", vela::cli::cmd_generate, "continue a prompt with a model directory (greedy or sampled)"},
+    {"chat", vela::cli::cmd_chat, "interactive chat with a model directory (streams replies)"},
     {"convert", vela::cli::cmd_convert, "rewrite a checkpoint in the HF layout (optionally another dtype)"},
     {"bench", vela::cli::cmd_bench, "benchmarks: `vela bench ops [--device cpu|cuda] [--json F]`"},
     {"tokenize", vela::cli::cmd_tokenize, "tokenizers: `vela tokenize encode|decode|train|chat-template|bench`"},

@@ -236,7 +236,12 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, s
   return Flow::kNormal;
 }
 
+Interpreter::~Interpreter() {
+  for (auto& scope : closure_scopes_) scope->vars.clear();
+}
+
 Value Interpreter::make_macro(const Stmt& s, const ScopePtr& scope, const std::string& name) {
+  closure_scopes_.push_back(scope);  // the scope will hold the macro: a cycle to break later
   return Value::function(std::make_shared<MacroFunction>(name, &s.params, &s.body, scope));
 }
 

@@ -34,6 +34,10 @@ std::tm system_local_time();
 class Interpreter {
  public:
   explicit Interpreter(Clock clock) : clock_(std::move(clock)) {}
+  // Breaks the scope <-> macro reference cycles of this render.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Renders `program` with `globals` as the outermost scope (builtins are added beneath it).
   std::string render(const Program& program, ScopePtr globals);
@@ -64,7 +68,8 @@ class Interpreter {
   Value make_macro(const Stmt& s, const ScopePtr& scope, const std::string& name);
 
   Clock clock_;
-  int depth_ = 0;  // recursion guard for macros and recursive loops
+  int depth_ = 0;
+  std::vector<ScopePtr> closure_scopes_;  // scopes captured by macros (cleared at the end)  // recursion guard for macros and recursive loops
 };
 
 // Parses and renders `source` with the variables of `context` (a JSON object): for tests and

@@ -35,6 +35,8 @@ struct ThreadCaches {
   WordCache* last = nullptr;
   WordCache& get(uint64_t key) {
     if (key == last_key && last) return *last;
+    // A thread that outlives many tokenizers would keep their caches forever: keep a few.
+    if (by_model.size() >= 8 && !by_model.count(key)) by_model.clear();
     auto& slot = by_model[key];
     if (!slot) slot = std::make_unique<WordCache>();
     last_key = key;

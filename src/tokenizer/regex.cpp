@@ -42,6 +42,13 @@ std::string translate_regex(const std::string& p) {
   bool in_class = false;
   for (size_t i = 0; i < p.size(); ++i) {
     char c = p[i];
+    if (c == '\\' && i + 1 < p.size() && p[i + 1] == 'Q') {  // \Q...\E is literal: copy verbatim
+      size_t end = p.find("\\E", i + 2);
+      end = end == std::string::npos ? p.size() : end + 2;
+      out.append(p, i, end - i);
+      i = end - 1;
+      continue;
+    }
     if (c == '\\' && i + 1 < p.size()) {
       char n = p[i + 1];
       if (n == 's' || n == 'S') {

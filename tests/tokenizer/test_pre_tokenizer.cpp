@@ -36,6 +36,8 @@ TEST(PreTokenizer, SplitBehaviorsOnDelimiter) {
   EXPECT_EQ(pieces_of(split(dash, "Contiguous", false), s), (V{"the", "-", "final", "--", "countdown"}));
   // invert with a literal: keep "Hello"s, drop what is between.
   EXPECT_EQ(pieces_of(split({{"String", "Hello"}}, "Removed", true), "Hello Hello Hello"), (V{"Hello", "Hello", "Hello"}));
+  // A literal is literal, whatever regex syntax it contains.
+  EXPECT_EQ(pieces_of(split({{"String", "\\s[x]\\E."}}, "Removed", false), "a\\s[x]\\E.b"), (V{"a", "b"}));
 }
 
 TEST(PreTokenizer, SplitRegexFeaturesOfRealTokenizers) {

@@ -28,8 +28,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: vela tokenize <encode|decode|train|chat-template|bench> [options]\n"
-    "  encode --tokenizer PATH [--add-special]      reads stdin, prints a JSON array of ids per line\n"
-    "  decode --tokenizer PATH [--skip-special]     reads a JSON id array per line, prints a JSON string\n"
+    "  encode --tokenizer PATH [--add-special]      reads stdin, prints a JSON array of ids per "
+    "line\n"
+    "  decode --tokenizer PATH [--skip-special]     reads a JSON id array per line, prints a JSON "
+    "string\n"
     "  train --vocab-size N [--special \"<|im_start|>,<|im_end|>\"] FILES... --out DIR\n"
     "  chat-template --tokenizer DIR --messages FILE.json [--tools FILE.json]\n"
     "                [--add-generation-prompt] [--var key=value ...]\n"
@@ -77,7 +79,8 @@ int run_decode(Args& a) {
     try {
       ids = json::parse(line).get<std::vector<int32_t>>();
     } catch (const json::exception& e) {
-      VELA_THROW(InvalidArgument, "stdin line ", line_no, " is not a JSON array of ids: ", e.what());
+      VELA_THROW(InvalidArgument, "stdin line ", line_no,
+                 " is not a JSON array of ids: ", e.what());
     }
     std::string out = json(t.decode(ids, skip)).dump();
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -105,13 +108,14 @@ int run_train(Args& a) {
   BpeTrainer trainer(o);
   for (const auto& f : a.positionals()) {
     trainer.add_file(f);
-    std::fprintf(stderr, "[train] read %s (%lld distinct words so far)\n", f.c_str(), static_cast<long long>(trainer.n_words()));
+    std::fprintf(stderr, "[train] read %s (%lld distinct words so far)\n", f.c_str(),
+                 static_cast<long long>(trainer.n_words()));
   }
   TrainedBpe bpe = trainer.train();
   BpeTrainer::save(bpe, out_dir);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "[train] vocab %zu (%zu merges) written to %s/tokenizer.json in %.1f s\n", bpe.vocab.size(),
-               bpe.merges.size(), out_dir.c_str(), secs);
+  std::fprintf(stderr, "[train] vocab %zu (%zu merges) written to %s/tokenizer.json in %.1f s\n",
+               bpe.vocab.size(), bpe.merges.size(), out_dir.c_str(), secs);
   return 0;
 }
 
@@ -197,7 +201,8 @@ int run_bench(Args& a) {
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double mb = static_cast<double>(text.size()) / 1e6;
     std::printf(
-        "{\"impl\": \"vela\", \"mode\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"wall_s\": %.3f, \"cpu_s\": %.3f, "
+        "{\"impl\": \"vela\", \"mode\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"wall_s\": %.3f, "
+        "\"cpu_s\": %.3f, "
         "\"mb_per_s_wall\": %.2f, \"mb_per_s_cpu\": %.2f}\n",
         target == 1 ? "lines" : "64KB", text.size(), n_tokens, wall, cpu, mb / wall, mb / cpu);
   }

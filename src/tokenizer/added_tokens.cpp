@@ -48,8 +48,8 @@ std::vector<AddedToken> AddedTokens::parse(const tjson& j) {
   if (j.is_null()) return out;
   VELA_CHECK(j.is_array(), "'added_tokens' must be an array");
   for (const auto& t : j) {
-    VELA_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_integer() && t.contains("content") &&
-                   t["content"].is_string(),
+    VELA_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_integer() &&
+                   t.contains("content") && t["content"].is_string(),
                "each added token needs an integer 'id' and a string 'content'");
     AddedToken a;
     a.id = t["id"].get<int32_t>();
@@ -85,7 +85,8 @@ uint32_t last_cp(std::string_view s) {
 
 }  // namespace
 
-void AddedTokens::split(std::string_view text, bool normalized_set, std::vector<Segment>& out) const {
+void AddedTokens::split(std::string_view text, bool normalized_set,
+                        std::vector<Segment>& out) const {
   const Trie& trie = normalized_set ? norm_ : raw_;
   if (text.empty() || trie.empty()) {
     out.push_back({text, -1});

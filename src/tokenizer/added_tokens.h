@@ -43,8 +43,10 @@ class AddedTokens {
       by_id_[tokens_[k].id] = k;
       by_content_[tokens_[k].content] = k;
       if (tokens_[k].content.empty()) continue;
-      if (tokens_[k].normalized) norm_.add(normalize(tokens_[k].content), k);
-      else raw_.add(tokens_[k].content, k);
+      if (tokens_[k].normalized)
+        norm_.add(normalize(tokens_[k].content), k);
+      else
+        raw_.add(tokens_[k].content, k);
     }
   }
   static std::vector<AddedToken> parse(const nlohmann::json& added_tokens);

@@ -1,6 +1,6 @@
-// BpeModel (see bpe_model.h). The merge loop keeps the word as a doubly linked list of symbols and a
-// min-heap of candidate merges ordered by (rank, position); a candidate whose symbols changed since
-// it was queued is dropped when popped, as in Hugging Face's Word::merge_all.
+// BpeModel (see bpe_model.h). The merge loop keeps the word as a doubly linked list of symbols and
+// a min-heap of candidate merges ordered by (rank, position); a candidate whose symbols changed
+// since it was queued is dropped when popped, as in Hugging Face's Word::merge_all.
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
@@ -64,7 +64,8 @@ struct Candidate {
 
 }  // namespace
 
-BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options)
+BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+                   BpeOptions options)
     : vocab_(std::move(vocab)), options_(std::move(options)), cache_key_(g_next_cache_key++) {
   for (const auto& [tok, id] : vocab_) {
     VELA_CHECK(id >= 0, "BPE vocab: token '", tok, "' has a negative id ", id);
@@ -78,12 +79,14 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::st
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     auto ia = vocab_.find(a), ib = vocab_.find(b);
-    VELA_CHECK(ia != vocab_.end(), "BPE merge ", rank, " ('", a, "' '", b, "'): '", a, "' is not in the vocab");
-    VELA_CHECK(ib != vocab_.end(), "BPE merge ", rank, " ('", a, "' '", b, "'): '", b, "' is not in the vocab");
+    VELA_CHECK(ia != vocab_.end(), "BPE merge ", rank, " ('", a, "' '", b, "'): '", a,
+               "' is not in the vocab");
+    VELA_CHECK(ib != vocab_.end(), "BPE merge ", rank, " ('", a, "' '", b, "'): '", b,
+               "' is not in the vocab");
     std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : std::string());
     auto im = vocab_.find(merged);
-    VELA_CHECK(im != vocab_.end(), "BPE merge ", rank, " ('", a, "' '", b, "'): the merged token '", merged,
-               "' is not in the vocab");
+    VELA_CHECK(im != vocab_.end(), "BPE merge ", rank, " ('", a, "' '", b, "'): the merged token '",
+               merged, "' is not in the vocab");
     // A repeated pair keeps its last rank (HashMap insert order in Hugging Face).
     merges_[pair_key(ia->second, ib->second)] = {static_cast<int32_t>(rank), im->second};
   }
@@ -109,7 +112,8 @@ std::optional<std::string> opt_string(const tjson& m, const char* key) {
 
 BpeModel BpeModel::from_json(const tjson& m) {
   VELA_CHECK(m.is_object(), "'model' must be an object");
-  std::string type = m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
+  std::string type =
+      m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
   if (type.empty()) {
     // Old files omit the type; a BPE has merges.
     VELA_CHECK(m.contains("merges"), "'model' has no 'type' and no 'merges'");
@@ -123,7 +127,8 @@ BpeModel BpeModel::from_json(const tjson& m) {
   Vocab vocab;
   vocab.reserve(m["vocab"].size());
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    VELA_CHECK(it.value().is_number_integer(), "BPE vocab: the id of '", it.key(), "' is not an integer");
+    VELA_CHECK(it.value().is_number_integer(), "BPE vocab: the id of '", it.key(),
+               "' is not an integer");
     vocab.emplace(it.key(), it.value().get<int32_t>());
   }
   std::vector<std::pair<std::string, std::string>> merges;
@@ -133,12 +138,12 @@ BpeModel BpeModel::from_json(const tjson& m) {
     if (e.is_string()) {
       const std::string& s = e.get_ref<const std::string&>();
       size_t sp = s.find(' ');
-      VELA_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos,
-                 "BPE merge ", idx, " '", s, "' is not of the form 'a b'");
+      VELA_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos, "BPE merge ",
+                 idx, " '", s, "' is not of the form 'a b'");
       merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     } else {
-      VELA_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(), "BPE merge ", idx,
-                 " must be \"a b\" or [\"a\", \"b\"]");
+      VELA_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(),
+                 "BPE merge ", idx, " must be \"a b\" or [\"a\", \"b\"]");
       merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
     }
     ++idx;
@@ -148,8 +153,10 @@ BpeModel BpeModel::from_json(const tjson& m) {
   o.continuing_subword_prefix = opt_string(m, "continuing_subword_prefix").value_or("");
   o.end_of_word_suffix = opt_string(m, "end_of_word_suffix").value_or("");
   o.fuse_unk = m.contains("fuse_unk") && m["fuse_unk"].is_boolean() && m["fuse_unk"].get<bool>();
-  o.byte_fallback = m.contains("byte_fallback") && m["byte_fallback"].is_boolean() && m["byte_fallback"].get<bool>();
-  o.ignore_merges = m.contains("ignore_merges") && m["ignore_merges"].is_boolean() && m["ignore_merges"].get<bool>();
+  o.byte_fallback = m.contains("byte_fallback") && m["byte_fallback"].is_boolean() &&
+                    m["byte_fallback"].get<bool>();
+  o.ignore_merges = m.contains("ignore_merges") && m["ignore_merges"].is_boolean() &&
+                    m["ignore_merges"].get<bool>();
   return BpeModel(std::move(vocab), merges, std::move(o));
 }
 
@@ -194,7 +201,9 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
   thread_local std::vector<Candidate> heap_storage;
   thread_local std::string buf;
   syms.clear();
-  auto add = [&](int32_t id) { syms.push_back({id, static_cast<int32_t>(syms.size()) - 1, -1, true}); };
+  auto add = [&](int32_t id) {
+    syms.push_back({id, static_cast<int32_t>(syms.size()) - 1, -1, true});
+  };
 
   const std::string& prefix = options_.continuing_subword_prefix;
   const std::string& suffix = options_.end_of_word_suffix;
@@ -233,7 +242,8 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
       }
     }
     if (options_.unk_token) {
-      VELA_CHECK(unk_id_.has_value(), "BPE unk_token '", *options_.unk_token, "' is not in the vocab");
+      VELA_CHECK(unk_id_.has_value(), "BPE unk_token '", *options_.unk_token,
+                 "' is not in the vocab");
       if (pending_unk && !options_.fuse_unk) add(*unk_id_);
       pending_unk = true;
     }
@@ -245,7 +255,8 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
 
   if (n > 1 && !merges_.empty()) {
     heap_storage.clear();
-    std::priority_queue<Candidate, std::vector<Candidate>> heap(std::less<Candidate>(), std::move(heap_storage));
+    std::priority_queue<Candidate, std::vector<Candidate>> heap(std::less<Candidate>(),
+                                                                std::move(heap_storage));
     for (int32_t k = 0; k + 1 < n; ++k) {
       auto m = merges_.find(pair_key(syms[k].id, syms[k + 1].id));
       if (m != merges_.end()) heap.push({m->second.first, k, m->second.second});

@@ -37,7 +37,8 @@ struct BpeOptions {
 class BpeModel {
  public:
   // Throws InvalidArgument when a merge names a token (or a merged token) missing from the vocab.
-  BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
+  BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+           BpeOptions options);
   // Builds from a tokenizer.json "model" object (type BPE). Throws InvalidArgument / Unsupported.
   static BpeModel from_json(const nlohmann::json& model);
 
@@ -55,13 +56,13 @@ class BpeModel {
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
   Vocab vocab_;
-  std::vector<const std::string*> id_to_token_;  // index = id
+  std::vector<const std::string*> id_to_token_;                       // index = id
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (a,b) -> (rank, new id)
   BpeOptions options_;
   std::optional<int32_t> unk_id_;
   int32_t byte_ids_[256];  // <0xXX> ids for byte_fallback, -1 when absent
   int32_t max_id_ = -1;
-  uint64_t cache_key_;     // identifies this model in the per-thread caches
+  uint64_t cache_key_;  // identifies this model in the per-thread caches
 };
 
 }  // namespace vela

@@ -20,22 +20,25 @@
 namespace vela {
 
 const char* const kDefaultSplitPattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 BpeTrainer::BpeTrainer(BpeTrainerOptions options) : options_(std::move(options)) {
   VELA_CHECK(options_.vocab_size >= static_cast<int32_t>(options_.special_tokens.size()) + 256,
-             "vocab size ", options_.vocab_size, " is smaller than the ", options_.special_tokens.size(),
-             " special tokens + 256 byte symbols");
+             "vocab size ", options_.vocab_size, " is smaller than the ",
+             options_.special_tokens.size(), " special tokens + 256 byte symbols");
 }
 
 void BpeTrainer::add_text(std::string_view text) {
-  VELA_CHECK(unicode::find_invalid_utf8(text) == std::string_view::npos, "training text is not valid UTF-8");
+  VELA_CHECK(unicode::find_invalid_utf8(text) == std::string_view::npos,
+             "training text is not valid UTF-8");
   // Special tokens are cut out first and never counted.
   AddedTokens specials;
   std::vector<AddedToken> toks;
   for (size_t k = 0; k < options_.special_tokens.size(); ++k)
-    toks.push_back({static_cast<int32_t>(k), options_.special_tokens[k], false, false, false, false, true});
+    toks.push_back(
+        {static_cast<int32_t>(k), options_.special_tokens[k], false, false, false, false, true});
   specials.build(std::move(toks), [](const std::string& s) { return s; });
   std::vector<Segment> segs;
   specials.split(text, false, segs);
@@ -140,7 +143,8 @@ TrainedBpe BpeTrainer::train() const {
       continue;
     }
     if (actual < options_.min_frequency) break;
-    int32_t a = static_cast<int32_t>(top.pair >> 32), b = static_cast<int32_t>(top.pair & 0xFFFFFFFFu);
+    int32_t a = static_cast<int32_t>(top.pair >> 32),
+            b = static_cast<int32_t>(top.pair & 0xFFFFFFFFu);
     std::string merged = r.vocab[a] + r.vocab[b];
     int32_t new_id;
     auto it = token_ids.find(merged);
@@ -188,7 +192,8 @@ TrainedBpe BpeTrainer::train() const {
     }
     if (options_.progress && (r.merges.size() % 1000 == 0)) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "[train] %zu merges, vocab %zu / %d (%.1f s)\n", r.merges.size(), r.vocab.size(), target, secs);
+      std::fprintf(stderr, "[train] %zu merges, vocab %zu / %d (%.1f s)\n", r.merges.size(),
+                   r.vocab.size(), target, secs);
     }
   }
   return r;
@@ -202,34 +207,46 @@ void BpeTrainer::save(const TrainedBpe& bpe, const std::string& dir) {
   std::filesystem::create_directories(dir);
   std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   std::ostringstream o;
-  o << "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [";
+  o << "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  "
+       "\"added_tokens\": [";
   for (size_t k = 0; k < bpe.special_tokens.size(); ++k) {
     o << (k ? "," : "") << "\n    {\"id\": " << k << ", \"content\": " << q(bpe.special_tokens[k])
-      << ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}";
+      << ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
+         "\"special\": true}";
   }
   o << "\n  ],\n  \"normalizer\": null,\n";
-  o << "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+  o << "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+       "\"pattern\": {\"Regex\": "
     << q(bpe.split_pattern)
-    << "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+    << "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+       "\"add_prefix_space\": false, "
        "\"trim_offsets\": true, \"use_regex\": false}]},\n";
-  o << "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, "
+  o << "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+       "\"trim_offsets\": false, "
        "\"use_regex\": false},\n";
-  o << "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false},\n";
-  o << "  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
-       "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n";
+  o << "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": "
+       "true, \"use_regex\": false},\n";
+  o << "  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+       "\"continuing_subword_prefix\": null, "
+       "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, "
+       "\"ignore_merges\": false,\n";
   o << "    \"vocab\": {";
-  // A merged string may repeat an existing token (then it keeps its first id): vocab lists each once.
-  for (size_t id = 0; id < bpe.vocab.size(); ++id) o << (id ? ",\n      " : "\n      ") << q(bpe.vocab[id]) << ": " << id;
+  // A merged string may repeat an existing token (then it keeps its first id): vocab lists each
+  // once.
+  for (size_t id = 0; id < bpe.vocab.size(); ++id)
+    o << (id ? ",\n      " : "\n      ") << q(bpe.vocab[id]) << ": " << id;
   o << "\n    },\n    \"merges\": [";
   for (size_t k = 0; k < bpe.merges.size(); ++k)
-    o << (k ? ",\n      " : "\n      ") << "[" << q(bpe.merges[k].first) << ", " << q(bpe.merges[k].second) << "]";
+    o << (k ? ",\n      " : "\n      ") << "[" << q(bpe.merges[k].first) << ", "
+      << q(bpe.merges[k].second) << "]";
   o << "\n    ]\n  }\n}\n";
   std::ofstream f(path, std::ios::binary);
   if (!f) VELA_THROW(IoError, "cannot write '", path, "'");
   f << o.str();
   if (!f) VELA_THROW(IoError, "failed writing '", path, "'");
   std::ofstream c((std::filesystem::path(dir) / "tokenizer_config.json").string());
-  json cfg = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"clean_up_tokenization_spaces", false}};
+  json cfg = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+              {"clean_up_tokenization_spaces", false}};
   c << cfg.dump(2) << "\n";
 }
 

@@ -20,17 +20,17 @@ namespace vela {
 extern const char* const kDefaultSplitPattern;
 
 struct BpeTrainerOptions {
-  int32_t vocab_size = 16384;             // specials + 256 bytes + merges
+  int32_t vocab_size = 16384;  // specials + 256 bytes + merges
   std::vector<std::string> special_tokens;
   std::string split_pattern = kDefaultSplitPattern;
-  int64_t min_frequency = 2;              // a pair seen fewer times is never merged
-  bool progress = false;                  // progress lines on stderr
+  int64_t min_frequency = 2;  // a pair seen fewer times is never merged
+  bool progress = false;      // progress lines on stderr
 };
 
 struct TrainedBpe {
-  std::vector<std::string> vocab;                              // index = id, byte-level strings
-  std::vector<std::pair<std::string, std::string>> merges;     // in rank order
-  std::vector<std::string> special_tokens;                     // ids 0..n-1
+  std::vector<std::string> vocab;                           // index = id, byte-level strings
+  std::vector<std::pair<std::string, std::string>> merges;  // in rank order
+  std::vector<std::string> special_tokens;                  // ids 0..n-1
   std::string split_pattern;
 };
 

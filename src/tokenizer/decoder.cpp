@@ -106,7 +106,8 @@ class MetaspaceDecoder final : public Decoder {
 
 class ReplaceDecoder final : public Decoder {
  public:
-  ReplaceDecoder(Regex re, std::string content) : re_(std::move(re)), content_(std::move(content)) {}
+  ReplaceDecoder(Regex re, std::string content)
+      : re_(std::move(re)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::vector<std::pair<size_t, size_t>> m;
     for (auto& t : tokens) {
@@ -142,11 +143,13 @@ class FuseDecoder final : public Decoder {
 // Strip: removes up to `start` leading and `stop` trailing occurrences of `content` per token.
 class StripDecoder final : public Decoder {
  public:
-  StripDecoder(std::string content, size_t start, size_t stop) : content_(std::move(content)), start_(start), stop_(stop) {}
+  StripDecoder(std::string content, size_t start, size_t stop)
+      : content_(std::move(content)), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (auto& t : tokens) {
       size_t b = 0, e = t.size();
-      for (size_t k = 0; k < start_ && t.compare(b, content_.size(), content_) == 0 && b < e; ++k) b += content_.size();
+      for (size_t k = 0; k < start_ && t.compare(b, content_.size(), content_) == 0 && b < e; ++k)
+        b += content_.size();
       for (size_t k = 0; k < stop_ && e >= b + content_.size() &&
                          t.compare(e - content_.size(), content_.size(), content_) == 0;
            ++k)
@@ -207,18 +210,21 @@ class SequenceDecoder final : public Decoder {
 
 std::unique_ptr<Decoder> Decoder::from_json(const tjson& j) {
   if (j.is_null()) return nullptr;
-  VELA_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(), "decoder must be an object with a 'type'");
+  VELA_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
+             "decoder must be an object with a 'type'");
   std::string type = j["type"].get<std::string>();
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Metaspace") {
-    std::string rep = j.contains("replacement") && j["replacement"].is_string() ? j["replacement"].get<std::string>()
-                                                                               : "\xE2\x96\x81";
+    std::string rep = j.contains("replacement") && j["replacement"].is_string()
+                          ? j["replacement"].get<std::string>()
+                          : "\xE2\x96\x81";
     bool prepend = true;
     if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string())
       prepend = j["prepend_scheme"].get<std::string>() != "never";
-    if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean() && !j["add_prefix_space"].get<bool>())
+    if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean() &&
+        !j["add_prefix_space"].get<bool>())
       prepend = false;
     return std::make_unique<MetaspaceDecoder>(rep, prepend);
   }
@@ -229,13 +235,16 @@ std::unique_ptr<Decoder> Decoder::from_json(const tjson& j) {
                                             j["content"].get<std::string>());
   }
   if (type == "Strip") {
-    VELA_CHECK(j.contains("content") && j["content"].is_string(), "Strip decoder needs a 'content' string");
-    return std::make_unique<StripDecoder>(j["content"].get<std::string>(), j.value("start", size_t{0}),
-                                          j.value("stop", size_t{0}));
+    VELA_CHECK(j.contains("content") && j["content"].is_string(),
+               "Strip decoder needs a 'content' string");
+    return std::make_unique<StripDecoder>(j["content"].get<std::string>(),
+                                          j.value("start", size_t{0}), j.value("stop", size_t{0}));
   }
-  if (type == "BPEDecoder") return std::make_unique<BpeSuffixDecoder>(j.value("suffix", std::string("</w>")));
+  if (type == "BPEDecoder")
+    return std::make_unique<BpeSuffixDecoder>(j.value("suffix", std::string("</w>")));
   if (type == "Sequence") {
-    VELA_CHECK(j.contains("decoders") && j["decoders"].is_array(), "Sequence decoder needs a 'decoders' array");
+    VELA_CHECK(j.contains("decoders") && j["decoders"].is_array(),
+               "Sequence decoder needs a 'decoders' array");
     std::vector<std::unique_ptr<Decoder>> v;
     for (const auto& c : j["decoders"]) {
       auto d = from_json(c);

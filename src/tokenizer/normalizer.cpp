@@ -20,10 +20,18 @@ namespace {
 std::string utf8proc_normalize(std::string_view s, UnicodeForm form) {
   int opts = UTF8PROC_STABLE;
   switch (form) {
-    case UnicodeForm::kNfc: opts |= UTF8PROC_COMPOSE; break;
-    case UnicodeForm::kNfd: opts |= UTF8PROC_DECOMPOSE; break;
-    case UnicodeForm::kNfkc: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case UnicodeForm::kNfkd: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case UnicodeForm::kNfc:
+      opts |= UTF8PROC_COMPOSE;
+      break;
+    case UnicodeForm::kNfd:
+      opts |= UTF8PROC_DECOMPOSE;
+      break;
+    case UnicodeForm::kNfkc:
+      opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case UnicodeForm::kNfkd:
+      opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* out = nullptr;
   utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
@@ -91,7 +99,8 @@ class LowercaseNormalizer final : public Normalizer {
 // Replace: every non-overlapping match of a literal or regex pattern becomes `content`.
 class ReplaceNormalizer final : public Normalizer {
  public:
-  ReplaceNormalizer(Regex re, std::string content) : re_(std::move(re)), content_(std::move(content)) {}
+  ReplaceNormalizer(Regex re, std::string content)
+      : re_(std::move(re)), content_(std::move(content)) {}
   void normalize(NormalizedText& t) const override {
     std::vector<std::pair<size_t, size_t>> m;
     re_.find_all(t.text, m);
@@ -208,14 +217,18 @@ std::unique_ptr<Normalizer> Normalizer::from_json(const tjson& j) {
   if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
   if (type == "Replace") {
     VELA_CHECK(j.contains("pattern"), "Replace normalizer needs a 'pattern'");
-    return std::make_unique<ReplaceNormalizer>(pattern_from_json(j["pattern"], "Replace normalizer"),
-                                               get_string(j, "content", "Replace normalizer"));
+    return std::make_unique<ReplaceNormalizer>(
+        pattern_from_json(j["pattern"], "Replace normalizer"),
+        get_string(j, "content", "Replace normalizer"));
   }
   if (type == "Strip") {
-    return std::make_unique<StripNormalizer>(j.value("strip_left", true), j.value("strip_right", true));
+    return std::make_unique<StripNormalizer>(j.value("strip_left", true),
+                                             j.value("strip_right", true));
   }
-  if (type == "Prepend") return std::make_unique<PrependNormalizer>(get_string(j, "prepend", "Prepend normalizer"));
-  if (type == "Append") return std::make_unique<AppendNormalizer>(get_string(j, "append", "Append normalizer"));
+  if (type == "Prepend")
+    return std::make_unique<PrependNormalizer>(get_string(j, "prepend", "Prepend normalizer"));
+  if (type == "Append")
+    return std::make_unique<AppendNormalizer>(get_string(j, "append", "Append normalizer"));
   if (type == "Sequence") {
     VELA_CHECK(j.contains("normalizers") && j["normalizers"].is_array(),
                "Sequence normalizer needs a 'normalizers' array");

@@ -17,15 +17,19 @@ struct Piece {
 
 class TemplateProcessor final : public PostProcessor {
  public:
-  TemplateProcessor(std::vector<Piece> single, std::vector<Piece> pair) : single_(std::move(single)), pair_(std::move(pair)) {}
+  TemplateProcessor(std::vector<Piece> single, std::vector<Piece> pair)
+      : single_(std::move(single)), pair_(std::move(pair)) {}
   void process(std::vector<int32_t>& ids, const std::vector<int32_t>* b) const override {
     const auto& tpl = b ? pair_ : single_;
     std::vector<int32_t> out;
     out.reserve(ids.size() + (b ? b->size() : 0) + 8);
     for (const auto& p : tpl) {
-      if (p.sequence == 0) out.insert(out.end(), ids.begin(), ids.end());
-      else if (p.sequence == 1 && b) out.insert(out.end(), b->begin(), b->end());
-      else out.insert(out.end(), p.ids.begin(), p.ids.end());
+      if (p.sequence == 0)
+        out.insert(out.end(), ids.begin(), ids.end());
+      else if (p.sequence == 1 && b)
+        out.insert(out.end(), b->begin(), b->end());
+      else
+        out.insert(out.end(), p.ids.begin(), p.ids.end());
     }
     ids = std::move(out);
   }
@@ -85,7 +89,8 @@ class SequenceProcessor final : public PostProcessor {
   std::vector<std::unique_ptr<PostProcessor>> v_;
 };
 
-std::vector<Piece> parse_template(const tjson& tpl, const std::map<std::string, std::vector<int32_t>>& specials,
+std::vector<Piece> parse_template(const tjson& tpl,
+                                  const std::map<std::string, std::vector<int32_t>>& specials,
                                   const char* which) {
   std::vector<Piece> out;
   if (tpl.is_null()) return out;
@@ -94,15 +99,18 @@ std::vector<Piece> parse_template(const tjson& tpl, const std::map<std::string, 
     Piece p;
     if (e.contains("Sequence")) {
       std::string id = e["Sequence"].value("id", std::string("A"));
-      VELA_CHECK(id == "A" || id == "B", "TemplateProcessing: sequence id must be A or B, got '", id, "'");
+      VELA_CHECK(id == "A" || id == "B", "TemplateProcessing: sequence id must be A or B, got '",
+                 id, "'");
       p.sequence = id == "A" ? 0 : 1;
     } else if (e.contains("SpecialToken")) {
       std::string id = e["SpecialToken"].value("id", std::string());
       auto it = specials.find(id);
-      VELA_CHECK(it != specials.end(), "TemplateProcessing: special token '", id, "' is missing from special_tokens");
+      VELA_CHECK(it != specials.end(), "TemplateProcessing: special token '", id,
+                 "' is missing from special_tokens");
       p.ids = it->second;
     } else {
-      VELA_THROW(InvalidArgument, "TemplateProcessing: a template piece must be Sequence or SpecialToken");
+      VELA_THROW(InvalidArgument,
+                 "TemplateProcessing: a template piece must be Sequence or SpecialToken");
     }
     out.push_back(std::move(p));
   }
@@ -110,8 +118,9 @@ std::vector<Piece> parse_template(const tjson& tpl, const std::map<std::string, 
 }
 
 std::vector<int32_t> token_pair_id(const tjson& j, const char* key) {
-  VELA_CHECK(j.contains(key) && j[key].is_array() && j[key].size() == 2 && j[key][1].is_number_integer(),
-             "post_processor '", key, "' must be [token, id]");
+  VELA_CHECK(
+      j.contains(key) && j[key].is_array() && j[key].size() == 2 && j[key][1].is_number_integer(),
+      "post_processor '", key, "' must be [token, id]");
   return {j[key][1].get<int32_t>()};
 }
 
@@ -132,8 +141,9 @@ std::unique_ptr<PostProcessor> PostProcessor::from_json(const tjson& j) {
         specials[it.key()] = it.value()["ids"].get<std::vector<int32_t>>();
       }
     }
-    return std::make_unique<TemplateProcessor>(parse_template(j.value("single", tjson()), specials, "single"),
-                                               parse_template(j.value("pair", tjson()), specials, "pair"));
+    return std::make_unique<TemplateProcessor>(
+        parse_template(j.value("single", tjson()), specials, "single"),
+        parse_template(j.value("pair", tjson()), specials, "pair"));
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     auto cls = token_pair_id(j, "cls"), sep = token_pair_id(j, "sep");
@@ -145,7 +155,8 @@ std::unique_ptr<PostProcessor> PostProcessor::from_json(const tjson& j) {
     return std::make_unique<TemplateProcessor>(std::move(single), std::move(pair));
   }
   if (type == "Sequence") {
-    VELA_CHECK(j.contains("processors") && j["processors"].is_array(), "Sequence post_processor needs 'processors'");
+    VELA_CHECK(j.contains("processors") && j["processors"].is_array(),
+               "Sequence post_processor needs 'processors'");
     std::vector<std::unique_ptr<PostProcessor>> v;
     for (const auto& c : j["processors"]) {
       auto p = from_json(c);

@@ -16,8 +16,8 @@ using tjson = nlohmann::json;  // tokenizer files: ordered_json parses big objec
 
 using Ranges = std::vector<std::pair<size_t, size_t>>;
 
-void apply_split_behavior(const Ranges& match_ranges, size_t len, bool invert, SplitBehavior behavior,
-                          Ranges& out) {
+void apply_split_behavior(const Ranges& match_ranges, size_t len, bool invert,
+                          SplitBehavior behavior, Ranges& out) {
   // The (range, is_match) list covering [0, len), as Pattern::find_matches builds it.
   struct Seg {
     size_t b, e;
@@ -51,8 +51,10 @@ void apply_split_behavior(const Ranges& match_ranges, size_t len, bool invert, S
     case SplitBehavior::kContiguous: {
       bool prev_match = false;
       for (auto& s : segs) {
-        if (s.m == prev_match && !kept.empty()) kept.back().second = s.e;
-        else kept.emplace_back(s.b, s.e);
+        if (s.m == prev_match && !kept.empty())
+          kept.back().second = s.e;
+        else
+          kept.emplace_back(s.b, s.e);
         prev_match = s.m;
       }
       break;
@@ -60,8 +62,10 @@ void apply_split_behavior(const Ranges& match_ranges, size_t len, bool invert, S
     case SplitBehavior::kMergedWithPrevious: {
       bool prev_match = false;
       for (auto& s : segs) {
-        if (s.m && !prev_match && !kept.empty()) kept.back().second = s.e;
-        else kept.emplace_back(s.b, s.e);
+        if (s.m && !prev_match && !kept.empty())
+          kept.back().second = s.e;
+        else
+          kept.emplace_back(s.b, s.e);
         prev_match = s.m;
       }
       break;
@@ -70,8 +74,10 @@ void apply_split_behavior(const Ranges& match_ranges, size_t len, bool invert, S
       bool prev_match = false;
       for (size_t k = segs.size(); k-- > 0;) {
         const Seg& s = segs[k];
-        if (s.m && !prev_match && !kept.empty()) kept.back().first = s.b;
-        else kept.emplace_back(s.b, s.e);
+        if (s.m && !prev_match && !kept.empty())
+          kept.back().first = s.b;
+        else
+          kept.emplace_back(s.b, s.e);
         prev_match = s.m;
       }
       std::reverse(kept.begin(), kept.end());
@@ -86,7 +92,8 @@ namespace {
 
 // Cuts `p` into the kept ranges that `find` computes for it and emits them.
 template <typename Find>
-void split_one(NormalizedText&& p, bool invert, SplitBehavior behavior, Find&& find, const PreTokenizer::Emit& emit) {
+void split_one(NormalizedText&& p, bool invert, SplitBehavior behavior, Find&& find,
+               const PreTokenizer::Emit& emit) {
   Ranges matches, kept;
   find(p.text, matches);
   apply_split_behavior(matches, p.text.size(), invert, behavior, kept);
@@ -123,9 +130,12 @@ SplitBehavior parse_behavior(const tjson& j) {
 
 class SplitPreTokenizer final : public PreTokenizer {
  public:
-  SplitPreTokenizer(Regex re, SplitBehavior b, bool invert) : re_(std::move(re)), behavior_(b), invert_(invert) {}
+  SplitPreTokenizer(Regex re, SplitBehavior b, bool invert)
+      : re_(std::move(re)), behavior_(b), invert_(invert) {}
   void pre_tokenize(NormalizedText&& p, const Emit& emit) const override {
-    split_one(std::move(p), invert_, behavior_, [this](const std::string& s, Ranges& out) { re_.find_all(s, out); }, emit);
+    split_one(
+        std::move(p), invert_, behavior_,
+        [this](const std::string& s, Ranges& out) { re_.find_all(s, out); }, emit);
   }
 
  private:
@@ -154,8 +164,9 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
       emit(std::move(w));
     };
     if (use_regex_) {
-      split_one(std::move(p), false, SplitBehavior::kIsolated,
-                [this](const std::string& s, Ranges& out) { re_->find_all(s, out); }, map_emit);
+      split_one(
+          std::move(p), false, SplitBehavior::kIsolated,
+          [this](const std::string& s, Ranges& out) { re_->find_all(s, out); }, map_emit);
     } else if (!p.text.empty()) {
       map_emit(std::move(p));
     }
@@ -171,7 +182,8 @@ class DigitsPreTokenizer final : public PreTokenizer {
  public:
   explicit DigitsPreTokenizer(bool individual) : individual_(individual) {}
   void pre_tokenize(NormalizedText&& p, const Emit& emit) const override {
-    split_one(std::move(p), false, individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+    split_one(std::move(p), false,
+              individual_ ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
               char_matcher(unicode::is_numeric), emit);
   }
 
@@ -183,34 +195,40 @@ class DigitsPreTokenizer final : public PreTokenizer {
 class WhitespacePreTokenizer final : public PreTokenizer {
  public:
   void pre_tokenize(NormalizedText&& p, const Emit& emit) const override {
-    split_one(std::move(p), true, SplitBehavior::kRemoved, [](const std::string& s, Ranges& out) {
-      size_t i = 0;
-      int run = 0;  // 0 none, 1 word, 2 other
-      size_t run_b = 0;
-      while (i < s.size()) {
-        size_t b = i;
-        uint32_t c = unicode::next_cp(s, i);
-        int kind = unicode::is_word_char(c) ? 1 : unicode::is_whitespace(c) ? 0 : 2;
-        if (kind != run) {
-          if (run != 0) out.emplace_back(run_b, b);
-          run = kind;
-          run_b = b;
-        }
-      }
-      if (run != 0) out.emplace_back(run_b, s.size());
-    }, emit);
+    split_one(
+        std::move(p), true, SplitBehavior::kRemoved,
+        [](const std::string& s, Ranges& out) {
+          size_t i = 0;
+          int run = 0;  // 0 none, 1 word, 2 other
+          size_t run_b = 0;
+          while (i < s.size()) {
+            size_t b = i;
+            uint32_t c = unicode::next_cp(s, i);
+            int kind = unicode::is_word_char(c) ? 1 : unicode::is_whitespace(c) ? 0 : 2;
+            if (kind != run) {
+              if (run != 0) out.emplace_back(run_b, b);
+              run = kind;
+              run_b = b;
+            }
+          }
+          if (run != 0) out.emplace_back(run_b, s.size());
+        },
+        emit);
   }
 };
 
 class WhitespaceSplitPreTokenizer final : public PreTokenizer {
  public:
   void pre_tokenize(NormalizedText&& p, const Emit& emit) const override {
-    split_one(std::move(p), false, SplitBehavior::kRemoved, char_matcher(unicode::is_whitespace), emit);
+    split_one(std::move(p), false, SplitBehavior::kRemoved, char_matcher(unicode::is_whitespace),
+              emit);
   }
 };
 
 bool is_punctuation(uint32_t c) {
-  if (c < 0x80) return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
+  if (c < 0x80)
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+           (c >= 0x7B && c <= 0x7E);
   auto k = utf8proc_category(static_cast<utf8proc_int32_t>(c));
   return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
 }
@@ -231,7 +249,8 @@ class BertPreTokenizer final : public PreTokenizer {
   void pre_tokenize(NormalizedText&& p, const Emit& emit) const override {
     split_one(std::move(p), false, SplitBehavior::kRemoved, char_matcher(unicode::is_whitespace),
               [&emit](NormalizedText&& w) {
-                split_one(std::move(w), false, SplitBehavior::kIsolated, char_matcher(is_punctuation), emit);
+                split_one(std::move(w), false, SplitBehavior::kIsolated,
+                          char_matcher(is_punctuation), emit);
               });
   }
 };
@@ -246,19 +265,21 @@ class MetaspacePreTokenizer final : public PreTokenizer {
     std::string out;
     out.reserve(p.text.size() + rep_.size());
     for (char c : p.text) {
-      if (c == ' ') out += rep_;
-      else out += c;
+      if (c == ' ')
+        out += rep_;
+      else
+        out += c;
     }
     bool starts = out.compare(0, rep_.size(), rep_) == 0;
-    bool prepend = scheme_ == PrependScheme::kAlways ? !starts
+    bool prepend = scheme_ == PrependScheme::kAlways  ? !starts
                    : scheme_ == PrependScheme::kFirst ? (!starts && p.at_origin)
-                                                       : false;
+                                                      : false;
     if (prepend) out.insert(0, rep_);
     p.text = std::move(out);
     if (split_) {
       uint32_t rc = rep_cp_;
-      split_one(std::move(p), false, SplitBehavior::kMergedWithNext, char_matcher([rc](uint32_t c) { return c == rc; }),
-                emit);
+      split_one(std::move(p), false, SplitBehavior::kMergedWithNext,
+                char_matcher([rc](uint32_t c) { return c == rc; }), emit);
     } else if (!p.text.empty()) {
       emit(std::move(p));
     }
@@ -289,7 +310,8 @@ class SequencePreTokenizer final : public PreTokenizer {
       emit(std::move(p));
       return;
     }
-    v_[k]->pre_tokenize(std::move(p), [this, k, &emit](NormalizedText&& w) { run(k + 1, std::move(w), emit); });
+    v_[k]->pre_tokenize(std::move(p),
+                        [this, k, &emit](NormalizedText&& w) { run(k + 1, std::move(w), emit); });
   }
   std::vector<std::unique_ptr<PreTokenizer>> v_;
 };
@@ -306,9 +328,11 @@ uint32_t single_char(const tjson& j, const char* what) {
 
 }  // namespace
 
-std::vector<NormalizedText> PreTokenizer::pre_tokenize_all(std::vector<NormalizedText> pieces) const {
+std::vector<NormalizedText> PreTokenizer::pre_tokenize_all(
+    std::vector<NormalizedText> pieces) const {
   std::vector<NormalizedText> out;
-  for (auto& p : pieces) pre_tokenize(std::move(p), [&out](NormalizedText&& w) { out.push_back(std::move(w)); });
+  for (auto& p : pieces)
+    pre_tokenize(std::move(p), [&out](NormalizedText&& w) { out.push_back(std::move(w)); });
   return out;
 }
 
@@ -318,13 +342,17 @@ std::unique_ptr<PreTokenizer> PreTokenizer::from_json(const tjson& j) {
              "pre_tokenizer must be an object with a 'type'");
   std::string type = j["type"].get<std::string>();
   if (type == "Split") {
-    VELA_CHECK(j.contains("pattern") && j.contains("behavior"), "Split pre_tokenizer needs 'pattern' and 'behavior'");
-    return std::make_unique<SplitPreTokenizer>(pattern_from_json(j["pattern"], "Split pre_tokenizer"),
-                                               parse_behavior(j["behavior"]), j.value("invert", false));
+    VELA_CHECK(j.contains("pattern") && j.contains("behavior"),
+               "Split pre_tokenizer needs 'pattern' and 'behavior'");
+    return std::make_unique<SplitPreTokenizer>(
+        pattern_from_json(j["pattern"], "Split pre_tokenizer"), parse_behavior(j["behavior"]),
+        j.value("invert", false));
   }
   if (type == "ByteLevel")
-    return std::make_unique<ByteLevelPreTokenizer>(j.value("add_prefix_space", true), j.value("use_regex", true));
-  if (type == "Digits") return std::make_unique<DigitsPreTokenizer>(j.value("individual_digits", false));
+    return std::make_unique<ByteLevelPreTokenizer>(j.value("add_prefix_space", true),
+                                                   j.value("use_regex", true));
+  if (type == "Digits")
+    return std::make_unique<DigitsPreTokenizer>(j.value("individual_digits", false));
   if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
   if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplitPreTokenizer>();
   if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
@@ -332,16 +360,23 @@ std::unique_ptr<PreTokenizer> PreTokenizer::from_json(const tjson& j) {
     return std::make_unique<PunctuationPreTokenizer>(
         j.contains("behavior") ? parse_behavior(j["behavior"]) : SplitBehavior::kIsolated);
   if (type == "Metaspace") {
-    uint32_t rep = j.contains("replacement") ? single_char(j["replacement"], "Metaspace 'replacement'") : 0x2581;
+    uint32_t rep = j.contains("replacement")
+                       ? single_char(j["replacement"], "Metaspace 'replacement'")
+                       : 0x2581;
     PrependScheme scheme = PrependScheme::kAlways;
     if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
       std::string s = j["prepend_scheme"].get<std::string>();
-      if (s == "first") scheme = PrependScheme::kFirst;
-      else if (s == "never") scheme = PrependScheme::kNever;
-      else if (s == "always") scheme = PrependScheme::kAlways;
-      else VELA_THROW(InvalidArgument, "Metaspace: unknown prepend_scheme '", s, "'");
+      if (s == "first")
+        scheme = PrependScheme::kFirst;
+      else if (s == "never")
+        scheme = PrependScheme::kNever;
+      else if (s == "always")
+        scheme = PrependScheme::kAlways;
+      else
+        VELA_THROW(InvalidArgument, "Metaspace: unknown prepend_scheme '", s, "'");
     }
-    if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean() && !j["add_prefix_space"].get<bool>())
+    if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean() &&
+        !j["add_prefix_space"].get<bool>())
       scheme = PrependScheme::kNever;
     bool split = j.contains("split") && j["split"].is_boolean() ? j["split"].get<bool>() : true;
     return std::make_unique<MetaspacePreTokenizer>(rep, scheme, split);

@@ -14,8 +14,9 @@ using tjson = nlohmann::json;  // tokenizer files: ordered_json parses big objec
 namespace {
 
 // White_Space, as Oniguruma's \s (PCRE2's \s also accepts U+180E).
-constexpr const char* kSpaceItems = "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
-                                    "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+constexpr const char* kSpaceItems =
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
+    "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 
 const std::map<std::string, std::string>& unicode_delta() {
   static const std::map<std::string, std::string> m = {
@@ -53,8 +54,10 @@ std::string translate_regex(const std::string& p) {
       char n = p[i + 1];
       if (n == 's' || n == 'S') {
         if (in_class) {
-          if (n == 's') out += kSpaceItems;
-          else out += "\\S";  // a negated set inside a class cannot be spelled out; keep PCRE2's
+          if (n == 's')
+            out += kSpaceItems;
+          else
+            out += "\\S";  // a negated set inside a class cannot be spelled out; keep PCRE2's
         } else {
           out += n == 's' ? "[" : "[^";
           out += kSpaceItems;
@@ -160,8 +163,9 @@ Regex::Regex(const std::string& pattern) : pattern_(pattern), impl_(std::make_un
   if (!impl_->code) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(err, buf, sizeof(buf));
-    VELA_THROW(InvalidArgument, "regex '", pattern, "' does not compile: ",
-               reinterpret_cast<const char*>(buf), " (at offset ", err_off, ")");
+    VELA_THROW(InvalidArgument, "regex '", pattern,
+               "' does not compile: ", reinterpret_cast<const char*>(buf), " (at offset ", err_off,
+               ")");
   }
   impl_->jit = pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE) == 0;
 }
@@ -192,13 +196,16 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
   bool have_last = false;
   size_t last_end = 0;
   while (start <= text.size()) {
-    int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, s.md, s.mctx)
-                        : pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, s.md, s.mctx);
+    int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), start,
+                                          PCRE2_NO_UTF_CHECK, s.md, s.mctx)
+                        : pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK,
+                                      s.md, s.mctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR buf[256];
       pcre2_get_error_message(rc, buf, sizeof(buf));
-      VELA_THROW(InvalidArgument, "regex '", pattern_, "' failed: ", reinterpret_cast<const char*>(buf));
+      VELA_THROW(InvalidArgument, "regex '", pattern_,
+                 "' failed: ", reinterpret_cast<const char*>(buf));
     }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.md);
     size_t b = ov[0], e = ov[1];

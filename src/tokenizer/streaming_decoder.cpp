@@ -15,7 +15,8 @@ StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, bool skip_special
     : tokenizer_(tokenizer), skip_special_(skip_special_tokens) {}
 
 std::string StreamingDecoder::decode_range(size_t begin, size_t end) const {
-  std::vector<int32_t> w(ids_.begin() + static_cast<std::ptrdiff_t>(begin), ids_.begin() + static_cast<std::ptrdiff_t>(end));
+  std::vector<int32_t> w(ids_.begin() + static_cast<std::ptrdiff_t>(begin),
+                         ids_.begin() + static_cast<std::ptrdiff_t>(end));
   return tokenizer_.decode(w, skip_special_);
 }
 
@@ -30,7 +31,8 @@ std::string StreamingDecoder::push(int32_t id) {
   } else {
     // The window's earlier text changed (a decoder that is not local): fall back to the full text.
     std::string full = tokenizer_.decode(ids_, skip_special_);
-    if (ends_with_replacement(full) || full.size() < emitted_.size() || full.compare(0, emitted_.size(), emitted_) != 0)
+    if (ends_with_replacement(full) || full.size() < emitted_.size() ||
+        full.compare(0, emitted_.size(), emitted_) != 0)
       return "";
     out = full.substr(emitted_.size());
   }
@@ -44,7 +46,8 @@ std::string StreamingDecoder::push(int32_t id) {
 std::string StreamingDecoder::flush() {
   std::string full = tokenizer_.decode(ids_, skip_special_);
   std::string out;
-  if (full.size() >= emitted_.size() && full.compare(0, emitted_.size(), emitted_) == 0) out = full.substr(emitted_.size());
+  if (full.size() >= emitted_.size() && full.compare(0, emitted_.size(), emitted_) == 0)
+    out = full.substr(emitted_.size());
   emitted_ += out;
   prefix_idx_ = read_idx_ = ids_.size();
   prefix_text_.clear();

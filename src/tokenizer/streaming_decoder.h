@@ -26,7 +26,7 @@ class StreamingDecoder {
   // Forgets all tokens.
   void reset();
 
-  const std::string& text() const { return emitted_; }        // everything returned so far
+  const std::string& text() const { return emitted_; }  // everything returned so far
   const std::vector<int32_t>& ids() const { return ids_; }
 
  private:
@@ -35,9 +35,9 @@ class StreamingDecoder {
   const Tokenizer& tokenizer_;
   bool skip_special_;
   std::vector<int32_t> ids_;
-  size_t prefix_idx_ = 0;   // window start: context tokens already emitted
-  size_t read_idx_ = 0;     // tokens before this index are emitted
-  std::string prefix_text_; // decode of [prefix_idx_, read_idx_)
+  size_t prefix_idx_ = 0;    // window start: context tokens already emitted
+  size_t read_idx_ = 0;      // tokens before this index are emitted
+  std::string prefix_text_;  // decode of [prefix_idx_, read_idx_)
   std::string emitted_;
 };
 

@@ -48,7 +48,8 @@ std::optional<std::string> config_token(const tjson& c, const char* key) {
   if (!c.is_object() || !c.contains(key)) return std::nullopt;
   const tjson& v = c[key];
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   return std::nullopt;
 }
 
@@ -72,18 +73,41 @@ tjson Tokenizer::gpt2_files_to_json(const std::string& vocab_path, const std::st
     if (line.empty()) continue;
     merges.push_back(line);
   }
-  tjson j = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", tjson::array()}};
+  tjson j = {{"version", "1.0"},
+             {"truncation", nullptr},
+             {"padding", nullptr},
+             {"added_tokens", tjson::array()}};
   if (vocab.contains("<|endoftext|>")) {
-    j["added_tokens"].push_back({{"id", vocab["<|endoftext|>"]}, {"content", "<|endoftext|>"}, {"single_word", false},
-                                 {"lstrip", false}, {"rstrip", false}, {"normalized", true}, {"special", true}});
+    j["added_tokens"].push_back({{"id", vocab["<|endoftext|>"]},
+                                 {"content", "<|endoftext|>"},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", true},
+                                 {"special", true}});
   }
   j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  j["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}};
-  j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-  j["model"] = {{"type", "BPE"},           {"dropout", nullptr},        {"unk_token", nullptr},
-                {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""}, {"fuse_unk", false},
-                {"byte_fallback", false},  {"vocab", std::move(vocab)}, {"merges", std::move(merges)}};
+  j["pre_tokenizer"] = {{"type", "ByteLevel"},
+                        {"add_prefix_space", false},
+                        {"trim_offsets", true},
+                        {"use_regex", true}};
+  j["post_processor"] = {{"type", "ByteLevel"},
+                         {"add_prefix_space", true},
+                         {"trim_offsets", false},
+                         {"use_regex", true}};
+  j["decoder"] = {{"type", "ByteLevel"},
+                  {"add_prefix_space", true},
+                  {"trim_offsets", true},
+                  {"use_regex", true}};
+  j["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"vocab", std::move(vocab)},
+                {"merges", std::move(merges)}};
   return j;
 }
 
@@ -104,8 +128,9 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
       source = (p / "encoder.json").string();
       j = gpt2_files_to_json(source, (p / "vocab.bpe").string());
     } else {
-      VELA_THROW(IoError, "directory '", path,
-                 "' has no tokenizer.json (nor vocab.json + merges.txt, nor encoder.json + vocab.bpe)");
+      VELA_THROW(
+          IoError, "directory '", path,
+          "' has no tokenizer.json (nor vocab.json + merges.txt, nor encoder.json + vocab.bpe)");
     }
   } else {
     source = path;
@@ -135,12 +160,13 @@ Tokenizer Tokenizer::from_json(const tjson& j, const std::string& source) {
     t.decoder_ = Decoder::from_json(j.value("decoder", tjson()));
     t.added_ = std::make_unique<AddedTokens>();
     const Normalizer* norm = t.normalizer_.get();
-    t.added_->build(AddedTokens::parse(j.value("added_tokens", tjson())), [norm](const std::string& s) {
-      if (!norm) return s;
-      NormalizedText nt{s, true};
-      norm->normalize(nt);
-      return nt.text;
-    });
+    t.added_->build(AddedTokens::parse(j.value("added_tokens", tjson())),
+                    [norm](const std::string& s) {
+                      if (!norm) return s;
+                      NormalizedText nt{s, true};
+                      norm->normalize(nt);
+                      return nt.text;
+                    });
   } catch (const Unsupported& e) {
     VELA_THROW(Unsupported, source, ": ", e.what());
   } catch (const Error& e) {
@@ -173,7 +199,8 @@ void Tokenizer::set_special_ids(const tjson& config) {
     if (!eos_id_) eos_id_ = id_of(std::string(name));
 }
 
-void Tokenizer::encode_text(std::string_view text, bool at_origin, std::vector<int32_t>& ids) const {
+void Tokenizer::encode_text(std::string_view text, bool at_origin,
+                            std::vector<int32_t>& ids) const {
   NormalizedText nt{std::string(text), at_origin};
   if (normalizer_) normalizer_->normalize(nt);
   std::vector<Segment> segs;
@@ -186,21 +213,26 @@ void Tokenizer::encode_text(std::string_view text, bool at_origin, std::vector<i
     if (s.text.empty()) continue;
     NormalizedText piece{std::string(s.text), nt.at_origin && s.text.data() == nt.text.data()};
     auto run_model = [this, &ids](NormalizedText&& w) { model_->tokenize(w.text, ids); };
-    if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(std::move(piece), run_model);
-    else run_model(std::move(piece));
+    if (pre_tokenizer_)
+      pre_tokenizer_->pre_tokenize(std::move(piece), run_model);
+    else
+      run_model(std::move(piece));
   }
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   size_t bad = unicode::find_invalid_utf8(text);
-  VELA_CHECK(bad == std::string_view::npos, "encode: input is not valid UTF-8 (byte offset ", bad, ")");
+  VELA_CHECK(bad == std::string_view::npos, "encode: input is not valid UTF-8 (byte offset ", bad,
+             ")");
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   std::vector<Segment> segs;
   added_->split(text, false, segs);
   for (const Segment& s : segs) {
-    if (s.token_id >= 0) ids.push_back(s.token_id);
-    else encode_text(s.text, s.text.data() == text.data(), ids);
+    if (s.token_id >= 0)
+      ids.push_back(s.token_id);
+    else
+      encode_text(s.text, s.text.data() == text.data(), ids);
   }
   if (add_special_tokens && post_processor_) post_processor_->process(ids, nullptr);
   return ids;
@@ -252,7 +284,9 @@ bool Tokenizer::is_special(int32_t id) const {
   return false;
 }
 
-bool Tokenizer::decoder_edits_first_token() const { return decoder_ && decoder_->edits_first_token(); }
+bool Tokenizer::decoder_edits_first_token() const {
+  return decoder_ && decoder_->edits_first_token();
+}
 
 std::vector<std::pair<std::string, int32_t>> Tokenizer::added_tokens() const {
   std::vector<std::pair<std::string, int32_t>> r;

@@ -32,7 +32,8 @@ class Tokenizer {
   // From a parsed tokenizer.json; `source` names it in error messages.
   static Tokenizer from_json(const nlohmann::json& j, const std::string& source = "tokenizer.json");
   // The tokenizer.json equivalent of GPT-2's vocab.json/encoder.json + merges.txt/vocab.bpe.
-  static nlohmann::json gpt2_files_to_json(const std::string& vocab_path, const std::string& merges_path);
+  static nlohmann::json gpt2_files_to_json(const std::string& vocab_path,
+                                           const std::string& merges_path);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -96,7 +96,10 @@ std::string utf8_lossy(std::string_view s) {
     // valid prefix of some sequence are consumed together).
     size_t k = 1;
     unsigned char b = p[i];
-    size_t len = (b >= 0xC2 && b <= 0xDF) ? 2 : (b >= 0xE0 && b <= 0xEF) ? 3 : (b >= 0xF0 && b <= 0xF4) ? 4 : 1;
+    size_t len = (b >= 0xC2 && b <= 0xDF)   ? 2
+                 : (b >= 0xE0 && b <= 0xEF) ? 3
+                 : (b >= 0xF0 && b <= 0xF4) ? 4
+                                            : 1;
     while (k < len && i + k < s.size()) {
       unsigned char c = p[i + k];
       unsigned char lo = 0x80, hi = 0xBF;
@@ -134,7 +137,13 @@ size_t complete_prefix_len(std::string_view s) {
 bool is_whitespace(uint32_t c) {
   if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D);
   switch (c) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
     case 0x3000:
       return true;
     default:
@@ -173,7 +182,8 @@ bool is_numeric(uint32_t c) {
 }
 
 bool is_word_char(uint32_t c) {
-  if (c < 0x80) return c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+  if (c < 0x80)
+    return c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
   auto k = cat(c);
   return is_alphabetic_nomark(c) || is_mark_cat(k) || k == UTF8PROC_CATEGORY_ND ||
          k == UTF8PROC_CATEGORY_PC || c == 0x200C || c == 0x200D;
@@ -200,7 +210,8 @@ struct ByteTables {
     c2b.fill(-1);
     int n = 0;
     for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       b2c[b] = printable ? b : 256 + n++;
     }
     for (int b = 0; b < 256; ++b) {

@@ -26,14 +26,17 @@ inline uint32_t next_cp(std::string_view s, size_t& i) {
     c = ((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
     i += 3;
   } else {
-    c = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+    c = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) |
+        (p[i + 3] & 0x3F);
     i += 4;
   }
   return c;
 }
 
 // Byte length of the UTF-8 sequence that starts with byte b (1 for stray continuation bytes).
-inline int seq_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? (b < 0xC0 ? 1 : 2) : b < 0xF0 ? 3 : 4; }
+inline int seq_len(unsigned char b) {
+  return b < 0x80 ? 1 : b < 0xE0 ? (b < 0xC0 ? 1 : 2) : b < 0xF0 ? 3 : 4;
+}
 
 void append_utf8(std::string& out, uint32_t cp);
 inline std::string to_utf8(uint32_t cp) {
@@ -50,9 +53,9 @@ std::string utf8_lossy(std::string_view s);
 // sequence that could still become valid is excluded).
 size_t complete_prefix_len(std::string_view s);
 
-bool is_whitespace(uint32_t cp);     // Unicode White_Space (Rust char::is_whitespace)
-bool is_numeric(uint32_t cp);        // Rust char::is_numeric: Nd, Nl, No
-bool is_word_char(uint32_t cp);      // Rust regex \w: Alphabetic, M, Nd, Pc, Join_Control
+bool is_whitespace(uint32_t cp);  // Unicode White_Space (Rust char::is_whitespace)
+bool is_numeric(uint32_t cp);     // Rust char::is_numeric: Nd, Nl, No
+bool is_word_char(uint32_t cp);   // Rust regex \w: Alphabetic, M, Nd, Pc, Join_Control
 // Appends Rust's char::to_lowercase(cp) (full mapping: U+0130 becomes "i\u0307").
 void append_lowercase(std::string& out, uint32_t cp);
 

@@ -15,7 +15,9 @@ struct Split {
   int32_t id;
   bool operator==(const Split&) const = default;
 };
-std::ostream& operator<<(std::ostream& o, const Split& s) { return o << "(" << s.text << "," << s.id << ")"; }
+std::ostream& operator<<(std::ostream& o, const Split& s) {
+  return o << "(" << s.text << "," << s.id << ")";
+}
 
 std::vector<Split> split(const AddedTokens& a, const std::string& text, bool normalized) {
   std::vector<Segment> segs;
@@ -36,9 +38,11 @@ AddedTokens make(std::vector<AddedToken> t) {
 }
 
 TEST(AddedTokens, LongestLeftmostMatch) {
-  AddedTokens a = make({{0, "<|im", false, false, false, false, true}, {1, "<|im_start|>", false, false, false, false, true}});
-  EXPECT_EQ(split(a, "x<|im_start|>y<|imz", false),
-            (std::vector<Split>{{"x", -1}, {"<|im_start|>", 1}, {"y", -1}, {"<|im", 0}, {"z", -1}}));
+  AddedTokens a = make({{0, "<|im", false, false, false, false, true},
+                        {1, "<|im_start|>", false, false, false, false, true}});
+  EXPECT_EQ(
+      split(a, "x<|im_start|>y<|imz", false),
+      (std::vector<Split>{{"x", -1}, {"<|im_start|>", 1}, {"y", -1}, {"<|im", 0}, {"z", -1}}));
 }
 
 TEST(AddedTokens, StripAndSingleWord) {
@@ -54,17 +58,30 @@ TEST(AddedTokens, StripAndSingleWord) {
             (std::vector<Split>{{" my ", 0}, {"name", 1}, {" is anthony ", -1}}));
   AddedTokens m = make({{0, "<mask>", true, false, false, true, false}});
   EXPECT_EQ(split(m, "<mask> my name <mask> a<mask> <mask>ony <mask>", true),
-            (std::vector<Split>{{"<mask>", 0}, {" my name ", -1}, {"<mask>", 0}, {" a<mask> <mask>ony ", -1}, {"<mask>", 0}}));
+            (std::vector<Split>{{"<mask>", 0},
+                                {" my name ", -1},
+                                {"<mask>", 0},
+                                {" a<mask> <mask>ony ", -1},
+                                {"<mask>", 0}}));
   AddedTokens ws = make({{0, "<mask>", true, true, true, true, false}});
   EXPECT_EQ(split(ws, "hi <mask> there\t<mask>\t<mask>\xE2\x80\x80", true),
-            (std::vector<Split>{{"hi", -1}, {" <mask> ", 0}, {"there", -1}, {"\t<mask>\t", 0}, {"<mask>\xE2\x80\x80", 0}}));
+            (std::vector<Split>{{"hi", -1},
+                                {" <mask> ", 0},
+                                {"there", -1},
+                                {"\t<mask>\t", 0},
+                                {"<mask>\xE2\x80\x80", 0}}));
 }
 
 TEST(AddedTokens, ThroughTheTokenizer) {
   tjson j = test::byte_level_tokenizer();
-  j["added_tokens"] = {{{"id", 300}, {"content", "<|im_start|>"}, {"special", true}, {"normalized", false}},
-                       {{"id", 301}, {"content", "<think>"}, {"special", false}, {"normalized", false}},
-                       {{"id", 302}, {"content", "<eot>"}, {"special", true}, {"normalized", false}, {"lstrip", true}}};
+  j["added_tokens"] = {
+      {{"id", 300}, {"content", "<|im_start|>"}, {"special", true}, {"normalized", false}},
+      {{"id", 301}, {"content", "<think>"}, {"special", false}, {"normalized", false}},
+      {{"id", 302},
+       {"content", "<eot>"},
+       {"special", true},
+       {"normalized", false},
+       {"lstrip", true}}};
   Tokenizer t = Tokenizer::from_json(j);
   auto ids = t.encode("<|im_start|>hi<think>  <eot>");
   EXPECT_EQ(ids, (std::vector<int32_t>{300, 'h', 'i', 301, 302}));  // spaces eaten by lstrip

@@ -2,7 +2,6 @@
 // a vocabulary trained on ~3 MB of text is loaded by Hugging Face `tokenizers` (node) and encodes
 // the 6,000 parity strings exactly like vela.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +17,6 @@
 namespace vela {
 namespace {
 
-
 TEST(BpeTrainer, LayoutAndRoundTrip) {
   BpeTrainerOptions o;
   o.vocab_size = 300;
@@ -27,8 +25,9 @@ TEST(BpeTrainer, LayoutAndRoundTrip) {
   BpeTrainer trainer(o);
   std::string text;
   for (int i = 0; i < 200; ++i)
-    text += "the cat sat on the mat <|im_end|> and the hat was flat " + std::to_string(i * 7919) + " times. Vowels: " +
-            std::string(1, static_cast<char>('a' + i % 26)) + std::string(1, static_cast<char>('b' + i % 23)) + "\n";
+    text += "the cat sat on the mat <|im_end|> and the hat was flat " + std::to_string(i * 7919) +
+            " times. Vowels: " + std::string(1, static_cast<char>('a' + i % 26)) +
+            std::string(1, static_cast<char>('b' + i % 23)) + "\n";
   trainer.add_text(text);
   TrainedBpe bpe = trainer.train();
   ASSERT_EQ(bpe.vocab.size(), 300u);
@@ -37,7 +36,8 @@ TEST(BpeTrainer, LayoutAndRoundTrip) {
   EXPECT_EQ(bpe.vocab[2 + 'a'], "a");
   EXPECT_EQ(bpe.vocab[2 + ' '], "\xC4\xA0");  // byte-level space
   EXPECT_EQ(bpe.merges.size(), 300u - 258u);
-  for (const auto& [a, b] : bpe.merges) EXPECT_EQ((a + b).find("<|"), std::string::npos) << "a special was merged";
+  for (const auto& [a, b] : bpe.merges)
+    EXPECT_EQ((a + b).find("<|"), std::string::npos) << "a special was merged";
 
   auto dir = test::fs::temp_directory_path() / ("vela_bpe_train_" + std::to_string(::getpid()));
   BpeTrainer::save(bpe, dir.string());
@@ -67,7 +67,8 @@ TEST(BpeTrainerOracle, HuggingFaceLoadsAndEncodesIdentically) {
   std::string train_text = test::run("node '" + gen + "' 40000");
   ASSERT_GT(train_text.size(), 2'000'000u) << "gen_strings.js failed (is node installed?)";
   std::string corpus;
-  for (const auto& line : test::split_lines(train_text)) corpus += json::parse(line).get<std::string>() + "\n";
+  for (const auto& line : test::split_lines(train_text))
+    corpus += json::parse(line).get<std::string>() + "\n";
   std::ofstream((dir / "strings.jsonl").string()) << test::run("node '" + gen + "' 6000");
 
   BpeTrainerOptions o;
@@ -82,11 +83,13 @@ TEST(BpeTrainerOracle, HuggingFaceLoadsAndEncodesIdentically) {
   ASSERT_EQ(bpe.vocab.size(), 1000u);
 
   std::string cmd = "NODE_PATH='" + (assets / "node_modules").string() + "' node '" +
-                    (test::repo_root() / "tests/tokenizer/oracle/encode_oracle.js").string() + "' '" +
-                    (dir / "tok" / "tokenizer.json").string() + "' '" + (dir / "strings.jsonl").string() + "'";
+                    (test::repo_root() / "tests/tokenizer/oracle/encode_oracle.js").string() +
+                    "' '" + (dir / "tok" / "tokenizer.json").string() + "' '" +
+                    (dir / "strings.jsonl").string() + "'";
   auto expected = test::split_lines(test::run(cmd));
   auto strings = test::split_lines(test::run("cat '" + (dir / "strings.jsonl").string() + "'"));
-  ASSERT_EQ(expected.size(), strings.size()) << "HF could not load the trained tokenizer.json: " << cmd;
+  ASSERT_EQ(expected.size(), strings.size())
+      << "HF could not load the trained tokenizer.json: " << cmd;
   Tokenizer t = Tokenizer::from_file((dir / "tok").string());
   size_t n_mismatch = 0, n_lossy = 0;
   for (size_t i = 0; i < strings.size(); ++i) {
@@ -96,8 +99,9 @@ TEST(BpeTrainerOracle, HuggingFaceLoadsAndEncodesIdentically) {
     if (ids != want && n_mismatch++ < 5) ADD_FAILURE() << "string " << i << " " << strings[i];
     if (t.decode(ids) != s) ++n_lossy;
   }
-  std::printf("[trainer] corpus=%zu bytes vocab=1000 train=%.2f s strings=%zu mismatch=%zu lossy=%zu\n", corpus.size(),
-              secs, strings.size(), n_mismatch, n_lossy);
+  std::printf(
+      "[trainer] corpus=%zu bytes vocab=1000 train=%.2f s strings=%zu mismatch=%zu lossy=%zu\n",
+      corpus.size(), secs, strings.size(), n_mismatch, n_lossy);
   EXPECT_EQ(n_mismatch, 0u);
   EXPECT_EQ(n_lossy, 0u);
   test::fs::remove_all(dir);

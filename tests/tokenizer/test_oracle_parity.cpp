@@ -2,7 +2,6 @@
 // >= 5,000 generated strings for Qwen3, Llama-3.1, GPT-4o and GPT-2. Needs the assets that
 // scripts/fetch_assets.sh puts in .cache/assets (CI runs it); without them the tests fail.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,8 +26,8 @@ class OracleParity : public ::testing::TestWithParam<const char*> {
     tmp_ = fs::temp_directory_path() / ("vela_tok_parity_" + std::to_string(::getpid()));
     fs::create_directories(tmp_);
     strings_path_ = tmp_ / "strings.jsonl";
-    std::string gen = "node '" + (repo_root() / "tests/tokenizer/oracle/gen_strings.js").string() + "' 6000 > '" +
-                      strings_path_.string() + "'";
+    std::string gen = "node '" + (repo_root() / "tests/tokenizer/oracle/gen_strings.js").string() +
+                      "' 6000 > '" + strings_path_.string() + "'";
     gen_ok_ = std::system(gen.c_str()) == 0;
   }
   static void TearDownTestSuite() { fs::remove_all(tmp_); }
@@ -46,8 +45,8 @@ TEST_P(OracleParity, EncodeDecodeMatchesHuggingFace) {
   ASSERT_TRUE(fs::exists(tok)) << tok << " missing: run scripts/fetch_assets.sh";
 
   std::string cmd = "NODE_PATH='" + (assets / "node_modules").string() + "' node '" +
-                    (repo_root() / "tests/tokenizer/oracle/encode_oracle.js").string() + "' '" + tok.string() +
-                    "' '" + strings_path_.string() + "'";
+                    (repo_root() / "tests/tokenizer/oracle/encode_oracle.js").string() + "' '" +
+                    tok.string() + "' '" + strings_path_.string() + "'";
   std::vector<std::string> expected = split_lines(run(cmd));
   std::ifstream sf(strings_path_);
   std::vector<std::string> strings;
@@ -65,17 +64,19 @@ TEST_P(OracleParity, EncodeDecodeMatchesHuggingFace) {
     auto want = e["ids"].get<std::vector<int32_t>>();
     if (ids != want) {
       if (n_mismatch++ < 5)
-        ADD_FAILURE() << GetParam() << " string " << i << " " << json(strings[i]).dump() << "\n vela: " << json(ids).dump()
-                      << "\n   hf: " << json(want).dump();
+        ADD_FAILURE() << GetParam() << " string " << i << " " << json(strings[i]).dump()
+                      << "\n vela: " << json(ids).dump() << "\n   hf: " << json(want).dump();
     }
     auto ids_s = t.encode(strings[i], true);
     if (ids_s != e["ids_special"].get<std::vector<int32_t>>()) ++n_special_mismatch;
     std::string text = t.decode(want, false);
     if (text != e["text"].get<std::string>()) {
       if (n_decode_mismatch++ < 5)
-        ADD_FAILURE() << GetParam() << " decode " << i << " vela " << json(text).dump() << " hf " << e["text"].dump();
+        ADD_FAILURE() << GetParam() << " decode " << i << " vela " << json(text).dump() << " hf "
+                      << e["text"].dump();
     }
-    if (t.decode(e["ids_special"].get<std::vector<int32_t>>(), true) != e["text_skip"].get<std::string>())
+    if (t.decode(e["ids_special"].get<std::vector<int32_t>>(), true) !=
+        e["text_skip"].get<std::string>())
       ++n_decode_mismatch;
     // Streaming the ids gives exactly the full decode.
     vela::StreamingDecoder sd(t);
@@ -83,13 +84,17 @@ TEST_P(OracleParity, EncodeDecodeMatchesHuggingFace) {
     for (int32_t id : want) streamed += sd.push(id);
     streamed += sd.flush();
     if (streamed != text && n_stream_mismatch++ < 5)
-      ADD_FAILURE() << GetParam() << " stream " << i << " " << json(streamed).dump() << " vs " << json(text).dump();
+      ADD_FAILURE() << GetParam() << " stream " << i << " " << json(streamed).dump() << " vs "
+                    << json(text).dump();
     // Byte-level BPE is lossless except where a normalizer changes the text (Qwen3's NFC).
-    if (e["text"].get<std::string>() != strings[i] && std::string(GetParam()) != "qwen3") ++n_roundtrip_fail;
+    if (e["text"].get<std::string>() != strings[i] && std::string(GetParam()) != "qwen3")
+      ++n_roundtrip_fail;
   }
-  std::printf("[parity] %-8s strings=%zu encode_mismatch=%zu special_mismatch=%zu decode_mismatch=%zu stream_mismatch=%zu roundtrip_fail=%zu\n",
-              GetParam(), strings.size(), n_mismatch, n_special_mismatch, n_decode_mismatch, n_stream_mismatch,
-              n_roundtrip_fail);
+  std::printf(
+      "[parity] %-8s strings=%zu encode_mismatch=%zu special_mismatch=%zu decode_mismatch=%zu "
+      "stream_mismatch=%zu roundtrip_fail=%zu\n",
+      GetParam(), strings.size(), n_mismatch, n_special_mismatch, n_decode_mismatch,
+      n_stream_mismatch, n_roundtrip_fail);
   EXPECT_EQ(n_mismatch, 0u);
   EXPECT_EQ(n_special_mismatch, 0u);
   EXPECT_EQ(n_decode_mismatch, 0u);
@@ -97,7 +102,8 @@ TEST_P(OracleParity, EncodeDecodeMatchesHuggingFace) {
   EXPECT_EQ(n_roundtrip_fail, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizers, OracleParity, ::testing::Values("qwen3", "llama3_1", "llama3", "gpt4o", "gpt2"),
+INSTANTIATE_TEST_SUITE_P(Tokenizers, OracleParity,
+                         ::testing::Values("qwen3", "llama3_1", "llama3", "gpt4o", "gpt2"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -27,9 +27,11 @@ void check_stream(const Tokenizer& t, const std::vector<int32_t>& ids) {
 }
 
 TEST(StreamingDecoder, EmojiAndCjkAcrossByteTokens) {
-  Tokenizer t = Tokenizer::from_json(test::byte_level_tokenizer());  // no merges: one token per byte
-  for (std::string s : {"\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 family",  // 👨‍👩‍👧
-                        "\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C",                             // 你好世界
+  Tokenizer t =
+      Tokenizer::from_json(test::byte_level_tokenizer());  // no merges: one token per byte
+  for (std::string s : {"\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 "
+                        "family",                                            // 👨‍👩‍👧
+                        "\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C",  // 你好世界
                         "a\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD b", "plain text", ""}) {
     auto ids = t.encode(s);
     check_stream(t, ids);
@@ -55,15 +57,24 @@ TEST(StreamingDecoder, IncompleteTailIsFlushedAsDecodeDoes) {
 }
 
 TEST(StreamingDecoder, MetaspaceLeadingSpace) {
-  tjson j = {{"version", "1.0"},
-             {"normalizer", nullptr},
-             {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}}},
-             {"decoder", {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}}},
-             {"model",
-              {{"type", "BPE"},
-               {"vocab", {{"\xE2\x96\x81Hey", 0}, {"\xE2\x96\x81" "friend", 1}, {"!", 2}, {"\xE2\x96\x81", 3}}},
-               {"merges", tjson::array()},
-               {"ignore_merges", true}}}};
+  tjson j = {
+      {"version", "1.0"},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}}},
+      {"decoder",
+       {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab",
+         {{"\xE2\x96\x81Hey", 0},
+          {"\xE2\x96\x81"
+           "friend",
+           1},
+          {"!", 2},
+          {"\xE2\x96\x81", 3}}},
+        {"merges", tjson::array()},
+        {"ignore_merges", true}}}};
   Tokenizer t = Tokenizer::from_json(j);
   EXPECT_TRUE(t.decoder_edits_first_token());
   std::vector<int32_t> ids = {0, 1, 3, 0, 2};

@@ -1,7 +1,6 @@
 // Malformed tokenizer.json files and bad input: clear errors (naming the file / component), no
 // crash. Also the pipeline basics: post-processor templates and GPT-2 vocab/merges directories.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -44,7 +43,8 @@ std::string error_of(const std::function<void()>& f) {
 TEST(TokenizerErrors, MalformedFilesNameTheFile) {
   TempDir d;
   std::string bad_json = d.write("bad.json", "{\"model\": ");
-  EXPECT_NE(error_of<InvalidArgument>([&] { Tokenizer::from_file(bad_json); }).find("bad.json"), std::string::npos);
+  EXPECT_NE(error_of<InvalidArgument>([&] { Tokenizer::from_file(bad_json); }).find("bad.json"),
+            std::string::npos);
   std::string no_model = d.write("no_model.json", "{\"version\": \"1.0\"}");
   std::string msg = error_of<InvalidArgument>([&] { Tokenizer::from_file(no_model); });
   EXPECT_NE(msg.find("no_model.json"), std::string::npos);
@@ -57,14 +57,17 @@ TEST(TokenizerErrors, MalformedFilesNameTheFile) {
   j = test::byte_level_tokenizer();
   j["model"]["vocab"]["x"] = "seven";
   std::string bad_id = d.write("bad_id.json", j.dump());
-  EXPECT_NE(error_of<InvalidArgument>([&] { Tokenizer::from_file(bad_id); }).find("bad_id.json"), std::string::npos);
+  EXPECT_NE(error_of<InvalidArgument>([&] { Tokenizer::from_file(bad_id); }).find("bad_id.json"),
+            std::string::npos);
   j = test::byte_level_tokenizer();
   j["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
   std::string unsup = d.write("unsup.json", j.dump());
   msg = error_of<Unsupported>([&] { Tokenizer::from_file(unsup); });
-  EXPECT_NE(msg.find("pre_tokenizer type 'UnicodeScripts' is not supported"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pre_tokenizer type 'UnicodeScripts' is not supported"), std::string::npos)
+      << msg;
   EXPECT_THROW(Tokenizer::from_file((d.path / "missing.json").string()), IoError);
-  EXPECT_THROW(Tokenizer::from_file(d.path.string()), IoError);  // a directory without tokenizer files
+  EXPECT_THROW(Tokenizer::from_file(d.path.string()),
+               IoError);  // a directory without tokenizer files
   j = test::byte_level_tokenizer();
   j["added_tokens"] = {{{"content", "<x>"}}};  // no id
   std::string bad_added = d.write("bad_added.json", j.dump());
@@ -80,15 +83,18 @@ TEST(TokenizerErrors, InvalidUtf8InputAndUnknownIds) {
 
 TEST(Tokenizer, TemplateProcessingAndGpt2Files) {
   tjson j = test::byte_level_tokenizer();
-  j["added_tokens"] = {{{"id", 256}, {"content", "<bos>"}, {"special", true}, {"normalized", false}},
-                       {{"id", 257}, {"content", "<eos>"}, {"special", true}, {"normalized", false}}};
-  j["post_processor"] = {
-      {"type", "TemplateProcessing"},
-      {"single", {{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                  {{"SpecialToken", {{"id", "<eos>"}, {"type_id", 0}}}}}},
-      {"pair", nullptr},
-      {"special_tokens", {{"<bos>", {{"id", "<bos>"}, {"ids", {256}}, {"tokens", {"<bos>"}}}},
-                          {"<eos>", {{"id", "<eos>"}, {"ids", {257}}, {"tokens", {"<eos>"}}}}}}};
+  j["added_tokens"] = {
+      {{"id", 256}, {"content", "<bos>"}, {"special", true}, {"normalized", false}},
+      {{"id", 257}, {"content", "<eos>"}, {"special", true}, {"normalized", false}}};
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single",
+                          {{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
+                           {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                           {{"SpecialToken", {{"id", "<eos>"}, {"type_id", 0}}}}}},
+                         {"pair", nullptr},
+                         {"special_tokens",
+                          {{"<bos>", {{"id", "<bos>"}, {"ids", {256}}, {"tokens", {"<bos>"}}}},
+                           {"<eos>", {{"id", "<eos>"}, {"ids", {257}}, {"tokens", {"<eos>"}}}}}}};
   Tokenizer t = Tokenizer::from_json(j);
   EXPECT_EQ(t.encode("a", true), (std::vector<int32_t>{256, 'a', 257}));
   EXPECT_EQ(t.encode("a", false), (std::vector<int32_t>{'a'}));

@@ -1,10 +1,9 @@
 // Helpers for tokenizer unit tests: small handwritten tokenizer.json snippets.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -22,7 +21,8 @@ inline std::vector<std::string> pieces_of(const tjson& pre_tokenizer, const std:
 }
 
 // A byte-level BPE tokenizer whose vocab is the 256 byte symbols plus `extra` tokens and merges.
-inline tjson byte_level_tokenizer(const std::vector<std::pair<std::string, std::string>>& merges = {}) {
+inline tjson byte_level_tokenizer(
+    const std::vector<std::pair<std::string, std::string>>& merges = {}) {
   tjson vocab = tjson::object();
   int id = 0;
   const char* hex = "0123456789ABCDEF";
@@ -36,7 +36,8 @@ inline tjson byte_level_tokenizer(const std::vector<std::pair<std::string, std::
   }
   for (uint32_t c : cps) {
     std::string s;
-    if (c < 0x80) s += static_cast<char>(c);
+    if (c < 0x80)
+      s += static_cast<char>(c);
     else {
       s += static_cast<char>(0xC0 | (c >> 6));
       s += static_cast<char>(0x80 | (c & 0x3F));
@@ -48,13 +49,14 @@ inline tjson byte_level_tokenizer(const std::vector<std::pair<std::string, std::
     if (!vocab.contains(a + b)) vocab[a + b] = id++;
     m.push_back({a, b});
   }
-  return {{"version", "1.0"},
-          {"added_tokens", tjson::array()},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-          {"post_processor", nullptr},
-          {"decoder", {{"type", "ByteLevel"}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}}}};
+  return {
+      {"version", "1.0"},
+      {"added_tokens", tjson::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}}}};
 }
 
 }  // namespace vela::test

@@ -3,6 +3,7 @@
 // src/tokenizer/{normalizer,unicode,regex}.cpp -lutf8proc -lpcre2-8
 #include <cstdio>
 #include <string>
+
 #include "tokenizer/normalizer.h"
 #include "tokenizer/unicode.h"
 int main() {

@@ -31,6 +31,9 @@ int probe_device_count() {
 }
 
 void check_device(int device) {
+  // No usable GPU at all is the same outcome as a CPU-only build: Unsupported.
+  VELA_CHECK_T(Unsupported, probe_device_count() > 0, "no usable CUDA device on this machine (",
+               "requested cuda:", device, ")");
   VELA_CHECK(device >= 0 && device < probe_device_count(), "CUDA device ", device,
              " does not exist (", probe_device_count(), " devices)");
 }

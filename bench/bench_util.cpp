@@ -50,6 +50,20 @@ double measure_copy_gbps(size_t bytes, int reps) {
   return 2.0 * static_cast<double>(bytes) / t / 1e9;
 }
 
+double measure_read_gbps(size_t bytes, int reps) {
+  std::vector<uint64_t> buf(bytes / sizeof(uint64_t), 1);
+  volatile uint64_t sink = 0;
+  double t = time_median(
+      [&] {
+        uint64_t total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+        for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) total += buf[i];
+        sink = sink + total;
+      },
+      2, reps);
+  return static_cast<double>(bytes) / t / 1e9;
+}
+
 void print_rows(const std::vector<Row>& rows) {
   std::printf("%-44s %13s %13s %7s  %s\n", "case", "measured", "peak/floor", "ratio", "peak is");
   for (const Row& r : rows)

@@ -16,6 +16,8 @@ double time_median(const std::function<void()>& fn, int warmup, int reps);
 Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed);
 // Host memory bandwidth of a parallel memcpy over `bytes` (read + write counted), GB/s.
 double measure_copy_gbps(size_t bytes, int reps);
+// Host memory read bandwidth: a parallel sum over `bytes` (far larger than the caches), GB/s.
+double measure_read_gbps(size_t bytes, int reps);
 
 struct Row {
   std::string name, unit;

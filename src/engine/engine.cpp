@@ -145,9 +145,9 @@ std::vector<std::vector<RolloutSample>> Engine::run_batch(
 uint64_t Engine::update_weights(Transformer new_model) {
   const ModelConfig& a = model_->config;
   const ModelConfig& b = new_model.config;
-  VELA_CHECK(a.to_hf_json().dump() == b.to_hf_json().dump() || (a.vocab_size == b.vocab_size &&
-             a.hidden_size == b.hidden_size && a.n_layers == b.n_layers &&
-             a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim),
+  VELA_CHECK(a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
+                 a.n_layers == b.n_layers && a.n_heads == b.n_heads &&
+                 a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim,
              "update_weights: the new model's architecture differs from the served one");
   VELA_CHECK(new_model.dtype() == model_->dtype() && new_model.device() == model_->device(),
              "update_weights: the new weights must have the served dtype and device");
@@ -159,6 +159,7 @@ uint64_t Engine::update_weights(Transformer new_model) {
   cache_->invalidate_prefix_cache();
   uint64_t v = policy_version_.fetch_add(1) + 1;
   scheduler_->set_policy_version(v);
+  scheduler_->refresh_stats();
   VELA_LOG_INFO("[engine] weights updated, policy version ", v);
   return v;
 }

@@ -77,12 +77,6 @@ bool Scheduler::idle() const {
 EngineStats Scheduler::stats() const {
   std::lock_guard<std::mutex> s(stats_mu_);
   EngineStats st = stats_;
-  auto cs = cache_.stats();
-  st.kv_pages_total = cs.pages_total;
-  st.kv_pages_used = cs.pages_used;
-  st.kv_pages_free = cs.pages_free;
-  st.kv_pages_cached = cs.pages_cached;
-  st.prefix_hit_tokens = cs.prefix_hit_tokens;
   st.policy_version = policy_version_.load();
   return st;
 }
@@ -333,6 +327,13 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt) {
   stats_.prompt_tokens += n_prompt;
   stats_.running = static_cast<int64_t>(running_.size());
   stats_.waiting = static_cast<int64_t>(waiting_.size());
+  // The cache belongs to the loop thread: snapshot it here, never read it from stats().
+  auto cs = cache_.stats();
+  stats_.kv_pages_total = cs.pages_total;
+  stats_.kv_pages_used = cs.pages_used;
+  stats_.kv_pages_free = cs.pages_free;
+  stats_.kv_pages_cached = cs.pages_cached;
+  stats_.prefix_hit_tokens = cs.prefix_hit_tokens;
 }
 
 }  // namespace vela

@@ -47,7 +47,10 @@ class Scheduler {
   void run();
   void request_stop();
   bool idle() const;
+  // A snapshot published by the loop thread at the end of every step (and by refresh_stats()).
   EngineStats stats() const;
+  // Republishes the snapshot; only with step_mutex() held (e.g. after a weight update).
+  void refresh_stats() { update_stats(0, 0); }
   void set_policy_version(uint64_t v) { policy_version_.store(v); }
   // Held by the loop for the duration of each step; update_weights takes it to swap weights.
   std::mutex& step_mutex() { return step_mu_; }

@@ -87,7 +87,8 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   VELA_CHECK(positions.shape() == ids.shape() && positions.dtype() == DType::kI32,
              "forward_packed: positions must match ids, got ", positions.str());
   const int64_t n = ids.size(0), h = config.hidden_size;
-  Tensor table = rope_table(max_position(positions) + 1);
+  // kv.max_len = the longest sequence after this step = max position + 1 (no host read here).
+  Tensor table = rope_table(kv.max_len);
   Tensor residual = Tensor::empty({n, h}, dtype(), device());
   ops::embedding(embed, ids, residual);
   for (size_t l = 0; l < blocks.size(); ++l)

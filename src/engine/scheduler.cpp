@@ -102,6 +102,7 @@ void Scheduler::run() {
   running_.clear();
   waiting_.clear();
   update_stats(0, 0);
+  publish_final_events();
 }
 
 void Scheduler::drain_inbox() {
@@ -214,6 +215,7 @@ bool Scheduler::step() {
   admit();
   if (!plan()) {
     update_stats(0, 0);
+    publish_final_events();
     return false;
   }
   BoundBatch batch = cache_.bind(items_);
@@ -253,7 +255,14 @@ bool Scheduler::step() {
   }
   remove_finished();
   update_stats(static_cast<int64_t>(sample_rows_.size()), n_prompt_tokens);
+  publish_final_events();
   return true;
+}
+
+void Scheduler::publish_final_events() {
+  // After update_stats: a caller woken by its final event sees stats that include it.
+  for (FinalEvent& f : final_events_) f.handle->push(std::move(f.event), &f.completion);
+  final_events_.clear();
 }
 
 void Scheduler::process_sample(Task& t, const SampleResult& r) {
@@ -285,7 +294,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
     if (t.admitted) cache_.free(t.id, t.tokens(t.n_computed), /*record_prefix=*/true);
     t.admitted = false;
     ev.finish = reason;
-    t.handle->push(std::move(ev), &t.completion);
+    final_events_.push_back({t.handle, std::move(ev), t.completion});
     t.request.reset();  // marks finished for remove_finished()
   } else {
     t.handle->push(std::move(ev));
@@ -303,7 +312,7 @@ void Scheduler::finish(Task& t, FinishReason reason, const std::string& error) {
   ev.index = t.index;
   ev.finish = reason;
   ev.error = error;
-  t.handle->push(std::move(ev), &t.completion);
+  final_events_.push_back({t.handle, std::move(ev), t.completion});
   t.request.reset();
 }
 

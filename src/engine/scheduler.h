@@ -97,6 +97,15 @@ class Scheduler {
   void finish(Task& t, FinishReason reason, const std::string& error = "");
   void remove_finished();
   void update_stats(int64_t n_generated, int64_t n_prompt);
+  void publish_final_events();
+
+  // Last events of finished samples, pushed after the step's stats are published.
+  struct FinalEvent {
+    RequestHandlePtr handle;
+    StreamEvent event;
+    Completion completion;
+  };
+  std::vector<FinalEvent> final_events_;
 };
 
 }  // namespace vela

@@ -16,6 +16,24 @@ struct AttentionConfig {
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
 };
 
+// Parameter gradients (f32, accumulated); biases and QK-norm grads are undefined when the layer has
+// none.
+struct AttentionGrads {
+  Tensor dqkv_weight;  // [q_dim + 2 * kv_dim, hidden]
+  Tensor dqkv_bias;    // [q_dim + 2 * kv_dim]
+  Tensor do_weight;    // [hidden, q_dim]
+  Tensor do_bias;      // [hidden]
+  Tensor dq_norm;      // [head_dim]
+  Tensor dk_norm;      // [head_dim]
+};
+
+// What the dense backward needs from the forward.
+struct AttentionSaved {
+  Tensor q_raw, k_raw;  // [n, H, D], [n, Hkv, D] before QK-norm (only with QK-norm)
+  Tensor q, k, v;       // [n, H, D], [n, Hkv, D], [n, Hkv, D] as attended (normed, rotated)
+  Tensor attn;          // [n, H, D] attention output before o_proj
+};
+
 struct Attention {
   AttentionConfig cfg;
   Linear qkv;     // weight [q_dim + 2 * kv_dim, hidden], bias optional
@@ -34,12 +52,23 @@ struct Attention {
   //   out: [batch, seq, hidden]
   void forward_dense(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
                      const Tensor& doc_ids, Tensor& out) const;
+  // forward_dense that keeps the activations backward needs.
+  void forward_dense_train(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                           const Tensor& doc_ids, Tensor& out, AttentionSaved& saved) const;
+  // x: [batch, seq, hidden] the forward input   dout: [batch, seq, hidden]
+  // dx: [batch, seq, hidden] (overwritten)
+  void backward_dense(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                      const Tensor& doc_ids, const AttentionSaved& saved, const Tensor& dout,
+                      Tensor& dx, AttentionGrads& grads) const;
 
  private:
   // Projects x [n, hidden] into contiguous q [n, H, D], k and v [n, Hkv, D], applies QK-norm and
   // rotary to q and k.
   void project_qkv(const Tensor& x, const Tensor& positions, const Tensor& rope_table, Tensor& q,
                    Tensor& k, Tensor& v) const;
+  // The same for the training path, keeping q/k before QK-norm when there is one.
+  void project_qkv_train(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
+                         AttentionSaved& saved) const;
 };
 
 }  // namespace vela

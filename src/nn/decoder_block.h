@@ -1,5 +1,8 @@
 // DecoderBlock: pre-norm attention and MLP with residuals (Llama / Mistral / Qwen2 / Qwen3).
 //   h = x + attn(norm1(x));  out = h + mlp(norm2(h))
+// The training path (forward_dense_train / backward_dense) saves the activations of one block in
+// a DecoderBlockSaved; with activation checkpointing it keeps only the block input and backward
+// recomputes the rest.
 #pragma once
 
 #include "core/tensor.h"
@@ -7,6 +10,24 @@
 #include "nn/mlp.h"
 
 namespace vela {
+
+// Parameter gradients of one block (f32, accumulated).
+struct DecoderBlockGrads {
+  Tensor dinput_norm;  // [hidden]
+  AttentionGrads attn;
+  Tensor dpost_norm;   // [hidden]
+  MlpGrads mlp;
+};
+
+struct DecoderBlockSaved {
+  Tensor x;        // [batch, seq, hidden] block input (always kept)
+  bool full = false;  // the rest below is present (false after a checkpointed forward)
+  Tensor normed1;  // [n, hidden] input_norm(x)
+  AttentionSaved attn;
+  Tensor h;        // [n, hidden] x + attn
+  Tensor normed2;  // [n, hidden] post_norm(h)
+  MlpSaved mlp;
+};
 
 struct DecoderBlock {
   Tensor input_norm;  // [hidden]
@@ -21,6 +42,13 @@ struct DecoderBlock {
   // residual: [batch, seq, hidden], updated in place.
   void forward_dense(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
                      const Tensor& doc_ids) const;
+  // forward_dense keeping activations (all of them, or only the input when `checkpoint`).
+  void forward_dense_train(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
+                           const Tensor& doc_ids, bool checkpoint, DecoderBlockSaved& saved) const;
+  // dresidual: [batch, seq, hidden], in: d(block output), out: d(block input).
+  void backward_dense(const DecoderBlockSaved& saved, const Tensor& positions,
+                      const Tensor& rope_table, const Tensor& doc_ids, Tensor& dresidual,
+                      DecoderBlockGrads& grads) const;
 };
 
 }  // namespace vela

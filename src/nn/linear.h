@@ -1,4 +1,5 @@
-// Linear: y = x @ weight^T + bias, the HF nn.Linear convention.
+// Linear: y = x @ weight^T + bias, the HF nn.Linear convention, with its backward.
+// Gradients: parameter grads (f32) accumulate (+=), the input grad is overwritten.
 #pragma once
 
 #include "core/tensor.h"
@@ -13,6 +14,11 @@ struct Linear {
   int64_t out_features() const { return weight.size(0); }
   // x: [n_rows, in] -> y: [n_rows, out] (preallocated; dtype of x or f32).
   void forward(const Tensor& x, Tensor& y) const;
+  // x: [n_rows, in] the forward input   dy: [n_rows, out]
+  //   dx: [n_rows, in] = dy @ weight (overwritten; undefined = not needed)
+  //   dweight: [out, in] f32 += dy^T @ x   dbias: [out] f32 += sum_rows(dy) (undefined = skip)
+  void backward(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& dweight,
+                Tensor& dbias) const;
 };
 
 }  // namespace vela

@@ -1,0 +1,87 @@
+// TrainableModel: the training view of a Transformer — its parameters with f32 gradients, and one
+// explicit forward + backward of the mean next-token cross-entropy over a dense TrainBatch.
+//
+// The forward runs layer by layer saving what each backward needs (llm.c style: nn/*.h
+// forward_train / backward pairs); the LM head and the loss are fused and chunked
+// (nn/lm_head_loss.h) so [n_tokens, vocab] logits never exist at once. With activation
+// checkpointing each block keeps only its input and recomputes its forward during backward
+// (identical gradients, less memory).
+//
+// Gradients ACCUMULATE (+=) into parameters()[i].grad across forward_backward calls until
+// zero_grad(); that is how the trainer does gradient accumulation. Parameter order and names are
+// fixed (see parameters()). Not thread-safe: one forward_backward at a time per instance.
+// Throws InvalidArgument for a malformed batch (shapes, dtypes, ids or targets out of range).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/transformer.h"
+#include "train/parameter.h"
+#include "train/train_batch.h"
+
+namespace vela {
+
+struct TrainOptions {
+  bool activation_checkpointing = false;
+  float label_smoothing = 0.0f;
+  int64_t ce_chunk_tokens = 4096;  // rows of the fused LM-head + CE chunk
+};
+
+struct LossStats {
+  double loss_sum = 0;  // sum of per-token losses (unscaled)
+  int64_t n_tokens = 0;  // target tokens (targets != kIgnoreIndex)
+  double mean() const { return n_tokens > 0 ? loss_sum / static_cast<double>(n_tokens) : 0.0; }
+};
+
+class TrainableModel {
+ public:
+  // Wraps `model` (which must outlive this object) and allocates one zeroed f32 gradient per
+  // parameter on the model's device.
+  TrainableModel(Transformer& model, const TrainOptions& opts);
+  ~TrainableModel();
+  TrainableModel(const TrainableModel&) = delete;
+  TrainableModel& operator=(const TrainableModel&) = delete;
+
+  // Fixed order: model.embed_tokens.weight, then per layer i (prefix model.layers.i.)
+  //   input_layernorm.weight, self_attn.qkv_proj.weight, [self_attn.qkv_proj.bias],
+  //   self_attn.o_proj.weight, [self_attn.o_proj.bias], [self_attn.q_norm.weight,
+  //   self_attn.k_norm.weight], post_attention_layernorm.weight, mlp.gate_up_proj.weight,
+  //   mlp.down_proj.weight,
+  // then model.norm.weight and (untied only) lm_head.weight. A tied LM head has no parameter of
+  // its own: its gradient lands in model.embed_tokens.weight.
+  ParameterList& parameters() { return params_; }
+  const ParameterList& parameters() const { return params_; }
+  // The parameter called `name`, or nullptr.
+  Parameter* find_parameter(const std::string& name);
+
+  void zero_grad();
+
+  // Forward + backward of (mean loss over the batch's target tokens) * loss_scale; gradients
+  // accumulate into parameters()[i].grad. Returns the unscaled loss sum and target count. A batch
+  // without target tokens returns {0, 0} and leaves the gradients untouched.
+  LossStats forward_backward(const TrainBatch& batch, float loss_scale = 1.0f);
+  // Forward only (no activations kept).
+  LossStats evaluate(const TrainBatch& batch) const;
+
+  Transformer& model() { return model_; }
+  const Transformer& model() const { return model_; }
+  const TrainOptions& options() const { return opts_; }
+
+ private:
+  struct Prepared;  // the batch on the model's device: flat ids/targets, positions, rope table
+  Prepared prepare(const TrainBatch& batch) const;
+
+  Transformer& model_;
+  TrainOptions opts_;
+  ParameterList params_;
+  // The gradient tensors by role, aliasing params_[i].grad (f32), as the nn backward passes take
+  // them.
+  std::vector<DecoderBlockGrads> block_grads_;
+  Tensor dembed_;       // [vocab, hidden]
+  Tensor dfinal_norm_;  // [hidden]
+  Tensor dlm_head_;     // [vocab, hidden]; the same storage as dembed_ when tied
+};
+
+}  // namespace vela

@@ -1,12 +1,15 @@
-// Attention dispatchers: validate shapes/dtypes/devices, then run the backend. The CUDA kernels
-// (paged decode, ragged prefill, flash-style training) land with the CUDA engine and training
-// issues; until then a CUDA tensor here is an Unsupported error, never a silent fallback.
+// Attention dispatchers: validate shapes/dtypes/devices, then run the backend, plus the host-side
+// planners of the CUDA kernels (decode split count, prefill tile list). The inference ops run on
+// CPU and CUDA (ops/cuda/attention_*.cu); dense causal_attention is CPU-only until the flash-style
+// training kernel lands (a CUDA tensor there is Unsupported, never a silent fallback). On CUDA the
+// dispatchers read no device data; the graph-friendly ops trust device metadata.
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "core/error.h"
-#include "ops/cpu/cpu_ops.h"
+#include "ops/dispatch.h"
 
 namespace vela::ops {
 namespace {
@@ -19,6 +22,68 @@ void check_cpu(const char* op, const Tensor& t) {
 void check_i32(const char* op, const char* name, const Tensor& t, int rank) {
   VELA_CHECK(t.defined() && t.dtype() == DType::kI32 && t.dim() == rank && t.is_contiguous(), op,
              ": ", name, " must be a contiguous i32 tensor of rank ", rank, ", got ", t.str());
+}
+
+void check_devices(const char* op, const Tensor& ref, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    VELA_CHECK(t->device() == ref.device(), op, ": tensor ", t->str(), " is on ",
+               t->device().str(), " but q is on ", ref.device().str());
+}
+
+// Shapes, dtypes and devices shared by the paged ops (q/out [n_q, n_heads, head_dim] over the
+// cache); n_seqs from seq_lens.
+void check_paged(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                 const Tensor& req_to_token, const Tensor& req_pool_indices,
+                 const Tensor& seq_lens, const Tensor& out) {
+  VELA_CHECK(q.dim() == 3 && out.shape() == q.shape(), op, ": q ", q.str(), " and out ", out.str(),
+             " must be [n_tokens, n_heads, head_dim]");
+  VELA_CHECK(q.stride(2) == 1 && q.stride(1) == q.size(2), op, ": q rows must be contiguous");
+  VELA_CHECK(out.is_contiguous(), op, ": out must be contiguous");
+  VELA_CHECK(k_cache.dim() == 3 && k_cache.shape() == v_cache.shape() && k_cache.is_contiguous() &&
+                 v_cache.is_contiguous() && k_cache.size(2) == q.size(2),
+             op, ": caches ", k_cache.str(), " must be contiguous [n_slots, n_kv_heads, ", q.size(2),
+             "]");
+  VELA_CHECK(k_cache.size(1) > 0 && q.size(1) % k_cache.size(1) == 0, op, ": n_heads ", q.size(1),
+             " is not a multiple of n_kv_heads ", k_cache.size(1));
+  VELA_CHECK(q.dtype() == out.dtype() && k_cache.dtype() == v_cache.dtype() &&
+                 is_floating(q.dtype()) && is_floating(k_cache.dtype()),
+             op, ": q/out and cache dtypes must be floating and match pairwise");
+  check_i32(op, "req_to_token", req_to_token, 2);
+  check_i32(op, "req_pool_indices", req_pool_indices, 1);
+  check_i32(op, "seq_lens", seq_lens, 1);
+  VELA_CHECK(seq_lens.size(0) == req_pool_indices.size(0), op, ": ", seq_lens.size(0),
+             " seq_lens but ", req_pool_indices.size(0), " req_pool_indices");
+  check_devices(op, q, {&k_cache, &v_cache, &req_to_token, &req_pool_indices, &seq_lens, &out});
+  if (q.is_cuda()) {
+    VELA_CHECK_T(Unsupported, q.dtype() == k_cache.dtype(), op,
+                 ": on CUDA q and the caches must share one dtype, got ", dtype_name(q.dtype()),
+                 " and ", dtype_name(k_cache.dtype()));
+    const int64_t d = q.size(2);
+    VELA_CHECK_T(Unsupported, d == 16 || d == 32 || d == 64 || d == 128, op,
+                 ": CUDA kernels support head_dim 16, 32, 64 or 128, got ", d);
+  }
+}
+
+// Host checks of CPU metadata: qo (n_seqs + 1 entries, or null for one query per sequence) against
+// seq_lens, the req_to_token width and its rows.
+void check_host_metadata(const char* op, const Tensor& q, const Tensor& req_to_token,
+                         const Tensor& req_pool_indices, const Tensor& seq_lens,
+                         const int32_t* qo) {
+  const int32_t* lens = seq_lens.data<int32_t>();
+  const int32_t* rows = req_pool_indices.data<int32_t>();
+  const int64_t n_seqs = seq_lens.size(0);
+  if (qo != nullptr)
+    VELA_CHECK(qo[0] == 0 && qo[n_seqs] == q.size(0), op,
+               ": qo_indptr must run from 0 to n_tokens (", q.size(0), ")");
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const int32_t q_len = qo != nullptr ? qo[s + 1] - qo[s] : (lens[s] > 0 ? 1 : 0);
+    VELA_CHECK(q_len >= 0 && q_len <= lens[s], op, ": sequence ", s, " has ", q_len,
+               " queries but only ", lens[s], " cached tokens");
+    VELA_CHECK(lens[s] <= req_to_token.size(1), op, ": sequence ", s, " length ", lens[s],
+               " exceeds req_to_token width ", req_to_token.size(1));
+    VELA_CHECK(rows[s] >= 0 && rows[s] < req_to_token.size(0), op, ": req_pool_index ", rows[s],
+               " out of range");
+  }
 }
 
 }  // namespace
@@ -65,52 +130,110 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Ten
   check_i32(op, "out_cache_loc", out_cache_loc, 1);
   VELA_CHECK(out_cache_loc.size(0) == k.size(0), op, ": out_cache_loc has ", out_cache_loc.size(0),
              " entries for ", k.size(0), " tokens");
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&k, &v, &k_cache, &v_cache, &out_cache_loc}) check_cpu(op, *t);
-  cpu::kv_write(k, v, out_cache_loc, k_cache, v_cache);
+  check_devices(op, k, {&v, &k_cache, &v_cache, &out_cache_loc});
+  VELA_DISPATCH(k.device(), kv_write, k, v, out_cache_loc, k_cache, v_cache);
 }
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const Tensor& req_to_token, const Tensor& req_pool_indices,
                      const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out) {
   const char* op = "paged_attention";
-  VELA_CHECK(q.dim() == 3 && out.shape() == q.shape(), op, ": q ", q.str(), " and out ", out.str(),
-             " must be [n_tokens, n_heads, head_dim]");
-  VELA_CHECK(q.stride(2) == 1 && q.stride(1) == q.size(2), op, ": q rows must be contiguous");
-  VELA_CHECK(out.is_contiguous(), op, ": out must be contiguous");
-  VELA_CHECK(k_cache.dim() == 3 && k_cache.shape() == v_cache.shape() && k_cache.is_contiguous() &&
-                 v_cache.is_contiguous() && k_cache.size(2) == q.size(2),
-             op, ": caches ", k_cache.str(), " must be contiguous [n_slots, n_kv_heads, ", q.size(2),
-             "]");
-  VELA_CHECK(k_cache.size(1) > 0 && q.size(1) % k_cache.size(1) == 0, op, ": n_heads ", q.size(1),
-             " is not a multiple of n_kv_heads ", k_cache.size(1));
-  VELA_CHECK(q.dtype() == out.dtype() && k_cache.dtype() == v_cache.dtype(), op,
-             ": q/out and cache dtypes must match pairwise");
-  check_i32(op, "req_to_token", req_to_token, 2);
-  check_i32(op, "req_pool_indices", req_pool_indices, 1);
-  check_i32(op, "seq_lens", seq_lens, 1);
+  check_paged(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, out);
   check_i32(op, "qo_indptr", qo_indptr, 1);
-  VELA_CHECK(seq_lens.size(0) == req_pool_indices.size(0) &&
-                 qo_indptr.size(0) == seq_lens.size(0) + 1,
-             op, ": need n_seqs seq_lens/req_pool_indices and n_seqs + 1 qo_indptr");
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k_cache, &v_cache, &req_to_token, &out}) check_cpu(op, *t);
-  // Host-side metadata checks (cheap; the metadata is small).
-  const int32_t* qo = qo_indptr.data<int32_t>();
-  const int32_t* lens = seq_lens.data<int32_t>();
-  const int32_t* rows = req_pool_indices.data<int32_t>();
-  int64_t n_seqs = seq_lens.size(0);
-  VELA_CHECK(qo[0] == 0 && qo[n_seqs] == q.size(0), op, ": qo_indptr must run from 0 to n_tokens (",
-             q.size(0), ")");
-  for (int64_t s = 0; s < n_seqs; ++s) {
-    int32_t q_len = qo[s + 1] - qo[s];
-    VELA_CHECK(q_len >= 0 && q_len <= lens[s], op, ": sequence ", s, " has ", q_len,
-               " queries but only ", lens[s], " cached tokens");
-    VELA_CHECK(lens[s] <= req_to_token.size(1), op, ": sequence ", s, " length ", lens[s],
-               " exceeds req_to_token width ", req_to_token.size(1));
-    VELA_CHECK(rows[s] >= 0 && rows[s] < req_to_token.size(0), op, ": req_pool_index ", rows[s],
-               " out of range");
+  VELA_CHECK(qo_indptr.size(0) == seq_lens.size(0) + 1, op,
+             ": need n_seqs seq_lens/req_pool_indices and n_seqs + 1 qo_indptr");
+  check_devices(op, q, {&qo_indptr});
+  if (q.is_cpu())  // the CUDA backend validates its host copy of the metadata itself
+    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens,
+                        qo_indptr.data<int32_t>());
+  VELA_DISPATCH(q.device(), paged_attention, q, k_cache, v_cache, req_to_token, req_pool_indices,
+                seq_lens, qo_indptr, scale, out);
+}
+
+int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int sm_count) {
+  VELA_CHECK(n_seqs >= 0 && n_kv_heads > 0 && max_len >= 0 && sm_count > 0,
+             "decode_num_splits: bad arguments (n_seqs ", n_seqs, ", n_kv_heads ", n_kv_heads,
+             ", max_len ", max_len, ", sm_count ", sm_count, ")");
+  constexpr int64_t kMinKeysPerSplit = 128;
+  const int64_t blocks = std::max<int64_t>(n_seqs * n_kv_heads, 1);
+  const int64_t want = (4 * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
+  const int64_t by_len = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  return static_cast<int>(std::clamp<int64_t>(std::min(want, by_len), 1, kMaxDecodeSplits));
+}
+
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& req_to_token, const Tensor& req_pool_indices,
+                            const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
+                            Tensor& lse_part, Tensor& out) {
+  const char* op = "paged_decode_attention";
+  check_paged(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, out);
+  VELA_CHECK(q.size(0) == seq_lens.size(0), op, ": q has ", q.size(0), " rows for ",
+             seq_lens.size(0), " sequences (one query per sequence)");
+  VELA_CHECK(n_splits >= 1 && n_splits <= kMaxDecodeSplits, op, ": n_splits ", n_splits,
+             " outside [1, ", kMaxDecodeSplits, "]");
+  if (n_splits > 1) {
+    const int64_t n_o = decode_o_part_numel(q.size(0), q.size(1), q.size(2), n_splits);
+    const int64_t n_lse = decode_lse_part_numel(q.size(0), q.size(1), n_splits);
+    VELA_CHECK(o_part.defined() && o_part.dtype() == DType::kF32 && o_part.is_contiguous() &&
+                   o_part.numel() >= n_o,
+               op, ": o_part must be a contiguous f32 buffer of >= ", n_o, " elements, got ",
+               o_part.str());
+    VELA_CHECK(lse_part.defined() && lse_part.dtype() == DType::kF32 &&
+                   lse_part.is_contiguous() && lse_part.numel() >= n_lse,
+               op, ": lse_part must be a contiguous f32 buffer of >= ", n_lse, " elements, got ",
+               lse_part.str());
+    check_devices(op, q, {&o_part, &lse_part});
   }
-  cpu::paged_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr,
-                       scale, out);
+  if (q.is_cpu())
+    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, nullptr);
+  VELA_DISPATCH(q.device(), paged_decode_attention, q, k_cache, v_cache, req_to_token,
+                req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, out);
+}
+
+int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,
+                           int32_t* tile_seq_idx, int32_t* tile_q_start, int64_t capacity) {
+  const char* op = "plan_prefill_tiles";
+  VELA_CHECK(qo_indptr != nullptr && n_seqs >= 0 && tile_q > 0, op, ": bad arguments (n_seqs ",
+             n_seqs, ", tile_q ", tile_q, ")");
+  VELA_CHECK(qo_indptr[0] == 0, op, ": qo_indptr[0] must be 0, got ", qo_indptr[0]);
+  int64_t n_tiles = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const int32_t q_len = qo_indptr[s + 1] - qo_indptr[s];
+    VELA_CHECK(q_len >= 0, op, ": qo_indptr decreases at sequence ", s);
+    const int32_t n = (q_len + tile_q - 1) / tile_q;
+    VELA_CHECK(n_tiles + n <= capacity, op, ": the plan needs more than ", capacity,
+               " tiles (see prefill_max_tiles)");
+    for (int32_t t = n - 1; t >= 0; --t) {  // later tiles see more keys: schedule them first
+      tile_seq_idx[n_tiles] = static_cast<int32_t>(s);
+      tile_q_start[n_tiles] = t * tile_q;
+      ++n_tiles;
+    }
+  }
+  return n_tiles;
+}
+
+void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                             const Tensor& req_to_token, const Tensor& req_pool_indices,
+                             const Tensor& seq_lens, const Tensor& qo_indptr,
+                             const Tensor& tile_seq_idx, const Tensor& tile_q_start,
+                             int64_t n_tiles, float scale, Tensor& out) {
+  const char* op = "paged_prefill_attention";
+  check_paged(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, out);
+  check_i32(op, "qo_indptr", qo_indptr, 1);
+  VELA_CHECK(qo_indptr.size(0) == seq_lens.size(0) + 1, op,
+             ": need n_seqs seq_lens/req_pool_indices and n_seqs + 1 qo_indptr");
+  check_i32(op, "tile_seq_idx", tile_seq_idx, 1);
+  check_i32(op, "tile_q_start", tile_q_start, 1);
+  VELA_CHECK(n_tiles >= 0 && tile_seq_idx.size(0) >= n_tiles && tile_q_start.size(0) >= n_tiles,
+             op, ": ", n_tiles, " tiles but the work arrays hold ", tile_seq_idx.size(0), " and ",
+             tile_q_start.size(0));
+  check_devices(op, q, {&qo_indptr, &tile_seq_idx, &tile_q_start});
+  if (q.is_cpu())
+    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens,
+                        qo_indptr.data<int32_t>());
+  VELA_DISPATCH(q.device(), paged_prefill_attention, q, k_cache, v_cache, req_to_token,
+                req_pool_indices, seq_lens, qo_indptr, tile_seq_idx, tile_q_start, n_tiles, scale,
+                out);
 }
 
 }  // namespace vela::ops

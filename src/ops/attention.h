@@ -5,6 +5,8 @@
 // h / (n_heads / n_kv_heads). `scale` is usually 1/sqrt(head_dim).
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 
 namespace vela::ops {
@@ -30,8 +32,87 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Ten
 //   k_cache, v_cache: [n_slots, n_kv_heads, head_dim]   req_to_token: [max_reqs, max_ctx] i32
 //   req_pool_indices, seq_lens: [n_seqs] i32   qo_indptr: [n_seqs + 1] i32
 //   out: [n_tokens, n_heads, head_dim]
+// On CUDA this is the non-graph path: it copies qo_indptr / seq_lens / req_pool_indices to the host
+// (one synchronization), validates them, plans and runs the decode or prefill kernel below with
+// temporary workspace.
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const Tensor& req_to_token, const Tensor& req_pool_indices,
                      const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out);
+
+// Backward of causal_attention (same masking), from the forward inputs and output:
+//   dout: [batch, seq, n_heads, head_dim]; dq: like q; dk, dv: like k (all overwritten).
+// Softmax statistics are recomputed (no saved log-sum-exp needed).
+void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& doc_ids, float scale, const Tensor& out,
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+
+// ---- CUDA-graph-friendly paged decode and ragged prefill (FlashInfer-style plan / run split) ----
+//
+// Both ops read seq_lens, req_pool_indices and req_to_token on the device only, allocate nothing
+// and never synchronize, so a CUDA graph captured once replays correctly while sequences grow.
+// Supported head_dim: 16, 32, 64, 128 (others: Unsupported). On CUDA q, caches and out share one
+// dtype (f32, bf16 or f16) and every tensor lives on q's device. Slots read through req_to_token
+// are trusted on the device (the CPU versions range-check them).
+
+// The most splits paged_decode_attention accepts (and decode_num_splits returns).
+inline constexpr int kMaxDecodeSplits = 128;
+
+// Query rows per prefill work tile (the tensor-core kernel's Q tile).
+inline constexpr int kPrefillTileQ = 64;
+
+// Splits of each sequence's KV range for paged_decode_attention: enough blocks to fill the
+// device (n_seqs * n_kv_heads * n_splits ~ 4 * sm_count) without splitting below ~128 keys, in
+// [1, kMaxDecodeSplits]. For a captured graph, pass the largest max_len the graph will replay with.
+int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int sm_count);
+
+// Workspace of paged_decode_attention, in f32 elements (the caller allocates it once for its
+// largest batch and split count): o_part holds n_seqs * n_heads * n_splits * head_dim floats,
+// lse_part n_seqs * n_heads * n_splits floats.
+inline int64_t decode_o_part_numel(int64_t n_seqs, int64_t n_heads, int64_t head_dim,
+                                   int n_splits) {
+  return n_seqs * n_heads * n_splits * head_dim;
+}
+inline int64_t decode_lse_part_numel(int64_t n_seqs, int64_t n_heads, int n_splits) {
+  return n_seqs * n_heads * n_splits;
+}
+
+// Attention of one query token per sequence (decode) over the paged cache, split-KV
+// (flash-decoding): sequence s's keys 0..seq_lens[s]-1 are cut into n_splits chunks (sizes from
+// the device-side seq_lens); each chunk's partial output and log-sum-exp go to the workspace, and
+// a merge kernel combines the live chunks. With n_splits == 1 the workspace is not touched (it may
+// be undefined). A sequence with seq_lens[s] == 0 (a padding row) gets a zero output.
+//   q: [n_seqs, n_heads, head_dim] (token stride free)   out: [n_seqs, n_heads, head_dim]
+//   k_cache, v_cache: [n_slots, n_kv_heads, head_dim]     req_to_token: [max_reqs, max_ctx] i32
+//   req_pool_indices, seq_lens: [n_seqs] i32
+//   o_part: f32, >= decode_o_part_numel(...) elements   lse_part: f32, >= decode_lse_part_numel
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& req_to_token, const Tensor& req_pool_indices,
+                            const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
+                            Tensor& lse_part, Tensor& out);
+
+// Upper bound of plan_prefill_tiles's tile count for n_tokens query rows in n_seqs sequences.
+inline int64_t prefill_max_tiles(int64_t n_tokens, int64_t n_seqs, int tile_q = kPrefillTileQ) {
+  return n_tokens / tile_q + n_seqs;
+}
+
+// Host planner of paged_prefill_attention: cuts every sequence's query rows (from a host copy of
+// qo_indptr, n_seqs + 1 entries) into tiles of tile_q rows and writes, per tile, its sequence index
+// and first query row (relative to the sequence) into the caller's arrays (capacity entries
+// each; prefill_max_tiles bounds the need). Within a sequence the later (costlier, causal) tiles
+// come first. Returns the tile count; throws InvalidArgument on a bad qo_indptr or capacity.
+int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,
+                           int32_t* tile_seq_idx, int32_t* tile_q_start, int64_t capacity);
+
+// Ragged causal prefill over the paged cache (any mix of prefill chunks and decode rows; same
+// semantics as paged_attention), driven by a plan: tile t covers query rows
+// [tile_q_start[t], tile_q_start[t] + kPrefillTileQ) of sequence tile_seq_idx[t]. bf16/f16 run on
+// tensor cores (mma.sync, fp32 accumulation, online softmax); f32 runs a CUDA-core kernel.
+//   tile_seq_idx, tile_q_start: i32 with >= n_tiles entries, on q's device (the planner's output
+//   copied there); other shapes as paged_attention.
+void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                             const Tensor& req_to_token, const Tensor& req_pool_indices,
+                             const Tensor& seq_lens, const Tensor& qo_indptr,
+                             const Tensor& tile_seq_idx, const Tensor& tile_q_start,
+                             int64_t n_tiles, float scale, Tensor& out);
 
 }  // namespace vela::ops

@@ -154,4 +154,26 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   });
 }
 
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& req_to_token, const Tensor& req_pool_indices,
+                            const Tensor& seq_lens, float scale, int /*n_splits*/,
+                            Tensor& /*o_part*/, Tensor& /*lse_part*/, Tensor& out) {
+  // One query per sequence: qo_indptr = 0, 1, ..., n_seqs.
+  const int64_t n_seqs = seq_lens.size(0);
+  Tensor qo_indptr = Tensor::empty({n_seqs + 1}, DType::kI32);
+  int32_t* qo = qo_indptr.data<int32_t>();
+  for (int64_t s = 0; s <= n_seqs; ++s) qo[s] = static_cast<int32_t>(s);
+  paged_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr, scale,
+                  out);
+}
+
+void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                             const Tensor& req_to_token, const Tensor& req_pool_indices,
+                             const Tensor& seq_lens, const Tensor& qo_indptr,
+                             const Tensor& /*tile_seq_idx*/, const Tensor& /*tile_q_start*/,
+                             int64_t /*n_tiles*/, float scale, Tensor& out) {
+  paged_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr, scale,
+                  out);
+}
+
 }  // namespace vela::ops::cpu

@@ -34,5 +34,21 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Ten
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const Tensor& req_to_token, const Tensor& req_pool_indices,
                      const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out);
+// CPU twins of the graph-friendly ops (ops/attention.h): the same math as paged_attention; the
+// split count, workspace and tile plan are accepted and ignored.
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& req_to_token, const Tensor& req_pool_indices,
+                            const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
+                            Tensor& lse_part, Tensor& out);
+void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                             const Tensor& req_to_token, const Tensor& req_pool_indices,
+                             const Tensor& seq_lens, const Tensor& qo_indptr,
+                             const Tensor& tile_seq_idx, const Tensor& tile_q_start,
+                             int64_t n_tiles, float scale, Tensor& out);
+
+void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+            Tensor& work, Tensor& out);
+void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
+                         const Tensor& entries);
 
 }  // namespace vela::ops::cpu

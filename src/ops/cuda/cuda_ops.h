@@ -27,4 +27,33 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& losses,
                    int32_t ignore_index, float label_smoothing);
 void cast(const Tensor& x, Tensor& out);
 
+// Attention (ops/attention.h). Device metadata is trusted: kv_write skips out-of-range slots.
+void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,
+              Tensor& v_cache);
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& req_to_token, const Tensor& req_pool_indices,
+                            const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
+                            Tensor& lse_part, Tensor& out);
+void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                             const Tensor& req_to_token, const Tensor& req_pool_indices,
+                             const Tensor& seq_lens, const Tensor& qo_indptr,
+                             const Tensor& tile_seq_idx, const Tensor& tile_q_start,
+                             int64_t n_tiles, float scale, Tensor& out);
+// Generic ragged attention: copies qo_indptr / seq_lens / req_pool_indices to the host (synchronizes),
+// validates them, then runs the decode, row or tensor-core prefill kernel with temporary buffers.
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     const Tensor& req_to_token, const Tensor& req_pool_indices,
+                     const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out);
+// The f32 (CUDA-core) ragged kernel: one row per query token, n_splits chunks per row merged
+// through the workspace (sized as decode's with n_seqs = n_tokens).
+void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                          const Tensor& req_to_token, const Tensor& req_pool_indices,
+                          const Tensor& seq_lens, const Tensor& qo_indptr, float scale,
+                          int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out);
+
+void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+            Tensor& work, Tensor& out);
+void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
+                         const Tensor& entries);
+
 }  // namespace vela::ops::cuda

@@ -1,0 +1,116 @@
+// Device building blocks shared by the attention kernels (ops/cuda/attention_*.cu only): cp.async
+// copies into shared memory (with zero fill for masked rows), ldmatrix and the m16n8k16 bf16/f16
+// tensor-core mma with fp32 accumulation, the split-KV chunking rule both the decode kernel and its
+// merge use, and the head_dim dispatch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace vela::ops::cuda {
+
+// ---- cp.async (sm_80+): 16 bytes global -> shared, zero-filled when !valid (src still must be a
+// mapped address; callers pass the tensor base) ----
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// ---- ldmatrix / mma ----
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+// d += a (16x16, row) * b (16x8, col); T is bf16 or f16 (vela storage types).
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as one 32-bit pair of T (x in the low half: the lower column / k index).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
+  uint32_t w;
+  if constexpr (std::is_same_v<T, bf16>) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    memcpy(&w, &h, 4);
+  } else {
+    __half2 h = __floats2half2_rn(x, y);
+    memcpy(&w, &h, 4);
+  }
+  return w;
+}
+
+// ---- split-KV chunking (decode kernel and merge must agree) ----
+inline constexpr int kSplitChunkAlign = 32;
+
+// Keys per split for a row of n_keys keys cut into n_splits chunks (a multiple of 32; 0 if empty).
+__host__ __device__ __forceinline__ int split_chunk(int n_keys, int n_splits) {
+  if (n_keys <= 0) return 0;
+  const int c = (n_keys + n_splits - 1) / n_splits;
+  return (c + kSplitChunkAlign - 1) / kSplitChunkAlign * kSplitChunkAlign;
+}
+// Splits that hold at least one key.
+__host__ __device__ __forceinline__ int live_splits(int n_keys, int n_splits) {
+  const int chunk = split_chunk(n_keys, n_splits);
+  return chunk == 0 ? 0 : (n_keys + chunk - 1) / chunk;
+}
+
+// Calls f(std::integral_constant<int, D>{}) for a supported head_dim.
+template <typename F>
+void dispatch_head_dim(int64_t head_dim, const char* op, F&& f) {
+  switch (head_dim) {
+    case 16:
+      f(std::integral_constant<int, 16>{});
+      break;
+    case 32:
+      f(std::integral_constant<int, 32>{});
+      break;
+    case 64:
+      f(std::integral_constant<int, 64>{});
+      break;
+    case 128:
+      f(std::integral_constant<int, 128>{});
+      break;
+    default:
+      VELA_THROW(Unsupported, op, ": CUDA kernels support head_dim 16, 32, 64 or 128, got ",
+                 head_dim);
+  }
+}
+
+}  // namespace vela::ops::cuda

@@ -75,8 +75,9 @@ class Dataset {
   int64_t seq_len() const { return seq_len_; }
   int64_t epoch() const;   // epoch of the next batch next_batch() returns
   int64_t cursor() const;  // index of that batch within its epoch
-  // {"kind", "seed", "epoch", "cursor", "n_sequences"}; restore() checks kind, seed and
-  // n_sequences (a different dataset is an InvalidArgument) and sets epoch / cursor.
+  // {"kind", "seed", "epoch", "cursor", "n_sequences", "global_batch_size"}; restore() checks
+  // that kind, seed, n_sequences and global batch size match (a different dataset or batching is
+  // an InvalidArgument naming the field) and sets epoch / cursor.
   json state() const;
   void restore(const json& state);
 
@@ -98,6 +99,7 @@ class Dataset {
   std::vector<int64_t> items_;  // shard sequence index of each dataset item
   int64_t seq_len_ = 0;
   std::unique_ptr<EpochSampler> sampler_;
+  int64_t epoch_ = 0, cursor_ = 0;  // position of the next batch
 };
 
 // A dataset and its validation counterpart (null when none is configured). The validation set

@@ -15,4 +15,11 @@ namespace vela::ops {
 void cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& losses,
                    int32_t ignore_index = -100, float label_smoothing = 0.0f);
 
+// Gradient of grad_scale * sum_rows(loss) w.r.t. the logits:
+//   dlogits = grad_scale * (softmax(logits) - (1 - eps) * onehot(target) - eps / vocab),
+// 0 on ignored rows. dlogits: [n_rows, vocab] f32 (may alias f32 logits).
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
+                            float grad_scale, int32_t ignore_index = -100,
+                            float label_smoothing = 0.0f);
+
 }  // namespace vela::ops

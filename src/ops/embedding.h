@@ -10,4 +10,9 @@ namespace vela::ops {
 
 void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);
 
+// Backward: dweight[ids[i], :] += dout[i, :] (repeated ids add up).
+//   ids: [n_tokens] i32   dout: [n_tokens, hidden] (f32, or bf16/f16 on CUDA)
+//   dweight: [vocab, hidden] f32
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight);
+
 }  // namespace vela::ops

@@ -12,4 +12,14 @@ namespace vela::ops {
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out);
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out);
 
+// Backward (training; CPU f32, CUDA f32/bf16/f16). x: the forward input, dout: d(out).
+//   rms_norm_backward:     dx = d/dx (overwritten; may alias dout)
+//   add_rms_norm_backward: residual is the forward's updated residual (the norm's input);
+//                          dresidual += d/d(residual) — the fused add passes it on unchanged
+//   dw: [hidden] f32, += sum over rows of dout * x_hat (undefined = skip)
+void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dout, Tensor& dx,
+                       Tensor& dw);
+void add_rms_norm_backward(const Tensor& residual, const Tensor& w, float eps, const Tensor& dout,
+                           Tensor& dresidual, Tensor& dw);
+
 }  // namespace vela::ops

@@ -59,4 +59,8 @@ Tensor make_rope_table(const RopeConfig& cfg, int64_t n_positions, Device device
 
 void rotary(Tensor& x, const Tensor& positions, const Tensor& table);
 
+// Backward of rotary(): the rotation is orthogonal (times the table's scaling), so the gradient
+// is dx rotated by -theta; dx: [n_tokens, n_heads, head_dim], in place.
+void rotary_backward(Tensor& dx, const Tensor& positions, const Tensor& table);
+
 }  // namespace vela::ops

@@ -11,4 +11,8 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 // Fused-projection form (vLLM silu_and_mul): x [n_rows, 2*inter] = [gate | up] -> out [n_rows, inter].
 void silu_and_mul(const Tensor& x, Tensor& out);
 
+// Backward of silu_and_mul. x: [n_rows, 2*inter] the forward input (gate | up),
+// dout: [n_rows, inter], dx: [n_rows, 2*inter] (overwritten).
+void silu_and_mul_backward(const Tensor& x, const Tensor& dout, Tensor& dx);
+
 }  // namespace vela::ops

@@ -1,6 +1,7 @@
 // CPU aligned allocation and Storage construction.
 #include "core/allocator.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -19,7 +20,14 @@ void* cpu_alloc(size_t bytes) {
 
 void cpu_free(void* p) { std::free(p); }
 
+namespace {
+std::atomic<uint64_t> g_storage_allocations{0};
+}  // namespace
+
+uint64_t storage_allocation_count() { return g_storage_allocations.load(std::memory_order_relaxed); }
+
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
+  g_storage_allocations.fetch_add(1, std::memory_order_relaxed);
   auto s = std::make_shared<Storage>();
   s->bytes = bytes;
   s->device = device;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -32,10 +33,14 @@ struct Storage {
   }
 
   // Allocates `bytes` on `device` (CPU aligned allocator or the CUDA caching allocator).
+  // Every call bumps allocation_count() (tests check that decode steps allocate nothing).
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
   // Wraps memory owned elsewhere; `keepalive` is held until the storage dies.
   static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device,
                                          std::shared_ptr<void> keepalive);
 };
+
+// Number of Storage::allocate calls so far in this process (all devices).
+uint64_t storage_allocation_count();
 
 }  // namespace vela

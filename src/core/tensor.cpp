@@ -51,6 +51,24 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
   return t;
 }
 
+Tensor Tensor::alias(const std::shared_ptr<Storage>& storage, int64_t byte_offset,
+                     const Shape& shape, DType dtype) {
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  VELA_CHECK(storage != nullptr, "Tensor::alias: no storage");
+  VELA_CHECK(byte_offset >= 0 && byte_offset % es == 0, "Tensor::alias: byte offset ", byte_offset,
+             " is not a multiple of the element size ", es);
+  VELA_CHECK(byte_offset + shape.numel() * es <= static_cast<int64_t>(storage->bytes),
+             "Tensor::alias: ", shape.numel() * es, " bytes at offset ", byte_offset,
+             " exceed the storage's ", storage->bytes);
+  Tensor t;
+  t.storage_ = storage;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  t.offset_ = byte_offset / es;
+  t.dtype_ = dtype;
+  return t;
+}
+
 bool Tensor::is_contiguous() const {
   int64_t s = 1;
   for (int i = dim() - 1; i >= 0; --i) {

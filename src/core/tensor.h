@@ -28,6 +28,10 @@ class Tensor {
   // Wraps memory owned elsewhere (an mmap'd file, a workspace); `keepalive` is held meanwhile.
   static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
                           std::shared_ptr<void> keepalive = nullptr);
+  // A contiguous tensor over `storage` starting `byte_offset` bytes in (a multiple of the element
+  // size), sharing it: how arenas hand out views without allocating.
+  static Tensor alias(const std::shared_ptr<Storage>& storage, int64_t byte_offset,
+                      const Shape& shape, DType dtype);
   // A contiguous CPU tensor holding a copy of `values`; shape defaults to [values.size()].
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, Shape shape = {});

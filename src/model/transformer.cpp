@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/rng.h"
+#include "core/scratch_arena.h"
 #include "ops/cast.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
@@ -31,9 +32,9 @@ Tensor Transformer::rope_table(int64_t n_positions) const {
 
 Tensor Transformer::logits_from_hidden(const Tensor& hidden) const {
   const int64_t n = hidden.size(0);
-  Tensor normed = Tensor::empty(hidden.shape(), hidden.dtype(), hidden.device());
+  Tensor normed = scratch_tensor(hidden.shape(), hidden.dtype(), hidden.device());
   ops::rms_norm(hidden, final_norm, config.rms_norm_eps, normed);
-  Tensor logits = Tensor::empty({n, config.vocab_size}, DType::kF32, hidden.device());
+  Tensor logits = scratch_tensor({n, config.vocab_size}, DType::kF32, hidden.device());
   ops::gemm(normed, lm_head.weight, logits, false, true);
   return logits;
 }
@@ -89,11 +90,11 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   const int64_t n = ids.size(0), h = config.hidden_size;
   // kv.max_len = the longest sequence after this step = max position + 1 (no host read here).
   Tensor table = rope_table(kv.max_len);
-  Tensor residual = Tensor::empty({n, h}, dtype(), device());
+  Tensor residual = scratch_tensor({n, h}, dtype(), device());
   ops::embedding(embed, ids, residual);
   for (size_t l = 0; l < blocks.size(); ++l)
     blocks[l].forward_packed(residual, positions, table, kv, static_cast<int64_t>(l));
-  Tensor selected = Tensor::empty({logits_indices.size(0), h}, dtype(), device());
+  Tensor selected = scratch_tensor({logits_indices.size(0), h}, dtype(), device());
   ops::embedding(residual, logits_indices, selected);  // row gather
   return logits_from_hidden(selected);
 }

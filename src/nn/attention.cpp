@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/scratch_arena.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
@@ -15,9 +16,9 @@ void Attention::project_qkv(const Tensor& x, const Tensor& positions, const Tens
                             Tensor& q, Tensor& k, Tensor& v) const {
   const int64_t n = x.size(0), qd = cfg.q_dim(), kvd = cfg.kv_dim();
   DType dt = x.dtype();
-  q = Tensor::empty({n, cfg.n_heads, cfg.head_dim}, dt, x.device());
-  k = Tensor::empty({n, cfg.n_kv_heads, cfg.head_dim}, dt, x.device());
-  v = Tensor::empty({n, cfg.n_kv_heads, cfg.head_dim}, dt, x.device());
+  q = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, dt, x.device());
+  k = scratch_tensor({n, cfg.n_kv_heads, cfg.head_dim}, dt, x.device());
+  v = scratch_tensor({n, cfg.n_kv_heads, cfg.head_dim}, dt, x.device());
   Tensor parts[3] = {q.view({n, qd}), k.view({n, kvd}), v.view({n, kvd})};
   int64_t begin[3] = {0, qd, qd + kvd}, width[3] = {qd, kvd, kvd};
   for (int i = 0; i < 3; ++i) {
@@ -41,7 +42,7 @@ void Attention::forward_packed(const Tensor& x, const Tensor& positions, const T
   project_qkv(x, positions, rope_table, q, k, v);
   Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
   ops::kv_write(k, v, kv.out_cache_loc, k_cache, v_cache);
-  Tensor attn = Tensor::empty(q.shape(), q.dtype(), q.device());
+  Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
   float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   ops::paged_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices, kv.seq_lens,
                        kv.qo_indptr, scale, attn);

@@ -1,6 +1,7 @@
 // DecoderBlock forward passes. The second residual add is fused into the post-attention RMSNorm.
 #include "nn/decoder_block.h"
 
+#include "core/scratch_arena.h"
 #include "ops/elementwise.h"
 #include "ops/rms_norm.h"
 
@@ -9,9 +10,10 @@ namespace vela {
 void DecoderBlock::forward_packed(Tensor& residual, const Tensor& positions,
                                   const Tensor& rope_table, const KVCacheView& kv,
                                   int64_t layer_idx) const {
-  Tensor normed = Tensor::empty(residual.shape(), residual.dtype(), residual.device());
+  ScratchMark temporaries;  // this block's temporaries are free again when it returns
+  Tensor normed = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
   ops::rms_norm(residual, input_norm, eps, normed);
-  Tensor attn_out = Tensor::empty(residual.shape(), residual.dtype(), residual.device());
+  Tensor attn_out = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
   attn.forward_packed(normed, positions, rope_table, kv, layer_idx, attn_out);
   ops::add_rms_norm(attn_out, residual, post_norm, eps, normed);  // residual += attn_out
   mlp.forward(normed, attn_out);

@@ -1,0 +1,327 @@
+// DeviceSampler: host-side packing of the rows, the count-table bookkeeping, and the one upload /
+// one download per step around the sampling op. CUDA specifics (pinned staging, async copies,
+// events) are compiled only with the CUDA backend; on the CPU the staging buffers are the "device"
+// buffers and nothing is copied.
+#include "engine/runtime/device_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "ops/sampling.h"
+
+#if defined(VELA_HAS_CUDA)
+#include <cuda_runtime.h>
+
+#include "core/cuda/stream.h"
+#endif
+
+namespace vela {
+
+namespace {
+
+// Rounds a byte count up to 16 so that the next region stays aligned.
+int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+int64_t params_bytes(int32_t max_rows) {
+  return align16(static_cast<int64_t>(max_rows) * static_cast<int64_t>(sizeof(ops::SampleRowParams)));
+}
+
+}  // namespace
+
+struct DeviceSampler::Pinned {
+#if defined(VELA_HAS_CUDA)
+  cudaEvent_t upload_done = nullptr;  // the last stage() upload has left the staging buffer
+  cudaEvent_t reset_done = nullptr;   // the last reset_slot() upload has left its buffer
+  ~Pinned() {
+    if (upload_done) cudaEventDestroy(upload_done);
+    if (reset_done) cudaEventDestroy(reset_done);
+  }
+  // A pinned host tensor (freed with cudaFreeHost when the last view goes).
+  static Tensor host_tensor(const Shape& shape, DType dtype) {
+    void* p = nullptr;
+    const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+    VELA_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 16), cudaHostAllocDefault));
+    std::memset(p, 0, std::max<size_t>(bytes, 16));
+    std::shared_ptr<void> keep(p, [](void* q) { cudaFreeHost(q); });
+    return Tensor::from_blob(p, shape, dtype, Device::cpu(), keep);
+  }
+#endif
+};
+
+DeviceSampler::DeviceSampler(int64_t vocab_size, int32_t max_rows, Device device,
+                             int32_t max_slots, int64_t max_bias_entries)
+    : vocab_size_(vocab_size),
+      max_rows_(max_rows),
+      max_slots_(max_slots > 0 ? max_slots : max_rows),
+      max_bias_(max_bias_entries > 0 ? max_bias_entries
+                                     : std::max<int64_t>(vocab_size, int64_t{1024} * max_rows)),
+      device_(device),
+      pinned_(std::make_unique<Pinned>()) {
+  VELA_CHECK(vocab_size > 0 && vocab_size <= (int64_t{1} << 30),
+             "DeviceSampler: vocab_size must be in [1, 2^30], got ", vocab_size);
+  VELA_CHECK(max_rows > 0, "DeviceSampler: max_rows must be >= 1, got ", max_rows);
+  VELA_CHECK(max_slots >= 0, "DeviceSampler: max_slots must be >= 0, got ", max_slots);
+#if !defined(VELA_HAS_CUDA)
+  if (device.is_cuda())
+    VELA_THROW(Unsupported, "DeviceSampler on ", device.str(), ": this build has no CUDA backend");
+#endif
+  const int64_t p_bytes = params_bytes(max_rows_);
+  const int64_t up_bytes = p_bytes + max_bias_ * 2 * 4;
+  const int64_t n_reset = 3 + 2 * vocab_size;
+  upload_dev_ = Tensor::zeros({up_bytes}, DType::kU8, device);
+  params_dev_ = Tensor::alias(upload_dev_.storage(), 0, {p_bytes}, DType::kU8);
+  bias_dev_ = Tensor::alias(upload_dev_.storage(), p_bytes, {max_bias_, 2}, DType::kI32);
+  counts_ = Tensor::zeros({max_slots_, vocab_size}, DType::kI32, device);
+  work_ = Tensor::zeros({max_rows_, vocab_size}, DType::kF32, device);
+  out_dev_ = Tensor::zeros({ops::kSampleOutRows, max_rows_}, DType::kI32, device);
+  reset_dev_ = Tensor::zeros({n_reset}, DType::kI32, device);
+  if (device.is_cpu()) {
+    upload_host_ = upload_dev_;
+    out_host_ = out_dev_;
+    reset_host_ = reset_dev_;
+  } else {
+#if defined(VELA_HAS_CUDA)
+    upload_host_ = Pinned::host_tensor({up_bytes}, DType::kU8);
+    out_host_ = Pinned::host_tensor({ops::kSampleOutRows, max_rows_}, DType::kI32);
+    reset_host_ = Pinned::host_tensor({n_reset}, DType::kI32);
+    VELA_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_->upload_done, cudaEventDisableTiming));
+    VELA_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_->reset_done, cudaEventDisableTiming));
+#endif
+  }
+  mark_.assign(static_cast<size_t>(vocab_size), 0);
+  touched_.reserve(static_cast<size_t>(vocab_size));
+  slot_used_.assign(static_cast<size_t>(max_slots_), 0);
+  row_top_logprobs_.assign(static_cast<size_t>(max_rows_), -1);
+}
+
+DeviceSampler::~DeviceSampler() = default;
+
+void DeviceSampler::upload(const Tensor& host, Tensor& dev, size_t bytes) {
+  if (device_.is_cpu() || bytes == 0) return;
+#if defined(VELA_HAS_CUDA)
+  VELA_CUDA_CHECK(cudaMemcpyAsync(dev.data_ptr(), host.data_ptr(), bytes, cudaMemcpyHostToDevice,
+                                  cuda::current_stream()));
+#else
+  (void)host;
+  (void)dev;
+#endif
+}
+
+void DeviceSampler::reset_slot(int32_t slot, const std::vector<int32_t>& prompt,
+                               const std::vector<int32_t>& output) {
+  VELA_CHECK(slot >= 0 && slot < max_slots_, "DeviceSampler::reset_slot: slot ", slot,
+             " is outside [0, ", max_slots_, ")");
+  auto check = [&](const std::vector<int32_t>& tokens, const char* what) {
+    for (int32_t t : tokens)
+      VELA_CHECK(t >= 0 && t < vocab_size_, "DeviceSampler: ", what, " token id ", t,
+                 " is outside the vocabulary [0, ", vocab_size_, ")");
+  };
+  check(prompt, "prompt");
+  check(output, "output");
+#if defined(VELA_HAS_CUDA)
+  if (device_.is_cuda()) VELA_CUDA_CHECK(cudaEventSynchronize(pinned_->reset_done));
+#endif
+  // Distinct tokens with (output count << 1) | in_prompt, in first-seen order.
+  touched_.clear();
+  for (int32_t t : prompt) {
+    if (mark_[t] == 0) touched_.push_back(t);
+    mark_[t] |= 1;
+  }
+  for (int32_t t : output) {
+    if (mark_[t] == 0) touched_.push_back(t);
+    mark_[t] += 2;
+  }
+  int32_t* h = reset_host_.data<int32_t>();
+  const auto n_entries = static_cast<int32_t>(touched_.size());
+  h[0] = slot;
+  h[1] = 0;
+  h[2] = n_entries;
+  for (int32_t j = 0; j < n_entries; ++j) {
+    const int32_t t = touched_[static_cast<size_t>(j)];
+    h[3 + 2 * j] = t;
+    h[3 + 2 * j + 1] = mark_[t];
+    mark_[t] = 0;
+  }
+  upload(reset_host_, reset_dev_, static_cast<size_t>(3 + 2 * n_entries) * sizeof(int32_t));
+  Tensor resets = reset_dev_.slice(0, 0, 3).view({1, 3});
+  Tensor entries = reset_dev_.slice(0, 3, 3 + 2 * vocab_size_).view({vocab_size_, 2});
+  ops::sample_reset_counts(counts_, resets, 1, entries);
+#if defined(VELA_HAS_CUDA)
+  if (device_.is_cuda())
+    VELA_CUDA_CHECK(cudaEventRecord(pinned_->reset_done, cuda::current_stream()));
+#endif
+}
+
+void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32_t>* slots) {
+  n_staged_ = -1;  // a failed stage leaves nothing to launch
+  launched_ = false;
+  const auto n_rows = static_cast<int32_t>(rows.size());
+  VELA_CHECK(rows.size() <= static_cast<size_t>(max_rows_), "DeviceSampler: ", rows.size(),
+             " rows exceed max_rows ", max_rows_);
+  VELA_CHECK(slots == nullptr || slots->size() == rows.size(), "DeviceSampler: ",
+             slots ? slots->size() : 0, " slots for ", rows.size(), " rows");
+  int64_t n_bias = 0;
+  for (int32_t r = 0; r < n_rows; ++r) {
+    const SamplerRow& row = rows[static_cast<size_t>(r)];
+    VELA_CHECK(row.params != nullptr, "DeviceSampler: row ", r, " has no SamplingParams");
+    row.params->validate();
+    for (const auto& [id, bias] : row.params->logit_bias)
+      VELA_CHECK(id >= 0 && id < vocab_size_, "DeviceSampler: logit_bias token id ", id,
+                 " is outside the vocabulary [0, ", vocab_size_, ")");
+    n_bias += static_cast<int64_t>(row.params->logit_bias.size());
+  }
+  VELA_CHECK(n_bias <= max_bias_, "DeviceSampler: ", n_bias,
+             " logit_bias entries in one step exceed the capacity ", max_bias_);
+  if (slots != nullptr) {
+    std::fill(slot_used_.begin(), slot_used_.end(), 0);
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const int32_t s = (*slots)[static_cast<size_t>(r)];
+      const bool penalized = rows[static_cast<size_t>(r)].params->has_penalties();
+      VELA_CHECK(s >= -1 && s < max_slots_, "DeviceSampler: row ", r, " slot ", s,
+                 " is outside [-1, ", max_slots_, ")");
+      VELA_CHECK(!penalized || s >= 0, "DeviceSampler: row ", r,
+                 " has penalties but no count-table slot");
+      if (s < 0) continue;
+      VELA_CHECK(!slot_used_[static_cast<size_t>(s)], "DeviceSampler: slot ", s,
+                 " is used by two rows of one step");
+      slot_used_[static_cast<size_t>(s)] = 1;
+    }
+  } else {
+    VELA_CHECK(n_rows <= max_slots_, "DeviceSampler: stateless penalties need max_slots >= ",
+               n_rows);
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const SamplerRow& row = rows[static_cast<size_t>(r)];
+      if (!row.params->has_penalties()) continue;
+      static const std::vector<int32_t> kEmpty;
+      reset_slot(r, row.prompt ? *row.prompt : kEmpty, row.output ? *row.output : kEmpty);
+    }
+  }
+
+#if defined(VELA_HAS_CUDA)
+  if (device_.is_cuda()) VELA_CUDA_CHECK(cudaEventSynchronize(pinned_->upload_done));
+#endif
+  auto* base = static_cast<uint8_t*>(upload_host_.data_ptr());
+  auto* packed = reinterpret_cast<ops::SampleRowParams*>(base);
+  auto* bias = reinterpret_cast<int32_t*>(base + params_bytes(max_rows_));
+  int32_t bias_at = 0;
+  any_logprobs_ = false;
+  for (int32_t r = 0; r < n_rows; ++r) {
+    const SamplerRow& row = rows[static_cast<size_t>(r)];
+    const SamplingParams& sp = *row.params;
+    ops::SampleRowParams p;
+    if (sp.is_greedy()) {
+      p.flags |= ops::kSampleGreedy;
+    } else {
+      p.inv_temperature = 1.0f / sp.temperature;
+      p.top_p = sp.top_p;
+      p.min_p = sp.min_p;
+      p.top_k = (sp.top_k > 0 && sp.top_k < vocab_size_) ? sp.top_k : 0;
+    }
+    if (sp.repetition_penalty != 1.0f) p.flags |= ops::kSampleRepetition;
+    if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f)
+      p.flags |= ops::kSampleFreqPresence;
+    p.presence = sp.presence_penalty;
+    p.frequency = sp.frequency_penalty;
+    p.repetition = sp.repetition_penalty;
+    if (sp.has_penalties()) {
+      p.slot = slots ? (*slots)[static_cast<size_t>(r)] : r;
+      if (slots) p.flags |= ops::kSampleUpdateCounts;
+    } else if (slots && (*slots)[static_cast<size_t>(r)] >= 0) {
+      p.slot = (*slots)[static_cast<size_t>(r)];
+    }
+    if (sp.logprobs) {
+      p.flags |= ops::kSampleLogprobs;
+      p.n_top_logprobs = std::min(sp.top_logprobs, ops::kSampleMaxTopLogprobs);
+      any_logprobs_ = true;
+      row_top_logprobs_[static_cast<size_t>(r)] =
+          static_cast<int32_t>(std::min<int64_t>(p.n_top_logprobs, vocab_size_));
+    } else {
+      row_top_logprobs_[static_cast<size_t>(r)] = -1;
+    }
+    p.bias_begin = bias_at;
+    for (const auto& [id, b] : sp.logit_bias) {
+      bias[2 * bias_at] = id;
+      std::memcpy(&bias[2 * bias_at + 1], &b, 4);
+      ++bias_at;
+    }
+    p.bias_end = bias_at;
+    p.seed = row.seed;
+    p.stream = row.stream;
+    p.step = row.step;
+    std::memcpy(packed + r, &p, sizeof(p));
+  }
+  const size_t bytes =
+      bias_at > 0 ? static_cast<size_t>(params_bytes(max_rows_)) + size_t{8} * bias_at
+                  : sizeof(ops::SampleRowParams) * static_cast<size_t>(n_rows);
+  upload(upload_host_, upload_dev_, bytes);
+#if defined(VELA_HAS_CUDA)
+  if (device_.is_cuda())
+    VELA_CUDA_CHECK(cudaEventRecord(pinned_->upload_done, cuda::current_stream()));
+#endif
+  n_staged_ = n_rows;
+  launched_ = false;
+}
+
+void DeviceSampler::launch(const Tensor& logits) {
+  VELA_CHECK(n_staged_ >= 0, "DeviceSampler::launch: no rows staged");
+  VELA_CHECK(logits.defined() && logits.dim() == 2 && logits.dtype() == DType::kF32,
+             "DeviceSampler: logits must be f32 [n_rows, vocab], got ",
+             logits.defined() ? logits.str() : std::string("undefined"));
+  VELA_CHECK(logits.size(0) == n_staged_ && logits.size(1) == vocab_size_, "DeviceSampler: logits ",
+             logits.str(), " do not match ", n_staged_, " staged rows of ", vocab_size_, " tokens");
+  VELA_CHECK(logits.device() == device_, "DeviceSampler: logits on ", logits.device().str(),
+             ", sampler on ", device_.str());
+  ops::sample(logits, params_dev_, bias_dev_, counts_, work_, out_dev_);
+  launched_ = true;
+}
+
+void DeviceSampler::finish(std::vector<SampleResult>& out) {
+  VELA_CHECK(launched_, "DeviceSampler::finish: nothing launched since the last stage()");
+  const int32_t n = n_staged_;
+#if defined(VELA_HAS_CUDA)
+  if (device_.is_cuda()) {
+    // Ids only: the first n of row 0; with logprobs: every row of the table.
+    const size_t bytes = any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
+    cudaStream_t stream = cuda::current_stream();
+    if (bytes > 0) {
+      VELA_CUDA_CHECK(cudaMemcpyAsync(out_host_.data_ptr(), out_dev_.data_ptr(), bytes,
+                                      cudaMemcpyDeviceToHost, stream));
+    }
+    VELA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+#endif
+  if (out.size() != static_cast<size_t>(n)) out.resize(static_cast<size_t>(n));
+  const int32_t* h = out_host_.data<int32_t>();
+  const int64_t s = max_rows_;
+  for (int32_t r = 0; r < n; ++r) {
+    SampleResult& res = out[static_cast<size_t>(r)];
+    res.token = h[ops::kSampleOutToken * s + r];
+    res.logprob = 0.0f;
+    res.top_logprobs.clear();
+    const int32_t k = row_top_logprobs_[static_cast<size_t>(r)];
+    if (k < 0) continue;
+    std::memcpy(&res.logprob, &h[ops::kSampleOutLogprob * s + r], 4);
+    for (int32_t j = 0; j < k; ++j) {
+      float lp;
+      std::memcpy(&lp, &h[(ops::kSampleOutTopLogprobs + j) * s + r], 4);
+      res.top_logprobs.emplace_back(h[(ops::kSampleOutTopIds + j) * s + r], lp);
+    }
+  }
+  launched_ = false;
+}
+
+void DeviceSampler::sample(const Tensor& logits, const std::vector<SamplerRow>& rows,
+                           std::vector<SampleResult>& out) {
+  stage(rows);
+  launch(logits);
+  finish(out);
+}
+
+Tensor DeviceSampler::device_tokens() const {
+  return out_dev_.slice(0, ops::kSampleOutToken, ops::kSampleOutToken + 1).view({max_rows_});
+}
+
+}  // namespace vela

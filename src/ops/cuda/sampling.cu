@@ -1,0 +1,574 @@
+// CUDA sampling: one 1024-thread block per row runs the whole pipeline of ops/sampling.h, so a
+// batch of rows is one launch with no host synchronization (graph-capturable: no allocation, all
+// scratch is `work` and shared memory).
+//
+// Passes over a row (100k floats stream from L2 after the first): raw log-sum-exp and top
+// logprobs when asked; penalties + bias into `work` when the row has them; a block argmax (the
+// greedy token and the row max m). Sampled rows then:
+//  - top-k / top-p: a "ladder" pass counts the tokens (and sums their weights) whose exponent
+//    d = (m - l) / T lies below each of 10 fixed rungs; the tightest rung that provably holds the
+//    top-k tokens, or enough mass for top-p, selects a candidate set that is compacted into
+//    shared memory (<= 16384) and bitonic-sorted in (logit desc, id asc) order; the k-th key and
+//    the top-p cut are then read off exactly (fixed-point prefix sums). Sets too large for shared
+//    memory (near-flat rows with top-p close to 1, or huge k) take a slower exact path: bitwise
+//    bisection over the order-preserving keys, one block reduction per bit.
+//  - the draw: warps own contiguous id segments; the per-warp kept mass locates the segment
+//    holding u * mass and that warp scans it with shuffles, so the first id whose cumulative
+//    weight exceeds the target is found in ascending id order, as on the CPU.
+// Float products that the CPU rounds separately use __fmul_rn / __fsub_rn / __fdiv_rn so nvcc
+// cannot contract them into FMAs.
+#include <climits>
+#include <cstdint>
+
+#include "core/rng.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/sampling.h"
+
+namespace vela::ops::cuda {
+
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxCand = 16384;  // shared-memory candidates (128 KiB of u64)
+constexpr int kRungs = 10;
+constexpr size_t kCandBytes = sizeof(uint64_t) * kMaxCand;
+
+struct SampleArgs {
+  const float* logits;
+  int64_t logits_stride;
+  int64_t n;  // vocab
+  const SampleRowParams* params;
+  const int32_t* bias;
+  int32_t* counts;
+  float* work;
+  int32_t* out;
+  int64_t out_stride;
+};
+
+struct ResetArgs {
+  int32_t* counts;
+  int64_t n;
+  const int32_t* resets;
+  const int32_t* entries;
+};
+
+}  // namespace
+
+// Rung j of the ladder: an upper bound on d = (m - l) / T; the last rung is every finite logit.
+static __device__ __forceinline__ float rung(int j) {
+  switch (j) {
+    case 0: return 1.0f;
+    case 1: return 2.0f;
+    case 2: return 4.0f;
+    case 3: return 8.0f;
+    case 4: return 16.0f;
+    case 5: return 32.0f;
+    case 6: return 64.0f;
+    case 7: return 128.0f;
+    case 8: return 1024.0f;
+    default: return INFINITY;
+  }
+}
+
+static __device__ __forceinline__ float sanitize(float v) { return v != v ? -INFINITY : v; }
+
+static __device__ __forceinline__ float key_to_float(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+static __device__ __forceinline__ int32_t rank_id(uint64_t rank) {
+  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(rank));
+}
+
+static __device__ __forceinline__ uint64_t warp_sum_u64(uint64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+static __device__ __forceinline__ uint64_t warp_max_u64(uint64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+static __device__ __forceinline__ uint64_t warp_incl_scan_u64(uint64_t v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint64_t w = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += w;
+  }
+  return v;
+}
+
+// Block-wide sum / max of a u64, returned to every thread; `red` holds kWarps values. Ends with a
+// barrier, so `red` may be reused at once.
+static __device__ __forceinline__ uint64_t block_sum_u64(uint64_t v, uint64_t* red) {
+  v = warp_sum_u64(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  uint64_t s = 0;
+#pragma unroll 8
+  for (int w = 0; w < kWarps; ++w) s += red[w];
+  __syncthreads();
+  return s;
+}
+static __device__ __forceinline__ uint64_t block_max_u64(uint64_t v, uint64_t* red) {
+  v = warp_max_u64(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  uint64_t s = 0;
+#pragma unroll 8
+  for (int w = 0; w < kWarps; ++w) s = red[w] > s ? red[w] : s;
+  __syncthreads();
+  return s;
+}
+
+// Calls f(i, v) for every element of p[0, n) this thread owns (ids ascending per thread), with
+// NaN read as -inf. `vec4`: p is 16-byte aligned and n % 4 == 0.
+template <typename F>
+static __device__ __forceinline__ void for_each(const float* p, int64_t n, bool vec4, F&& f) {
+  if (vec4) {
+    const float4* p4 = reinterpret_cast<const float4*>(p);
+    for (int64_t j = threadIdx.x; j < (n >> 2); j += kThreads) {
+      const float4 v = p4[j];
+      f(4 * j, sanitize(v.x));
+      f(4 * j + 1, sanitize(v.y));
+      f(4 * j + 2, sanitize(v.z));
+      f(4 * j + 3, sanitize(v.w));
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) f(i, sanitize(p[i]));
+  }
+}
+
+template <typename F>
+static __device__ __forceinline__ uint64_t row_sum(const float* p, int64_t n, bool vec4, F&& f,
+                                                   uint64_t* red) {
+  uint64_t s = 0;
+  for_each(p, n, vec4, [&](int64_t i, float v) { s += f(i, v); });
+  return block_sum_u64(s, red);
+}
+
+// The first id i (ascending) at which sum_{j <= i} f(j, p[j]) > target(total), where total is
+// the sum over the whole row; -1 when none. Warp w owns ids [w * seg, (w + 1) * seg).
+template <typename F, typename T>
+static __device__ int32_t ordered_select(const float* p, int64_t n, F&& f, T&& target,
+                                         uint64_t* red, int32_t* s_int) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t seg = (n + kWarps - 1) / kWarps;
+  const int64_t lo = warp * seg, hi = lo + seg < n ? lo + seg : n;
+  uint64_t s = 0;
+  for (int64_t i = lo + lane; i < hi; i += 32) s += f(i, sanitize(p[i]));
+  s = warp_sum_u64(s);
+  if (lane == 0) red[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    const uint64_t mine = red[lane];
+    const uint64_t incl = warp_incl_scan_u64(mine);
+    const uint64_t total = __shfl_sync(0xffffffffu, incl, 31);
+    const uint64_t t = target(total);
+    const unsigned hit = __ballot_sync(0xffffffffu, incl > t);
+    if (lane == 0) {
+      s_int[0] = hit ? __ffs(hit) - 1 : -1;
+      s_int[1] = -1;
+    }
+    if (hit && lane == __ffs(hit) - 1) {
+      red[kWarps] = incl - mine;  // mass before the chosen warp's segment
+      red[kWarps + 1] = t;
+    }
+  }
+  __syncthreads();
+  const int chosen = s_int[0];
+  if (warp == chosen) {
+    uint64_t base = red[kWarps];
+    const uint64_t t = red[kWarps + 1];
+    for (int64_t c = lo; c < hi; c += 32) {
+      const int64_t i = c + lane;
+      const uint64_t x = i < hi ? f(i, sanitize(p[i])) : 0;
+      const uint64_t incl = warp_incl_scan_u64(x);
+      const unsigned hit = __ballot_sync(0xffffffffu, base + incl > t);
+      if (hit) {
+        if (lane == 0) s_int[1] = static_cast<int32_t>(c + __ffs(hit) - 1);
+        break;
+      }
+      base += __shfl_sync(0xffffffffu, incl, 31);
+    }
+  }
+  __syncthreads();
+  const int32_t result = s_int[1];
+  __syncthreads();
+  return result;
+}
+
+// Descending bitonic sort of s[0, n_pad) (n_pad a power of two >= 2).
+static __device__ void bitonic_sort_desc(uint64_t* s, int n_pad) {
+  for (int k = 2; k <= n_pad; k <<= 1) {
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < n_pad; i += kThreads) {
+        const int ixj = i ^ j;
+        if (ixj > i) {
+          const uint64_t a = s[i], b = s[ixj];
+          const bool desc = (i & k) == 0;
+          if (desc ? a < b : a > b) {
+            s[i] = b;
+            s[ixj] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a) {
+  extern __shared__ uint64_t s_cand[];  // [kMaxCand]
+  __shared__ uint64_t s_red[kWarps + 2];
+  __shared__ float s_f[2 * kWarps];
+  __shared__ int32_t s_int[4];
+  __shared__ uint32_t s_rung_cnt[kWarps][kRungs];
+  __shared__ float s_rung_mass[kWarps][kRungs];
+  __shared__ uint32_t s_count;
+  __shared__ int32_t s_pos;
+
+  const int64_t row = blockIdx.x, n = a.n;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const SampleRowParams p = a.params[row];
+  const float* raw = a.logits + row * a.logits_stride;
+  const bool raw_vec4 = (n % 4 == 0) && (reinterpret_cast<uintptr_t>(raw) % 16 == 0);
+  int32_t* out = a.out;
+  const int64_t os = a.out_stride;
+
+  // 1. Raw logprobs: log-sum-exp, and the top logprobs by block merges of per-thread lists.
+  float raw_max = -INFINITY, raw_log_sum = 0.0f;
+  if (p.flags & kSampleLogprobs) {
+    MaxSum ms;
+    for_each(raw, n, raw_vec4, [&](int64_t, float v) { max_sum_add(ms, v); });
+    ms = block_max_sum(ms, s_f);
+    raw_max = ms.m;
+    raw_log_sum = logf(ms.s);
+    const int k = static_cast<int>(p.n_top_logprobs < n ? p.n_top_logprobs : n);
+    if (k > 0) {
+      float tv[kSampleMaxTopLogprobs] = {};
+      int32_t ti[kSampleMaxTopLogprobs];
+      int cnt = 0;
+      for_each(raw, n, raw_vec4, [&](int64_t i, float v) {
+        if (cnt == k && !(v > tv[k - 1])) return;  // an equal value never displaces a lower id
+        int pos = cnt < k ? cnt++ : k - 1;
+        while (pos > 0 && tv[pos - 1] < v) {
+          tv[pos] = tv[pos - 1];
+          ti[pos] = ti[pos - 1];
+          --pos;
+        }
+        tv[pos] = v;
+        ti[pos] = static_cast<int32_t>(i);
+      });
+      int head = 0;
+      for (int r = 0; r < k; ++r) {
+        const uint64_t mine = head < cnt ? sample_rank(sample_key(tv[head]), ti[head]) : 0;
+        const uint64_t best = block_max_u64(mine, s_red);
+        if (head < cnt && mine == best) {
+          out[(kSampleOutTopIds + r) * os + row] = ti[head];
+          out[(kSampleOutTopLogprobs + r) * os + row] =
+              __float_as_int((tv[head] - raw_max) - raw_log_sum);
+          ++head;
+        }
+      }
+    }
+  }
+
+  // 2. Penalties and bias, written to this row of `work`.
+  const bool rep = p.flags & kSampleRepetition, fp = p.flags & kSampleFreqPresence;
+  const float* src = raw;
+  bool vec4 = raw_vec4;
+  if (rep || fp || p.bias_end > p.bias_begin) {
+    float* wr = a.work + row * n;
+    const int32_t* cr = (rep || fp) ? a.counts + static_cast<int64_t>(p.slot) * n : nullptr;
+    for_each(raw, n, raw_vec4, [&](int64_t i, float v) {
+      if (cr != nullptr) {
+        const int32_t c = cr[i];
+        if (rep && c != 0) v = v > 0.0f ? __fdiv_rn(v, p.repetition) : __fmul_rn(v, p.repetition);
+        if (fp && (c >> 1) > 0) {
+          v = __fsub_rn(v, __fmul_rn(p.frequency, static_cast<float>(c >> 1)));
+          v = __fsub_rn(v, p.presence);
+        }
+      }
+      wr[i] = v;
+    });
+    __syncthreads();
+    for (int32_t b = p.bias_begin + tid; b < p.bias_end; b += kThreads)
+      atomicAdd(wr + a.bias[2 * b], __int_as_float(a.bias[2 * b + 1]));
+    __syncthreads();
+    src = wr;
+    vec4 = n % 4 == 0;
+  }
+
+  // 3. Argmax (ties to the lower id): the greedy token and the row max.
+  uint64_t best = 0;
+  for_each(src, n, vec4, [&](int64_t i, float v) {
+    const uint64_t r = sample_rank(sample_key(v), static_cast<int32_t>(i));
+    best = r > best ? r : best;
+  });
+  best = block_max_u64(best, s_red);
+  int32_t token = rank_id(best);
+  const float m = sanitize(src[token]);
+
+  if (!(p.flags & kSampleGreedy) && m != -INFINITY) {
+    const float sc = p.inv_temperature, msc = __fmul_rn(m, sc);
+    auto expo = [&](float v) { return __fsub_rn(__fmul_rn(v, sc), msc); };
+    auto weight = [&](float v) { return v == -INFINITY ? 0.0f : expf(expo(v)); };
+    bool topk_on = p.top_k > 0 && p.top_k < n;
+    const bool topp_on = p.top_p < 1.0f;
+    uint32_t kth_key = 0;  // keep keys >= kth_key
+    uint64_t cut = 0;      // keep ranks >= cut
+
+    if (topk_on || topp_on) {
+      // 4. Ladder: counts and weight sums per rung.
+      uint32_t cnt[kRungs];
+      float mass[kRungs];
+#pragma unroll
+      for (int j = 0; j < kRungs; ++j) {
+        cnt[j] = 0;
+        mass[j] = 0.0f;
+      }
+      uint64_t total = 0;
+      for_each(src, n, vec4, [&](int64_t, float v) {
+        if (v == -INFINITY) return;
+        const float e = expo(v), d = -e;
+        const float w = topp_on ? expf(e) : 0.0f;
+        total += sample_fixed(w);
+#pragma unroll
+        for (int j = 0; j < kRungs; ++j) {
+          if (d <= rung(j)) {
+            ++cnt[j];
+            mass[j] += w;
+          }
+        }
+      });
+#pragma unroll
+      for (int j = 0; j < kRungs; ++j) {
+        uint32_t c = cnt[j];
+        float ms = mass[j];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+          c += __shfl_xor_sync(0xffffffffu, c, o);
+          ms += __shfl_xor_sync(0xffffffffu, ms, o);
+        }
+        if (lane == 0) {
+          s_rung_cnt[warp][j] = c;
+          s_rung_mass[warp][j] = ms;
+        }
+      }
+      total = block_sum_u64(total, s_red);  // also the barrier for the rung tables
+      uint32_t rc[kRungs];
+      float rm[kRungs];
+#pragma unroll
+      for (int j = 0; j < kRungs; ++j) {
+        rc[j] = 0;
+        rm[j] = 0.0f;
+        for (int w = 0; w < kWarps; ++w) {
+          rc[j] += s_rung_cnt[w][j];
+          rm[j] += s_rung_mass[w][j];
+        }
+      }
+      const uint32_t k = static_cast<uint32_t>(p.top_k);
+      if (topk_on && rc[kRungs - 1] < k) topk_on = false;  // fewer finite logits than k: keep all
+      int chosen = kRungs - 1;
+      for (int j = kRungs - 1; j >= 0; --j) {
+        const bool ok = topk_on ? rc[j] >= k
+                                : (j == kRungs - 1 ||
+                                   rm[j] >= p.top_p * rm[kRungs - 1] * (1.0f + 1e-4f) + 1e-30f);
+        if (ok) chosen = j;
+      }
+      const uint32_t n_cand = rc[chosen];
+      bool done = false;
+      if ((topk_on || topp_on) && n_cand <= kMaxCand && n_cand > 0) {
+        // 5a. Compact the candidates (d <= rung) and sort them by rank.
+        const float bound = rung(chosen);
+        if (tid == 0) {
+          s_count = 0;
+          s_pos = INT_MAX;
+        }
+        __syncthreads();
+        for (int64_t b = 0; b < n; b += kThreads) {
+          const int64_t i = b + tid;
+          const float v = i < n ? sanitize(src[i]) : -INFINITY;
+          const bool is_cand = v != -INFINITY && -expo(v) <= bound;
+          const unsigned mask = __ballot_sync(0xffffffffu, is_cand);
+          if (mask == 0) continue;
+          uint32_t base = 0;
+          if (lane == 0) base = atomicAdd(&s_count, static_cast<uint32_t>(__popc(mask)));
+          base = __shfl_sync(0xffffffffu, base, 0);
+          if (is_cand)
+            s_cand[base + __popc(mask & ((1u << lane) - 1))] =
+                sample_rank(sample_key(v), static_cast<int32_t>(i));
+        }
+        __syncthreads();
+        int n_pad = 2;
+        while (n_pad < static_cast<int>(n_cand)) n_pad <<= 1;
+        for (int i = static_cast<int>(n_cand) + tid; i < n_pad; i += kThreads) s_cand[i] = 0;
+        __syncthreads();
+        bitonic_sort_desc(s_cand, n_pad);
+        if (topk_on) kth_key = static_cast<uint32_t>(s_cand[k - 1] >> 32);
+        done = true;
+        if (topp_on) {
+          // 5b. Top-p cut: the first rank whose cumulative fixed-point weight reaches the target.
+          auto wfx = [&](int idx) -> uint64_t {
+            const uint32_t key = static_cast<uint32_t>(s_cand[idx] >> 32);
+            return idx < static_cast<int>(n_cand) && key >= kth_key
+                       ? sample_fixed(weight(key_to_float(key)))
+                       : 0;
+          };
+          const int per = (n_pad + kThreads - 1) / kThreads;
+          const int c0 = tid * per, c1 = min(n_pad, c0 + per);
+          uint64_t local = 0;
+          for (int i = c0; i < c1; ++i) local += wfx(i);
+          // Exclusive block scan of `local`.
+          const uint64_t incl = warp_incl_scan_u64(local);
+          if (lane == 31) s_red[warp] = incl;
+          __syncthreads();
+          uint64_t before = incl - local, all = 0;
+          for (int w = 0; w < kWarps; ++w) {
+            if (w < warp) before += s_red[w];
+            all += s_red[w];
+          }
+          const uint64_t mass_k = topk_on ? all : total;
+          const auto target = static_cast<uint64_t>(static_cast<double>(p.top_p) *
+                                                    static_cast<double>(mass_k));
+          uint64_t acc = before;
+          for (int i = c0; i < c1; ++i) {
+            acc += wfx(i);
+            if (acc >= target) {
+              atomicMin(&s_pos, i);
+              break;
+            }
+          }
+          __syncthreads();
+          if (s_pos != INT_MAX) {
+            cut = s_cand[s_pos];
+          } else {
+            done = false;  // the rung held too little mass after all: take the exact slow path
+          }
+          __syncthreads();
+        }
+      }
+      if (!done) {
+        // 5c. Exact bisection over keys (one block reduction per bit).
+        if (topk_on) {
+          uint32_t t = 0;
+          for (int bit = 31; bit >= 0; --bit) {
+            const uint32_t tr = t | (1u << bit);
+            const uint64_t c = row_sum(src, n, vec4, [&](int64_t, float v) -> uint64_t {
+              return sample_key(v) >= tr ? 1 : 0;
+            }, s_red);
+            if (c >= k) t = tr;
+          }
+          kth_key = t;
+        }
+        if (topp_on) {
+          auto wk = [&](float v) -> uint64_t {
+            return sample_key(v) >= kth_key ? sample_fixed(weight(v)) : 0;
+          };
+          const uint64_t mass_k =
+              row_sum(src, n, vec4, [&](int64_t, float v) { return wk(v); }, s_red);
+          const auto target = static_cast<uint64_t>(static_cast<double>(p.top_p) *
+                                                    static_cast<double>(mass_k));
+          uint32_t t = 0;
+          for (int bit = 31; bit >= 0; --bit) {
+            const uint32_t tr = t | (1u << bit);
+            const uint64_t ms = row_sum(src, n, vec4, [&](int64_t, float v) -> uint64_t {
+              return sample_key(v) >= tr ? wk(v) : 0;
+            }, s_red);
+            if (ms >= target) t = tr;
+          }
+          const uint64_t above = row_sum(src, n, vec4, [&](int64_t, float v) -> uint64_t {
+            return sample_key(v) > t ? wk(v) : 0;
+          }, s_red);
+          const uint64_t wt = sample_fixed(weight(key_to_float(t)));
+          const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
+          const int32_t cut_id = ordered_select(
+              src, n,
+              [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; },
+              [&](uint64_t) { return j - 1; }, s_red, s_int);
+          cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
+        }
+      }
+    }
+
+    // 6. Min-p and the draw in ascending id order.
+    const float min_p = p.min_p;
+    const float u = philox_uniform(p.seed, p.stream, p.step);
+    const int32_t drawn = ordered_select(
+        src, n,
+        [&](int64_t i, float v) -> uint64_t {
+          const uint32_t key = sample_key(v);
+          if (key < kth_key || sample_rank(key, static_cast<int32_t>(i)) < cut) return 0;
+          const float w = weight(v);
+          if (w < min_p && v != m) return 0;
+          return sample_fixed(w);
+        },
+        [&](uint64_t total) {
+          return static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(total));
+        },
+        s_red, s_int);
+    if (drawn >= 0) token = drawn;
+  }
+
+  if (tid == 0) {
+    out[kSampleOutToken * os + row] = token;
+    out[kSampleOutLogprob * os + row] =
+        (p.flags & kSampleLogprobs) ? __float_as_int((sanitize(raw[token]) - raw_max) - raw_log_sum)
+                                    : 0;
+    if (p.flags & kSampleUpdateCounts) a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
+  }
+}
+
+static __global__ void reset_counts_kernel(ResetArgs a) {
+  const int32_t* r = a.resets + 3 * blockIdx.x;
+  int32_t* row = a.counts + static_cast<int64_t>(r[0]) * a.n;
+  for (int64_t i = threadIdx.x; i < a.n; i += blockDim.x) row[i] = 0;
+  __syncthreads();
+  for (int32_t j = r[1] + static_cast<int32_t>(threadIdx.x); j < r[2];
+       j += static_cast<int32_t>(blockDim.x))
+    row[a.entries[2 * j]] = a.entries[2 * j + 1];
+}
+
+void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+            Tensor& work, Tensor& out) {
+  DeviceGuard guard(logits.device().index);
+  static bool configured[64] = {};
+  const int dev = logits.device().index;
+  if (dev < 64 && !configured[dev]) {
+    VELA_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kCandBytes)));
+    configured[dev] = true;
+  }
+  SampleArgs a;
+  a.logits = logits.data<float>();
+  a.logits_stride = logits.stride(0);
+  a.n = logits.size(1);
+  a.params = reinterpret_cast<const SampleRowParams*>(params.data_ptr());
+  a.bias = bias.data<int32_t>();
+  a.counts = counts.data<int32_t>();
+  a.work = work.data<float>();
+  a.out = out.data<int32_t>();
+  a.out_stride = out.size(1);
+  const auto n_rows = static_cast<unsigned>(logits.size(0));
+  sample_kernel<<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
+  VELA_CUDA_CHECK_LAUNCH();
+}
+
+void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
+                         const Tensor& entries) {
+  DeviceGuard guard(counts.device().index);
+  ResetArgs a{counts.data<int32_t>(), counts.size(1), resets.data<int32_t>(),
+              entries.data<int32_t>()};
+  reset_counts_kernel<<<static_cast<unsigned>(n_resets), 256, 0, current_stream()>>>(a);
+  VELA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace vela::ops::cuda

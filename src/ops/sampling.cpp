@@ -1,0 +1,83 @@
+// sample / sample_reset_counts: shape, dtype and device checks, then dispatch to the CPU twin
+// (ops/cpu/sampling.cpp) or the CUDA kernels (ops/cuda/sampling.cu).
+#include "ops/sampling.h"
+
+#include "ops/checks.h"
+#include "ops/dispatch.h"
+
+namespace vela::ops {
+
+void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+            Tensor& work, Tensor& out) {
+  const char* op = "sample";
+  check_defined(op, "logits", logits);
+  check_rank(op, "logits", logits, 2);
+  check_dtype(op, "logits", logits, DType::kF32);
+  const int64_t n_rows = logits.size(0), vocab = logits.size(1);
+  VELA_CHECK(vocab >= 1 && vocab <= (int64_t{1} << 30), "sample: logits ", logits.str(),
+             " must have between 1 and 2^30 columns");
+  VELA_CHECK(vocab == 1 || logits.stride(1) == 1, "sample: logits ", logits.str(),
+             " must have unit column stride");
+  check_defined(op, "params", params);
+  check_dtype(op, "params", params, DType::kU8);
+  check_contiguous(op, "params", params);
+  VELA_CHECK(params.numel() >= n_rows * static_cast<int64_t>(sizeof(SampleRowParams)),
+             "sample: params ", params.str(), " hold fewer than ", n_rows, " rows");
+  check_defined(op, "bias", bias);
+  check_rank(op, "bias", bias, 2);
+  check_dtype(op, "bias", bias, DType::kI32);
+  check_contiguous(op, "bias", bias);
+  VELA_CHECK(bias.size(1) == 2, "sample: bias ", bias.str(), " must be [n, 2]");
+  check_defined(op, "counts", counts);
+  check_rank(op, "counts", counts, 2);
+  check_dtype(op, "counts", counts, DType::kI32);
+  check_contiguous(op, "counts", counts);
+  VELA_CHECK(counts.size(1) == vocab, "sample: counts ", counts.str(), " do not have ", vocab,
+             " columns");
+  check_defined(op, "work", work);
+  check_rank(op, "work", work, 2);
+  check_dtype(op, "work", work, DType::kF32);
+  check_contiguous(op, "work", work);
+  VELA_CHECK(work.size(0) >= n_rows && work.size(1) == vocab, "sample: work ", work.str(),
+             " must be [>= ", n_rows, ", ", vocab, "]");
+  check_defined(op, "out", out);
+  check_rank(op, "out", out, 2);
+  check_dtype(op, "out", out, DType::kI32);
+  check_contiguous(op, "out", out);
+  VELA_CHECK(out.size(0) == kSampleOutRows && out.size(1) >= n_rows, "sample: out ", out.str(),
+             " must be [", kSampleOutRows, ", >= ", n_rows, "]");
+  check_same_device(op, "params", params, "logits", logits);
+  check_same_device(op, "bias", bias, "logits", logits);
+  check_same_device(op, "counts", counts, "logits", logits);
+  check_same_device(op, "work", work, "logits", logits);
+  check_same_device(op, "out", out, "logits", logits);
+  if (n_rows == 0) return;
+  VELA_DISPATCH(logits.device(), sample, logits, params, bias, counts, work, out);
+}
+
+void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
+                         const Tensor& entries) {
+  const char* op = "sample_reset_counts";
+  check_defined(op, "counts", counts);
+  check_rank(op, "counts", counts, 2);
+  check_dtype(op, "counts", counts, DType::kI32);
+  check_contiguous(op, "counts", counts);
+  check_defined(op, "resets", resets);
+  check_rank(op, "resets", resets, 2);
+  check_dtype(op, "resets", resets, DType::kI32);
+  check_contiguous(op, "resets", resets);
+  VELA_CHECK(resets.size(1) == 3 && resets.size(0) >= n_resets && n_resets >= 0,
+             "sample_reset_counts: resets ", resets.str(), " must be [>= ", n_resets, ", 3]");
+  check_defined(op, "entries", entries);
+  check_rank(op, "entries", entries, 2);
+  check_dtype(op, "entries", entries, DType::kI32);
+  check_contiguous(op, "entries", entries);
+  VELA_CHECK(entries.size(1) == 2, "sample_reset_counts: entries ", entries.str(),
+             " must be [n, 2]");
+  check_same_device(op, "resets", resets, "counts", counts);
+  check_same_device(op, "entries", entries, "counts", counts);
+  if (n_resets == 0) return;
+  VELA_DISPATCH(counts.device(), sample_reset_counts, counts, resets, n_resets, entries);
+}
+
+}  // namespace vela::ops

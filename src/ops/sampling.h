@@ -1,0 +1,94 @@
+// Batched token sampling as one op: per row, penalties from a token-count table, logit bias,
+// then greedy argmax or temperature / top-k / top-p / min-p and one inverse-CDF draw with the
+// Philox uniform at (seed, stream, step). The semantics are the CPU Sampler's
+// (engine/runtime/sampler.h); DeviceSampler packs its rows into SampleRowParams and calls this.
+//
+// Exact arithmetic where order matters: filter weights w = exp(l * s - m * s) (s = 1/T, m the
+// row max) are summed as 2^-40 fixed-point integers, so masses, the top-p cut and the draw do not
+// depend on summation order (CPU twin and CUDA kernel agree bit for bit up to expf rounding).
+// The kept set is a threshold in (logit desc, id asc) order; the draw walks kept ids ascending.
+//
+// Tensors (all on one device; the CPU twin runs when it is the CPU):
+//   logits [n_rows, vocab] f32, unit column stride; read only (NaN reads as -inf)
+//   params [>= n_rows * sizeof(SampleRowParams)] u8: one SampleRowParams per row
+//   bias   [n_bias, 2] i32: (token id, float bits of the bias); rows index it by range
+//   counts [n_slots, vocab] i32: per-slot token counts, (output count << 1) | in_prompt; rows
+//          with kSampleUpdateCounts add their sampled token (+2) after sampling
+//   work   [>= n_rows, vocab] f32 scratch: rows with penalties or bias are rewritten here
+//   out    [kSampleOutRows, >= n_rows] i32 (structure of arrays, see kSampleOut*)
+#pragma once
+
+#include <cstdint>
+
+#include "core/macros.h"
+#include "core/tensor.h"
+
+namespace vela::ops {
+
+inline constexpr int32_t kSampleMaxTopLogprobs = 20;
+// Rows of `out`: token id, logprob (float bits), top ids [20], top logprobs (float bits) [20].
+inline constexpr int32_t kSampleOutToken = 0;
+inline constexpr int32_t kSampleOutLogprob = 1;
+inline constexpr int32_t kSampleOutTopIds = 2;
+inline constexpr int32_t kSampleOutTopLogprobs = 2 + kSampleMaxTopLogprobs;
+inline constexpr int32_t kSampleOutRows = 2 + 2 * kSampleMaxTopLogprobs;
+
+// SampleRowParams::flags
+inline constexpr uint32_t kSampleGreedy = 1u << 0;
+inline constexpr uint32_t kSampleLogprobs = 1u << 1;
+inline constexpr uint32_t kSampleRepetition = 1u << 2;  // repetition_penalty != 1
+inline constexpr uint32_t kSampleFreqPresence = 1u << 3;  // frequency or presence != 0
+inline constexpr uint32_t kSampleUpdateCounts = 1u << 4;  // add the sampled token to its slot
+
+// One row's knobs, packed by the host once per step (plain bytes, uploaded as is).
+struct SampleRowParams {
+  float inv_temperature = 1.0f;  // 1 / T (unused when greedy)
+  float top_p = 1.0f;            // 1 = off
+  float min_p = 0.0f;            // 0 = off
+  int32_t top_k = 0;             // 0 = off (normalized: k >= vocab is off)
+  float presence = 0.0f, frequency = 0.0f, repetition = 1.0f;
+  uint32_t flags = 0;
+  int32_t n_top_logprobs = 0;    // 0..kSampleMaxTopLogprobs (needs kSampleLogprobs)
+  int32_t slot = -1;             // row of `counts` (penalties / update), -1 = none
+  int32_t bias_begin = 0, bias_end = 0;  // range of `bias` rows
+  uint64_t seed = 0, stream = 0, step = 0;  // Philox key, stream and index of the uniform
+};
+
+// Order-preserving key of a float: larger float -> larger key; -0.0 and +0.0 share one key.
+// Callers never pass NaN (it reads as -inf before any key is taken).
+VELA_HOST_DEVICE VELA_INLINE uint32_t sample_key(float f) {
+  if (f == 0.0f) f = 0.0f;
+  uint32_t u;
+#if defined(__CUDA_ARCH__)
+  u = __float_as_uint(f);
+#else
+  __builtin_memcpy(&u, &f, 4);
+#endif
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// A filter weight in [0, 1] as a 2^-40 fixed-point integer (a vocabulary of 2^23 weights of 1
+// stays below 2^63).
+VELA_HOST_DEVICE VELA_INLINE uint64_t sample_fixed(float w) {
+  return static_cast<uint64_t>(static_cast<double>(w) * 1099511627776.0);
+}
+
+// (key desc, id asc) order as one integer: a larger value comes first. 0 sorts below every real
+// candidate, so it pads.
+VELA_HOST_DEVICE VELA_INLINE uint64_t sample_rank(uint32_t key, int32_t id) {
+  return (static_cast<uint64_t>(key) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+}
+
+// Samples logits.size(0) rows (see the file comment for shapes). Throws InvalidArgument on a
+// shape, dtype or device mismatch; per-row params are trusted (DeviceSampler validates them).
+void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+            Tensor& work, Tensor& out);
+
+// Rewrites slots of the count table: for each i < n_resets, zeroes counts[slots[i]] and then
+// sets counts[slots[i], entries[j, 0]] = entries[j, 1] for j in [begin[i], end[i]).
+//   resets  [>= n_resets, 3] i32: (slot, begin, end)
+//   entries [n_entries, 2] i32: (token id, count value)
+void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
+                         const Tensor& entries);
+
+}  // namespace vela::ops

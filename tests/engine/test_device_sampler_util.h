@@ -1,0 +1,162 @@
+// Shared pieces of the DeviceSampler tests (CPU twin in tests/engine, CUDA in tests/cuda): the
+// filter configurations, realistic random logits (a heavy head over a Gaussian body), and an
+// agreement run against the CPU Sampler (the reference) that counts rows with the same token.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "engine/runtime/device_sampler.h"
+#include "engine/runtime/sampler.h"
+
+namespace vela::test {
+
+struct SamplingConfig {
+  std::string name;
+  SamplingParams params;
+};
+
+inline std::vector<SamplingConfig> sampling_configs(int64_t vocab) {
+  std::vector<SamplingConfig> c;
+  auto add = [&](const std::string& name, auto&& set) {
+    SamplingParams p;
+    set(p);
+    c.push_back({name, p});
+  };
+  add("greedy", [](SamplingParams& p) { p.temperature = 0.0f; });
+  add("temperature", [](SamplingParams& p) { p.temperature = 0.7f; });
+  add("top_k", [](SamplingParams& p) { p.top_k = 40; });
+  add("top_k_large", [](SamplingParams& p) { p.top_k = 2000; });
+  add("top_p", [](SamplingParams& p) { p.top_p = 0.9f; });
+  add("top_p_hot", [](SamplingParams& p) {
+    p.temperature = 1.5f;
+    p.top_p = 0.98f;
+  });
+  add("min_p", [](SamplingParams& p) { p.min_p = 0.05f; });
+  add("combo", [](SamplingParams& p) {
+    p.temperature = 0.8f;
+    p.top_k = 100;
+    p.top_p = 0.95f;
+    p.min_p = 0.02f;
+  });
+  add("penalties", [](SamplingParams& p) {
+    p.repetition_penalty = 1.3f;
+    p.frequency_penalty = 0.5f;
+    p.presence_penalty = 0.3f;
+  });
+  add("penalties_greedy", [](SamplingParams& p) {
+    p.temperature = 0.0f;
+    p.repetition_penalty = 1.2f;
+    p.frequency_penalty = 0.4f;
+  });
+  add("bias", [&](SamplingParams& p) {
+    p.logit_bias = {{1, 4.0f}, {static_cast<int32_t>(vocab / 2), 2.5f},
+                    {static_cast<int32_t>(vocab - 1), -std::numeric_limits<float>::infinity()},
+                    {7, -3.0f}};
+  });
+  add("everything", [&](SamplingParams& p) {
+    p.temperature = 0.9f;
+    p.top_k = 200;
+    p.top_p = 0.9f;
+    p.min_p = 0.01f;
+    p.repetition_penalty = 1.1f;
+    p.frequency_penalty = 0.2f;
+    p.presence_penalty = 0.1f;
+    p.logit_bias = {{3, 1.5f}, {static_cast<int32_t>(vocab / 3), -2.0f}};
+    p.logprobs = true;
+    p.top_logprobs = 5;
+  });
+  return c;
+}
+
+// [n_rows, vocab] f32: a Gaussian body (sd 2) plus, per row, a head of a few tokens raised by
+// up to `peak`, and every 7th row made flat-ish (sd 0.3): confident and uncertain positions.
+inline Tensor sampling_logits(int64_t n_rows, int64_t vocab, uint64_t seed, float peak = 8.0f) {
+  Tensor t = Tensor::empty({n_rows, vocab}, DType::kF32);
+  float* x = t.data<float>();
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> body(0.0f, 2.0f);
+  std::uniform_int_distribution<int64_t> tok(0, vocab - 1);
+  std::uniform_real_distribution<float> lift(0.0f, peak);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = x + r * vocab;
+    const float sd = r % 7 == 3 ? 0.15f : 1.0f;
+    for (int64_t i = 0; i < vocab; ++i) row[i] = sd * body(gen);
+    for (int j = 0; j < 8; ++j) row[tok(gen)] += lift(gen);
+  }
+  return t;
+}
+
+// Per-row histories for the penalty configs.
+inline std::vector<std::vector<int32_t>> random_histories(int64_t n, int64_t vocab, size_t len,
+                                                          uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int64_t> tok(0, std::min<int64_t>(vocab, 512) - 1);
+  std::vector<std::vector<int32_t>> h(static_cast<size_t>(n));
+  for (auto& v : h)
+    for (size_t i = 0; i < len; ++i) v.push_back(static_cast<int32_t>(tok(gen)));
+  return h;
+}
+
+struct Agreement {
+  int64_t rows = 0;
+  int64_t same = 0;
+  int64_t max_logprob_err_ppm = 0;
+  double rate() const { return rows ? static_cast<double>(same) / static_cast<double>(rows) : 1.0; }
+};
+
+// Samples `logits` (CPU, [n_rows, vocab]) with `params` on every row through both samplers, in
+// batches of the DeviceSampler's max_rows, with per-row seeds and steps; counts equal tokens and
+// checks logprobs (within 1e-5) where asked.
+// `Ref` is the CPU Sampler or another DeviceSampler (e.g. the CPU twin).
+template <typename Ref>
+Agreement agree(DeviceSampler& dev, Ref& cpu, const Tensor& logits, const SamplingParams& params,
+                uint64_t seed) {
+  const int64_t n_rows = logits.size(0), vocab = logits.size(1);
+  const auto prompts = random_histories(n_rows, vocab, 24, seed ^ 0x51);
+  const auto outputs = random_histories(n_rows, vocab, 12, seed ^ 0xa7);
+  Agreement a;
+  const int64_t batch = dev.max_rows();
+  std::vector<SampleResult> want, got;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += batch) {
+    const int64_t r1 = std::min(n_rows, r0 + batch);
+    std::vector<SamplerRow> rows;
+    for (int64_t r = r0; r < r1; ++r)
+      rows.push_back({&params, &prompts[static_cast<size_t>(r)], &outputs[static_cast<size_t>(r)],
+                      seed * 1000003u + static_cast<uint64_t>(r), static_cast<uint64_t>(r % 97),
+                      static_cast<uint64_t>(r % 3)});
+    Tensor slice = logits.slice(0, r0, r1).contiguous();
+    Tensor on_dev = slice.to(dev.device());
+    dev.sample(on_dev, rows, got);
+    Tensor cpu_copy = slice.clone();
+    cpu.sample(cpu_copy, rows, want);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ++a.rows;
+      if (got[i].token == want[i].token) ++a.same;
+      if (params.logprobs) {
+        // Both report raw logprobs of their own token; compare at the CPU token when they agree.
+        if (got[i].token == want[i].token) {
+          const double err = std::fabs(got[i].logprob - want[i].logprob);
+          a.max_logprob_err_ppm = std::max(a.max_logprob_err_ppm, static_cast<int64_t>(err * 1e6));
+        }
+        EXPECT_EQ(got[i].top_logprobs.size(), want[i].top_logprobs.size());
+        for (size_t j = 0; j < std::min(got[i].top_logprobs.size(), want[i].top_logprobs.size());
+             ++j) {
+          EXPECT_EQ(got[i].top_logprobs[j].first, want[i].top_logprobs[j].first) << "row " << i;
+          EXPECT_NEAR(got[i].top_logprobs[j].second, want[i].top_logprobs[j].second, 1e-5);
+        }
+      }
+    }
+  }
+  return a;
+}
+
+}  // namespace vela::test

@@ -56,9 +56,4 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tens
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);
 
-void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
-            Tensor& work, Tensor& out);
-void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
-                         const Tensor& entries);
-
 }  // namespace vela::ops::cuda

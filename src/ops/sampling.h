@@ -36,7 +36,7 @@ inline constexpr int32_t kSampleOutRows = 2 + 2 * kSampleMaxTopLogprobs;
 // SampleRowParams::flags
 inline constexpr uint32_t kSampleGreedy = 1u << 0;
 inline constexpr uint32_t kSampleLogprobs = 1u << 1;
-inline constexpr uint32_t kSampleRepetition = 1u << 2;  // repetition_penalty != 1
+inline constexpr uint32_t kSampleRepetition = 1u << 2;    // repetition_penalty != 1
 inline constexpr uint32_t kSampleFreqPresence = 1u << 3;  // frequency or presence != 0
 inline constexpr uint32_t kSampleUpdateCounts = 1u << 4;  // add the sampled token to its slot
 
@@ -48,9 +48,9 @@ struct SampleRowParams {
   int32_t top_k = 0;             // 0 = off (normalized: k >= vocab is off)
   float presence = 0.0f, frequency = 0.0f, repetition = 1.0f;
   uint32_t flags = 0;
-  int32_t n_top_logprobs = 0;    // 0..kSampleMaxTopLogprobs (needs kSampleLogprobs)
-  int32_t slot = -1;             // row of `counts` (penalties / update), -1 = none
-  int32_t bias_begin = 0, bias_end = 0;  // range of `bias` rows
+  int32_t n_top_logprobs = 0;               // 0..kSampleMaxTopLogprobs (needs kSampleLogprobs)
+  int32_t slot = -1;                        // row of `counts` (penalties / update), -1 = none
+  int32_t bias_begin = 0, bias_end = 0;     // range of `bias` rows
   uint64_t seed = 0, stream = 0, step = 0;  // Philox key, stream and index of the uniform
 };
 

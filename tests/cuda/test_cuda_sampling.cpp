@@ -8,10 +8,12 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,8 @@ TEST_F(CudaSamplingTest, GreedyMatchesCpuArgmaxOnRandomAndTiedRows) {
     std::vector<SampleResult> out;
     dev.sample(logits.to(gpu()), rows, out);
     for (int32_t r = 0; r < n; ++r)
-      EXPECT_EQ(out[r].token, argmax_lower_id(x + r * vocab, vocab)) << "vocab " << vocab << " row " << r;
+      EXPECT_EQ(out[r].token, argmax_lower_id(x + r * vocab, vocab))
+          << "vocab " << vocab << " row " << r;
     EXPECT_EQ(out[1].token, 0);
     EXPECT_EQ(out[2].token, vocab / 2);
     EXPECT_EQ(out[3].token, 18);
@@ -73,9 +76,9 @@ TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndTwinOnEveryConfig) {
       test::Agreement a = agree(dev, cpu, logits, cfg.params, 91);
       test::Agreement t = agree(dev, twin, logits, cfg.params, 91);  // the twin has Sampler's API
       std::printf("  vocab %6lld %-16s vs Sampler %lld/%lld (%.3f%%), vs CPU twin %lld/%lld\n",
-                  static_cast<long long>(c.vocab), cfg.name.c_str(),
-                  static_cast<long long>(a.same), static_cast<long long>(a.rows), 100.0 * a.rate(),
-                  static_cast<long long>(t.same), static_cast<long long>(t.rows));
+                  static_cast<long long>(c.vocab), cfg.name.c_str(), static_cast<long long>(a.same),
+                  static_cast<long long>(a.rows), 100.0 * a.rate(), static_cast<long long>(t.same),
+                  static_cast<long long>(t.rows));
       EXPECT_GE(a.rate(), 0.999) << cfg.name;
       EXPECT_GE(t.rate(), 0.999) << cfg.name;
       if (cfg.name == "greedy" || cfg.name == "penalties_greedy") {
@@ -134,16 +137,17 @@ TEST_F(CudaSamplingTest, LogprobsEqualLogSoftmaxOfRawLogits) {
   p.top_p = 0.8f;
   std::vector<int32_t> history{4, 4, 9};
   std::vector<SamplerRow> rows;
-  for (int32_t r = 0; r < n; ++r) rows.push_back({&p, &history, &history, 7, static_cast<uint64_t>(r)});
+  for (int32_t r = 0; r < n; ++r)
+    rows.push_back({&p, &history, &history, 7, static_cast<uint64_t>(r)});
   DeviceSampler dev(vocab, n, gpu());
   std::vector<SampleResult> out;
   dev.sample(logits.to(gpu()), rows, out);
   double worst = 0.0;
   for (int32_t r = 0; r < n; ++r) {
-    worst = std::max(worst, std::fabs(out[r].logprob - lp[r * vocab + out[r].token]));
+    worst = std::max<double>(worst, std::fabs(out[r].logprob - lp[r * vocab + out[r].token]));
     ASSERT_EQ(out[r].top_logprobs.size(), 20u);
     for (const auto& [id, v] : out[r].top_logprobs)
-      worst = std::max(worst, std::fabs(v - lp[r * vocab + id]));
+      worst = std::max<double>(worst, std::fabs(v - lp[r * vocab + id]));
   }
   std::printf("  max |logprob - log_softmax| = %.3g\n", worst);
   EXPECT_LE(worst, 1e-5);
@@ -267,7 +271,8 @@ TEST_F(CudaSamplingTest, GraphCaptureAndReplay) {
     }
     auto rows_at = [&](uint64_t step) {
       std::vector<SamplerRow> rows;
-      for (int32_t r = 0; r < n; ++r) rows.push_back({&p, nullptr, nullptr, 5, step, static_cast<uint64_t>(r)});
+      for (int32_t r = 0; r < n; ++r)
+        rows.push_back({&p, nullptr, nullptr, 5, step, static_cast<uint64_t>(r)});
       return rows;
     };
     std::vector<SampleResult> a, b;
@@ -301,7 +306,8 @@ TEST_F(CudaSamplingTest, GraphCaptureAndReplay) {
 
 // Not a test: kernel time of one launch (B rows) and the full stage + launch + finish round trip.
 TEST_F(CudaSamplingTest, DISABLED_Bench) {
-  std::printf("%-8s %-5s %-16s %12s %14s\n", "vocab", "rows", "config", "kernel_us", "roundtrip_us");
+  std::printf("%-8s %-5s %-16s %12s %14s\n", "vocab", "rows", "config", "kernel_us",
+              "roundtrip_us");
   for (int64_t vocab : {100000L, 151936L}) {
     for (int32_t n : {1, 64}) {
       Tensor logits = sampling_logits(n, vocab, 77).to(gpu());
@@ -313,7 +319,8 @@ TEST_F(CudaSamplingTest, DISABLED_Bench) {
       }
       for (const auto& cfg : sampling_configs(vocab)) {
         std::vector<SamplerRow> rows;
-        for (int32_t r = 0; r < n; ++r) rows.push_back({&cfg.params, nullptr, nullptr, 1, static_cast<uint64_t>(r)});
+        for (int32_t r = 0; r < n; ++r)
+          rows.push_back({&cfg.params, nullptr, nullptr, 1, static_cast<uint64_t>(r)});
         std::vector<SampleResult> out;
         dev.stage(rows, &slots);
         dev.launch(logits);
@@ -337,7 +344,9 @@ TEST_F(CudaSamplingTest, DISABLED_Bench) {
           dev.finish(out);
         }
         const double rt =
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count() /
+            iters;
         std::printf("%-8lld %-5d %-16s %12.2f %14.2f\n", static_cast<long long>(vocab), n,
                     cfg.name.c_str(), 1000.0 * ms / iters, rt);
         cudaEventDestroy(e0);

@@ -157,9 +157,8 @@ TEST(DeviceSamplerCpu, EmpiricalDistributionMatchesFilteredProbabilities) {
   // Expected: top-12 logits, then the smallest prefix (desc) with mass >= 0.85 of their mass.
   std::vector<int32_t> order(vocab);
   for (int32_t i = 0; i < vocab; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return row[a] > row[b] || (row[a] == row[b] && a < b);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
   std::vector<double> w(vocab, 0.0);
   const double m = row[order[0]];
   double mass = 0.0;

@@ -58,7 +58,8 @@ inline std::vector<SamplingConfig> sampling_configs(int64_t vocab) {
     p.frequency_penalty = 0.4f;
   });
   add("bias", [&](SamplingParams& p) {
-    p.logit_bias = {{1, 4.0f}, {static_cast<int32_t>(vocab / 2), 2.5f},
+    p.logit_bias = {{1, 4.0f},
+                    {static_cast<int32_t>(vocab / 2), 2.5f},
                     {static_cast<int32_t>(vocab - 1), -std::numeric_limits<float>::infinity()},
                     {7, -3.0f}};
   });

@@ -26,7 +26,8 @@ namespace {
 int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 int64_t params_bytes(int32_t max_rows) {
-  return align16(static_cast<int64_t>(max_rows) * static_cast<int64_t>(sizeof(ops::SampleRowParams)));
+  return align16(static_cast<int64_t>(max_rows) *
+                 static_cast<int64_t>(sizeof(ops::SampleRowParams)));
 }
 
 }  // namespace
@@ -51,8 +52,8 @@ struct DeviceSampler::Pinned {
 #endif
 };
 
-DeviceSampler::DeviceSampler(int64_t vocab_size, int32_t max_rows, Device device,
-                             int32_t max_slots, int64_t max_bias_entries)
+DeviceSampler::DeviceSampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t max_slots,
+                             int64_t max_bias_entries)
     : vocab_size_(vocab_size),
       max_rows_(max_rows),
       max_slots_(max_slots > 0 ? max_slots : max_rows),
@@ -161,8 +162,8 @@ void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector
   const auto n_rows = static_cast<int32_t>(rows.size());
   VELA_CHECK(rows.size() <= static_cast<size_t>(max_rows_), "DeviceSampler: ", rows.size(),
              " rows exceed max_rows ", max_rows_);
-  VELA_CHECK(slots == nullptr || slots->size() == rows.size(), "DeviceSampler: ",
-             slots ? slots->size() : 0, " slots for ", rows.size(), " rows");
+  VELA_CHECK(slots == nullptr || slots->size() == rows.size(),
+             "DeviceSampler: ", slots ? slots->size() : 0, " slots for ", rows.size(), " rows");
   int64_t n_bias = 0;
   for (int32_t r = 0; r < n_rows; ++r) {
     const SamplerRow& row = rows[static_cast<size_t>(r)];
@@ -190,8 +191,8 @@ void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector
       slot_used_[static_cast<size_t>(s)] = 1;
     }
   } else {
-    VELA_CHECK(n_rows <= max_slots_, "DeviceSampler: stateless penalties need max_slots >= ",
-               n_rows);
+    VELA_CHECK(n_rows <= max_slots_,
+               "DeviceSampler: stateless penalties need max_slots >= ", n_rows);
     for (int32_t r = 0; r < n_rows; ++r) {
       const SamplerRow& row = rows[static_cast<size_t>(r)];
       if (!row.params->has_penalties()) continue;
@@ -253,9 +254,9 @@ void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector
     p.step = row.step;
     std::memcpy(packed + r, &p, sizeof(p));
   }
-  const size_t bytes =
-      bias_at > 0 ? static_cast<size_t>(params_bytes(max_rows_)) + size_t{8} * bias_at
-                  : sizeof(ops::SampleRowParams) * static_cast<size_t>(n_rows);
+  const size_t bytes = bias_at > 0
+                           ? static_cast<size_t>(params_bytes(max_rows_)) + size_t{8} * bias_at
+                           : sizeof(ops::SampleRowParams) * static_cast<size_t>(n_rows);
   upload(upload_host_, upload_dev_, bytes);
 #if defined(VELA_HAS_CUDA)
   if (device_.is_cuda())
@@ -284,7 +285,8 @@ void DeviceSampler::finish(std::vector<SampleResult>& out) {
 #if defined(VELA_HAS_CUDA)
   if (device_.is_cuda()) {
     // Ids only: the first n of row 0; with logprobs: every row of the table.
-    const size_t bytes = any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
+    const size_t bytes =
+        any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
     cudaStream_t stream = cuda::current_stream();
     if (bytes > 0) {
       VELA_CUDA_CHECK(cudaMemcpyAsync(out_host_.data_ptr(), out_dev_.data_ptr(), bytes,

@@ -97,8 +97,8 @@ class DeviceSampler {
   Tensor reset_host_;   // like reset_dev_
   std::unique_ptr<Pinned> pinned_;
 
-  std::vector<int32_t> mark_;     // [vocab] reset_slot scratch, zero between calls
-  std::vector<int32_t> touched_;  // [vocab] tokens marked
+  std::vector<int32_t> mark_;       // [vocab] reset_slot scratch, zero between calls
+  std::vector<int32_t> touched_;    // [vocab] tokens marked
   std::vector<uint8_t> slot_used_;  // [max_slots] stage() duplicate check, zero between calls
   // What finish() needs about the staged rows.
   int32_t n_staged_ = -1;  // -1: nothing staged

@@ -2,16 +2,18 @@
 // (nth_element for top-k, a full sort of the candidates for top-p, serial fixed-point sums), so
 // the kernel's thresholds and draw can be checked against it. Rows run in parallel; each worker
 // owns its scratch (grown on first use, then reused).
+#include "ops/sampling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "ops/cpu/cpu_ops.h"
-#include "ops/sampling.h"
 
 namespace vela::ops::cpu {
 
@@ -46,9 +48,9 @@ struct RowScratch {
   std::vector<uint64_t> cand;  // [vocab] top-p candidates as sample_rank
 };
 
-void sample_row(const float* in, const SampleRowParams& p, const int32_t* bias,
-                int32_t* counts_row, float* proc, int64_t n, int32_t* out, int64_t out_stride,
-                int64_t row, RowScratch& s) {
+void sample_row(const float* in, const SampleRowParams& p, const int32_t* bias, int32_t* counts_row,
+                float* proc, int64_t n, int32_t* out, int64_t out_stride, int64_t row,
+                RowScratch& s) {
   s.raw.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) s.raw[i] = sanitize(in[i]);
   const float* raw = s.raw.data();
@@ -82,14 +84,16 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* bias,
     for (int64_t i = 0; i < n; ++i) {
       float v = raw[i];
       const int32_t c = penalize ? counts_row[i] : 0;
-      if ((p.flags & kSampleRepetition) && c != 0) v = v > 0.0f ? v / p.repetition : v * p.repetition;
+      if ((p.flags & kSampleRepetition) && c != 0)
+        v = v > 0.0f ? v / p.repetition : v * p.repetition;
       if ((p.flags & kSampleFreqPresence) && (c >> 1) > 0) {
         v -= p.frequency * static_cast<float>(c >> 1);
         v -= p.presence;
       }
       proc[i] = v;
     }
-    for (int32_t b = p.bias_begin; b < p.bias_end; ++b) proc[bias[2 * b]] += bits_to_float(bias[2 * b + 1]);
+    for (int32_t b = p.bias_begin; b < p.bias_end; ++b)
+      proc[bias[2 * b]] += bits_to_float(bias[2 * b + 1]);
     for (int64_t i = 0; i < n; ++i) proc[i] = sanitize(proc[i]);
     l = proc;
   }

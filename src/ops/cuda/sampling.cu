@@ -59,16 +59,26 @@ struct ResetArgs {
 // Rung j of the ladder: an upper bound on d = (m - l) / T; the last rung is every finite logit.
 static __device__ __forceinline__ float rung(int j) {
   switch (j) {
-    case 0: return 1.0f;
-    case 1: return 2.0f;
-    case 2: return 4.0f;
-    case 3: return 8.0f;
-    case 4: return 16.0f;
-    case 5: return 32.0f;
-    case 6: return 64.0f;
-    case 7: return 128.0f;
-    case 8: return 1024.0f;
-    default: return INFINITY;
+    case 0:
+      return 1.0f;
+    case 1:
+      return 2.0f;
+    case 2:
+      return 4.0f;
+    case 3:
+      return 8.0f;
+    case 4:
+      return 16.0f;
+    case 5:
+      return 32.0f;
+    case 6:
+      return 64.0f;
+    case 7:
+      return 128.0f;
+    case 8:
+      return 1024.0f;
+    default:
+      return INFINITY;
   }
 }
 
@@ -437,8 +447,8 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
             all += s_red[w];
           }
           const uint64_t mass_k = topk_on ? all : total;
-          const auto target = static_cast<uint64_t>(static_cast<double>(p.top_p) *
-                                                    static_cast<double>(mass_k));
+          const auto target =
+              static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass_k));
           uint64_t acc = before;
           for (int i = c0; i < c1; ++i) {
             acc += wfx(i);
@@ -462,9 +472,9 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
           uint32_t t = 0;
           for (int bit = 31; bit >= 0; --bit) {
             const uint32_t tr = t | (1u << bit);
-            const uint64_t c = row_sum(src, n, vec4, [&](int64_t, float v) -> uint64_t {
-              return sample_key(v) >= tr ? 1 : 0;
-            }, s_red);
+            const uint64_t c = row_sum(
+                src, n, vec4,
+                [&](int64_t, float v) -> uint64_t { return sample_key(v) >= tr ? 1 : 0; }, s_red);
             if (c >= k) t = tr;
           }
           kth_key = t;
@@ -473,26 +483,26 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
           auto wk = [&](float v) -> uint64_t {
             return sample_key(v) >= kth_key ? sample_fixed(weight(v)) : 0;
           };
-          const uint64_t mass_k =
-              row_sum(src, n, vec4, [&](int64_t, float v) { return wk(v); }, s_red);
-          const auto target = static_cast<uint64_t>(static_cast<double>(p.top_p) *
-                                                    static_cast<double>(mass_k));
+          const uint64_t mass_k = row_sum(
+              src, n, vec4, [&](int64_t, float v) { return wk(v); }, s_red);
+          const auto target =
+              static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass_k));
           uint32_t t = 0;
           for (int bit = 31; bit >= 0; --bit) {
             const uint32_t tr = t | (1u << bit);
-            const uint64_t ms = row_sum(src, n, vec4, [&](int64_t, float v) -> uint64_t {
-              return sample_key(v) >= tr ? wk(v) : 0;
-            }, s_red);
+            const uint64_t ms = row_sum(
+                src, n, vec4,
+                [&](int64_t, float v) -> uint64_t { return sample_key(v) >= tr ? wk(v) : 0; },
+                s_red);
             if (ms >= target) t = tr;
           }
-          const uint64_t above = row_sum(src, n, vec4, [&](int64_t, float v) -> uint64_t {
-            return sample_key(v) > t ? wk(v) : 0;
-          }, s_red);
+          const uint64_t above = row_sum(
+              src, n, vec4,
+              [&](int64_t, float v) -> uint64_t { return sample_key(v) > t ? wk(v) : 0; }, s_red);
           const uint64_t wt = sample_fixed(weight(key_to_float(t)));
           const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
           const int32_t cut_id = ordered_select(
-              src, n,
-              [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; },
+              src, n, [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; },
               [&](uint64_t) { return j - 1; }, s_red, s_int);
           cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
         }

@@ -1,0 +1,169 @@
+// Muon: Newton-Schulz orthogonalized momentum for the 2-D hidden matrices, AdamW for the rest;
+// see muon.h for the update, the coefficients and the scales.
+#include "train/optim/muon.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "ops/gemm.h"
+
+namespace vela {
+namespace {
+
+// Jordan's quintic coefficients (github.com/KellerJordan/Muon, muon.py).
+constexpr float kNsA = 3.4445f, kNsB = -4.7750f, kNsC = 2.0315f;
+
+Tensor transpose_copy(const Tensor& x) { return x.transpose(0, 1).contiguous(); }
+
+}  // namespace
+
+Tensor newton_schulz5(const Tensor& g, int n_steps) {
+  VELA_CHECK(g.dim() == 2 && g.dtype() == DType::kF32 && g.is_cpu(),
+             "newton_schulz5: expected a 2-D f32 CPU matrix, got ", g.str());
+  const bool tall = g.size(0) > g.size(1);
+  Tensor x = tall ? transpose_copy(g) : g.contiguous().clone();  // [r, c], r <= c
+  const int64_t r = x.size(0), n = x.numel();
+  float* xp = x.data<float>();
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(xp[i]) * xp[i];
+  const float inv = static_cast<float>(1.0 / (std::sqrt(sq) + 1e-7));
+  for (int64_t i = 0; i < n; ++i) xp[i] *= inv;
+
+  Tensor a = Tensor::empty({r, r}, DType::kF32);     // X X^T
+  Tensor b = Tensor::empty({r, r}, DType::kF32);     // b A + c A A
+  Tensor next = Tensor::empty(x.shape(), DType::kF32);
+  for (int s = 0; s < n_steps; ++s) {
+    ops::gemm(x, x, a, /*trans_a=*/false, /*trans_b=*/true);
+    b.copy_(a);
+    ops::gemm(a, a, b, false, false, /*alpha=*/kNsC, /*beta=*/kNsB);  // b = c A A + b A
+    next.copy_(x);
+    ops::gemm(b, x, next, false, false, 1.0f, /*beta=*/kNsA);          // a X + B X
+    std::swap(x, next);
+  }
+  return tall ? transpose_copy(x) : x;
+}
+
+Muon::Muon(const OptimizerConfig& config, ParameterList& params)
+    : config_(config), params_(params) {
+  config_.validate();
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Parameter& p = params_[i];
+    if (p.kind == ParamKind::kMatrix) {
+      VELA_CHECK(p.value.dim() == 2, "Muon: matrix parameter ", p.name, " is ", p.value.str(),
+                 ", expected 2-D");
+      muon_idx_.push_back(i);
+      master_.push_back(make_master(p));
+      momentum_.push_back(Tensor::zeros(p.value.shape(), DType::kF32));
+    } else {
+      rest.push_back(i);
+    }
+  }
+  // An AdamW over an empty subset would take every param: only build it when there is a rest.
+  if (!rest.empty()) adamw_ = std::make_unique<AdamW>(config_, params_, rest);
+}
+
+void Muon::set_row_blocks(const std::string& name, std::vector<int64_t> rows) {
+  for (size_t i : muon_idx_) {
+    if (params_[i].name != name) continue;
+    int64_t total = 0;
+    for (int64_t r : rows) {
+      VELA_CHECK(r > 0, "Muon: row block of ", name, " must be positive, got ", r);
+      total += r;
+    }
+    VELA_CHECK(total == params_[i].value.size(0), "Muon: row blocks of ", name, " add up to ",
+               total, " but it has ", params_[i].value.size(0), " rows");
+    row_blocks_[name] = std::move(rows);
+    return;
+  }
+  VELA_THROW(InvalidArgument, "Muon: no matrix parameter named '", name, "'");
+}
+
+void Muon::step(double lr) {
+  VELA_CHECK(std::isfinite(lr) && lr >= 0, "Muon: learning rate must be finite and >= 0, got ",
+             lr);
+  const int64_t t = step_count_ + 1;
+  const float mu = static_cast<float>(config_.muon_momentum);
+  const double lr_m = lr * config_.muon_lr_mult;
+  const double wd = config_.muon_weight_decay >= 0 ? config_.muon_weight_decay
+                                                   : config_.weight_decay;
+  const float decay = static_cast<float>(1.0 - lr_m * wd);
+  for (size_t k = 0; k < muon_idx_.size(); ++k) {
+    Parameter& p = params_[muon_idx_[k]];
+    Tensor g_t = host_grad(p);
+    const float* g = g_t.data<float>();
+    float* buf = momentum_[k].data<float>();
+    Tensor u_t = Tensor::empty(g_t.shape(), DType::kF32);
+    float* u = u_t.data<float>();
+    const bool nesterov = config_.muon_nesterov;
+    parallel_for(g_t.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        buf[i] = mu * buf[i] + (1.0f - mu) * g[i];
+        u[i] = nesterov ? (1.0f - mu) * g[i] + mu * buf[i] : buf[i];
+      }
+    });
+    const int64_t cols = g_t.size(1);
+    std::vector<int64_t> blocks = {g_t.size(0)};
+    if (auto it = row_blocks_.find(p.name); it != row_blocks_.end()) blocks = it->second;
+    float* w = master_[k].master.data<float>();
+    int64_t row0 = 0;
+    for (int64_t rows : blocks) {
+      Tensor o = newton_schulz5(u_t.slice(0, row0, row0 + rows).contiguous(),
+                                config_.muon_ns_steps);
+      const double scale = config_.muon_scale == "moonlight"
+                               ? 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)))
+                               : std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
+      const float step = static_cast<float>(lr_m * scale);
+      const float* op = o.data<float>();
+      float* wb = w + row0 * cols;
+      parallel_for(rows * cols, 1 << 14, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) wb[i] = wb[i] * decay - step * op[i];
+      });
+      row0 += rows;
+    }
+    write_back(master_[k], p);
+  }
+  if (adamw_) adamw_->step_with_count(lr, t);
+  step_count_ = t;
+}
+
+void Muon::collect_state(std::vector<std::pair<std::string, Tensor>>& tensors,
+                         json& scalars) const {
+  for (size_t k = 0; k < muon_idx_.size(); ++k) {
+    const std::string& name = params_[muon_idx_[k]].name;
+    tensors.emplace_back(name + ".momentum_buffer", momentum_[k]);
+    if (!master_[k].aliases_value) tensors.emplace_back(name + ".master", master_[k].master);
+  }
+  if (adamw_) adamw_->collect_state(tensors, scalars);
+  scalars["muon"] = config_.to_json();
+}
+
+void Muon::restore_state(const SafetensorsReader& reader, const json& scalars) {
+  for (size_t k = 0; k < muon_idx_.size(); ++k) {
+    Parameter& p = params_[muon_idx_[k]];
+    const std::string key = p.name + ".momentum_buffer";
+    VELA_CHECK(reader.contains(key), "optimizer state has no tensor '", key,
+               "' (was it saved for a different model?)");
+    Tensor src = reader.get(key);
+    VELA_CHECK(src.dtype() == DType::kF32 && src.shape() == momentum_[k].shape(),
+               "optimizer state tensor '", key, "' is ", src.str(), ", expected f32",
+               momentum_[k].shape().str());
+    momentum_[k].copy_(src);
+    if (!master_[k].aliases_value) {
+      if (reader.contains(p.name + ".master")) {
+        Tensor m = reader.get(p.name + ".master");
+        VELA_CHECK(m.dtype() == DType::kF32 && m.shape() == p.value.shape(),
+                   "optimizer state tensor '", p.name, ".master' is ", m.str());
+        master_[k].master.copy_(m);
+        write_back(master_[k], p);
+      } else {
+        master_[k] = make_master(p);
+      }
+    }
+  }
+  if (adamw_) adamw_->restore_state(reader, scalars);
+}
+
+}  // namespace vela

@@ -72,10 +72,12 @@ TEST(RmsNormBackward, InPlaceOnDoutMatches) {
   Tensor x = random_tensor({rows, hidden}, DType::kF32, 8);
   Tensor w = random_tensor({hidden}, DType::kF32, 9);
   Tensor dout = random_tensor({rows, hidden}, DType::kF32, 10);
-  Tensor dx = Tensor::empty({rows, hidden}, DType::kF32), none;
-  ops::rms_norm_backward(x, w, 1e-6f, dout, dx, none);
-  ops::rms_norm_backward(x, w, 1e-6f, dout, dout, none);
+  Tensor dx = Tensor::empty({rows, hidden}, DType::kF32);
+  Tensor dw1 = Tensor::zeros({hidden}, DType::kF32), dw2 = Tensor::zeros({hidden}, DType::kF32);
+  ops::rms_norm_backward(x, w, 1e-6f, dout, dx, dw1);
+  ops::rms_norm_backward(x, w, 1e-6f, dout, dout, dw2);  // dx aliases dout (QK-norm does this)
   EXPECT_EQ(dx.to_vector<float>(), dout.to_vector<float>());
+  EXPECT_EQ(dw1.to_vector<float>(), dw2.to_vector<float>());
 }
 
 void check_rotary_backward(const ops::RopeConfig& cfg, int64_t head_dim, const char* what) {

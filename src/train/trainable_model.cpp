@@ -1,0 +1,214 @@
+// TrainableModel: parameter list + gradients, and the explicit training forward / backward.
+#include "train/trainable_model.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "nn/lm_head_loss.h"
+#include "ops/embedding.h"
+#include "ops/rms_norm.h"
+
+namespace vela {
+
+struct TrainableModel::Prepared {
+  int64_t batch = 0, seq = 0;
+  Tensor ids;        // [batch * seq] i32 on the model's device
+  Tensor targets;    // [batch * seq] i32 on the model's device
+  Tensor doc_ids;    // [batch, seq] i32 on the model's device, or undefined
+  Tensor positions;  // [batch * seq] i32 on the model's device
+  Tensor rope_table;
+  int64_t n_targets = 0;
+};
+
+namespace {
+
+Tensor zeros_like_f32(const Tensor& t) { return Tensor::zeros(t.shape(), DType::kF32, t.device()); }
+
+void check_batch_tensor(const char* name, const Tensor& t, int64_t b, int64_t s) {
+  VELA_CHECK(t.dim() == 2 && t.size(0) == b && t.size(1) == s && t.dtype() == DType::kI32,
+             "TrainBatch: ", name, " ", t.str(), " must be [", b, ", ", s, "] i32 like ids");
+}
+
+}  // namespace
+
+TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
+    : model_(model), opts_(opts) {
+  VELA_CHECK(opts.ce_chunk_tokens > 0, "TrainOptions: ce_chunk_tokens must be positive, got ",
+             opts.ce_chunk_tokens);
+  VELA_CHECK(opts.label_smoothing >= 0.0f && opts.label_smoothing <= 1.0f,
+             "TrainOptions: label_smoothing ", opts.label_smoothing, " must be in [0, 1]");
+  VELA_CHECK(model.embed.defined() && !model.blocks.empty(),
+             "TrainableModel: the model has no weights");
+  auto add = [&](std::string name, const Tensor& value, ParamKind kind) -> Tensor {
+    Parameter p;
+    p.name = std::move(name);
+    p.value = value;
+    p.grad = zeros_like_f32(value);
+    p.kind = kind;
+    params_.push_back(std::move(p));
+    return params_.back().grad;
+  };
+  dembed_ = add("model.embed_tokens.weight", model.embed, ParamKind::kEmbedding);
+  block_grads_.resize(model.blocks.size());
+  for (size_t l = 0; l < model.blocks.size(); ++l) {
+    const DecoderBlock& blk = model.blocks[l];
+    DecoderBlockGrads& g = block_grads_[l];
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    g.dinput_norm = add(pre + "input_layernorm.weight", blk.input_norm, ParamKind::kNorm);
+    g.attn.dqkv_weight = add(pre + "self_attn.qkv_proj.weight", blk.attn.qkv.weight,
+                             ParamKind::kMatrix);
+    if (blk.attn.qkv.bias.defined())
+      g.attn.dqkv_bias = add(pre + "self_attn.qkv_proj.bias", blk.attn.qkv.bias, ParamKind::kBias);
+    g.attn.do_weight = add(pre + "self_attn.o_proj.weight", blk.attn.o.weight, ParamKind::kMatrix);
+    if (blk.attn.o.bias.defined())
+      g.attn.do_bias = add(pre + "self_attn.o_proj.bias", blk.attn.o.bias, ParamKind::kBias);
+    if (blk.attn.q_norm.defined()) {
+      g.attn.dq_norm = add(pre + "self_attn.q_norm.weight", blk.attn.q_norm, ParamKind::kNorm);
+      g.attn.dk_norm = add(pre + "self_attn.k_norm.weight", blk.attn.k_norm, ParamKind::kNorm);
+    }
+    g.dpost_norm = add(pre + "post_attention_layernorm.weight", blk.post_norm, ParamKind::kNorm);
+    g.mlp.dgate_up = add(pre + "mlp.gate_up_proj.weight", blk.mlp.gate_up.weight,
+                         ParamKind::kMatrix);
+    g.mlp.ddown = add(pre + "mlp.down_proj.weight", blk.mlp.down.weight, ParamKind::kMatrix);
+  }
+  dfinal_norm_ = add("model.norm.weight", model.final_norm, ParamKind::kNorm);
+  const bool tied = model.config.tie_word_embeddings ||
+                    model.lm_head.weight.data_ptr() == model.embed.data_ptr();
+  dlm_head_ = tied ? dembed_ : add("lm_head.weight", model.lm_head.weight, ParamKind::kEmbedding);
+}
+
+TrainableModel::~TrainableModel() = default;
+
+Parameter* TrainableModel::find_parameter(const std::string& name) {
+  for (Parameter& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+void TrainableModel::zero_grad() {
+  for (Parameter& p : params_) p.grad.zero_();
+}
+
+TrainableModel::Prepared TrainableModel::prepare(const TrainBatch& batch) const {
+  VELA_CHECK(batch.ids.defined() && batch.ids.dim() == 2 && batch.ids.dtype() == DType::kI32,
+             "TrainBatch: ids must be [batch, seq] i32, got ",
+             batch.ids.defined() ? batch.ids.str() : std::string("undefined"));
+  Prepared p;
+  p.batch = batch.ids.size(0);
+  p.seq = batch.ids.size(1);
+  VELA_CHECK(p.batch > 0 && p.seq > 0, "TrainBatch: empty ids ", batch.ids.str());
+  VELA_CHECK(batch.targets.defined(), "TrainBatch: targets are undefined");
+  check_batch_tensor("targets", batch.targets, p.batch, p.seq);
+  const Device dev = model_.device();
+  const int64_t n = p.batch * p.seq, vocab = model_.config.vocab_size;
+  std::vector<int32_t> ids = batch.ids.to_vector<int32_t>();
+  std::vector<int32_t> targets = batch.targets.to_vector<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    VELA_CHECK(ids[i] >= 0 && ids[i] < vocab, "TrainBatch: ids[", i / p.seq, ", ", i % p.seq,
+               "] = ", ids[i], " is outside the vocabulary [0, ", vocab, ")");
+    VELA_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < vocab),
+               "TrainBatch: targets[", i / p.seq, ", ", i % p.seq, "] = ", targets[i],
+               " is neither a token of the vocabulary [0, ", vocab, ") nor kIgnoreIndex (",
+               kIgnoreIndex, ")");
+    p.n_targets += targets[i] != kIgnoreIndex;
+  }
+  VELA_CHECK(batch.n_target_tokens == 0 || batch.n_target_tokens == p.n_targets,
+             "TrainBatch: n_target_tokens ", batch.n_target_tokens, " but targets hold ",
+             p.n_targets, " non-ignored tokens");
+  std::vector<int32_t> docs;
+  if (batch.doc_ids.defined()) {
+    check_batch_tensor("doc_ids", batch.doc_ids, p.batch, p.seq);
+    docs = batch.doc_ids.to_vector<int32_t>();
+    p.doc_ids = Tensor::from_vector(docs, {p.batch, p.seq}).to(dev);
+  }
+  std::vector<int32_t> pos;
+  if (batch.positions.defined()) {
+    check_batch_tensor("positions", batch.positions, p.batch, p.seq);
+    pos = batch.positions.to_vector<int32_t>();
+  } else {
+    pos.resize(static_cast<size_t>(n));
+    for (int64_t b = 0; b < p.batch; ++b) {
+      int32_t q = 0;
+      for (int64_t t = 0; t < p.seq; ++t) {
+        const int64_t i = b * p.seq + t;
+        if (!docs.empty() && t > 0 && docs[i] != docs[i - 1]) q = 0;
+        pos[i] = q++;
+      }
+    }
+  }
+  int32_t max_pos = 0;
+  for (int32_t v : pos) {
+    VELA_CHECK(v >= 0, "TrainBatch: negative position ", v);
+    max_pos = std::max(max_pos, v);
+  }
+  p.rope_table = model_.rope_table(max_pos + 1);
+  p.ids = Tensor::from_vector(ids).to(dev);
+  p.targets = Tensor::from_vector(targets).to(dev);
+  p.positions = Tensor::from_vector(pos).to(dev);
+  return p;
+}
+
+LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_scale) {
+  Prepared p = prepare(batch);
+  if (p.n_targets == 0) return {};
+  const ModelConfig& cfg = model_.config;
+  const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
+  const DType dt = model_.dtype();
+  const Device dev = model_.device();
+  // Forward.
+  Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
+  Tensor flat = residual.view({n, hidden});
+  ops::embedding(model_.embed, p.ids, flat);
+  std::vector<DecoderBlockSaved> saved(model_.blocks.size());
+  for (size_t l = 0; l < model_.blocks.size(); ++l)
+    model_.blocks[l].forward_dense_train(residual, p.positions, p.rope_table, p.doc_ids,
+                                         opts_.activation_checkpointing, saved[l]);
+  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
+  ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
+  // Fused LM head + loss, backward through it.
+  LmHeadLossOptions lo;
+  lo.chunk_rows = opts_.ce_chunk_tokens;
+  lo.label_smoothing = opts_.label_smoothing;
+  lo.ignore_index = kIgnoreIndex;
+  const float grad_scale = loss_scale / static_cast<float>(p.n_targets);
+  Tensor dnormed = Tensor::empty({n, hidden}, dt, dev);
+  LmHeadLossResult loss =
+      lm_head_loss(normed, model_.lm_head.weight, p.targets, lo, grad_scale, dnormed, dlm_head_);
+  // Backward.
+  Tensor dresidual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
+  Tensor dflat = dresidual.view({n, hidden});
+  ops::rms_norm_backward(flat, model_.final_norm, cfg.rms_norm_eps, dnormed, dflat, dfinal_norm_);
+  for (size_t l = model_.blocks.size(); l-- > 0;) {
+    model_.blocks[l].backward_dense(saved[l], p.positions, p.rope_table, p.doc_ids, dresidual,
+                                    block_grads_[l]);
+    saved[l] = DecoderBlockSaved{};  // free this block's activations
+  }
+  ops::embedding_backward(p.ids, dflat, dembed_);
+  return {loss.loss_sum, loss.n_tokens};
+}
+
+LossStats TrainableModel::evaluate(const TrainBatch& batch) const {
+  Prepared p = prepare(batch);
+  if (p.n_targets == 0) return {};
+  const ModelConfig& cfg = model_.config;
+  const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
+  const DType dt = model_.dtype();
+  const Device dev = model_.device();
+  Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
+  Tensor flat = residual.view({n, hidden});
+  ops::embedding(model_.embed, p.ids, flat);
+  for (const DecoderBlock& block : model_.blocks)
+    block.forward_dense(residual, p.positions, p.rope_table, p.doc_ids);
+  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
+  ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
+  LmHeadLossOptions lo;
+  lo.chunk_rows = opts_.ce_chunk_tokens;
+  lo.label_smoothing = opts_.label_smoothing;
+  lo.ignore_index = kIgnoreIndex;
+  Tensor none_dh, none_dw;
+  LmHeadLossResult loss = lm_head_loss(normed, model_.lm_head.weight, p.targets, lo, 0.0f,
+                                       none_dh, none_dw);
+  return {loss.loss_sum, loss.n_tokens};
+}
+
+}  // namespace vela

@@ -65,20 +65,23 @@ TEST_F(CudaSamplingTest, GreedyMatchesCpuArgmaxOnRandomAndTiedRows) {
 TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndTwinOnEveryConfig) {
   struct Case {
     int64_t vocab, rows;
+    float peak, body_sd;  // wide bodies take the exact path for top-p, peaked heads the fast one
   };
   int64_t total = 0, same = 0, twin_total = 0, twin_same = 0;
-  for (Case c : {Case{32000, 4096}, Case{151936, 256}}) {
+  for (Case c : {Case{32000, 2048, 8.0f, 2.0f}, Case{32000, 2048, 16.0f, 1.0f},
+                 Case{151936, 256, 16.0f, 1.0f}}) {
     DeviceSampler dev(c.vocab, 64, gpu());
     DeviceSampler twin(c.vocab, 64, Device::cpu());
     Sampler cpu(c.vocab, 64);
-    Tensor logits = sampling_logits(c.rows, c.vocab, 1234 + c.vocab);
+    Tensor logits = sampling_logits(c.rows, c.vocab, 1234 + c.vocab, c.peak, c.body_sd);
     for (const auto& cfg : sampling_configs(c.vocab)) {
       test::Agreement a = agree(dev, cpu, logits, cfg.params, 91);
       test::Agreement t = agree(dev, twin, logits, cfg.params, 91);  // the twin has Sampler's API
-      std::printf("  vocab %6lld %-16s vs Sampler %lld/%lld (%.3f%%), vs CPU twin %lld/%lld\n",
-                  static_cast<long long>(c.vocab), cfg.name.c_str(), static_cast<long long>(a.same),
-                  static_cast<long long>(a.rows), 100.0 * a.rate(), static_cast<long long>(t.same),
-                  static_cast<long long>(t.rows));
+      std::printf(
+          "  vocab %6lld sd %.0f %-16s vs Sampler %lld/%lld (%.3f%%), vs CPU twin %lld/%lld\n",
+          static_cast<long long>(c.vocab), c.body_sd, cfg.name.c_str(),
+          static_cast<long long>(a.same), static_cast<long long>(a.rows), 100.0 * a.rate(),
+          static_cast<long long>(t.same), static_cast<long long>(t.rows));
       EXPECT_GE(a.rate(), 0.999) << cfg.name;
       EXPECT_GE(t.rate(), 0.999) << cfg.name;
       if (cfg.name == "greedy" || cfg.name == "penalties_greedy") {
@@ -310,27 +313,32 @@ TEST_F(CudaSamplingTest, DISABLED_Bench) {
               "roundtrip_us");
   for (int64_t vocab : {100000L, 151936L}) {
     for (int32_t n : {1, 64}) {
-      Tensor logits = sampling_logits(n, vocab, 77).to(gpu());
+      Tensor logits = sampling_logits(n, vocab, 77, 16.0f, 1.0f).to(gpu());
+      Tensor wide = sampling_logits(n, vocab, 78).to(gpu());  // most mass in the body
       DeviceSampler dev(vocab, n, gpu());
       std::vector<int32_t> slots(n);
       for (int32_t r = 0; r < n; ++r) {
         slots[r] = r;
         dev.reset_slot(r, {1, 2, 3, 4, 5});
       }
-      for (const auto& cfg : sampling_configs(vocab)) {
+      std::vector<test::SamplingConfig> configs = sampling_configs(vocab);
+      configs.push_back(configs[4]);  // top_p again, on the wide rows
+      configs.back().name = "top_p_wide_rows";
+      for (const auto& cfg : configs) {
+        const Tensor& x = cfg.name == "top_p_wide_rows" ? wide : logits;
         std::vector<SamplerRow> rows;
         for (int32_t r = 0; r < n; ++r)
           rows.push_back({&cfg.params, nullptr, nullptr, 1, static_cast<uint64_t>(r)});
         std::vector<SampleResult> out;
         dev.stage(rows, &slots);
-        dev.launch(logits);
+        dev.launch(x);
         dev.finish(out);
         cudaEvent_t e0, e1;
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         const int iters = 200;
         cudaEventRecord(e0, cuda::current_stream());
-        for (int i = 0; i < iters; ++i) dev.launch(logits);
+        for (int i = 0; i < iters; ++i) dev.launch(x);
         cudaEventRecord(e1, cuda::current_stream());
         cudaEventSynchronize(e1);
         float ms = 0.0f;
@@ -340,7 +348,7 @@ TEST_F(CudaSamplingTest, DISABLED_Bench) {
         for (int i = 0; i < iters; ++i) {
           for (auto& row : rows) row.step++;
           dev.stage(rows, &slots);
-          dev.launch(logits);
+          dev.launch(x);
           dev.finish(out);
         }
         const double rt =

@@ -78,13 +78,16 @@ inline std::vector<SamplingConfig> sampling_configs(int64_t vocab) {
   return c;
 }
 
-// [n_rows, vocab] f32: a Gaussian body (sd 2) plus, per row, a head of a few tokens raised by
-// up to `peak`, and every 7th row made flat-ish (sd 0.3): confident and uncertain positions.
-inline Tensor sampling_logits(int64_t n_rows, int64_t vocab, uint64_t seed, float peak = 8.0f) {
+// [n_rows, vocab] f32: a Gaussian body (sd `body_sd`) plus, per row, a head of 8 tokens raised by
+// up to `peak`, and every 7th row made flat (body sd * 0.15): confident and uncertain positions.
+// With the defaults most of the mass is in the body (large top-p sets); peak 16 / sd 1 looks more
+// like a language model's next-token distribution (the head holds most of the mass).
+inline Tensor sampling_logits(int64_t n_rows, int64_t vocab, uint64_t seed, float peak = 8.0f,
+                              float body_sd = 2.0f) {
   Tensor t = Tensor::empty({n_rows, vocab}, DType::kF32);
   float* x = t.data<float>();
   std::mt19937_64 gen(seed);
-  std::normal_distribution<float> body(0.0f, 2.0f);
+  std::normal_distribution<float> body(0.0f, body_sd);
   std::uniform_int_distribution<int64_t> tok(0, vocab - 1);
   std::uniform_real_distribution<float> lift(0.0f, peak);
   for (int64_t r = 0; r < n_rows; ++r) {

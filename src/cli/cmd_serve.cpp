@@ -1,0 +1,171 @@
+// `vela serve --model DIR`: the OpenAI / Anthropic-compatible HTTP server (src/server/) over one
+// Engine. Options come from --config serve.json (same keys, '_' for '-') with flags on top.
+// SIGTERM / SIGINT shut down gracefully: new requests get 503, in-flight ones finish within the
+// grace period or are cancelled, then the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+
+namespace vela::cli {
+
+namespace {
+
+// Bytes of free host memory (MemAvailable), for --kv-memory-fraction on the CPU.
+int64_t available_host_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  VELA_THROW(IoError, "cannot read MemAvailable from /proc/meminfo");
+}
+
+json read_config_file(const std::string& path) {
+  std::ifstream f(path);
+  VELA_CHECK_T(IoError, f.good(), "cannot open the serve config ", path);
+  json j = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  VELA_CHECK(!j.is_discarded() && j.is_object(), "serve config ", path,
+             " is not a JSON object");
+  return j;
+}
+
+template <typename T>
+T config_value(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if constexpr (std::is_same_v<T, std::string>) {
+    VELA_CHECK(it->is_string(), "serve config: ", key, " must be a string");
+  } else {
+    VELA_CHECK(it->is_number(), "serve config: ", key, " must be a number");
+  }
+  return it->get<T>();
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  Args args(argc, argv, {"help", "no-web-ui"});
+  if (args.has("help")) {
+    std::printf(
+        "usage: vela serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key K]\n"
+        "                  [--max-batch N] [--kv-pages N | --kv-memory-fraction F]\n"
+        "                  [--config serve.json] [--served-model-name NAME] [--max-queue N]\n"
+        "                  [--max-context N] [--page-size N] [--device cpu|cuda] [--dtype f32|bf16]\n"
+        "                  [--shutdown-grace S] [--max-body-bytes N] [--http-threads N] "
+        "[--no-web-ui]\n"
+        "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
+        "/v1/completions, /v1/models, /v1/messages, /v1/messages/count_tokens, /health, /stats,\n"
+        "/metrics, / (chat page). See docs/serving.md.\n");
+    return 0;
+  }
+  json file = args.has("config") ? read_config_file(args.get("config", "")) : json::object();
+  std::string dir = args.has("model") ? args.require("model") : config_value<std::string>(file, "model", "");
+  VELA_CHECK(!dir.empty(), "--model DIR is required");
+
+  ServerConfig sc;
+  json server_keys = file;
+  for (const char* k : {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue",
+                        "max_context", "page_size", "device", "dtype"})
+    server_keys.erase(k);
+  static const std::set<std::string> kKnown = {
+      "host", "port", "api_key", "served_model_name", "max_body_bytes", "max_messages", "max_n",
+      "http_threads", "max_pending_connections", "retry_after_s", "shutdown_grace_s", "web_ui"};
+  for (const auto& [k, v] : server_keys.items())
+    VELA_CHECK(kKnown.count(k), "serve config: unknown key '", k, "'");
+  sc.apply_json(server_keys);
+  if (const char* env = std::getenv("VELA_API_KEY"); env && *env && sc.api_key.empty())
+    sc.api_key = env;
+  sc.host = args.get("host", sc.host);
+  sc.port = static_cast<int>(args.get_int("port", sc.port));
+  sc.api_key = args.get("api-key", sc.api_key);
+  sc.model_name = args.get("served-model-name", sc.model_name);
+  sc.shutdown_grace_s = args.get_double("shutdown-grace", sc.shutdown_grace_s);
+  sc.max_body_bytes = args.get_int("max-body-bytes", sc.max_body_bytes);
+  sc.http_threads = static_cast<int32_t>(args.get_int("http-threads", sc.http_threads));
+  if (args.has("no-web-ui")) sc.web_ui = false;
+  if (sc.model_name.empty())
+    sc.model_name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (sc.model_name.empty()) sc.model_name = "vela";
+
+  EngineConfig ec;
+  ec.max_seqs = static_cast<int32_t>(args.get_int("max-batch", config_value<int64_t>(file, "max_batch", ec.max_seqs)));
+  ec.max_waiting = static_cast<int32_t>(args.get_int("max-queue", config_value<int64_t>(file, "max_queue", ec.max_waiting)));
+  ec.max_ctx = static_cast<int32_t>(args.get_int("max-context", config_value<int64_t>(file, "max_context", 0)));
+  ec.page_size = static_cast<int32_t>(args.get_int("page-size", config_value<int64_t>(file, "page_size", ec.page_size)));
+  int64_t kv_pages = args.get_int("kv-pages", config_value<int64_t>(file, "kv_pages", 0));
+  double kv_fraction = args.get_double("kv-memory-fraction", config_value<double>(file, "kv_memory_fraction", 0.0));
+  Device device = Device::parse(args.get("device", config_value<std::string>(file, "device", "cpu")));
+  DType dtype = parse_dtype(args.get("dtype", config_value<std::string>(file, "dtype", "f32")));
+  args.check_all_used();
+  sc.validate();
+  VELA_CHECK(kv_pages >= 0, "--kv-pages must be >= 0, got ", kv_pages);
+  VELA_CHECK(kv_fraction >= 0 && kv_fraction < 1, "--kv-memory-fraction must be in [0, 1), got ",
+             kv_fraction);
+  VELA_CHECK(kv_pages == 0 || kv_fraction == 0, "give --kv-pages or --kv-memory-fraction, not both");
+  if (kv_pages > 0) ec.n_kv_slots = kv_pages * ec.page_size;
+  if (kv_fraction > 0) {
+    VELA_CHECK_T(Unsupported, device.is_cpu(),
+                 "--kv-memory-fraction is measured on the host; on a GPU use --kv-pages");
+    ModelConfig mc = ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string());
+    int64_t per_token = 2 * mc.n_layers * mc.n_kv_heads * mc.head_dim *
+                        static_cast<int64_t>(dtype_size(dtype));
+    int64_t slots = static_cast<int64_t>(kv_fraction * static_cast<double>(available_host_bytes())) /
+                    per_token;
+    ec.n_kv_slots = slots / ec.page_size * ec.page_size;
+    VELA_CHECK(ec.n_kv_slots >= ec.page_size, "--kv-memory-fraction ", kv_fraction,
+               " leaves no room for a single KV page");
+  }
+
+  namespace fs = std::filesystem;
+  std::optional<ChatTemplate> tpl;
+  if (fs::exists(fs::path(dir) / "tokenizer_config.json") ||
+      fs::exists(fs::path(dir) / "chat_template.jinja")) {
+    try {
+      tpl = ChatTemplate::from_tokenizer_config(dir);
+    } catch (const Error& e) {
+      VELA_LOG_WARN("[serve] no usable chat template (", e.what(), "): chat routes will answer 400");
+    }
+  }
+
+  // Signals go to one waiting thread (blocked everywhere else, including engine threads).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+
+  std::unique_ptr<Engine> engine = Engine::load(dir, ec, dtype, device);
+  HttpServer server(*engine, sc, std::move(tpl));
+  int port = server.bind();
+  std::thread signals([&server, set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    VELA_LOG_INFO("[serve] signal ", sig, ": shutting down");
+    server.shutdown();
+  });
+  signals.detach();
+  std::fprintf(stderr, "vela serve: %s on http://%s:%d (max context %d, max batch %d)\n",
+               sc.model_name.c_str(), sc.host.c_str(), port, engine->max_context(), ec.max_seqs);
+  std::fflush(stderr);
+  bool ok = server.run();
+  server.shutdown();
+  std::fprintf(stderr, "vela serve: stopped\n");
+  return ok ? 0 : 1;
+}
+
+}  // namespace vela::cli

@@ -1,0 +1,344 @@
+// Anthropic Messages API over the shared chat pipeline: system (string or text blocks), content
+// blocks text / tool_use / tool_result (/ thinking), tools with input_schema, tool_choice
+// auto / any / tool / none, stop_sequences; stop reasons end_turn / max_tokens / stop_sequence /
+// tool_use. Reasoning (<think>) comes back as thinking blocks.
+#include "server/anthropic_api.h"
+
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/generation.h"
+#include "server/request_fields.h"
+#include "server/sse.h"
+
+namespace vela {
+
+namespace {
+
+std::string block_text(const json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) throw ApiError(400, param + " must be a string or a list of blocks", param);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    std::string p = param + "." + std::to_string(i);
+    const json& b = content[i];
+    if (!b.is_object()) throw ApiError(400, p + " must be an object", p);
+    const json* type = field(b, "type");
+    std::string t = type ? string_field(*type, p + ".type") : "";
+    if (t != "text") throw ApiError(400, p + ": only text blocks are allowed here, got '" + t + "'", p);
+    const json* tx = field(b, "text");
+    if (!tx) throw ApiError(400, p + ".text is required", p + ".text");
+    text += string_field(*tx, p + ".text");
+  }
+  return text;
+}
+
+// Anthropic messages -> template messages (tool_result blocks become role "tool" messages).
+ChatPrompt convert_request(const ServerContext& ctx, const json& body) {
+  ChatPrompt cp;
+  if (const json* sys = field(body, "system"))
+    cp.messages.push_back({{"role", "system"}, {"content", block_text(*sys, "system")}});
+  const json* msgs = field(body, "messages");
+  if (!msgs) throw ApiError(400, "messages: field required", "messages");
+  if (!msgs->is_array()) throw ApiError(400, "messages must be a list", "messages");
+  if (msgs->empty()) throw ApiError(400, "messages: at least one message is required", "messages");
+  if (msgs->size() > static_cast<size_t>(ctx.cfg.max_messages))
+    throw ApiError(400, "too many messages", "messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    std::string p = "messages." + std::to_string(i);
+    const json& m = (*msgs)[i];
+    if (!m.is_object()) throw ApiError(400, p + " must be an object", p);
+    const json* role_j = field(m, "role");
+    if (!role_j) throw ApiError(400, p + ".role: field required", p + ".role");
+    std::string role = string_field(*role_j, p + ".role");
+    if (role != "user" && role != "assistant")
+      throw ApiError(400, p + ".role: unexpected role '" + role + "' (user or assistant)", p + ".role");
+    const json* content = field(m, "content");
+    if (!content) throw ApiError(400, p + ".content: field required", p + ".content");
+    if (content->is_string()) {
+      cp.messages.push_back({{"role", role}, {"content", content->get<std::string>()}});
+      continue;
+    }
+    if (!content->is_array())
+      throw ApiError(400, p + ".content must be a string or a list of blocks", p + ".content");
+    std::string text, thinking;
+    json tool_calls = json::array();
+    json tool_results = json::array();
+    for (size_t k = 0; k < content->size(); ++k) {
+      std::string bp = p + ".content." + std::to_string(k);
+      const json& b = (*content)[k];
+      if (!b.is_object()) throw ApiError(400, bp + " must be an object", bp);
+      const json* type_j = field(b, "type");
+      if (!type_j) throw ApiError(400, bp + ".type: field required", bp + ".type");
+      std::string type = string_field(*type_j, bp + ".type");
+      if (type == "text") {
+        const json* tx = field(b, "text");
+        if (!tx) throw ApiError(400, bp + ".text: field required", bp + ".text");
+        text += string_field(*tx, bp + ".text");
+      } else if (type == "thinking" && role == "assistant") {
+        if (const json* th = field(b, "thinking")) thinking += string_field(*th, bp + ".thinking");
+      } else if (type == "redacted_thinking" && role == "assistant") {
+      } else if (type == "tool_use" && role == "assistant") {
+        const json* name = field(b, "name");
+        if (!name) throw ApiError(400, bp + ".name: field required", bp + ".name");
+        const json* input = field(b, "input");
+        if (input && !input->is_object())
+          throw ApiError(400, bp + ".input must be an object", bp + ".input");
+        json call = {{"type", "function"},
+                     {"function",
+                      {{"name", string_field(*name, bp + ".name")},
+                       {"arguments", input ? *input : json::object()}}}};
+        if (const json* id = field(b, "id")) call["id"] = string_field(*id, bp + ".id");
+        tool_calls.push_back(std::move(call));
+      } else if (type == "tool_result" && role == "user") {
+        std::string result;
+        if (const json* c = field(b, "content")) result = block_text(*c, bp + ".content");
+        json msg = {{"role", "tool"}, {"content", result}};
+        if (const json* id = field(b, "tool_use_id"))
+          msg["tool_call_id"] = string_field(*id, bp + ".tool_use_id");
+        tool_results.push_back(std::move(msg));
+      } else {
+        throw ApiError(400, bp + ".type '" + type + "' is not supported in a " + role +
+                                " message (text, tool_use, tool_result, thinking)",
+                       bp + ".type");
+      }
+    }
+    for (json& r : tool_results) cp.messages.push_back(std::move(r));
+    if (!text.empty() || !tool_calls.empty() || !thinking.empty() || tool_results.empty()) {
+      json msg = {{"role", role}, {"content", text}};
+      if (!tool_calls.empty()) msg["tool_calls"] = tool_calls;
+      if (!thinking.empty()) msg["reasoning_content"] = thinking;
+      cp.messages.push_back(std::move(msg));
+    }
+  }
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) throw ApiError(400, "tools must be a list", "tools");
+    cp.tools = json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      std::string p = "tools." + std::to_string(i);
+      const json& t = (*tools)[i];
+      if (!t.is_object()) throw ApiError(400, p + " must be an object", p);
+      const json* name = field(t, "name");
+      if (!name || string_field(*name, p + ".name").empty())
+        throw ApiError(400, p + ".name: a non-empty string is required", p + ".name");
+      json fn = {{"name", name->get<std::string>()}};
+      if (const json* d = field(t, "description")) fn["description"] = string_field(*d, p + ".description");
+      const json* schema = field(t, "input_schema");
+      if (!schema || !schema->is_object())
+        throw ApiError(400, p + ".input_schema: a JSON schema object is required", p + ".input_schema");
+      fn["parameters"] = *schema;
+      cp.tools.push_back({{"type", "function"}, {"function", fn}});
+    }
+  }
+  if (const json* tc = field(body, "tool_choice")) {
+    if (!tc->is_object()) throw ApiError(400, "tool_choice must be an object", "tool_choice");
+    const json* type = field(*tc, "type");
+    std::string t = type ? string_field(*type, "tool_choice.type") : "";
+    if (t == "auto") {
+      cp.tool_choice = "auto";
+    } else if (t == "any") {
+      cp.tool_choice = "required";
+    } else if (t == "none") {
+      cp.tool_choice = "none";
+    } else if (t == "tool") {
+      const json* name = field(*tc, "name");
+      if (!name) throw ApiError(400, "tool_choice.name: field required", "tool_choice.name");
+      cp.tool_choice = "function";
+      cp.forced_tool = string_field(*name, "tool_choice.name");
+    } else {
+      throw ApiError(400, "tool_choice.type must be auto, any, tool or none", "tool_choice.type");
+    }
+  }
+  if (const json* th = field(body, "thinking")) {
+    if (!th->is_object()) throw ApiError(400, "thinking must be an object", "thinking");
+    const json* type = field(*th, "type");
+    std::string t = type ? string_field(*type, "thinking.type") : "";
+    if (t != "enabled" && t != "disabled")
+      throw ApiError(400, "thinking.type must be enabled or disabled", "thinking.type");
+    cp.template_kwargs["enable_thinking"] = t == "enabled";
+  }
+  return cp;
+}
+
+json sampling_json(const json& body) {
+  json s = json::object();
+  for (const char* k : {"temperature", "top_p", "top_k"})
+    if (const json* v = field(body, k)) s[k] = *v;
+  if (const json* v = field(body, "stop_sequences")) {
+    if (!v->is_array()) throw ApiError(400, "stop_sequences must be a list of strings", "stop_sequences");
+    s["stop"] = *v;
+  }
+  return s;
+}
+
+const char* stop_reason(const Completion& c, bool tool_calls) {
+  switch (c.finish_reason) {
+    case FinishReason::kStop:
+      if (tool_calls) return "tool_use";
+      return c.stop_reason.empty() ? "end_turn" : "stop_sequence";
+    case FinishReason::kLength: return "max_tokens";
+    default: return "end_turn";
+  }
+}
+
+json tool_input(const ToolCall& tc) {
+  json j = json::parse(tc.arguments, nullptr, false);
+  return j.is_object() ? j : json::object();
+}
+
+struct MessageState {
+  ServerContext* ctx = nullptr;
+  std::unique_ptr<GenerationSession> session;
+  std::unique_ptr<ChatOutputParser> parser;
+  std::string id, model;
+};
+
+bool stream_message(MessageState& st, httplib::DataSink& sink) {
+  bool gone = false;
+  auto write = [&](const std::string& name, const json& payload) {
+    if (gone) return false;
+    std::string s = sse_event(name, payload);
+    if (!sink.write(s.data(), s.size())) {
+      gone = true;
+      st.session->mark_client_gone();
+      return false;
+    }
+    return true;
+  };
+  json message = {{"id", st.id},           {"type", "message"},     {"role", "assistant"},
+                  {"content", json::array()}, {"model", st.model},  {"stop_reason", nullptr},
+                  {"stop_sequence", nullptr},
+                  {"usage", {{"input_tokens", st.session->prompt_tokens()}, {"output_tokens", 0}}}};
+  write("message_start", {{"type", "message_start"}, {"message", message}});
+  write("ping", {{"type", "ping"}});
+  // Blocks are sequential: an open block closes when output of another kind arrives.
+  int index = -1;
+  std::string open;  // "", "thinking", "text", "tool_use"
+  auto close_block = [&]() {
+    if (open.empty()) return;
+    if (open == "thinking")
+      write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
+                                    {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
+    write("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
+    open.clear();
+  };
+  auto open_block = [&](const std::string& kind, json block) {
+    close_block();
+    ++index;
+    open = kind;
+    write("content_block_start",
+          {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
+  };
+  auto emit = [&](const ChatDelta& d) {
+    if (!d.reasoning.empty()) {
+      if (open != "thinking") open_block("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
+                                    {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
+    }
+    if (!d.content.empty() &&
+        !(open != "text" && d.content.find_first_not_of(" \n\r\t") == std::string::npos &&
+          !st.parser->tool_calls().empty())) {
+      if (open != "text") open_block("text", {{"type", "text"}, {"text", ""}});
+      write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
+                                    {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
+    }
+    for (const ToolCallDelta& c : d.calls) {
+      if (c.start)
+        open_block("tool_use", {{"type", "tool_use"}, {"id", c.id}, {"name", c.name},
+                                {"input", json::object()}});
+      if (!c.arguments.empty())
+        write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
+                                      {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}});
+    }
+  };
+  StreamEvent ev;
+  bool error = false;
+  while (st.session->next(ev)) {
+    if (gone) continue;
+    if (ev.finish == FinishReason::kError) {
+      write("error", error_body(ApiFlavor::kAnthropic, 500, "generation failed: " + ev.error));
+      error = true;
+      continue;
+    }
+    emit(st.parser->push(ev.text));
+    if (ev.finish) emit(st.parser->finish());
+  }
+  if (gone) return false;
+  if (error) return true;
+  close_block();
+  RequestResult r = st.session->result();
+  const Completion& c = r.completions[0];
+  bool calls = !st.parser->tool_calls().empty();
+  json delta = {{"stop_reason", stop_reason(c, calls)},
+                {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)}};
+  write("message_delta", {{"type", "message_delta"}, {"delta", delta},
+                          {"usage", {{"output_tokens", c.tokens.size()}}}});
+  return write("message_stop", {{"type", "message_stop"}});
+}
+
+}  // namespace
+
+void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  Clock::time_point arrival = Clock::now();
+  json body = parse_json_body(req.body);
+  check_model(ctx, body);
+  const json* mt = field(body, "max_tokens");
+  if (!mt) throw ApiError(400, "max_tokens: field required", "max_tokens");
+  int32_t max_tokens = int_field(*mt, "max_tokens");
+  ChatPrompt cp = convert_request(ctx, body);
+  bool stream = false;
+  if (const json* s = field(body, "stream")) stream = bool_field(*s, "stream");
+  SamplingParams params = sampling_from_json(sampling_json(body));
+  RenderedPrompt rp = render_chat_prompt(ctx, cp, "toolu_");
+  params.max_tokens = resolve_max_tokens(ctx, rp.ids.size(), max_tokens);
+
+  auto st = std::make_shared<MessageState>();
+  st->ctx = &ctx;
+  st->session = std::make_unique<GenerationSession>(
+      ctx, Request{rp.ids, params},
+      ClientConnection(req.local_port, req.remote_addr, req.remote_port), arrival);
+  st->parser = std::make_unique<ChatOutputParser>(rp.output);
+  st->id = random_id("msg_");
+  st->model = ctx.cfg.model_name;
+  if (stream) {
+    start_sse_stream(res, [st](httplib::DataSink& sink) { return stream_message(*st, sink); });
+    return;
+  }
+  StreamEvent ev;
+  while (st->session->next(ev)) st->parser->push(ev.text);
+  st->parser->finish();
+  RequestResult r = st->session->result();
+  const Completion& c = r.completions[0];
+  if (c.finish_reason == FinishReason::kError) throw ApiError(500, "generation failed: " + c.error);
+  const ChatOutputParser& p = *st->parser;
+  bool calls = !p.tool_calls().empty();
+  json content = json::array();
+  if (!p.reasoning().empty())
+    content.push_back({{"type", "thinking"}, {"thinking", p.reasoning()}, {"signature", ""}});
+  bool blank = p.content().find_first_not_of(" \n\r\t") == std::string::npos;
+  if (!(blank && (calls || !content.empty())) || (content.empty() && !calls))
+    content.push_back({{"type", "text"}, {"text", p.content()}});
+  for (const ToolCall& tc : p.tool_calls())
+    content.push_back({{"type", "tool_use"}, {"id", tc.id}, {"name", tc.name}, {"input", tool_input(tc)}});
+  json out = {{"id", st->id},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", st->model},
+              {"content", content},
+              {"stop_reason", stop_reason(c, calls)},
+              {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)},
+              {"usage",
+               {{"input_tokens", r.prompt_tokens},
+                {"output_tokens", c.tokens.size()},
+                {"cache_read_input_tokens", c.cached_tokens}}}};
+  res.set_content(dump_json(out), "application/json");
+}
+
+void handle_count_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_json_body(req.body);
+  check_model(ctx, body);
+  ChatPrompt cp = convert_request(ctx, body);
+  RenderedPrompt rp = render_chat_prompt(ctx, cp, "toolu_");
+  res.set_content(dump_json({{"input_tokens", rp.ids.size()}}), "application/json");
+}
+
+}  // namespace vela

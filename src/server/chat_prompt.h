@@ -1,0 +1,37 @@
+// ChatPrompt: a chat request reduced to what the model's template needs (messages in the
+// transformers shape, tools as OpenAI function specs, tool_choice), rendered into prompt token
+// ids plus the options the output parser needs. Both API front ends build one; rendering is the
+// only place the chat template runs. tool_choice "required" / a named function are honoured by
+// prefilling the assistant turn with "<tool_call>\n{\"name\": \"" (and the name), so the model
+// continues inside a call — no constrained decoding needed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "server/chat_output.h"
+#include "server/server_context.h"
+
+namespace vela {
+
+struct ChatPrompt {
+  json messages = json::array();       // [{"role", "content", ("tool_calls", "reasoning_content")}]
+  json tools = nullptr;                // null or [{"type": "function", "function": {...}}]
+  std::string tool_choice = "auto";    // auto | none | required | function
+  std::string forced_tool;             // tool_choice == "function": its name
+  json template_kwargs = json::object();  // extra template variables (enable_thinking, ...)
+};
+
+struct RenderedPrompt {
+  std::string text;
+  std::vector<int32_t> ids;
+  ChatOutputOptions output;
+};
+
+// Throws ApiError 400 when the server has no chat template or the template refuses the messages
+// (raise_exception), and for a tool_choice naming an unknown tool.
+RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
+                                  const std::string& id_prefix);
+
+}  // namespace vela

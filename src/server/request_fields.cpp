@@ -1,0 +1,79 @@
+// Request field helpers.
+#include "server/request_fields.h"
+
+#include <ctime>
+#include <limits>
+#include <random>
+
+#include "server/api_error.h"
+
+namespace vela {
+
+json parse_json_body(const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    throw ApiError(400, "the request body is not valid JSON (" + std::to_string(body.size()) +
+                            " bytes)");
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  return j;
+}
+
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string string_field(const json& v, const std::string& param) {
+  if (!v.is_string()) throw ApiError(400, param + " must be a string, got " + dump_json(v), param);
+  return v.get<std::string>();
+}
+
+bool bool_field(const json& v, const std::string& param) {
+  if (!v.is_boolean())
+    throw ApiError(400, param + " must be true or false, got " + dump_json(v), param);
+  return v.get<bool>();
+}
+
+int32_t int_field(const json& v, const std::string& param) {
+  bool ok = v.is_number_integer();
+  if (ok && v.is_number_unsigned())
+    ok = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max());
+  else if (ok)
+    ok = v.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
+         v.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+  if (!ok) throw ApiError(400, param + " must be a 32-bit integer, got " + dump_json(v), param);
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+void check_model(const ServerContext& ctx, const json& body) {
+  const json* m = field(body, "model");
+  if (m == nullptr) return;
+  std::string name = string_field(*m, "model");
+  if (name != ctx.cfg.model_name)
+    throw ApiError(404, "The model `" + name + "` does not exist (this server serves `" +
+                            ctx.cfg.model_name + "`).",
+                   "model", "model_not_found");
+}
+
+SamplingParams sampling_from_json(const json& j) {
+  try {
+    return SamplingParams::from_json(j);
+  } catch (const InvalidArgument& e) {
+    throw ApiError(400, clean_error_message(e.what()));
+  } catch (const json::exception& e) {
+    throw ApiError(400, std::string("invalid sampling parameter: ") + e.what());
+  }
+}
+
+std::string random_id(const std::string& prefix, int n_chars) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string id = prefix;
+  for (int i = 0; i < n_chars; ++i) id += kAlnum[rng() % (sizeof(kAlnum) - 1)];
+  return id;
+}
+
+int64_t unix_time() { return static_cast<int64_t>(std::time(nullptr)); }
+
+}  // namespace vela

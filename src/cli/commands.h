@@ -10,5 +10,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_preprocess(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace vela::cli

@@ -20,8 +20,10 @@ const Command kCommands[] = {
     {"info", vela::cli::cmd_info, "version, build options, CPU features and CUDA devices"},
     {"generate", vela::cli::cmd_generate, "continue a prompt with a model directory (greedy or sampled)"},
     {"chat", vela::cli::cmd_chat, "interactive chat with a model directory (streams replies)"},
+    {"serve", vela::cli::cmd_serve, "OpenAI / Anthropic-compatible HTTP server with a web chat page"},
     {"convert", vela::cli::cmd_convert, "rewrite a checkpoint in the HF layout (optionally another dtype)"},
     {"bench", vela::cli::cmd_bench, "benchmarks: `vela bench ops [--device cpu|cuda] [--json F]`"},
+    {"preprocess", vela::cli::cmd_preprocess, "JSONL -> token shards for training: `vela preprocess --config prep.json IN.jsonl -o DIR`"},
     {"tokenize", vela::cli::cmd_tokenize, "tokenizers: `vela tokenize encode|decode|train|chat-template|bench`"},
 };
 

@@ -158,7 +158,6 @@ void DeviceSampler::reset_slot(int32_t slot, const std::vector<int32_t>& prompt,
 
 void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32_t>* slots) {
   n_staged_ = -1;  // a failed stage leaves nothing to launch
-  launched_ = false;
   const auto n_rows = static_cast<int32_t>(rows.size());
   VELA_CHECK(rows.size() <= static_cast<size_t>(max_rows_), "DeviceSampler: ", rows.size(),
              " rows exceed max_rows ", max_rows_);
@@ -263,7 +262,6 @@ void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector
     VELA_CUDA_CHECK(cudaEventRecord(pinned_->upload_done, cuda::current_stream()));
 #endif
   n_staged_ = n_rows;
-  launched_ = false;
 }
 
 void DeviceSampler::launch(const Tensor& logits) {
@@ -276,11 +274,10 @@ void DeviceSampler::launch(const Tensor& logits) {
   VELA_CHECK(logits.device() == device_, "DeviceSampler: logits on ", logits.device().str(),
              ", sampler on ", device_.str());
   ops::sample(logits, params_dev_, bias_dev_, counts_, work_, out_dev_);
-  launched_ = true;
 }
 
 void DeviceSampler::finish(std::vector<SampleResult>& out) {
-  VELA_CHECK(launched_, "DeviceSampler::finish: nothing launched since the last stage()");
+  VELA_CHECK(n_staged_ >= 0, "DeviceSampler::finish: no rows staged since the last finish()");
   const int32_t n = n_staged_;
 #if defined(VELA_HAS_CUDA)
   if (device_.is_cuda()) {
@@ -312,7 +309,7 @@ void DeviceSampler::finish(std::vector<SampleResult>& out) {
       res.top_logprobs.emplace_back(h[(ops::kSampleOutTopIds + j) * s + r], lp);
     }
   }
-  launched_ = false;
+  n_staged_ = -1;
 }
 
 void DeviceSampler::sample(const Tensor& logits, const std::vector<SamplerRow>& rows,

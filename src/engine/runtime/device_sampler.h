@@ -56,7 +56,8 @@ class DeviceSampler {
   // logits: [n_rows, vocab] f32 on this sampler's device, unit column stride, n_rows == the staged
   // row count; read only. Graph-capturable.
   void launch(const Tensor& logits);
-  // Reads back the ids (+ logprobs for rows that asked) of the last launch; waits for the stream.
+  // Reads back the ids (+ logprobs for rows that asked) of the staged rows, once the launch (or
+  // the replay of a graph that captured it) is enqueued; waits for the stream.
   void finish(std::vector<SampleResult>& out);
   // stage + launch + finish.
   void sample(const Tensor& logits, const std::vector<SamplerRow>& rows,
@@ -101,8 +102,7 @@ class DeviceSampler {
   std::vector<int32_t> touched_;    // [vocab] tokens marked
   std::vector<uint8_t> slot_used_;  // [max_slots] stage() duplicate check, zero between calls
   // What finish() needs about the staged rows.
-  int32_t n_staged_ = -1;  // -1: nothing staged
-  bool launched_ = false;
+  int32_t n_staged_ = -1;  // rows staged and not yet finished; -1: none
   bool any_logprobs_ = false;
   std::vector<int32_t> row_top_logprobs_;  // [max_rows] -1: no logprobs, else how many top
 };

@@ -155,11 +155,21 @@ EncodeResult RecordEncoder::encode_chat(const json& record) const {
     for (size_t i = 0; i < messages.size(); ++i) {
       if (messages[i]["role"] != "assistant") continue;
       std::string prefix = render(i, true);
-      if (!starts_with(full, prefix))
-        return bad("template_not_prefix_stable",
-                   "the rendered prompt before assistant message " + std::to_string(i) +
-                       " is not a prefix of the whole conversation");
       size_t start = prefix.size(), end = std::string::npos;
+      if (!starts_with(full, prefix)) {
+        // The generation prompt differs from how the template renders this turn in history
+        // (Qwen3 with enable_thinking=false and no user turn: no empty <think> block). The turn
+        // then starts where the two diverge, provided the history itself renders identically.
+        std::string history = render(i, false);
+        size_t common = 0;
+        while (common < prefix.size() && common < full.size() && prefix[common] == full[common])
+          ++common;
+        if (!starts_with(full, history) || common < history.size())
+          return bad("template_not_prefix_stable",
+                     "the rendered prompt before assistant message " + std::to_string(i) +
+                         " is not a prefix of the whole conversation");
+        start = common;
+      }
       std::string through = render(i + 1, false);
       if (starts_with(full, through)) {
         end = through.size();

@@ -9,8 +9,10 @@
 // chat: messages (or instruction -> system, input -> user, output -> assistant) are rendered with
 //   the tokenizer's chat template (ChatTemplate, as transformers' apply_chat_template). The
 //   trained spans are found by rendering prefixes: for assistant message i,
-//     start_i = len(render(messages[:i], add_generation_prompt=true))   (must be a prefix of the
-//               full render F = render(messages, add_generation_prompt=false));
+//     start_i = len(render(messages[:i], add_generation_prompt=true)) when that is a prefix of
+//               the full render F = render(messages, add_generation_prompt=false); otherwise
+//               where it first differs from F, provided render(messages[:i]) (the history) is a
+//               prefix of F (Qwen3 renders a turn without a user query without the think block);
 //     end_i   = len(render(messages[:i+1])) when that is a prefix of F; otherwise (templates that
 //               render the last turn differently, e.g. Qwen3's empty <think> block) the end of the
 //               message's content in F after start_i plus the end-of-turn text the template puts

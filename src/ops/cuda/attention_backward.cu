@@ -1,0 +1,178 @@
+// CUDA causal attention backward (dense training path; documents, GQA), the plain two-kernel form
+// with recomputed scores (no [seq, seq] matrix in memory):
+//   dq kernel, one block per query row (b, t, h): softmax statistics (lse) over the visible keys,
+//     D = dout . out, then dq = scale * sum_p P (dout . v_p - D) k_p, keys in tiles of blockDim
+//     whose ds values are staged in shared memory (deterministic sums, no atomics); lse and D are
+//     stored for the second kernel.
+//   dkv kernel, one block per key row (b, p, kv head): dv_p = sum P dout, dk_p = scale * sum ds q
+//     over the visible queries t >= p of every query head of the group, the same tiling.
+// O(seq^2 * head_dim) work per head with every operand read from global memory (L2-resident for
+// training sizes); a flash-style tensor-core kernel is the follow-up. Math in fp32.
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_backward_ops.h"
+
+namespace vela::ops::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+struct AttnBwdArgs {
+  int64_t n_batch, n_seq, n_heads, n_kv, head_dim;
+  float scale;
+};
+
+}  // namespace
+
+template <typename T>
+__device__ __forceinline__ float dot_row(const T* a, const T* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += to_float(a[i]) * to_float(b[i]);
+  return s;
+}
+
+template <typename T>
+static __global__ void __launch_bounds__(kThreads)
+    attn_dq_kernel(const T* q, const T* k, const T* v, const T* out, const T* dout,
+                   const int32_t* docs, T* dq, float* lse_out, float* d_out, AttnBwdArgs a) {
+  __shared__ float smem[64];
+  __shared__ float ds_tile[kThreads];
+  const int64_t row = blockIdx.x;  // (b * n_seq + t) * n_heads + h
+  const int64_t h = row % a.n_heads, t = (row / a.n_heads) % a.n_seq;
+  const int64_t b = row / (a.n_heads * a.n_seq);
+  const int64_t g = h / (a.n_heads / a.n_kv), d = a.head_dim;
+  const T* qr = q + row * d;
+  const T* dor = dout + row * d;
+  const int32_t* doc_row = docs ? docs + b * a.n_seq : nullptr;
+  auto kv_off = [&](int64_t p) { return ((b * a.n_seq + p) * a.n_kv + g) * d; };
+  auto visible = [&](int64_t p) { return doc_row == nullptr || doc_row[p] == doc_row[t]; };
+  // Softmax statistics.
+  MaxSum ms;
+  for (int64_t p = threadIdx.x; p <= t; p += blockDim.x)
+    if (visible(p)) max_sum_add(ms, dot_row(qr, k + kv_off(p), d) * a.scale);
+  ms = block_max_sum(ms, smem);
+  const float lse = ms.m + logf(ms.s);
+  float dd = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    dd += to_float(dor[i]) * to_float(out[row * d + i]);
+  dd = block_sum<true>(dd, smem);
+  if (threadIdx.x == 0) {
+    lse_out[row] = lse;
+    d_out[row] = dd;
+  }
+  // dq, one tile of keys at a time; thread i owns feature i (and i + blockDim, ...).
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // head_dim <= 4 * kThreads
+  for (int64_t p0 = 0; p0 <= t; p0 += blockDim.x) {
+    const int64_t p = p0 + threadIdx.x;
+    float ds = 0.0f;
+    if (p <= t && visible(p)) {
+      const float prob = __expf(dot_row(qr, k + kv_off(p), d) * a.scale - lse);
+      ds = prob * (dot_row(dor, v + kv_off(p), d) - dd) * a.scale;
+    }
+    ds_tile[threadIdx.x] = ds;
+    __syncthreads();
+    const int64_t n_tile = min(static_cast<int64_t>(blockDim.x), t + 1 - p0);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = threadIdx.x + j * blockDim.x;
+      if (i >= d) break;
+      float s = 0.0f;
+      for (int64_t x = 0; x < n_tile; ++x) s += ds_tile[x] * to_float(k[kv_off(p0 + x) + i]);
+      acc[j] += s;
+    }
+    __syncthreads();
+  }
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = threadIdx.x + j * blockDim.x;
+    if (i < d) dq[row * d + i] = from_float<T>(acc[j]);
+  }
+}
+
+template <typename T>
+static __global__ void __launch_bounds__(kThreads)
+    attn_dkv_kernel(const T* q, const T* k, const T* v, const T* dout, const int32_t* docs,
+                    const float* lse, const float* dvals, T* dk, T* dv, AttnBwdArgs a) {
+  __shared__ float p_tile[kThreads];
+  __shared__ float ds_tile[kThreads];
+  __shared__ int64_t row_tile[kThreads];
+  const int64_t kv_row = blockIdx.x;  // (b * n_seq + p) * n_kv + g
+  const int64_t g = kv_row % a.n_kv, p = (kv_row / a.n_kv) % a.n_seq;
+  const int64_t b = kv_row / (a.n_kv * a.n_seq);
+  const int64_t n_rep = a.n_heads / a.n_kv, d = a.head_dim;
+  const T* kr = k + kv_row * d;
+  const T* vr = v + kv_row * d;
+  const int32_t* doc_row = docs ? docs + b * a.n_seq : nullptr;
+  // Work items: (t, r) for t in [p, n_seq), r in [0, n_rep).
+  const int64_t n_items = (a.n_seq - p) * n_rep;
+  float acc_k[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t i0 = 0; i0 < n_items; i0 += blockDim.x) {
+    const int64_t item = i0 + threadIdx.x;
+    float prob = 0.0f, ds = 0.0f;
+    int64_t qrow = -1;
+    if (item < n_items) {
+      const int64_t t = p + item / n_rep, h = g * n_rep + item % n_rep;
+      if (doc_row == nullptr || doc_row[t] == doc_row[p]) {
+        qrow = (b * a.n_seq + t) * a.n_heads + h;
+        prob = __expf(dot_row(q + qrow * d, kr, d) * a.scale - lse[qrow]);
+        ds = prob * (dot_row(dout + qrow * d, vr, d) - dvals[qrow]) * a.scale;
+      }
+    }
+    p_tile[threadIdx.x] = prob;
+    ds_tile[threadIdx.x] = ds;
+    row_tile[threadIdx.x] = qrow;
+    __syncthreads();
+    const int64_t n_tile = min(static_cast<int64_t>(blockDim.x), n_items - i0);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = threadIdx.x + j * blockDim.x;
+      if (i >= d) break;
+      float sk = 0.0f, sv = 0.0f;
+      for (int64_t x = 0; x < n_tile; ++x) {
+        const int64_t r = row_tile[x];
+        if (r < 0) continue;
+        sk += ds_tile[x] * to_float(q[r * d + i]);
+        sv += p_tile[x] * to_float(dout[r * d + i]);
+      }
+      acc_k[j] += sk;
+      acc_v[j] += sv;
+    }
+    __syncthreads();
+  }
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = threadIdx.x + j * blockDim.x;
+    if (i < d) {
+      dk[kv_row * d + i] = from_float<T>(acc_k[j]);
+      dv[kv_row * d + i] = from_float<T>(acc_v[j]);
+    }
+  }
+}
+
+void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& doc_ids, float scale, const Tensor& out,
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  DeviceGuard guard(q.device().index);
+  AttnBwdArgs a{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), scale};
+  VELA_CHECK_T(Unsupported, a.head_dim <= 4 * kThreads, "causal_attention_backward: head_dim ",
+               a.head_dim, " > ", 4 * kThreads, " is not supported on CUDA");
+  const int64_t n_q_rows = a.n_batch * a.n_seq * a.n_heads;
+  const int64_t n_kv_rows = a.n_batch * a.n_seq * a.n_kv;
+  if (n_q_rows == 0) return;
+  VELA_CHECK_T(Unsupported, n_q_rows < (int64_t{1} << 31), "causal_attention_backward: ", n_q_rows,
+               " query rows exceed one grid");
+  Tensor lse = Tensor::empty({n_q_rows}, DType::kF32, q.device());
+  Tensor dvals = Tensor::empty({n_q_rows}, DType::kF32, q.device());
+  const int32_t* docs = doc_ids.defined() ? doc_ids.data<int32_t>() : nullptr;
+  cudaStream_t stream = current_stream();
+  dispatch_float(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto P = [](const Tensor& t) { return static_cast<const T*>(t.data_ptr()); };
+    attn_dq_kernel<T><<<static_cast<unsigned>(n_q_rows), kThreads, 0, stream>>>(
+        P(q), P(k), P(v), P(out), P(dout), docs, static_cast<T*>(dq.data_ptr()),
+        lse.data<float>(), dvals.data<float>(), a);
+    VELA_CUDA_CHECK_LAUNCH();
+    attn_dkv_kernel<T><<<static_cast<unsigned>(n_kv_rows), kThreads, 0, stream>>>(
+        P(q), P(k), P(v), P(dout), docs, lse.data<float>(), dvals.data<float>(),
+        static_cast<T*>(dk.data_ptr()), static_cast<T*>(dv.data_ptr()), a);
+    VELA_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace vela::ops::cuda

@@ -1,0 +1,69 @@
+// TrainableModel on a CUDA model against the CPU (the reference): the f32 model must give the CPU
+// loss and gradients up to summation order (loss relative 1e-4, every gradient tensor
+// max|err| <= 2e-3 * max|cpu grad|: cuBLASLt may use other GEMM reductions); the bf16 model (f32
+// gradients, bf16 activations) within bf16 error (loss relative 2e-2, gradients
+// max|err| <= 1e-1 * max|cpu grad| per tensor). Skipped cleanly without a usable GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "core/cuda/cuda_api.h"
+#include "train/trainable_model.h"
+#include "train_test_util.h"
+
+namespace vela {
+namespace {
+
+void compare_with_cpu(const std::string& name, DType dt, double loss_rtol, double grad_rel,
+                      bool checkpoint) {
+  if (!cuda::available()) GTEST_SKIP() << "no usable CUDA device";
+  const std::string dir = "fixtures/models/" + name;
+  Transformer cpu_model = Transformer::load(dir, DType::kF32, Device::cpu());
+  Transformer gpu_model = Transformer::load(dir, dt, Device::cuda(0));
+  TrainBatch batch = test::packed_batch(cpu_model.config.vocab_size, 24, 3);
+  TrainOptions o;
+  o.ce_chunk_tokens = 13;
+  o.label_smoothing = 0.05f;
+  TrainableModel cpu(cpu_model, o);
+  o.activation_checkpointing = checkpoint;
+  TrainableModel gpu(gpu_model, o);
+  LossStats lc = cpu.forward_backward(batch), lg = gpu.forward_backward(batch);
+  EXPECT_EQ(lc.n_tokens, lg.n_tokens);
+  EXPECT_NEAR(lg.mean(), lc.mean(), loss_rtol * lc.mean()) << name << " " << dtype_name(dt);
+  ASSERT_EQ(cpu.parameters().size(), gpu.parameters().size());
+  double worst = 0.0;
+  for (size_t i = 0; i < cpu.parameters().size(); ++i) {
+    const Parameter& pc = cpu.parameters()[i];
+    const Parameter& pg = gpu.parameters()[i];
+    ASSERT_EQ(pc.name, pg.name);
+    ASSERT_TRUE(pg.grad.is_cuda()) << pg.name;
+    ASSERT_EQ(pg.grad.dtype(), DType::kF32) << pg.name;
+    std::vector<float> a = pc.grad.to_vector<float>(), b = pg.grad.to_vector<float>();
+    double max_ref = 0.0, max_err = 0.0;
+    for (size_t j = 0; j < a.size(); ++j) {
+      max_ref = std::max(max_ref, static_cast<double>(std::fabs(a[j])));
+      max_err = std::max(max_err, static_cast<double>(std::fabs(a[j] - b[j])));
+    }
+    EXPECT_LE(max_err, grad_rel * max_ref) << pc.name << " " << dtype_name(dt);
+    worst = std::max(worst, max_ref > 0 ? max_err / max_ref : 0.0);
+  }
+  std::printf("[cuda train] %s %s%s: loss cpu %.6f cuda %.6f, worst max|err|/max|g| %.3e\n",
+              name.c_str(), dtype_name(dt), checkpoint ? " (checkpointed)" : "", lc.mean(),
+              lg.mean(), worst);
+}
+
+TEST(TrainableModelCuda, F32GradientsMatchCpu) {
+  compare_with_cpu("qwen3_qknorm", DType::kF32, 1e-4, 2e-3, false);
+  compare_with_cpu("qwen2_bias_tied", DType::kF32, 1e-4, 2e-3, true);
+}
+
+TEST(TrainableModelCuda, Bf16GradientsTrackCpu) {
+  compare_with_cpu("llama_gqa", DType::kBF16, 2e-2, 1e-1, false);
+  compare_with_cpu("qwen3_qknorm", DType::kBF16, 2e-2, 1e-1, true);
+}
+
+}  // namespace
+}  // namespace vela

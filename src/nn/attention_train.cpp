@@ -68,10 +68,9 @@ void Attention::backward_dense(const Tensor& x, const Tensor& positions, const T
   Tensor dv = Tensor::empty({n, hkv, d}, dt, dev);
   Tensor dq4 = dq.view({b, t, h, d}), dk4 = dk.view({b, t, hkv, d}), dv4 = dv.view({b, t, hkv, d});
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  ops::causal_attention_backward(saved.q.view({b, t, h, d}), saved.k.view({b, t, hkv, d}),
-                                 saved.v.view({b, t, hkv, d}), doc_ids, scale,
-                                 saved.attn.view({b, t, h, d}), dattn.view({b, t, h, d}), dq4, dk4,
-                                 dv4);
+  ops::causal_attention_backward(
+      saved.q.view({b, t, h, d}), saved.k.view({b, t, hkv, d}), saved.v.view({b, t, hkv, d}),
+      doc_ids, scale, saved.attn.view({b, t, h, d}), dattn.view({b, t, h, d}), dq4, dk4, dv4);
   ops::rotary_backward(dq, positions, rope_table);
   ops::rotary_backward(dk, positions, rope_table);
   if (q_norm.defined()) {

@@ -15,9 +15,9 @@ LmHeadLossResult lm_head_loss(const Tensor& hidden, const Tensor& weight, const 
                               Tensor& dweight) {
   VELA_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
              "lm_head_loss: hidden ", hidden.str(), " does not fit the LM head ", weight.str());
-  VELA_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0) &&
-                 targets.dtype() == DType::kI32,
-             "lm_head_loss: targets ", targets.str(), " must be [", hidden.size(0), "] i32");
+  VELA_CHECK(
+      targets.dim() == 1 && targets.size(0) == hidden.size(0) && targets.dtype() == DType::kI32,
+      "lm_head_loss: targets ", targets.str(), " must be [", hidden.size(0), "] i32");
   VELA_CHECK(opts.chunk_rows > 0, "lm_head_loss: chunk_rows must be positive, got ",
              opts.chunk_rows);
   const bool backward = dhidden.defined();
@@ -52,7 +52,8 @@ LmHeadLossResult lm_head_loss(const Tensor& hidden, const Tensor& weight, const 
     if (!backward) continue;
     ops::cross_entropy_backward(logits, tgt, logits, grad_scale, opts.ignore_index,
                                 opts.label_smoothing);
-    Tensor dlogits = logits.dtype() == weight.dtype() ? logits : ops::to_dtype(logits, weight.dtype());
+    Tensor dlogits =
+        logits.dtype() == weight.dtype() ? logits : ops::to_dtype(logits, weight.dtype());
     Tensor dh = dhidden.slice(0, r0, r1);
     ops::gemm(dlogits, weight, dh, /*trans_a=*/false, /*trans_b=*/false);
     if (dweight.defined())

@@ -26,8 +26,8 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   check_same_shape(op, "dq", dq, "q", q);
   check_same_shape(op, "dk", dk, "k", k);
   check_same_shape(op, "dv", dv, "k", k);
-  VELA_CHECK(k.size(0) == q.size(0) && k.size(1) == q.size(1) && k.size(3) == q.size(3), op,
-             ": k ", k.str(), " must match q ", q.str(), " in batch, seq and head_dim");
+  VELA_CHECK(k.size(0) == q.size(0) && k.size(1) == q.size(1) && k.size(3) == q.size(3), op, ": k ",
+             k.str(), " must match q ", q.str(), " in batch, seq and head_dim");
   VELA_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, op, ": n_heads of q ", q.str(),
              " must be a multiple of n_kv_heads of k ", k.str());
   if (doc_ids.defined()) {

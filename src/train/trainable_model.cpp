@@ -55,8 +55,8 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
     DecoderBlockGrads& g = block_grads_[l];
     const std::string pre = "model.layers." + std::to_string(l) + ".";
     g.dinput_norm = add(pre + "input_layernorm.weight", blk.input_norm, ParamKind::kNorm);
-    g.attn.dqkv_weight = add(pre + "self_attn.qkv_proj.weight", blk.attn.qkv.weight,
-                             ParamKind::kMatrix);
+    g.attn.dqkv_weight =
+        add(pre + "self_attn.qkv_proj.weight", blk.attn.qkv.weight, ParamKind::kMatrix);
     if (blk.attn.qkv.bias.defined())
       g.attn.dqkv_bias = add(pre + "self_attn.qkv_proj.bias", blk.attn.qkv.bias, ParamKind::kBias);
     g.attn.do_weight = add(pre + "self_attn.o_proj.weight", blk.attn.o.weight, ParamKind::kMatrix);
@@ -67,13 +67,13 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
       g.attn.dk_norm = add(pre + "self_attn.k_norm.weight", blk.attn.k_norm, ParamKind::kNorm);
     }
     g.dpost_norm = add(pre + "post_attention_layernorm.weight", blk.post_norm, ParamKind::kNorm);
-    g.mlp.dgate_up = add(pre + "mlp.gate_up_proj.weight", blk.mlp.gate_up.weight,
-                         ParamKind::kMatrix);
+    g.mlp.dgate_up =
+        add(pre + "mlp.gate_up_proj.weight", blk.mlp.gate_up.weight, ParamKind::kMatrix);
     g.mlp.ddown = add(pre + "mlp.down_proj.weight", blk.mlp.down.weight, ParamKind::kMatrix);
   }
   dfinal_norm_ = add("model.norm.weight", model.final_norm, ParamKind::kNorm);
-  const bool tied = model.config.tie_word_embeddings ||
-                    model.lm_head.weight.data_ptr() == model.embed.data_ptr();
+  const bool tied =
+      model.config.tie_word_embeddings || model.lm_head.weight.data_ptr() == model.embed.data_ptr();
   dlm_head_ = tied ? dembed_ : add("lm_head.weight", model.lm_head.weight, ParamKind::kEmbedding);
 }
 
@@ -206,8 +206,8 @@ LossStats TrainableModel::evaluate(const TrainBatch& batch) const {
   lo.label_smoothing = opts_.label_smoothing;
   lo.ignore_index = kIgnoreIndex;
   Tensor none_dh, none_dw;
-  LmHeadLossResult loss = lm_head_loss(normed, model_.lm_head.weight, p.targets, lo, 0.0f,
-                                       none_dh, none_dw);
+  LmHeadLossResult loss =
+      lm_head_loss(normed, model_.lm_head.weight, p.targets, lo, 0.0f, none_dh, none_dw);
   return {loss.loss_sum, loss.n_tokens};
 }
 

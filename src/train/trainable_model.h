@@ -30,7 +30,7 @@ struct TrainOptions {
 };
 
 struct LossStats {
-  double loss_sum = 0;  // sum of per-token losses (unscaled)
+  double loss_sum = 0;   // sum of per-token losses (unscaled)
   int64_t n_tokens = 0;  // target tokens (targets != kIgnoreIndex)
   double mean() const { return n_tokens > 0 ? loss_sum / static_cast<double>(n_tokens) : 0.0; }
 };

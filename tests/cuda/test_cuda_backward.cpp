@@ -60,7 +60,8 @@ TEST_F(CudaBackward, RmsNormMatchesCpu) {
       Tensor x = random_cpu({rows, hidden}, dt, 1), w = random_cpu({hidden}, dt, 2, 0.5, 1.5);
       Tensor dout = random_cpu({rows, hidden}, dt, 3), dres = random_cpu({rows, hidden}, dt, 4);
       // CPU reference on the widened inputs.
-      Tensor cx = f32(x), cw = f32(w), cd = f32(dout), cdx = Tensor::empty({rows, hidden}, DType::kF32);
+      Tensor cx = f32(x), cw = f32(w), cd = f32(dout),
+             cdx = Tensor::empty({rows, hidden}, DType::kF32);
       Tensor cdw = Tensor::zeros({hidden}, DType::kF32), cres = f32(dres);
       ops::rms_norm_backward(cx, cw, 1e-6f, cd, cdx, cdw);
       Tensor none;
@@ -175,7 +176,8 @@ TEST_F(CudaBackward, CausalAttentionMatchesCpu) {
                  Case{2, 130, 2, 2, 32, true}}) {
     for (DType dt : kDTypes) {
       const std::string what = test::label(dt, {c.b, c.t, c.h, c.hkv, c.d});
-      Tensor q = random_cpu({c.b, c.t, c.h, c.d}, dt, 16), k = random_cpu({c.b, c.t, c.hkv, c.d}, dt, 17);
+      Tensor q = random_cpu({c.b, c.t, c.h, c.d}, dt, 16),
+             k = random_cpu({c.b, c.t, c.hkv, c.d}, dt, 17);
       Tensor v = random_cpu({c.b, c.t, c.hkv, c.d}, dt, 18), dout = random_cpu(q.shape(), dt, 19);
       Tensor docs;
       if (c.docs) {

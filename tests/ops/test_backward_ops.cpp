@@ -162,8 +162,8 @@ void check_attention_backward(int64_t heads, int64_t kv_heads, bool docs, const 
   Tensor k = random_tensor({b, t, kv_heads, d}, DType::kF32, 18);
   Tensor v = random_tensor({b, t, kv_heads, d}, DType::kF32, 19);
   Tensor doc_ids;
-  if (docs) doc_ids = Tensor::from_vector(std::vector<int32_t>{0, 0, 1, 1, 1, 2, 5, 5, 5, 5, 9, 9},
-                                          {b, t});
+  if (docs)
+    doc_ids = Tensor::from_vector(std::vector<int32_t>{0, 0, 1, 1, 1, 2, 5, 5, 5, 5, 9, 9}, {b, t});
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> r = random_weights(b * t * heads * d, 20);
   auto loss = [&] {

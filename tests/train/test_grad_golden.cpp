@@ -1,9 +1,10 @@
 // Golden gradients: vela's loss and every parameter gradient against PyTorch / transformers
-// (float64 reference made by tools/make_grad_fixtures.py into tests/fixtures/grads/<model>.safetensors)
-// on the fixture models, a batch with packed documents and ignored targets. vela's fused weights
-// are compared slice by slice with HF's split ones (q/k/v, gate/up).
-// Tolerances (vela f32 vs torch f64): loss relative 1e-5; each gradient tensor elementwise
-// |vela - torch| <= 1e-4 * max|torch tensor| + 1e-3 * |torch|. Max abs / relative errors are printed.
+// (float64 reference made by tools/make_grad_fixtures.py into
+// tests/fixtures/grads/<model>.safetensors) on the fixture models, a batch with packed documents
+// and ignored targets. vela's fused weights are compared slice by slice with HF's split ones
+// (q/k/v, gate/up). Tolerances (vela f32 vs torch f64): loss relative 1e-5; each gradient tensor
+// elementwise |vela - torch| <= 1e-4 * max|torch tensor| + 1e-3 * |torch|. Max abs / relative
+// errors are printed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +27,8 @@ Compared compare(const Tensor& got, const Tensor& want, const std::string& what)
   Compared c;
   EXPECT_EQ(got.shape(), want.shape()) << what;
   if (got.shape() != want.shape()) return c;
-  std::vector<float> g = got.contiguous().to_vector<float>(), w = want.contiguous().to_vector<float>();
+  std::vector<float> g = got.contiguous().to_vector<float>(),
+                     w = want.contiguous().to_vector<float>();
   for (float v : w) c.max_ref = std::max(c.max_ref, static_cast<double>(std::fabs(v)));
   int64_t n_bad = 0, worst = -1;
   for (size_t i = 0; i < g.size(); ++i) {
@@ -55,7 +57,8 @@ TEST_P(GradGolden, LossAndEveryGradientMatchPyTorch) {
   Transformer model = Transformer::load("fixtures/models/" + name, DType::kF32, Device::cpu());
   const auto& meta = ref.metadata();
   TrainOptions opts;
-  opts.label_smoothing = meta.count("label_smoothing") ? std::stof(meta.at("label_smoothing")) : 0.0f;
+  opts.label_smoothing =
+      meta.count("label_smoothing") ? std::stof(meta.at("label_smoothing")) : 0.0f;
   opts.ce_chunk_tokens = 9;  // several chunks, so chunking is covered against the reference too
   TrainableModel tm(model, opts);
   TrainBatch batch;
@@ -64,8 +67,8 @@ TEST_P(GradGolden, LossAndEveryGradientMatchPyTorch) {
   batch.doc_ids = ref.get("doc_ids").clone();
   batch.positions = ref.get("positions").clone();
   LossStats st = tm.forward_backward(batch, 1.0f);
-  const double want_loss = meta.count("loss_f64") ? std::stod(meta.at("loss_f64"))
-                                                  : ref.get("loss").item<float>();
+  const double want_loss =
+      meta.count("loss_f64") ? std::stod(meta.at("loss_f64")) : ref.get("loss").item<float>();
   EXPECT_NEAR(st.mean(), want_loss, 1e-5 * std::fabs(want_loss));
   if (meta.count("n_target_tokens")) EXPECT_EQ(st.n_tokens, std::stoll(meta.at("n_target_tokens")));
   std::printf("[golden] %s: loss vela %.8f torch %.8f (%lld tokens)\n", name.c_str(), st.mean(),

@@ -1,6 +1,6 @@
 // TrainableModel: parameters, gradients against central finite differences of evaluate() (every
-// element on a tiny model; spot checks on the fixture models), and the invariants the trainer relies
-// on — checkpointing and CE chunking do not change gradients, accumulation adds up, packed
+// element on a tiny model; spot checks on the fixture models), and the invariants the trainer
+// relies on — checkpointing and CE chunking do not change gradients, accumulation adds up, packed
 // documents equal separate sequences, bad batches are clear errors.
 #include <gtest/gtest.h>
 
@@ -156,7 +156,8 @@ TEST(TrainableModel, PackedDocumentsEqualSeparateSequences) {
   // its own sequence, weighted by its share of the target tokens, must give the same gradients.
   Transformer m = test::tiny_model(test::tiny_config(true, true, false), 8);
   TrainBatch packed = test::packed_batch(23);
-  std::vector<int32_t> ids = packed.ids.to_vector<int32_t>(), tg = packed.targets.to_vector<int32_t>();
+  std::vector<int32_t> ids = packed.ids.to_vector<int32_t>(),
+                       tg = packed.targets.to_vector<int32_t>();
   TrainBatch row1;
   row1.ids = Tensor::from_vector(std::vector<int32_t>(ids.begin() + 8, ids.end()), {1, 8});
   row1.targets = Tensor::from_vector(std::vector<int32_t>(tg.begin() + 8, tg.end()), {1, 8});
@@ -169,8 +170,10 @@ TEST(TrainableModel, PackedDocumentsEqualSeparateSequences) {
   LossStats parts;
   for (int len : lens) {
     TrainBatch d;
-    d.ids = Tensor::from_vector(std::vector<int32_t>(ids.begin() + 8 + start, ids.begin() + 8 + start + len), {1, len});
-    d.targets = Tensor::from_vector(std::vector<int32_t>(tg.begin() + 8 + start, tg.begin() + 8 + start + len), {1, len});
+    d.ids = Tensor::from_vector(
+        std::vector<int32_t>(ids.begin() + 8 + start, ids.begin() + 8 + start + len), {1, len});
+    d.targets = Tensor::from_vector(
+        std::vector<int32_t>(tg.begin() + 8 + start, tg.begin() + 8 + start + len), {1, len});
     const float share = static_cast<float>(len - 1) / static_cast<float>(whole.n_tokens);
     LossStats s = b.forward_backward(d, share);
     parts.loss_sum += s.loss_sum;

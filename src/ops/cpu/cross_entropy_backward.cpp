@@ -33,8 +33,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor&
         double sum = 0.0;
         for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(xf[j] - m));
         const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t j = 0; j < n; ++j)
-          g[j] = grad_scale * (std::exp(xf[j] - m) * inv - uniform);
+        for (int64_t j = 0; j < n; ++j) g[j] = grad_scale * (std::exp(xf[j] - m) * inv - uniform);
         g[pt[r]] -= grad_scale * (1.0f - eps);
       }
     });

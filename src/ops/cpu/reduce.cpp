@@ -18,7 +18,8 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
       for (int64_t r = 0; r < rx.n_rows; ++r)
         for (int64_t c = c0; c < c1; ++c) acc[c - c0] += px[r * rx.row_stride + c];
       for (int64_t c = c0; c < c1; ++c)
-        po[c] = accumulate ? po[c] + static_cast<float>(acc[c - c0]) : static_cast<float>(acc[c - c0]);
+        po[c] =
+            accumulate ? po[c] + static_cast<float>(acc[c - c0]) : static_cast<float>(acc[c - c0]);
     }
   });
 }

@@ -29,15 +29,15 @@ void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor
   }
   // Pass 1 (rows): 1 / rms of every row.
   std::vector<float> rstd(static_cast<size_t>(n_rows));
-  parallel_for(n_rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
-               [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) {
-                   const float* xr = px + r * rx.row_stride;
-                   double ss = 0.0;
-                   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-                   rstd[r] = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
-                 }
-               });
+  parallel_for(
+      n_rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xr = px + r * rx.row_stride;
+          double ss = 0.0;
+          for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+          rstd[r] = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+        }
+      });
   // Pass 2 (column blocks, deterministic): dw += sum_rows(dout * x_hat). Before pass 3, because
   // dx may alias dout.
   if (dw.defined()) {

@@ -165,8 +165,8 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
     using T = decltype(tag);
     auto P = [](const Tensor& t) { return static_cast<const T*>(t.data_ptr()); };
     attn_dq_kernel<T><<<static_cast<unsigned>(n_q_rows), kThreads, 0, stream>>>(
-        P(q), P(k), P(v), P(out), P(dout), docs, static_cast<T*>(dq.data_ptr()),
-        lse.data<float>(), dvals.data<float>(), a);
+        P(q), P(k), P(v), P(out), P(dout), docs, static_cast<T*>(dq.data_ptr()), lse.data<float>(),
+        dvals.data<float>(), a);
     VELA_CUDA_CHECK_LAUNCH();
     attn_dkv_kernel<T><<<static_cast<unsigned>(n_kv_rows), kThreads, 0, stream>>>(
         P(q), P(k), P(v), P(dout), docs, lse.data<float>(), dvals.data<float>(),

@@ -8,9 +8,8 @@ namespace vela::ops::cuda {
 
 template <typename T>
 static __global__ void rotary_backward_kernel(T* dx, int64_t token_stride, const int32_t* pos,
-                                              const float* table, int64_t n_tokens,
-                                              int64_t n_heads, int64_t head_dim,
-                                              int64_t rotary_dim) {
+                                              const float* table, int64_t n_tokens, int64_t n_heads,
+                                              int64_t head_dim, int64_t rotary_dim) {
   const int64_t half = rotary_dim / 2;
   const int64_t total = n_tokens * n_heads * half;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -64,22 +63,22 @@ void silu_and_mul_backward(const Tensor& x, const Tensor& dout, Tensor& dx) {
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     silu_mul_backward_kernel<T><<<grid_stride_blocks(total, 256), 256, 0, current_stream()>>>(
-        static_cast<const T*>(x.data_ptr()), xl.row_stride,
-        static_cast<const T*>(dout.data_ptr()), dl.row_stride, static_cast<T*>(dx.data_ptr()),
-        gl.row_stride, dl.n_rows, dl.n_cols);
+        static_cast<const T*>(x.data_ptr()), xl.row_stride, static_cast<const T*>(dout.data_ptr()),
+        dl.row_stride, static_cast<T*>(dx.data_ptr()), gl.row_stride, dl.n_rows, dl.n_cols);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }
 
 template <typename T>
 static __global__ void embedding_backward_kernel(const int32_t* ids, const T* dout,
-                                                 int64_t d_stride, int64_t n_tokens,
-                                                 int64_t hidden, float* dweight) {
+                                                 int64_t d_stride, int64_t n_tokens, int64_t hidden,
+                                                 float* dweight) {
   const int64_t total = n_tokens * hidden;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = idx / hidden, c = idx % hidden;
-    atomicAdd(dweight + static_cast<int64_t>(ids[t]) * hidden + c, to_float(dout[t * d_stride + c]));
+    atomicAdd(dweight + static_cast<int64_t>(ids[t]) * hidden + c,
+              to_float(dout[t * d_stride + c]));
   }
 }
 
@@ -114,8 +113,8 @@ void sum_rows(const Tensor& x, Tensor& out, bool accumulate) {
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     sum_rows_kernel<T><<<static_cast<int>(ceil_div(xl.n_cols, 128)), 128, 0, current_stream()>>>(
-        static_cast<const T*>(x.data_ptr()), xl.row_stride, xl.n_rows, xl.n_cols,
-        out.data<float>(), accumulate);
+        static_cast<const T*>(x.data_ptr()), xl.row_stride, xl.n_rows, xl.n_cols, out.data<float>(),
+        accumulate);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }

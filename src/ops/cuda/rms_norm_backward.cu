@@ -25,9 +25,8 @@ static __global__ void rstd_kernel(const T* x, int64_t x_stride, int64_t n_rows,
 }
 
 template <typename T>
-static __global__ void rms_dw_kernel(const T* x, int64_t x_stride, const T* dout,
-                                     int64_t d_stride, const float* rstd, int64_t n_rows,
-                                     int64_t n_cols, float* dw) {
+static __global__ void rms_dw_kernel(const T* x, int64_t x_stride, const T* dout, int64_t d_stride,
+                                     const float* rstd, int64_t n_rows, int64_t n_cols, float* dw) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= n_cols) return;
   float acc = 0.0f;
@@ -74,8 +73,8 @@ void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor
     const T* px = static_cast<const T*>(x.data_ptr());
     const T* pd = static_cast<const T*>(dout.data_ptr());
     T* pg = static_cast<T*>(dx.data_ptr());
-    rstd_kernel<T><<<blocks, threads, 0, stream>>>(px, xl.row_stride, xl.n_rows, xl.n_cols, eps,
-                                                    pr);
+    rstd_kernel<T>
+        <<<blocks, threads, 0, stream>>>(px, xl.row_stride, xl.n_rows, xl.n_cols, eps, pr);
     VELA_CUDA_CHECK_LAUNCH();
     if (dw.defined()) {
       rms_dw_kernel<T><<<static_cast<int>(ceil_div(xl.n_cols, 128)), 128, 0, stream>>>(
@@ -88,8 +87,8 @@ void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor
           gl.row_stride, accumulate_dx);
     } else {
       rms_dx_kernel<T, T><<<blocks, threads, 0, stream>>>(
-          px, xl.row_stride, static_cast<const T*>(w.data_ptr()), pd, dl.row_stride, pr,
-          xl.n_rows, xl.n_cols, pg, gl.row_stride, accumulate_dx);
+          px, xl.row_stride, static_cast<const T*>(w.data_ptr()), pd, dl.row_stride, pr, xl.n_rows,
+          xl.n_cols, pg, gl.row_stride, accumulate_dx);
     }
     VELA_CUDA_CHECK_LAUNCH();
   });

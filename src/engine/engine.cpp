@@ -22,6 +22,10 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
       tokenizer_(std::move(tokenizer)) {
   const ModelConfig& mc = model_->config;
   if (cfg_.max_ctx <= 0) cfg_.max_ctx = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, 1 << 20));
+  VELA_CHECK(cfg_.max_ctx <= mc.max_position_embeddings ||
+                 mc.rope.scaling.type == ops::RopeScaling::Type::kDynamic,
+             "max_ctx ", cfg_.max_ctx, " exceeds the model's max_position_embeddings ",
+             mc.max_position_embeddings);
   VELA_CHECK(cfg_.kv_strategy == "paged" || cfg_.kv_strategy == "contiguous",
              "kv_strategy must be 'paged' or 'contiguous', got '", cfg_.kv_strategy, "'");
   VELA_CHECK(cfg_.max_seqs > 0, "max_seqs must be positive");

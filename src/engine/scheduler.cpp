@@ -35,7 +35,7 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   item_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_out_.reserve(static_cast<size_t>(cfg.max_seqs));
-  sample_item_idx_.reserve(static_cast<size_t>(cfg.max_seqs));
+  sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -86,7 +86,12 @@ void Scheduler::run() {
     bool worked = false;
     {
       std::lock_guard<std::mutex> lock(step_mu_);
-      worked = step();
+      try {
+        worked = step();
+      } catch (const std::exception& e) {
+        fail_running(e.what());
+        worked = true;
+      }
     }
     if (!worked) {
       std::unique_lock<std::mutex> lock(inbox_mu_);
@@ -101,6 +106,16 @@ void Scheduler::run() {
   for (auto& t : waiting_) finish(*t, FinishReason::kCancelled);
   running_.clear();
   waiting_.clear();
+  update_stats(0, 0);
+  publish_final_events();
+}
+
+void Scheduler::fail_running(const std::string& what) {
+  // A step that throws (a bug, or a device error) fails the requests it carried, not the process:
+  // their KV is rolled back and the loop goes on with the queue.
+  VELA_LOG_ERROR("[sched] step failed: ", what, "; failing ", running_.size(), " running request(s)");
+  for (auto& t : running_) finish(*t, FinishReason::kError, std::string("engine step failed: ") + what);
+  running_.clear();
   update_stats(0, 0);
   publish_final_events();
 }
@@ -128,11 +143,16 @@ void Scheduler::handle_cancellations() {
 }
 
 void Scheduler::admit() {
-  while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_seqs) {
-    Task& t = *waiting_.front();
+  for (auto it = waiting_.begin();
+       it != waiting_.end() && static_cast<int32_t>(running_.size()) < cfg_.max_seqs;) {
+    Task& t = **it;
     if (t.params().max_tokens == 0) {  // nothing to generate
       finish(t, FinishReason::kLength);
-      waiting_.pop_front();
+      it = waiting_.erase(it);
+      continue;
+    }
+    if (waits_for_leader(t)) {
+      ++it;
       continue;
     }
     std::optional<int32_t> cached = cache_.alloc(t.id, t.tokens(t.n_tokens()));
@@ -144,8 +164,45 @@ void Scheduler::admit() {
     }
     t.admitted = true;
     t.admit_seq = ++admit_seq_;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(std::move(*it));
+    it = waiting_.erase(it);
+  }
+}
+
+bool Scheduler::waits_for_leader(const Task& t) const {
+  if (t.index == 0 || !t.output.empty()) return false;
+  for (const auto& l : waiting_)
+    if (l->handle == t.handle && l->index == 0) return l->request != nullptr;
+  for (const auto& l : running_)
+    if (l->handle == t.handle && l->index == 0)
+      return l->output.empty() && l->n_computed < static_cast<int32_t>(l->prompt().size());
+  return false;  // the leader finished: compute the prompt again (or reuse the prefix cache)
+}
+
+void Scheduler::fork_siblings(Task& leader, const float* logits_row, int64_t vocab) {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Task& s = **it;
+    if (s.handle != leader.handle || s.index == 0 || !s.output.empty() ||
+        static_cast<int32_t>(running_.size()) >= cfg_.max_seqs) {
+      ++it;
+      continue;
+    }
+    std::optional<int32_t> kv = cache_.fork(leader.id, s.id);
+    if (!kv) break;  // no row or page now: the sibling is admitted normally later
+    VELA_ASSERT(*kv == leader.n_computed, "fork copied ", *kv, " positions, the leader has ",
+                leader.n_computed);
+    s.n_computed = *kv;
+    s.completion.cached_tokens = leader.completion.cached_tokens;
+    s.cached_reported = true;
+    s.admitted = true;
+    s.admit_seq = ++admit_seq_;
+    std::memcpy(ws_.host.logits.data<float>() + sample_rows_.size() * vocab, logits_row,
+                static_cast<size_t>(vocab) * sizeof(float));
+    sample_rows_.push_back(SamplerRow{&s.params(), &s.prompt(), &s.output, s.seed, 0,
+                                      static_cast<uint64_t>(s.index)});
+    sample_tasks_.push_back(&s);
+    running_.push_back(std::move(*it));
+    it = waiting_.erase(it);
   }
 }
 
@@ -219,7 +276,7 @@ bool Scheduler::step() {
     return false;
   }
   BoundBatch batch = cache_.bind(items_);
-  int32_t* ids = ws_.input_ids.data<int32_t>();
+  int32_t* ids = ws_.host.input_ids.data<int32_t>();
   int32_t off = 0;
   int64_t n_prompt_tokens = 0;
   for (size_t k = 0; k < items_.size(); ++k) {
@@ -230,11 +287,17 @@ bool Scheduler::step() {
                t->n_computed);
   }
   VELA_ASSERT(off == batch.n_tokens, "packed ", off, " tokens but bound ", batch.n_tokens);
+  ws_.upload(batch.n_tokens, batch.n_seqs);
   Tensor logits = executor_.forward(batch);
+  if (!logits.device().is_cpu()) {  // the CPU sampler reads the logits back
+    Tensor back = ws_.host.step_logits.slice(0, 0, logits.size(0));
+    back.copy_(logits);
+    logits = back;
+  }
 
   // Rows whose tokens are all computed now get a new token sampled.
   sample_rows_.clear();
-  sample_item_idx_.clear();
+  sample_tasks_.clear();
   const int64_t vocab = logits.size(1);
   for (size_t k = 0; k < items_.size(); ++k) {
     Task* t = item_tasks_[k];
@@ -242,16 +305,17 @@ bool Scheduler::step() {
     if (t->n_computed != t->n_tokens()) continue;
     SamplerRow row{&t->params(), &t->prompt(), &t->output, t->seed,
                    static_cast<uint64_t>(t->output.size()), static_cast<uint64_t>(t->index)};
-    std::memcpy(ws_.logits.data<float>() + sample_rows_.size() * vocab,
-                logits.data<float>() + k * vocab, static_cast<size_t>(vocab) * sizeof(float));
+    const float* logits_row = logits.data<float>() + k * vocab;
+    std::memcpy(ws_.host.logits.data<float>() + sample_rows_.size() * vocab, logits_row,
+                static_cast<size_t>(vocab) * sizeof(float));
     sample_rows_.push_back(row);
-    sample_item_idx_.push_back(static_cast<int32_t>(k));
+    sample_tasks_.push_back(t);
+    if (t->index == 0 && t->params().n > 1 && t->output.empty()) fork_siblings(*t, logits_row, vocab);
   }
   if (!sample_rows_.empty()) {
-    Tensor rows = ws_.logits.slice(0, 0, static_cast<int64_t>(sample_rows_.size()));
+    Tensor rows = ws_.host.logits.slice(0, 0, static_cast<int64_t>(sample_rows_.size()));
     sampler_.sample(rows, sample_rows_, sample_out_);
-    for (size_t j = 0; j < sample_rows_.size(); ++j)
-      process_sample(*item_tasks_[static_cast<size_t>(sample_item_idx_[j])], sample_out_[j]);
+    for (size_t j = 0; j < sample_rows_.size(); ++j) process_sample(*sample_tasks_[j], sample_out_[j]);
   }
   remove_finished();
   update_stats(static_cast<int64_t>(sample_rows_.size()), n_prompt_tokens);

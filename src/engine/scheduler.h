@@ -81,7 +81,7 @@ class Scheduler {
   std::vector<Task*> item_tasks_;
   std::vector<SamplerRow> sample_rows_;
   std::vector<SampleResult> sample_out_;
-  std::vector<int32_t> sample_item_idx_;
+  std::vector<Task*> sample_tasks_;  // the task of each sample row
 
   // Stats (read by other threads).
   mutable std::mutex stats_mu_;
@@ -91,6 +91,13 @@ class Scheduler {
   void drain_inbox();
   void handle_cancellations();
   void admit();
+  void fail_running(const std::string& what);
+  // n > 1: a later sample is admitted by forking its request's sample 0 once that one has computed
+  // the prompt, so the prompt is computed once and its pages are shared.
+  bool waits_for_leader(const Task& t) const;
+  // After the forward that completed `leader`'s prompt: forks its waiting siblings and queues a
+  // sample row for each from the same logits row (`logits_row`).
+  void fork_siblings(Task& leader, const float* logits_row, int64_t vocab);
   bool plan();                         // fills items_; false when nothing runnable
   void preempt(Task* victim);
   void process_sample(Task& t, const SampleResult& r);

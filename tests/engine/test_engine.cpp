@@ -242,3 +242,114 @@ TEST(Engine, BadRequestsAreClearErrors) {
 
 }  // namespace
 }  // namespace vela
+
+namespace vela {
+namespace {
+
+// n > 1 samples fork sample 0 after its prompt is computed: the prompt is computed once, every
+// sample reports the same cached_tokens, and the tokens equal those of an engine that cannot fork
+// (max_seqs 1: each sample runs alone and recomputes what the prefix cache lacks).
+TEST(Engine, NSamplesShareThePromptsPages) {
+  Ref ref = reference(kModel);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(ref.prompt[static_cast<size_t>(i) % ref.prompt.size()]);
+  Request r;
+  r.prompt = prompt;
+  r.params.temperature = 0.8f;
+  r.params.max_tokens = 10;
+  r.params.seed = 77;
+  r.params.n = 4;
+  r.params.ignore_eos = true;
+
+  // Four 16-token pages: the leader's prompt takes three, one sibling forks into the fourth and the
+  // rest run later under preemption, recomputing what the prefix cache does not hold.
+  EngineConfig tight;
+  tight.max_ctx = 64;
+  tight.max_seqs = 8;
+  tight.n_kv_slots = 64;
+  Engine pressured(Transformer::load(kModel), nullptr, tight);
+  auto b = pressured.generate({r});
+  EXPECT_GT(pressured.stats().prompt_tokens, 40);
+
+  for (const char* strategy : {"paged", "contiguous"}) {
+    SCOPED_TRACE(strategy);
+    EngineConfig cfg;
+    cfg.max_ctx = 64;
+    cfg.kv_strategy = strategy;
+    cfg.max_seqs = 8;
+    Engine shared(Transformer::load(kModel), nullptr, cfg);
+    auto a = shared.generate({r});
+    EXPECT_EQ(shared.stats().prompt_tokens, 40);  // computed once for the four samples
+    ASSERT_EQ(a[0].completions.size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(a[0].completions[i].tokens, b[0].completions[i].tokens) << "sample " << i;
+      EXPECT_EQ(a[0].completions[i].cached_tokens, 0);
+    }
+    EXPECT_NE(a[0].completions[0].tokens, a[0].completions[1].tokens);
+    EXPECT_EQ(shared.stats().running, 0);
+    EXPECT_EQ(shared.stats().kv_pages_used, shared.stats().kv_pages_cached);  // nothing leaked
+  }
+}
+
+// Prefill and decode take every activation from the executor's arena: a whole generation
+// (admission, chunked prefill, 60 decode steps, sampling, stop checks) allocates no tensor.
+TEST(Engine, GenerationAllocatesNoTensors) {
+  Ref ref = reference(kModel);
+  EngineConfig cfg;
+  cfg.max_ctx = 64;
+  cfg.max_tokens_per_step = 16;  // the prompt arrives in chunks
+  cfg.max_seqs = 4;
+  Engine engine(Transformer::load(kModel), nullptr, cfg);
+  engine.generate({greedy_request(ref.prompt, 4)});  // warm-up
+  const uint64_t before = storage_allocation_count();
+  auto res = engine.generate({greedy_request(ref.prompt, 38), greedy_request({3, 4, 5}, 60)});
+  EXPECT_EQ(storage_allocation_count(), before);
+  EXPECT_EQ(res[1].completions[0].tokens.size(), 60u);
+}
+
+// Stop strings through the engine with a real tokenizer over the fixture's 128-token vocabulary
+// (one printable character per token): the stop string spans two tokens, is not emitted, and the
+// finish reason is stop with the matched string reported.
+TEST(Engine, StopStringAcrossTokensEndsGenerationWithoutEmittingIt) {
+  json vocab = json::object();
+  for (int i = 0; i < 128; ++i) {
+    char c = static_cast<char>(i < 95 ? 32 + i : 'A' + (i - 95) % 26);
+    std::string tok = i < 95 ? std::string(1, c) : std::string(1, c) + std::to_string(i);
+    vocab[tok] = i;
+  }
+  json tj = {{"version", "1.0"},
+             {"added_tokens", json::array()},
+             {"normalizer", nullptr},
+             {"pre_tokenizer", nullptr},
+             {"post_processor", nullptr},
+             {"decoder", {{"type", "Fuse"}}},
+             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(tj));
+  Ref ref = reference(kModel);
+  EngineConfig cfg;
+  cfg.max_ctx = 64;
+  Engine engine(Transformer::load(kModel), std::move(tok), cfg);
+  auto free_run = engine.generate({greedy_request(ref.prompt, 12)});
+  const Completion& full = free_run[0].completions[0];
+  ASSERT_EQ(full.tokens.size(), 12u);
+  // The text of tokens 4 and 5 (their last and first characters) is the stop string.
+  std::string t4 = engine.tokenizer()->decode({full.tokens[4]});
+  std::string t5 = engine.tokenizer()->decode({full.tokens[5]});
+  std::string stop = t4.substr(t4.size() - 1) + t5.substr(0, 1);
+  std::string before = engine.tokenizer()->decode(
+      std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + 5));
+  size_t first = (full.text).find(stop);
+  ASSERT_NE(first, std::string::npos) << "text '" << full.text << "' t4 '" << t4 << "' t5 '" << t5 << "'";
+  Request r = greedy_request(ref.prompt, 12);
+  r.params.stop = {stop};
+  auto stopped = engine.generate({r});
+  const Completion& c = stopped[0].completions[0];
+  EXPECT_EQ(c.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(c.stop_reason, stop);
+  EXPECT_EQ(c.text, full.text.substr(0, first));
+  EXPECT_LE(c.tokens.size(), 6u);
+  EXPECT_EQ(full.text.substr(0, before.size()), before);
+}
+
+}  // namespace
+}  // namespace vela

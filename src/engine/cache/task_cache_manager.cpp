@@ -212,7 +212,7 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
     last[i] = t - 1;
     max_len = std::max(max_len, st.kv_len);
   }
-  ws_.upload(t, n_seqs, with_ids);
+  if (with_ids) ws_.upload(t, n_seqs);  // else the caller stages the ids, then uploads
   req_pool_.sync();
   last_signature_ = std::move(sig);
 

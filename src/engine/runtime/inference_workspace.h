@@ -38,7 +38,7 @@ class InferenceWorkspace {
   Tensor qo_indptr;         // [max_seqs + 1] i32
   Tensor kv_indptr;         // [max_seqs + 1] i32
   Tensor logits_indices;    // [max_seqs] i32
-  Tensor logits;            // [max_seqs, vocab] f32
+  Tensor logits;            // [max_seqs, vocab] f32, on the device
 
   // Host staging for the int32 metadata (same tensors as above on the CPU).
   struct Host {
@@ -50,14 +50,18 @@ class InferenceWorkspace {
     Tensor qo_indptr;         // [max_seqs + 1] i32
     Tensor kv_indptr;         // [max_seqs + 1] i32
     Tensor logits_indices;    // [max_seqs] i32
+    Tensor logits;            // [max_seqs, vocab] f32: the CPU sampler's rows (== logits on CPU)
+    Tensor step_logits;       // [max_seqs, vocab] f32: a forward's logits read back (CUDA only)
   } host;
 
-  // Copies the first n_tokens / n_seqs (+1 for the indptrs) host entries to the device buffers;
-  // a no-op on the CPU. `with_input_ids` false leaves input_ids to the caller.
-  void upload(int32_t n_tokens, int32_t n_seqs, bool with_input_ids = true);
+  // Copies the host metadata (input ids included) to the device in one copy; a no-op on the CPU.
+  // n_tokens / n_seqs are checked against the limits (entries past them are stale but unread).
+  void upload(int32_t n_tokens, int32_t n_seqs);
 
  private:
   WorkspaceConfig config_;
+  Tensor meta_;       // [3 * max_tokens + 5 * max_seqs + 2] i32: every metadata tensor is a slice
+  Tensor host_meta_;  // its host mirror (== meta_ on the CPU)
 };
 
 }  // namespace vela

@@ -4,10 +4,12 @@
 // distribution check (total variation) for top-k + top-p, and errors on bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"

@@ -413,19 +413,20 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
           uint32_t base = 0;
           if (lane == 0) base = atomicAdd(&s_count, static_cast<uint32_t>(__popc(mask)));
           base = __shfl_sync(0xffffffffu, base, 0);
-          if (is_cand)
-            s_cand[base + __popc(mask & ((1u << lane) - 1))] =
-                sample_rank(sample_key(v), static_cast<int32_t>(i));
+          const uint32_t at = base + __popc(mask & ((1u << lane) - 1));
+          if (is_cand && at < kMaxCand)
+            s_cand[at] = sample_rank(sample_key(v), static_cast<int32_t>(i));
         }
         __syncthreads();
+        const bool compacted = s_count == n_cand;  // same predicate as the ladder: always true
         int n_pad = 2;
         while (n_pad < static_cast<int>(n_cand)) n_pad <<= 1;
         for (int i = static_cast<int>(n_cand) + tid; i < n_pad; i += kThreads) s_cand[i] = 0;
         __syncthreads();
         bitonic_sort_desc(s_cand, n_pad);
-        if (topk_on) kth_key = static_cast<uint32_t>(s_cand[k - 1] >> 32);
-        done = true;
-        if (topp_on) {
+        if (topk_on && compacted) kth_key = static_cast<uint32_t>(s_cand[k - 1] >> 32);
+        done = compacted;
+        if (topp_on && compacted) {
           // 5b. Top-p cut: the first rank whose cumulative fixed-point weight reaches the target.
           auto wfx = [&](int idx) -> uint64_t {
             const uint32_t key = static_cast<uint32_t>(s_cand[idx] >> 32);

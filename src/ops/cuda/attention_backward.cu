@@ -1,15 +1,29 @@
-// CUDA causal attention backward (dense training path; documents, GQA), the plain two-kernel form
-// with recomputed scores (no [seq, seq] matrix in memory):
+// CUDA causal attention backward (dense training path; documents, GQA). Two implementations:
+//
+// GEMM path (training lengths): per (batch, kv head) the n_rep query heads of the group run as
+// cuBLASLt batched GEMMs on strided views, with two row kernels in between:
+//   S = Q K^T (f32) -> P = masked softmax(scale * S) in place  -> dP = dO V^T (f32)
+//   dS = P * (dP - rowsum(P * dP)) * scale   (rowsum(P * dP) = dO . O, so `out` is not needed)
+//   dQ = dS K,  dK = sum_heads dS^T Q,  dV = sum_heads P^T dO   (P, dS rounded to the activation
+//   dtype for these GEMMs, as flash attention does; dK / dV accumulate in f32)
+// Memory: 2 f32 + 2 activation-dtype [n_rep, seq, seq] buffers, reused across groups.
+//
+// Recompute path (long sequences, or VELA_CUDA_ATTN_BWD=recompute), no [seq, seq] buffer:
 //   dq kernel, one block per query row (b, t, h): softmax statistics (lse) over the visible keys,
 //     D = dout . out, then dq = scale * sum_p P (dout . v_p - D) k_p, keys in tiles of blockDim
 //     whose ds values are staged in shared memory (deterministic sums, no atomics); lse and D are
 //     stored for the second kernel.
 //   dkv kernel, one block per key row (b, p, kv head): dv_p = sum P dout, dk_p = scale * sum ds q
 //     over the visible queries t >= p of every query head of the group, the same tiling.
-// O(seq^2 * head_dim) work per head with every operand read from global memory (L2-resident for
-// training sizes); a flash-style tensor-core kernel is the follow-up. Math in fp32.
+// O(seq^2 * head_dim) work per head with operands read from global memory. A flash-style fused
+// tensor-core kernel is the follow-up. Math in fp32.
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/cast.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_backward_ops.h"
+#include "ops/gemm.h"
 
 namespace vela::ops::cuda {
 
@@ -145,10 +159,11 @@ static __global__ void __launch_bounds__(kThreads)
   }
 }
 
-void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                               const Tensor& doc_ids, float scale, const Tensor& out,
-                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
-  DeviceGuard guard(q.device().index);
+namespace {
+
+void attention_backward_recompute(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& doc_ids, float scale, const Tensor& out,
+                                  const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
   AttnBwdArgs a{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), scale};
   VELA_CHECK_T(Unsupported, a.head_dim <= 4 * kThreads, "causal_attention_backward: head_dim ",
                a.head_dim, " > ", 4 * kThreads, " is not supported on CUDA");
@@ -173,6 +188,123 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
         static_cast<T*>(dk.data_ptr()), static_cast<T*>(dv.data_ptr()), a);
     VELA_CUDA_CHECK_LAUNCH();
   });
+}
+
+// ---- GEMM path ----
+
+// P = softmax(scale * S) over the visible keys of each row (causal, same document), in place;
+// invisible entries become 0. S: [n_rep, seq, seq] f32, one block per (head, query) row.
+static __global__ void masked_softmax_kernel(float* s, const int32_t* doc_row, int64_t n_rows,
+                                             int64_t n_seq, float scale) {
+  __shared__ float smem[64];
+  for (int64_t row = blockIdx.x; row < n_rows; row += gridDim.x) {
+    const int64_t t = row % n_seq;
+    float* r = s + row * n_seq;
+    auto visible = [&](int64_t p) {
+      return p <= t && (doc_row == nullptr || doc_row[p] == doc_row[t]);
+    };
+    MaxSum ms;
+    for (int64_t p = threadIdx.x; p < n_seq; p += blockDim.x)
+      if (visible(p)) max_sum_add(ms, r[p] * scale);
+    ms = block_max_sum(ms, smem);
+    const float inv = 1.0f / ms.s;
+    for (int64_t p = threadIdx.x; p < n_seq; p += blockDim.x)
+      r[p] = visible(p) ? __expf(r[p] * scale - ms.m) * inv : 0.0f;
+  }
+}
+
+// dS = P * (dP - rowsum(P * dP)) * scale; P and dS also rounded to T for the GEMMs that follow.
+template <typename T>
+static __global__ void softmax_grad_kernel(const float* p, const float* dp, T* p_t, T* ds_t,
+                                           int64_t n_rows, int64_t n_seq, float scale) {
+  __shared__ float smem[32];
+  for (int64_t row = blockIdx.x; row < n_rows; row += gridDim.x) {
+    const float* pr = p + row * n_seq;
+    const float* dpr = dp + row * n_seq;
+    float dot = 0.0f;
+    for (int64_t j = threadIdx.x; j < n_seq; j += blockDim.x) dot += pr[j] * dpr[j];
+    dot = block_sum<true>(dot, smem);
+    for (int64_t j = threadIdx.x; j < n_seq; j += blockDim.x) {
+      p_t[row * n_seq + j] = from_float<T>(pr[j]);
+      ds_t[row * n_seq + j] = from_float<T>(pr[j] * (dpr[j] - dot) * scale);
+    }
+  }
+}
+
+// Query-head views of one group: [n_rep, seq, head_dim] with strides (D, H * D, 1).
+Tensor group_heads(const Tensor& x, int64_t b, int64_t first, int64_t n) {
+  return x.select(0, b).slice(1, first, first + n).transpose(0, 1);
+}
+
+void attention_backward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& doc_ids, float scale, const Tensor& dout, Tensor& dq,
+                             Tensor& dk, Tensor& dv) {
+  const int64_t n_batch = q.size(0), n_seq = q.size(1), n_heads = q.size(2), d = q.size(3);
+  const int64_t n_kv = k.size(2), n_rep = n_heads / n_kv, n_rows = n_rep * n_seq;
+  const DType dt = q.dtype();
+  const Device dev = q.device();
+  Tensor s = Tensor::empty({n_rep, n_seq, n_seq}, DType::kF32, dev);   // S, then P
+  Tensor dp = Tensor::empty({n_rep, n_seq, n_seq}, DType::kF32, dev);  // dP
+  Tensor p_t = Tensor::empty({n_rep, n_seq, n_seq}, dt, dev);
+  Tensor ds_t = Tensor::empty({n_rep, n_seq, n_seq}, dt, dev);
+  Tensor dq_g = Tensor::empty({n_rep, n_seq, d}, dt, dev);
+  Tensor dk_acc = Tensor::empty({n_seq, d}, DType::kF32, dev);
+  Tensor dv_acc = Tensor::empty({n_seq, d}, DType::kF32, dev);
+  cudaStream_t stream = current_stream();
+  const int blocks = static_cast<int>(std::min<int64_t>(n_rows, 65535));
+  const int threads = row_block_threads(n_seq, 8, 512);
+  for (int64_t b = 0; b < n_batch; ++b) {
+    const int32_t* doc_row = doc_ids.defined() ? doc_ids.data<int32_t>() + b * n_seq : nullptr;
+    for (int64_t g = 0; g < n_kv; ++g) {
+      Tensor qg = group_heads(q, b, g * n_rep, n_rep), dog = group_heads(dout, b, g * n_rep, n_rep);
+      Tensor kg = k.select(0, b).select(1, g), vg = v.select(0, b).select(1, g);  // [seq, D]
+      ops::gemm(qg, kg, s, false, true);
+      masked_softmax_kernel<<<blocks, threads, 0, stream>>>(s.data<float>(), doc_row, n_rows, n_seq,
+                                                            scale);
+      VELA_CUDA_CHECK_LAUNCH();
+      ops::gemm(dog, vg, dp, false, true);
+      dispatch_float(dt, [&](auto tag) {
+        using T = decltype(tag);
+        softmax_grad_kernel<T><<<blocks, threads, 0, stream>>>(
+            s.data<float>(), dp.data<float>(), static_cast<T*>(p_t.data_ptr()),
+            static_cast<T*>(ds_t.data_ptr()), n_rows, n_seq, scale);
+        VELA_CUDA_CHECK_LAUNCH();
+      });
+      ops::gemm(ds_t, kg, dq_g, false, false);
+      group_heads(dq, b, g * n_rep, n_rep).copy_(dq_g);
+      for (int64_t r = 0; r < n_rep; ++r) {
+        const float beta = r == 0 ? 0.0f : 1.0f;
+        ops::gemm(ds_t.select(0, r), qg.select(0, r), dk_acc, true, false, 1.0f, beta);
+        ops::gemm(p_t.select(0, r), dog.select(0, r), dv_acc, true, false, 1.0f, beta);
+      }
+      Tensor dk_view = dk.select(0, b).select(1, g), dv_view = dv.select(0, b).select(1, g);
+      dk_view.copy_(dt == DType::kF32 ? dk_acc : ops::to_dtype(dk_acc, dt));
+      dv_view.copy_(dt == DType::kF32 ? dv_acc : ops::to_dtype(dv_acc, dt));
+    }
+  }
+}
+
+bool use_recompute_path(int64_t n_rep, int64_t n_seq, DType dt) {
+  const char* env = std::getenv("VELA_CUDA_ATTN_BWD");
+  if (env != nullptr && std::strcmp(env, "recompute") == 0) return true;
+  if (env != nullptr && std::strcmp(env, "gemm") == 0) return false;
+  const int64_t buffer_bytes =
+      n_rep * n_seq * n_seq * (8 + 2 * static_cast<int64_t>(dtype_size(dt)));
+  return buffer_bytes > (int64_t{2} << 30);  // more than 2 GiB of score buffers
+}
+
+}  // namespace
+
+void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& doc_ids, float scale, const Tensor& out,
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  DeviceGuard guard(q.device().index);
+  if (q.numel() == 0) return;
+  if (use_recompute_path(q.size(2) / k.size(2), q.size(1), q.dtype())) {
+    attention_backward_recompute(q, k, v, doc_ids, scale, out, dout, dq, dk, dv);
+  } else {
+    attention_backward_gemm(q, k, v, doc_ids, scale, dout, dq, dk, dv);
+  }
 }
 
 }  // namespace vela::ops::cuda

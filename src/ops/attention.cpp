@@ -26,23 +26,23 @@ void check_i32(const char* op, const char* name, const Tensor& t, int rank) {
 
 void check_devices(const char* op, const Tensor& ref, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
-    VELA_CHECK(t->device() == ref.device(), op, ": tensor ", t->str(), " is on ",
-               t->device().str(), " but q is on ", ref.device().str());
+    VELA_CHECK(t->device() == ref.device(), op, ": tensor ", t->str(), " is on ", t->device().str(),
+               " but q is on ", ref.device().str());
 }
 
 // Shapes, dtypes and devices shared by the paged ops (q/out [n_q, n_heads, head_dim] over the
 // cache); n_seqs from seq_lens.
 void check_paged(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                 const Tensor& req_to_token, const Tensor& req_pool_indices,
-                 const Tensor& seq_lens, const Tensor& out) {
+                 const Tensor& req_to_token, const Tensor& req_pool_indices, const Tensor& seq_lens,
+                 const Tensor& out) {
   VELA_CHECK(q.dim() == 3 && out.shape() == q.shape(), op, ": q ", q.str(), " and out ", out.str(),
              " must be [n_tokens, n_heads, head_dim]");
   VELA_CHECK(q.stride(2) == 1 && q.stride(1) == q.size(2), op, ": q rows must be contiguous");
   VELA_CHECK(out.is_contiguous(), op, ": out must be contiguous");
   VELA_CHECK(k_cache.dim() == 3 && k_cache.shape() == v_cache.shape() && k_cache.is_contiguous() &&
                  v_cache.is_contiguous() && k_cache.size(2) == q.size(2),
-             op, ": caches ", k_cache.str(), " must be contiguous [n_slots, n_kv_heads, ", q.size(2),
-             "]");
+             op, ": caches ", k_cache.str(), " must be contiguous [n_slots, n_kv_heads, ",
+             q.size(2), "]");
   VELA_CHECK(k_cache.size(1) > 0 && q.size(1) % k_cache.size(1) == 0, op, ": n_heads ", q.size(1),
              " is not a multiple of n_kv_heads ", k_cache.size(1));
   VELA_CHECK(q.dtype() == out.dtype() && k_cache.dtype() == v_cache.dtype() &&
@@ -94,8 +94,8 @@ void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
   VELA_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && out.dim() == 4, op,
              ": q, k, v, out must be [batch, seq, heads, head_dim]");
   VELA_CHECK(k.shape() == v.shape(), op, ": k ", k.str(), " and v ", v.str(), " differ");
-  VELA_CHECK(q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3), op,
-             ": q ", q.str(), " and k ", k.str(), " disagree on batch, seq or head_dim");
+  VELA_CHECK(q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3), op, ": q ",
+             q.str(), " and k ", k.str(), " disagree on batch, seq or head_dim");
   VELA_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, op, ": n_heads ", q.size(2),
              " is not a multiple of n_kv_heads ", k.size(2));
   VELA_CHECK(out.shape() == q.shape(), op, ": out ", out.str(), " must match q ", q.str());
@@ -120,13 +120,14 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Ten
              " must both be [n_tokens, n_kv_heads, head_dim]");
   VELA_CHECK(k_cache.dim() == 3 && k_cache.shape() == v_cache.shape() &&
                  k_cache.size(1) == k.size(1) && k_cache.size(2) == k.size(2),
-             op, ": caches ", k_cache.str(), " must be [n_slots, ", k.size(1), ", ", k.size(2), "]");
+             op, ": caches ", k_cache.str(), " must be [n_slots, ", k.size(1), ", ", k.size(2),
+             "]");
   VELA_CHECK(k.dtype() == k_cache.dtype() && v.dtype() == v_cache.dtype() && k.dtype() == v.dtype(),
              op, ": K/V and cache dtypes differ");
   VELA_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), op, ": caches must be contiguous");
-  VELA_CHECK(k.stride(2) == 1 && v.stride(2) == 1 && k.stride(1) == k.size(2) &&
-                 v.stride(1) == v.size(2),
-             op, ": each token's K/V rows must be contiguous");
+  VELA_CHECK(
+      k.stride(2) == 1 && v.stride(2) == 1 && k.stride(1) == k.size(2) && v.stride(1) == v.size(2),
+      op, ": each token's K/V rows must be contiguous");
   check_i32(op, "out_cache_loc", out_cache_loc, 1);
   VELA_CHECK(out_cache_loc.size(0) == k.size(0), op, ": out_cache_loc has ", out_cache_loc.size(0),
              " entries for ", k.size(0), " tokens");
@@ -144,8 +145,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
              ": need n_seqs seq_lens/req_pool_indices and n_seqs + 1 qo_indptr");
   check_devices(op, q, {&qo_indptr});
   if (q.is_cpu())  // the CUDA backend validates its host copy of the metadata itself
-    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens,
-                        qo_indptr.data<int32_t>());
+    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, qo_indptr.data<int32_t>());
   VELA_DISPATCH(q.device(), paged_attention, q, k_cache, v_cache, req_to_token, req_pool_indices,
                 seq_lens, qo_indptr, scale, out);
 }
@@ -154,7 +154,7 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
   VELA_CHECK(n_seqs >= 0 && n_kv_heads > 0 && max_len >= 0 && sm_count > 0,
              "decode_num_splits: bad arguments (n_seqs ", n_seqs, ", n_kv_heads ", n_kv_heads,
              ", max_len ", max_len, ", sm_count ", sm_count, ")");
-  constexpr int64_t kMinKeysPerSplit = 128;
+  constexpr int64_t kMinKeysPerSplit = 64;
   const int64_t blocks = std::max<int64_t>(n_seqs * n_kv_heads, 1);
   const int64_t want = (4 * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
   const int64_t by_len = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
@@ -178,14 +178,13 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                    o_part.numel() >= n_o,
                op, ": o_part must be a contiguous f32 buffer of >= ", n_o, " elements, got ",
                o_part.str());
-    VELA_CHECK(lse_part.defined() && lse_part.dtype() == DType::kF32 &&
-                   lse_part.is_contiguous() && lse_part.numel() >= n_lse,
+    VELA_CHECK(lse_part.defined() && lse_part.dtype() == DType::kF32 && lse_part.is_contiguous() &&
+                   lse_part.numel() >= n_lse,
                op, ": lse_part must be a contiguous f32 buffer of >= ", n_lse, " elements, got ",
                lse_part.str());
     check_devices(op, q, {&o_part, &lse_part});
   }
-  if (q.is_cpu())
-    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, nullptr);
+  if (q.is_cpu()) check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, nullptr);
   VELA_DISPATCH(q.device(), paged_decode_attention, q, k_cache, v_cache, req_to_token,
                 req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, out);
 }
@@ -224,13 +223,12 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
              ": need n_seqs seq_lens/req_pool_indices and n_seqs + 1 qo_indptr");
   check_i32(op, "tile_seq_idx", tile_seq_idx, 1);
   check_i32(op, "tile_q_start", tile_q_start, 1);
-  VELA_CHECK(n_tiles >= 0 && tile_seq_idx.size(0) >= n_tiles && tile_q_start.size(0) >= n_tiles,
-             op, ": ", n_tiles, " tiles but the work arrays hold ", tile_seq_idx.size(0), " and ",
+  VELA_CHECK(n_tiles >= 0 && tile_seq_idx.size(0) >= n_tiles && tile_q_start.size(0) >= n_tiles, op,
+             ": ", n_tiles, " tiles but the work arrays hold ", tile_seq_idx.size(0), " and ",
              tile_q_start.size(0));
   check_devices(op, q, {&qo_indptr, &tile_seq_idx, &tile_q_start});
   if (q.is_cpu())
-    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens,
-                        qo_indptr.data<int32_t>());
+    check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, qo_indptr.data<int32_t>());
   VELA_DISPATCH(q.device(), paged_prefill_attention, q, k_cache, v_cache, req_to_token,
                 req_pool_indices, seq_lens, qo_indptr, tile_seq_idx, tile_q_start, n_tiles, scale,
                 out);

@@ -1,8 +1,8 @@
 // CUDA paged decode attention (split-KV flash-decoding), the same kernel run over the rows of a
 // ragged batch (the f32 prefill path), the split merge, and kv_write.
 //
-// Row kernel: one block = (row, KV head, group chunk, split). The block's 128 threads are split into
-// groups of kTpk = head_dim / (16 B of T) threads; each group owns one key row at a time (kTpk
+// Row kernel: one block = (row, KV head, group chunk, split). The block's 128 threads are split
+// into groups of kTpk = head_dim / (16 B of T) threads; each group owns one key row at a time (kTpk
 // 16-byte pieces) and scores it against all query heads of the KV head (GQA: one K/V load serves
 // the whole group). K/V rows are gathered by slot with cp.async into a 4-stage shared-memory
 // pipeline; each thread copies exactly the pieces it later reads, so the pipeline needs no block
@@ -69,9 +69,9 @@ __device__ __forceinline__ void row_info(const RowsArgs& a, int row, int& seq, i
 template <typename T, int D, int kG>
 struct RowsCfg {
   static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  static constexpr int kTpk = D / kVec;              // threads per key row
-  static constexpr int kKpp = kRowThreads / kTpk;    // key rows per pass
-  static constexpr int kKps = kKpp * kUnroll;        // key rows per stage
+  static constexpr int kTpk = D / kVec;            // threads per key row
+  static constexpr int kKpp = kRowThreads / kTpk;  // key rows per pass
+  static constexpr int kKps = kKpp * kUnroll;      // key rows per stage
   static constexpr int kPipeBytes = kStages * kKps * D * static_cast<int>(sizeof(T)) * 2;
   static constexpr int kMergeBytes = (kKpp * kG * D + 2 * kKpp * kG + 2 * kG) * 4;
   static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
@@ -131,14 +131,14 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * D + part * kVec;
   const int n_steps = (end - begin + kKps - 1) / kKps;
 
-  auto load_slots = [&](int step, int (&slots)[kUnroll]) {
+  auto load_slots = [&](int step, int(&slots)[kUnroll]) {
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
       const int p = begin + step * kKps + j * kKpp + kk;
       slots[j] = p < end ? slots_of[p] : -1;
     }
   };
-  auto issue = [&](int step, const int (&slots)[kUnroll]) {
+  auto issue = [&](int step, const int(&slots)[kUnroll]) {
     const int stage = step % kStages;
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
@@ -273,7 +273,8 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
       static_cast<T*>(a.out)[rh * D + d] = from_float<T>(o * inv);
     } else {
       a.o_part[(rh * a.n_splits + split) * D + d] = o * inv;
-      if (d == 0) a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? s_tot[g] + log2f(sum) : -INFINITY;
+      if (d == 0)
+        a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? s_tot[g] + log2f(sum) : -INFINITY;
     }
   }
 }
@@ -316,7 +317,8 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
   VELA_CUDA_CHECK_LAUNCH();
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    merge_splits_kernel<T, D><<<mgrid, D < 32 ? 32 : D, 0, current_stream()>>>(a);
+    constexpr int kMergeThreads = D < 32 ? 32 : D;
+    merge_splits_kernel<T, D><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   }
 }
@@ -324,11 +326,15 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
 // Runs the row kernel (and merge) for n_rows rows; qo_indptr null for decode.
 void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& req_to_token, const Tensor& req_pool_indices, const Tensor& seq_lens,
-              const int32_t* qo_indptr, float scale, int n_splits, Tensor& o_part,
-              Tensor& lse_part, Tensor& out) {
+              const int32_t* qo_indptr, float scale, int n_splits, Tensor& o_part, Tensor& lse_part,
+              Tensor& out) {
   const int64_t n_rows = q.size(0), d = q.size(2);
   if (n_rows == 0) return;
   VELA_CHECK(n_rows <= 0x7fffffff, op, ": too many rows (", n_rows, ")");
+  const int64_t es = static_cast<int64_t>(q.element_size());
+  VELA_CHECK(is_aligned(q.data_ptr(), 16) && (q.stride(0) * es) % 16 == 0 &&
+                 is_aligned(k_cache.data_ptr(), 16) && is_aligned(v_cache.data_ptr(), 16),
+             op, ": q rows and the caches must be 16-byte aligned for the CUDA kernel");
   RowsArgs a{};
   a.q = q.data_ptr();
   a.q_token_stride = q.stride(0);
@@ -422,12 +428,12 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Ten
     using U = decltype(unit_tag);
     const int64_t row_units = row_bytes / static_cast<int64_t>(sizeof(U));
     constexpr int kThreads = 256;
-    kv_write_kernel<U><<<grid_stride_blocks(n_tokens * row_units, kThreads), kThreads, 0,
-                         current_stream()>>>(
-        static_cast<const char*>(k.data_ptr()), static_cast<const char*>(v.data_ptr()),
-        k_token_bytes, v_token_bytes, static_cast<const int32_t*>(out_cache_loc.data_ptr()),
-        static_cast<char*>(k_cache.data_ptr()), static_cast<char*>(v_cache.data_ptr()), n_tokens,
-        row_units, k_cache.size(0));
+    kv_write_kernel<U>
+        <<<grid_stride_blocks(n_tokens * row_units, kThreads), kThreads, 0, current_stream()>>>(
+            static_cast<const char*>(k.data_ptr()), static_cast<const char*>(v.data_ptr()),
+            k_token_bytes, v_token_bytes, static_cast<const int32_t*>(out_cache_loc.data_ptr()),
+            static_cast<char*>(k_cache.data_ptr()), static_cast<char*>(v_cache.data_ptr()),
+            n_tokens, row_units, k_cache.size(0));
     VELA_CUDA_CHECK_LAUNCH();
   };
   if (fits(16)) {

@@ -66,7 +66,7 @@ constexpr int prefill_smem_bytes() {
 
 template <typename T, int D>
 static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PrefillArgs a) {
-  constexpr int kChunks = D / 8;                     // 16-byte chunks per row
+  constexpr int kChunks = D / 8;                           // 16-byte chunks per row
   constexpr int kLoads = kBN * kChunks / kPrefillThreads;  // chunks per thread per tile
   static_assert(kLoads >= 1 && kBM == kBN, "tile shape");
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -91,22 +91,22 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
   // Q tile (rows past the sequence are zero-filled).
-  const T* qbase =
-      static_cast<const T*>(a.q) + static_cast<int64_t>(qo0 + q_start) * a.q_token_stride + head * D;
+  const T* qbase = static_cast<const T*>(a.q) +
+                   static_cast<int64_t>(qo0 + q_start) * a.q_token_stride + head * D;
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
     const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
     const bool valid = r < n_rows;
     cp_async16(sq + swz<D>(r, c), qbase + (valid ? r * a.q_token_stride + c * 8 : 0), valid);
   }
-  auto load_slots = [&](int kt, int (&slots)[kLoads]) {
+  auto load_slots = [&](int kt, int(&slots)[kLoads]) {
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int p = kt * kBN + (tid + i * kPrefillThreads) / kChunks;
       slots[i] = p < n_keys ? slots_of[p] : -1;
     }
   };
-  auto load_kv = [&](int buf, const int (&slots)[kLoads]) {
+  auto load_kv = [&](int buf, const int(&slots)[kLoads]) {
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
@@ -297,11 +297,13 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
   a.group = a.n_heads / a.n_kv_heads;
   a.scale_log2 = scale * kLog2e;
   a.out = out.data_ptr();
-  const bool aligned = is_aligned(q.data_ptr(), 16) && (q.stride(0) * 2) % 16 == 0;
+  const bool aligned = is_aligned(q.data_ptr(), 16) && (q.stride(0) * 2) % 16 == 0 &&
+                       is_aligned(k_cache.data_ptr(), 16) && is_aligned(v_cache.data_ptr(), 16);
   DeviceGuard guard(q.device().index);
   dispatch_head_dim(q.size(2), op, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
-    VELA_CHECK(aligned, op, ": q rows must be 16-byte aligned for the tensor-core kernel");
+    VELA_CHECK(aligned, op,
+               ": q rows and the caches must be 16-byte aligned for the tensor-core kernel");
     if (q.dtype() == DType::kBF16) {
       launch_prefill<bf16, D>(a, n_tiles);
     } else if (q.dtype() == DType::kF16) {
@@ -360,7 +362,8 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
     return;
   }
   const int64_t cap = prefill_max_tiles(n_tokens, n_seqs);
-  Tensor seq_idx_h = Tensor::empty({cap}, DType::kI32), q_start_h = Tensor::empty({cap}, DType::kI32);
+  Tensor seq_idx_h = Tensor::empty({cap}, DType::kI32),
+         q_start_h = Tensor::empty({cap}, DType::kI32);
   const int64_t n_tiles = plan_prefill_tiles(qo, n_seqs, kPrefillTileQ, seq_idx_h.data<int32_t>(),
                                              q_start_h.data<int32_t>(), cap);
   Tensor seq_idx = seq_idx_h.to(q.device()), q_start = q_start_h.to(q.device());

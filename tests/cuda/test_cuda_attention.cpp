@@ -1,0 +1,478 @@
+// CUDA attention ops against their CPU twins: kv_write (strided rows, shuffled slots), split-KV
+// paged decode (B 1 / 3 / 64, lengths 1..5000 with a padding row, GQA 1 / 2 / 6, pages of 1 and 16
+// slots in shuffled order, 1..64 splits, every supported head_dim, f32 / bf16 / f16), ragged
+// prefill through a host plan (q_len 1..700 with and without cached prefix) and through the
+// generic paged_attention, CUDA-graph replay of the decode kernel after the sequences grew, bad
+// input errors, and opt-in benchmarks (DISABLED_*Bench*) of decode GB/s and prefill TFLOP/s.
+//
+// Unused cache slots hold NaN, so a kernel that reads a slot outside the table fails loudly.
+// Tolerances: f32 2e-5 abs + 1e-4 rel (fp32 exp2 vs the CPU's double sums); bf16 1e-2 + 2e-2 and
+// f16 3e-3 + 3e-3 (one rounding of the output; prefill also rounds P to 16 bits for the mma).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/cuda_api.h"
+#include "core/cuda/stream.h"
+#include "cuda/cuda_test_util.h"
+#include "ops/attention.h"
+
+namespace vela {
+namespace {
+
+using test::CudaTest;
+
+class CudaAttentionTest : public CudaTest {};
+
+test::Tol attn_tol(DType dt) {
+  switch (dt) {
+    case DType::kBF16:
+      return {1e-2, 2e-2};
+    case DType::kF16:
+      return {3e-3, 3e-3};
+    default:
+      return {2e-5, 1e-4};
+  }
+}
+
+// A ragged batch over a paged cache, on the host.
+struct Batch {
+  Tensor q;                 // [n_tokens, n_heads, head_dim]
+  Tensor k_cache, v_cache;  // [n_slots, n_kv_heads, head_dim]
+  Tensor req_to_token;      // [max_reqs, max_ctx] i32
+  Tensor req_pool_indices;  // [n_seqs] i32
+  Tensor seq_lens;          // [n_seqs] i32
+  Tensor qo_indptr;         // [n_seqs + 1] i32
+};
+
+// Sequence s has lens[s] cached tokens and the last q_lens[s] of them are queries. Slots come in
+// pages of page_size consecutive slots; pages are handed out in shuffled order; request rows are
+// permuted. `spare` extra positions per request row (for growth) get pages too.
+Batch make_batch(DType dt, const std::vector<int>& lens, const std::vector<int>& q_lens,
+                 int64_t n_heads, int64_t n_kv, int64_t d, int page_size, uint64_t seed,
+                 int spare = 0) {
+  const int64_t n_seqs = static_cast<int64_t>(lens.size());
+  std::mt19937_64 gen(seed);
+  int max_ctx = 1;
+  int64_t n_pages = 0;
+  for (int len : lens) {
+    max_ctx = std::max(max_ctx, len + spare);
+    n_pages += (len + spare + page_size - 1) / page_size;
+  }
+  n_pages += 3;  // never-used pages (NaN)
+  std::vector<int32_t> pages(static_cast<size_t>(n_pages));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), gen);
+  const int64_t max_reqs = n_seqs + 2;
+  std::vector<int32_t> rows(static_cast<size_t>(max_reqs));
+  std::iota(rows.begin(), rows.end(), 0);
+  std::shuffle(rows.begin(), rows.end(), gen);
+
+  Batch b;
+  const int64_t n_slots = n_pages * page_size;
+  b.k_cache = test::random_cpu({n_slots, n_kv, d}, dt, seed + 1);
+  b.v_cache = test::random_cpu({n_slots, n_kv, d}, dt, seed + 2);
+  std::vector<char> used(static_cast<size_t>(n_slots), 0);
+  std::vector<int32_t> r2t(static_cast<size_t>(max_reqs * max_ctx), -1);
+  std::vector<int32_t> rpi, sl, qo{0};
+  size_t next_page = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const int32_t row = rows[static_cast<size_t>(s)];
+    rpi.push_back(row);
+    sl.push_back(lens[s]);
+    qo.push_back(qo.back() + q_lens[s]);
+    for (int p = 0; p < lens[s] + spare; p += page_size) {
+      const int32_t page = pages[next_page++];
+      for (int i = 0; i < page_size && p + i < max_ctx; ++i) {
+        const int32_t slot = page * page_size + i;
+        r2t[static_cast<size_t>(row * max_ctx + p + i)] = slot;
+        used[static_cast<size_t>(slot)] = 1;
+      }
+    }
+  }
+  const int64_t row_elems = n_kv * d;
+  for (int64_t slot = 0; slot < n_slots; ++slot) {
+    if (used[static_cast<size_t>(slot)]) continue;
+    for (int64_t i = 0; i < row_elems; ++i) {
+      test::set_value(b.k_cache, slot * row_elems + i, NAN);
+      test::set_value(b.v_cache, slot * row_elems + i, NAN);
+    }
+  }
+  b.req_to_token = Tensor::from_vector(r2t, {max_reqs, max_ctx});
+  b.req_pool_indices = Tensor::from_vector(rpi);
+  b.seq_lens = Tensor::from_vector(sl);
+  b.qo_indptr = Tensor::from_vector(qo);
+  b.q = test::random_cpu({qo.back(), n_heads, d}, dt, seed + 3);
+  return b;
+}
+
+Batch to_gpu(const Batch& b, Device dev) {
+  return {b.q.to(dev),
+          b.k_cache.to(dev),
+          b.v_cache.to(dev),
+          b.req_to_token.to(dev),
+          b.req_pool_indices.to(dev),
+          b.seq_lens.to(dev),
+          b.qo_indptr.to(dev)};
+}
+
+Tensor cpu_reference(const Batch& b, float scale) {
+  Tensor want = Tensor::empty(b.q.shape(), b.q.dtype());
+  ops::paged_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices, b.seq_lens,
+                       b.qo_indptr, scale, want);
+  return want;
+}
+
+// Runs paged_decode_attention on the GPU with a workspace sized for n_splits.
+Tensor gpu_decode(const Batch& g, float scale, int n_splits) {
+  const int64_t n = g.q.size(0), h = g.q.size(1), d = g.q.size(2);
+  Tensor o_part =
+      Tensor::empty({ops::decode_o_part_numel(n, h, d, n_splits)}, DType::kF32, g.q.device());
+  Tensor lse_part =
+      Tensor::empty({ops::decode_lse_part_numel(n, h, n_splits)}, DType::kF32, g.q.device());
+  Tensor out = Tensor::empty(g.q.shape(), g.q.dtype(), g.q.device());
+  ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                              g.seq_lens, scale, n_splits, o_part, lse_part, out);
+  return out;
+}
+
+std::vector<int> random_lens(int n, int lo, int hi, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int& x : v) x = dist(gen);
+  return v;
+}
+
+TEST_F(CudaAttentionTest, KvWriteMatchesCpu) {
+  for (DType dt : test::kCudaFloatDTypes) {
+    for (int64_t d : {16, 64, 128}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d));
+      const int64_t n_tok = 37, n_kv = 3, n_slots = 100;
+      // K and V as column slices of a fused [n_tok, 3 * n_kv, d] projection (token stride free).
+      Tensor fused = test::random_cpu({n_tok, 3 * n_kv, d}, dt, 11);
+      Tensor k = fused.slice(1, n_kv, 2 * n_kv), v = fused.slice(1, 2 * n_kv, 3 * n_kv);
+      std::vector<int32_t> slots(n_slots);
+      std::iota(slots.begin(), slots.end(), 0);
+      std::shuffle(slots.begin(), slots.end(), std::mt19937_64(5));
+      slots.resize(n_tok);
+      Tensor loc = Tensor::from_vector(slots);
+      Tensor kc = test::random_cpu({n_slots, n_kv, d}, dt, 12);
+      Tensor vc = test::random_cpu({n_slots, n_kv, d}, dt, 13);
+      Tensor dkc = kc.to(gpu()), dvc = vc.to(gpu());
+      Tensor dfused = fused.to(gpu());
+      ops::kv_write(k, v, loc, kc, vc);
+      ops::kv_write(dfused.slice(1, n_kv, 2 * n_kv), dfused.slice(1, 2 * n_kv, 3 * n_kv),
+                    loc.to(gpu()), dkc, dvc);
+      test::expect_equal(dkc, kc, "k_cache");
+      test::expect_equal(dvc, vc, "v_cache");
+    }
+  }
+}
+
+struct DecodeCase {
+  std::vector<int> lens;
+  int64_t n_heads, n_kv, d;
+  int page_size;
+  std::vector<int> splits;
+};
+
+TEST_F(CudaAttentionTest, DecodeMatchesCpu) {
+  std::vector<int> mixed64 = random_lens(64, 1, 2000, 21);
+  mixed64[5] = 5000;
+  mixed64[9] = 1;
+  mixed64[17] = 0;  // a padding row: zero output
+  const std::vector<DecodeCase> cases = {
+      {{4999}, 4, 4, 64, 16, {1, 7, 64}},            // B=1, MHA
+      {{1, 700, 5000}, 12, 2, 128, 1, {1, 16, 64}},  // GQA 6, page 1
+      {mixed64, 4, 2, 32, 16, {1, 4, 64}},           // B=64, GQA 2
+      {{33, 1, 257}, 6, 1, 16, 1, {1, 2}},           // MQA (GQA 6), head_dim 16
+      {{1000, 3}, 24, 4, 64, 16, {5, 33}},           // bench-1b heads
+  };
+  for (DType dt : test::kCudaFloatDTypes) {
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const DecodeCase& dc = cases[c];
+      std::vector<int> q_lens(dc.lens.size());
+      for (size_t s = 0; s < q_lens.size(); ++s) q_lens[s] = dc.lens[s] > 0 ? 1 : 0;
+      Batch b = make_batch(dt, dc.lens, q_lens, dc.n_heads, dc.n_kv, dc.d, dc.page_size, 100 + c);
+      // The padding row still owns one query (zero output); the CPU twin of decode accepts it.
+      b.q = test::random_cpu({static_cast<int64_t>(dc.lens.size()), dc.n_heads, dc.d}, dt, 7);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(dc.d));
+      Tensor want = Tensor::empty(b.q.shape(), dt);
+      Tensor none;
+      ops::paged_decode_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices,
+                                  b.seq_lens, scale, 1, none, none, want);
+      Batch g = to_gpu(b, gpu());
+      for (int n_splits : dc.splits) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " case " + std::to_string(c) + " splits " +
+                     std::to_string(n_splits));
+        test::expect_close(gpu_decode(g, scale, n_splits), want, attn_tol(dt), "decode");
+      }
+      if (std::find(dc.lens.begin(), dc.lens.end(), 0) == dc.lens.end()) {
+        // The generic op on a decode-only batch picks its own split count.
+        Tensor got = Tensor::empty(b.q.shape(), dt, gpu());
+        ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                             g.seq_lens, g.qo_indptr, scale, got);
+        test::expect_close(got, want, attn_tol(dt), "generic paged_attention (decode)");
+      }
+    }
+  }
+}
+
+struct PrefillCase {
+  std::vector<int> lens;    // cached tokens after this step
+  std::vector<int> q_lens;  // queries (the last q_lens of lens)
+  int64_t n_heads, n_kv, d;
+  int page_size;
+};
+
+TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
+  const std::vector<PrefillCase> cases = {
+      {{700}, {700}, 4, 4, 64, 16},                                  // one fresh prompt
+      {{700, 301, 130, 64, 1}, {700, 1, 65, 64, 1}, 6, 2, 128, 16},  // prefixes + decode rows
+      {{129, 500, 77}, {64, 250, 77}, 12, 2, 32, 1},                 // GQA 6, page 1
+      {{20, 5, 300}, {20, 1, 111}, 2, 1, 16, 1},                     // head_dim 16, MQA
+      {{1200, 2}, {1, 2}, 24, 4, 64, 16},                            // bench-1b heads
+  };
+  for (DType dt : test::kCudaFloatDTypes) {
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const PrefillCase& pc = cases[c];
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " case " + std::to_string(c));
+      Batch b =
+          make_batch(dt, pc.lens, pc.q_lens, pc.n_heads, pc.n_kv, pc.d, pc.page_size, 200 + c);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(pc.d));
+      Tensor want = cpu_reference(b, scale);
+      Batch g = to_gpu(b, gpu());
+      // Through the plan.
+      const int64_t n_seqs = b.seq_lens.size(0);
+      const int64_t cap = ops::prefill_max_tiles(b.q.size(0), n_seqs);
+      std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
+      const int64_t n_tiles =
+          ops::plan_prefill_tiles(b.qo_indptr.data<int32_t>(), n_seqs, ops::kPrefillTileQ,
+                                  seq_idx.data(), q_start.data(), cap);
+      Tensor got = Tensor::empty(b.q.shape(), dt, gpu());
+      ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                   g.seq_lens, g.qo_indptr, Tensor::from_vector(seq_idx).to(gpu()),
+                                   Tensor::from_vector(q_start).to(gpu()), n_tiles, scale, got);
+      test::expect_close(got, want, attn_tol(dt), "paged_prefill_attention");
+      // Through the generic op (plans itself).
+      Tensor got2 = Tensor::empty(b.q.shape(), dt, gpu());
+      ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                           g.seq_lens, g.qo_indptr, scale, got2);
+      test::expect_close(got2, want, attn_tol(dt), "generic paged_attention");
+    }
+  }
+}
+
+TEST_F(CudaAttentionTest, PrefillStridedQuery) {
+  // q as a column slice of a fused qkv projection (token stride > n_heads * head_dim).
+  const DType dt = DType::kBF16;
+  Batch b = make_batch(dt, {90, 40}, {90, 7}, 8, 2, 64, 16, 300);
+  Tensor fused = test::random_cpu({97, 12, 64}, dt, 301);
+  b.q = fused.slice(1, 0, 8);
+  const float scale = 0.125f;
+  Tensor want = cpu_reference(b, scale);
+  Batch g = to_gpu(b, gpu());
+  g.q = fused.to(gpu()).slice(1, 0, 8);
+  Tensor got = Tensor::empty({97, 8, 64}, dt, gpu());
+  ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices, g.seq_lens,
+                       g.qo_indptr, scale, got);
+  test::expect_close(got, want, attn_tol(dt), "strided q");
+}
+
+TEST_F(CudaAttentionTest, DecodeGraphReplayAfterGrowth) {
+  const DType dt = DType::kBF16;
+  const int64_t n_heads = 24, n_kv = 4, d = 64;
+  const std::vector<int> lens0 = {1, 300, 2000};
+  const int spare = 3000;
+  Batch b = make_batch(dt, lens0, {1, 1, 1}, n_heads, n_kv, d, 16, 400, spare);
+  // Slots for the spare positions must hold finite values: refill the whole cache.
+  b.k_cache = test::random_cpu(b.k_cache.shape(), dt, 401);
+  b.v_cache = test::random_cpu(b.v_cache.shape(), dt, 402);
+  Batch g = to_gpu(b, gpu());
+  const float scale = 0.125f;
+  const int max_len = 2000 + spare;
+  const int n_splits =
+      ops::decode_num_splits(3, n_kv, max_len, cuda::device_properties().multiProcessorCount);
+  Tensor o_part =
+      Tensor::empty({ops::decode_o_part_numel(3, n_heads, d, n_splits)}, DType::kF32, gpu());
+  Tensor lse_part =
+      Tensor::empty({ops::decode_lse_part_numel(3, n_heads, n_splits)}, DType::kF32, gpu());
+  Tensor graph_out = Tensor::empty(b.q.shape(), dt, gpu());
+
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  {
+    cuda::StreamGuard sg(stream);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                g.seq_lens, scale, n_splits, o_part, lse_part, graph_out);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    cudaGraphDestroy(graph);
+  }
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::vector<int> grow = {round * 1000 + 7, round * 37 + 1, round * 450};
+    std::vector<int32_t> lens;
+    for (size_t s = 0; s < 3; ++s) lens.push_back(lens0[s] + grow[s]);
+    Tensor lens_h = Tensor::from_vector(lens);
+    g.seq_lens.copy_(lens_h);
+    g.q.copy_(test::random_cpu(b.q.shape(), dt, 500 + round));
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    Tensor eager = Tensor::empty(b.q.shape(), dt, gpu());
+    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                g.seq_lens, scale, n_splits, o_part, lse_part, eager);
+    test::expect_equal(graph_out, eager, "graph replay vs eager");
+    Batch h = b;
+    h.q = g.q.to(Device::cpu());
+    h.seq_lens = lens_h;
+    h.qo_indptr = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 3});
+    test::expect_close(graph_out, cpu_reference(h, scale), attn_tol(dt), "graph vs cpu");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(CudaAttentionTest, BadInputIsAnError) {
+  Batch b = make_batch(DType::kBF16, {10}, {1}, 4, 2, 48, 16, 600);
+  Batch g = to_gpu(b, gpu());
+  Tensor out = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
+  Tensor none;
+  EXPECT_THROW(
+      ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                  g.seq_lens, 1.0f, 1, none, none, out),
+      Unsupported);  // head_dim 48
+  Batch b2 = make_batch(DType::kBF16, {10}, {1}, 4, 2, 64, 16, 601);
+  Batch g2 = to_gpu(b2, gpu());
+  Tensor out2 = Tensor::empty(g2.q.shape(), DType::kBF16, gpu());
+  EXPECT_THROW(
+      ops::paged_decode_attention(g2.q, g2.k_cache, g2.v_cache, g2.req_to_token,
+                                  g2.req_pool_indices, g2.seq_lens, 1.0f, 0, none, none, out2),
+      InvalidArgument);  // n_splits 0
+  EXPECT_THROW(
+      ops::paged_decode_attention(g2.q, g2.k_cache, g2.v_cache, g2.req_to_token,
+                                  g2.req_pool_indices, g2.seq_lens, 1.0f, 8, none, none, out2),
+      InvalidArgument);  // no workspace
+  EXPECT_THROW(
+      ops::paged_decode_attention(g2.q, b2.k_cache, g2.v_cache, g2.req_to_token,
+                                  g2.req_pool_indices, g2.seq_lens, 1.0f, 1, none, none, out2),
+      InvalidArgument);  // cache on the host
+  Tensor bad_qo = Tensor::from_vector(std::vector<int32_t>{0, 5}).to(gpu());
+  EXPECT_THROW(ops::paged_attention(g2.q, g2.k_cache, g2.v_cache, g2.req_to_token,
+                                    g2.req_pool_indices, g2.seq_lens, bad_qo, 1.0f, out2),
+               InvalidArgument);  // qo_indptr does not end at n_tokens
+}
+
+// ---- benchmarks (opt-in) ----
+
+// Milliseconds per call of fn, timed as a CUDA graph of `per_graph` calls replayed `reps` times.
+template <typename F>
+double time_ms(F&& fn, int per_graph = 20, int reps = 10) {
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cuda::StreamGuard sg(stream);
+  fn();  // warm up (and lazy attribute setup) outside the capture
+  cudaStreamSynchronize(stream);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  for (int i = 0; i < per_graph; ++i) fn();
+  cudaStreamEndCapture(stream, &graph);
+  cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphLaunch(exec, stream);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0, stream);
+  for (int r = 0; r < reps; ++r) cudaGraphLaunch(exec, stream);
+  cudaEventRecord(e1, stream);
+  cudaEventSynchronize(e1);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return ms / (per_graph * reps);
+}
+
+TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
+  const int64_t n_heads = 24, n_kv = 4, d = 64;
+  const DType dt = DType::kBF16;
+  const int sms = cuda::device_properties().multiProcessorCount;
+  struct Shape2 {
+    int b, ctx;
+  };
+  for (Shape2 sh :
+       {Shape2{1, 1024}, Shape2{1, 8192}, Shape2{1, 32768}, Shape2{64, 512}, Shape2{64, 4096}}) {
+    for (int page : {16, 1}) {
+      std::vector<int> lens(static_cast<size_t>(sh.b), sh.ctx), q_lens(lens.size(), 1);
+      Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, page, 700);
+      Batch g = to_gpu(b, gpu());
+      const int n_splits = ops::decode_num_splits(sh.b, n_kv, sh.ctx, sms);
+      Tensor o_part =
+          Tensor::empty({ops::decode_o_part_numel(sh.b, n_heads, d, n_splits)}, DType::kF32, gpu());
+      Tensor lse_part =
+          Tensor::empty({ops::decode_lse_part_numel(sh.b, n_heads, n_splits)}, DType::kF32, gpu());
+      Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
+      const double ms = time_ms([&] {
+        ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                    g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
+      });
+      const double bytes = 2.0 * sh.b * sh.ctx * n_kv * d * 2;
+      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      std::printf(
+          "decode bf16 B=%d ctx=%d page=%d (24q/4kv/d64, one layer): splits %d, %.2f us, "
+          "%.0f GB/s = %.1f%% of 4300 GB/s; x24 layers %.3f ms\n",
+          sh.b, sh.ctx, page, n_splits, ms * 1e3, gbps, 100.0 * gbps / 4300.0, 24 * ms);
+    }
+  }
+}
+
+TEST_F(CudaAttentionTest, DISABLED_BenchPrefill) {
+  const DType dt = DType::kBF16;
+  struct Cfg {
+    int64_t n_heads, n_kv, d;
+    int n;
+  };
+  for (Cfg c : {Cfg{24, 4, 64, 8192}, Cfg{32, 8, 128, 8192}, Cfg{24, 4, 64, 2048}}) {
+    Batch b = make_batch(dt, {c.n}, {c.n}, c.n_heads, c.n_kv, c.d, 16, 800);
+    Batch g = to_gpu(b, gpu());
+    const int64_t cap = ops::prefill_max_tiles(c.n, 1);
+    std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
+    const int64_t n_tiles = ops::plan_prefill_tiles(
+        b.qo_indptr.data<int32_t>(), 1, ops::kPrefillTileQ, seq_idx.data(), q_start.data(), cap);
+    Tensor ds = Tensor::from_vector(seq_idx).to(gpu()), dq = Tensor::from_vector(q_start).to(gpu());
+    Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
+    const double ms = time_ms(
+        [&] {
+          ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                       g.req_pool_indices, g.seq_lens, g.qo_indptr, ds, dq, n_tiles,
+                                       1.0f / std::sqrt(static_cast<float>(c.d)), out);
+        },
+        5, 4);
+    const double flops = 4.0 * c.n_heads * c.d * (static_cast<double>(c.n) * (c.n + 1) / 2);
+    const double tflops = flops / (ms * 1e-3) / 1e12;
+    std::printf(
+        "prefill bf16 causal n=%d (%lldq/%lldkv/d%lld, one layer): %.3f ms, %.1f TFLOP/s; "
+        "x24 layers %.2f ms\n",
+        c.n, static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
+        static_cast<long long>(c.d), ms, tflops, 24 * ms);
+  }
+}
+
+}  // namespace
+}  // namespace vela

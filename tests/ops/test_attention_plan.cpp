@@ -1,0 +1,140 @@
+// Host side of the graph-friendly attention ops: the prefill tile planner (coverage, order, bad
+// input), the decode split heuristic, and the CPU twins of paged_decode_attention /
+// paged_prefill_attention (same results as paged_attention, metadata validated).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/attention.h"
+#include "ops/op_test_util.h"
+
+namespace vela {
+namespace {
+
+TEST(AttentionPlan, TilesCoverEveryQueryRowOnce) {
+  const std::vector<int32_t> qo = {0, 700, 701, 701, 766, 830};  // 700, 1, 0, 65, 64 rows
+  const int64_t n_seqs = 5, cap = ops::prefill_max_tiles(830, n_seqs);
+  std::vector<int32_t> seq(static_cast<size_t>(cap)), start(static_cast<size_t>(cap));
+  const int64_t n = ops::plan_prefill_tiles(qo.data(), n_seqs, 64, seq.data(), start.data(), cap);
+  EXPECT_EQ(n, 11 + 1 + 0 + 2 + 1);
+  std::set<std::pair<int32_t, int32_t>> rows;
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t q_len = qo[seq[t] + 1] - qo[seq[t]];
+    ASSERT_LT(start[t], q_len);
+    ASSERT_EQ(start[t] % 64, 0);
+    for (int32_t r = start[t]; r < std::min(start[t] + 64, q_len); ++r)
+      EXPECT_TRUE(rows.insert({seq[t], r}).second) << "row covered twice";
+  }
+  EXPECT_EQ(rows.size(), 830u);
+  // Later (costlier) tiles of a sequence come first.
+  EXPECT_EQ(seq[0], 0);
+  EXPECT_EQ(start[0], 640);
+  EXPECT_EQ(start[10], 0);
+}
+
+TEST(AttentionPlan, BadInput) {
+  std::vector<int32_t> seq(4), start(4);
+  const std::vector<int32_t> qo = {0, 300};
+  EXPECT_THROW(ops::plan_prefill_tiles(qo.data(), 1, 64, seq.data(), start.data(), 4),
+               InvalidArgument);  // needs 5 tiles
+  const std::vector<int32_t> down = {0, 5, 3};
+  EXPECT_THROW(ops::plan_prefill_tiles(down.data(), 2, 64, seq.data(), start.data(), 4),
+               InvalidArgument);
+  const std::vector<int32_t> off = {1, 5};
+  EXPECT_THROW(ops::plan_prefill_tiles(off.data(), 1, 64, seq.data(), start.data(), 4),
+               InvalidArgument);
+  EXPECT_THROW(ops::plan_prefill_tiles(qo.data(), 1, 0, seq.data(), start.data(), 4),
+               InvalidArgument);
+}
+
+TEST(AttentionPlan, DecodeSplits) {
+  EXPECT_EQ(ops::decode_num_splits(1, 4, 60, 132), 1);  // short: no split
+  EXPECT_EQ(ops::decode_num_splits(1, 4, 100, 132), 2);
+  EXPECT_EQ(ops::decode_num_splits(1, 4, 32768, 132), 128);  // fill the device, capped
+  EXPECT_EQ(ops::decode_num_splits(1, 4, 1024, 132), 16);    // >= 64 keys per split
+  EXPECT_EQ(ops::decode_num_splits(64, 4, 512, 132), 3);     // 256 blocks already
+  EXPECT_EQ(ops::decode_num_splits(1024, 8, 4096, 132), 1);
+  EXPECT_EQ(ops::decode_num_splits(0, 4, 0, 132), 1);
+  EXPECT_THROW(ops::decode_num_splits(1, 0, 10, 132), InvalidArgument);
+}
+
+// A small paged batch: 3 sequences of lengths 9, 1, 20 whose slots are reversed positions.
+struct Small {
+  Tensor q, k_cache, v_cache, r2t, rows, lens, qo;
+};
+Small small_batch(DType dt, const std::vector<int32_t>& q_lens) {
+  Small b;
+  const std::vector<int32_t> lens = {9, 1, 20};
+  std::vector<int32_t> r2t(3 * 20, 0), qo = {0};
+  int32_t next = 0;
+  for (int s = 0; s < 3; ++s) {
+    for (int p = lens[s] - 1; p >= 0; --p) r2t[s * 20 + p] = next++;
+    qo.push_back(qo.back() + q_lens[s]);
+  }
+  b.k_cache = test::random_tensor({next, 2, 16}, dt, 1);
+  b.v_cache = test::random_tensor({next, 2, 16}, dt, 2);
+  b.q = test::random_tensor({qo.back(), 6, 16}, dt, 3);
+  b.r2t = Tensor::from_vector(r2t, {3, 20});
+  b.rows = Tensor::from_vector(std::vector<int32_t>{0, 1, 2});
+  b.lens = Tensor::from_vector(lens);
+  b.qo = Tensor::from_vector(qo);
+  return b;
+}
+
+TEST(AttentionPlan, CpuTwinsMatchPagedAttention) {
+  for (DType dt : test::kFloatDTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    // Decode: one query per sequence.
+    Small d = small_batch(dt, {1, 1, 1});
+    Tensor want = Tensor::empty(d.q.shape(), dt), got = Tensor::empty(d.q.shape(), dt);
+    ops::paged_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, d.qo, 0.25f, want);
+    Tensor o_part = Tensor::empty({ops::decode_o_part_numel(3, 6, 16, 4)}, DType::kF32);
+    Tensor lse_part = Tensor::empty({ops::decode_lse_part_numel(3, 6, 4)}, DType::kF32);
+    ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4, o_part,
+                                lse_part, got);
+    test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "decode twin");
+    // Prefill: ragged.
+    Small p = small_batch(dt, {9, 1, 7});
+    want = Tensor::empty(p.q.shape(), dt);
+    got = Tensor::empty(p.q.shape(), dt);
+    ops::paged_attention(p.q, p.k_cache, p.v_cache, p.r2t, p.rows, p.lens, p.qo, 0.25f, want);
+    std::vector<int32_t> seq(8), start(8);
+    const int64_t n = ops::plan_prefill_tiles(p.qo.data<int32_t>(), 3, ops::kPrefillTileQ,
+                                              seq.data(), start.data(), 8);
+    ops::paged_prefill_attention(p.q, p.k_cache, p.v_cache, p.r2t, p.rows, p.lens, p.qo,
+                                 Tensor::from_vector(seq), Tensor::from_vector(start), n, 0.25f,
+                                 got);
+    test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "prefill twin");
+  }
+}
+
+TEST(AttentionPlan, CpuTwinsRejectBadInput) {
+  Small d = small_batch(DType::kF32, {1, 1, 1});
+  Tensor out = Tensor::empty(d.q.shape(), DType::kF32), none;
+  EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 1.0f,
+                                           ops::kMaxDecodeSplits + 1, none, none, out),
+               InvalidArgument);  // too many splits
+  EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 1.0f,
+                                           2, none, none, out),
+               InvalidArgument);  // splits without a workspace
+  Tensor long_lens = Tensor::from_vector(std::vector<int32_t>{9, 1, 21});
+  EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, long_lens,
+                                           1.0f, 1, none, none, out),
+               InvalidArgument);  // longer than req_to_token
+  Tensor q2 = Tensor::empty({2, 6, 16}, DType::kF32), out2 = Tensor::empty({2, 6, 16}, DType::kF32);
+  EXPECT_THROW(ops::paged_decode_attention(q2, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 1.0f, 1,
+                                           none, none, out2),
+               InvalidArgument);  // two queries for three sequences
+  std::vector<int32_t> seq(1), start(1);
+  EXPECT_THROW(ops::paged_prefill_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, d.qo,
+                                            Tensor::from_vector(seq), Tensor::from_vector(start), 3,
+                                            1.0f, out),
+               InvalidArgument);  // 3 tiles in arrays of 1
+}
+
+}  // namespace
+}  // namespace vela

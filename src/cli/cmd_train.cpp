@@ -1,0 +1,172 @@
+// `vela train`: train a model from a JSON config (docs/training.md), every key also a flag.
+//   vela train --config train.json [--key value]... [--section.key value]... [--resume]
+// Flags name the config keys with '-' or '_' (--max-steps 100, --schedule.lr 3e-4,
+// --data.batch-size 8); booleans take true/false or stand alone (--resume; --no-progress).
+// Shortcuts: --lr = --schedule.lr, --batch-size = --data.batch_size, --data = --data.path.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace vela::cli {
+namespace {
+
+void print_usage(const json& defaults) {
+  std::printf(
+      "usage: vela train --config train.json [--key value]... [--resume] [--device cpu|cuda]\n\n"
+      "Trains a model on token shards written by `vela preprocess` and publishes checkpoints\n"
+      "(step-N/ directories loadable by `vela serve` and transformers) into --out-dir.\n"
+      "Every config key is also a flag (nested ones as --data.path, --schedule.lr, ...);\n"
+      "flags override the file. Shortcuts: --lr, --batch-size, --data. See docs/training.md.\n\n"
+      "keys and defaults:\n");
+  for (const auto& [k, v] : defaults.items()) {
+    if (v.is_object()) {
+      for (const auto& [k2, v2] : v.items())
+        std::printf("  --%s.%-24s %s\n", k.c_str(), k2.c_str(), v2.dump().c_str());
+    } else {
+      std::printf("  --%-29s %s\n", k.c_str(), v.dump().c_str());
+    }
+  }
+}
+
+std::string normalize(std::string name) {
+  for (char& c : name)
+    if (c == '-') c = '_';
+  if (name == "lr") return "schedule.lr";
+  if (name == "batch_size") return "data.batch_size";
+  if (name == "data") return "data.path";
+  return name;
+}
+
+// Sets `path` (a.b) in `cfg` from a flag's text, typed after the default at that path.
+void set_key(json& cfg, const json& defaults, const std::string& path, const std::string& text) {
+  std::string head = path, tail;
+  if (auto dot = path.find('.'); dot != std::string::npos) {
+    head = path.substr(0, dot);
+    tail = path.substr(dot + 1);
+  }
+  VELA_CHECK(defaults.contains(head), "vela train: unknown option --", path,
+             " (see `vela train --help`)");
+  const json* def = &defaults[head];
+  if (!tail.empty()) {
+    VELA_CHECK(def->is_object() && def->contains(tail), "vela train: unknown option --", path,
+               " (see `vela train --help`)");
+    def = &(*def)[tail];
+  }
+  json value;
+  if (def->is_string()) {
+    value = text;
+  } else if (def->is_boolean()) {
+    VELA_CHECK(text == "true" || text == "false" || text == "1" || text == "0",
+               "vela train: --", path, " takes true or false, got '", text, "'");
+    value = text == "true" || text == "1";
+  } else {
+    try {
+      value = json::parse(text);
+    } catch (const json::exception&) {
+      VELA_THROW(InvalidArgument, "vela train: --", path, " expects a number, got '", text, "'");
+    }
+    VELA_CHECK(value.is_number(), "vela train: --", path, " expects a number, got '", text, "'");
+  }
+  if (tail.empty()) {
+    cfg[head] = value;
+  } else {
+    if (!cfg.contains(head) || !cfg[head].is_object()) cfg[head] = json::object();
+    cfg[head][tail] = value;
+  }
+}
+
+bool is_bool_key(const json& defaults, const std::string& path) {
+  std::string head = path, tail;
+  if (auto dot = path.find('.'); dot != std::string::npos) {
+    head = path.substr(0, dot);
+    tail = path.substr(dot + 1);
+  }
+  if (!defaults.contains(head)) return false;
+  const json& d = defaults[head];
+  if (tail.empty()) return d.is_boolean();
+  return d.is_object() && d.contains(tail) && d[tail].is_boolean();
+}
+
+}  // namespace
+
+int cmd_train(int argc, char** argv) {
+  const json defaults = TrainerConfig().to_json();
+  json cfg = json::object();
+  std::string config_path;
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      print_usage(defaults);
+      return 0;
+    }
+    VELA_CHECK(arg.rfind("--", 0) == 0, "vela train: unexpected argument '", arg,
+               "' (options are --key value; see `vela train --help`)");
+    arg = arg.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    if (arg == "config") {
+      if (!has_value) {
+        VELA_CHECK(i + 1 < argc, "vela train: --config needs a file");
+        value = argv[++i];
+      }
+      config_path = value;
+      continue;
+    }
+    std::string key = normalize(arg);
+    if (!has_value && key.rfind("no_", 0) == 0 && is_bool_key(defaults, key.substr(3))) {
+      overrides.emplace_back(key.substr(3), "false");
+      continue;
+    }
+    if (!has_value && is_bool_key(defaults, key)) {
+      if (i + 1 < argc && (!std::strcmp(argv[i + 1], "true") || !std::strcmp(argv[i + 1], "false")))
+        value = argv[++i];
+      else
+        value = "true";
+      has_value = true;
+    }
+    if (!has_value) {
+      VELA_CHECK(i + 1 < argc, "vela train: --", arg, " needs a value");
+      value = argv[++i];
+    }
+    overrides.emplace_back(key, value);
+  }
+  if (!config_path.empty()) {
+    std::ifstream f(config_path);
+    VELA_CHECK_T(IoError, f.good(), "vela train: cannot read config ", config_path);
+    try {
+      cfg = json::parse(f);
+    } catch (const json::exception& e) {
+      VELA_THROW(InvalidArgument, "vela train: ", config_path, " is not valid JSON (", e.what(),
+                 ")");
+    }
+    VELA_CHECK(cfg.is_object(), "vela train: ", config_path, " must hold a JSON object");
+  }
+  for (const auto& [key, value] : overrides) set_key(cfg, defaults, key, value);
+  if (cfg.empty()) {
+    print_usage(defaults);
+    return 1;
+  }
+  TrainerConfig config = TrainerConfig::from_json(cfg);
+  Trainer trainer(config);
+  StepMetrics last = trainer.train();
+  const std::string latest = latest_checkpoint(config.out_dir);
+  std::printf("trained %lld steps; last loss %.4f; latest checkpoint %s\n",
+              static_cast<long long>(trainer.step()), last.loss,
+              latest.empty() ? "(none)" : latest.c_str());
+  return 0;
+}
+
+}  // namespace vela::cli

@@ -1,0 +1,303 @@
+// The training loop; see trainer.h.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/parallel.h"
+#include "train/checkpoint.h"
+#include "train/optim/grad_clip.h"
+#include "train/optim/muon.h"
+
+namespace vela {
+namespace fs = std::filesystem;
+
+namespace {
+
+DType compute_dtype(const std::string& s) { return s == "bf16" ? DType::kBF16 : DType::kF32; }
+
+int64_t count_targets(const TrainBatch& b) {
+  if (b.n_target_tokens > 0) return b.n_target_tokens;
+  int64_t n = 0;
+  for (int32_t t : b.targets.to_vector<int32_t>()) n += t != kIgnoreIndex;
+  return n;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
+  config_.validate();
+  if (config_.threads > 0) set_num_threads(config_.threads);
+  const Device device = Device::parse(config_.device);
+  const DType dtype = compute_dtype(config_.dtype);
+  if (config_.resume) {
+    recover_checkpoints(config_.out_dir);
+    resume_dir_ = latest_checkpoint(config_.out_dir);
+  }
+  if (!resume_dir_.empty()) {
+    // The checkpoint's own config.json defines the architecture; its weights are loaded in init().
+    model_ = std::make_unique<Transformer>(Transformer::load(resume_dir_, dtype, device));
+  } else if (!config_.init_from.empty()) {
+    if (config_.verify_checkpoints && verify_checkpoint(config_.init_from))
+      VELA_LOG_INFO("[train] ", config_.init_from, ": checksums verified");
+    model_ = std::make_unique<Transformer>(Transformer::load(config_.init_from, dtype, device));
+  } else {
+    ModelConfig mc = resolve_model_config(config_.model);
+    model_ = std::make_unique<Transformer>(Transformer::random(
+        mc, dtype, device, config_.seed, static_cast<float>(config_.init_std)));
+  }
+  VELA_CHECK(!config_.data.path.empty(), "train config: data.path is required (a directory "
+             "written by `vela preprocess`)");
+  data_ = make_datasets(config_.data);
+  init(!resume_dir_.empty());
+}
+
+Trainer::Trainer(TrainerConfig config, std::unique_ptr<Transformer> model, DatasetSplit data)
+    : config_(std::move(config)), model_(std::move(model)), data_(std::move(data)) {
+  config_.validate();
+  VELA_CHECK(model_ != nullptr && data_.train != nullptr, "Trainer: a model and data are required");
+  if (config_.threads > 0) set_num_threads(config_.threads);
+  if (config_.resume) {
+    recover_checkpoints(config_.out_dir);
+    resume_dir_ = latest_checkpoint(config_.out_dir);
+  }
+  init(!resume_dir_.empty());
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::init(bool from_checkpoint) {
+  VELA_CHECK(model_->config.vocab_size > 0, "Trainer: model has no vocabulary");
+  trainable_ = std::make_unique<TrainableModel>(*model_, config_.train);
+  optimizer_ = make_optimizer(config_.optimizer, trainable_->parameters());
+  if (auto* muon = dynamic_cast<Muon*>(optimizer_.get())) {
+    // Orthogonalize fused weights per logical matrix (as Muon on the HF layout would).
+    const ModelConfig& mc = model_->config;
+    for (const Parameter& p : trainable_->parameters()) {
+      if (p.kind != ParamKind::kMatrix) continue;
+      if (p.name.find("qkv_proj.weight") != std::string::npos)
+        muon->set_row_blocks(p.name, {mc.q_dim(), mc.kv_dim(), mc.kv_dim()});
+      else if (p.name.find("gate_up_proj.weight") != std::string::npos)
+        muon->set_row_blocks(p.name, {mc.intermediate_size, mc.intermediate_size});
+    }
+  }
+  const int64_t bpe = data_.train->batches_per_epoch();
+  VELA_CHECK(bpe >= 1, "Trainer: the training data yields no batch");
+  total_steps_ = config_.max_steps > 0
+                     ? config_.max_steps
+                     : std::max<int64_t>(1, config_.epochs * bpe / config_.grad_accum);
+  LrScheduleConfig sc = config_.schedule;
+  if (sc.total_steps == 0) sc.total_steps = total_steps_;
+  if (sc.kind == "cosine" || sc.kind == "wsd")
+    sc.warmup_steps = std::min(sc.warmup_steps, sc.total_steps - 1);
+  schedule_ = std::make_unique<LrSchedule>(sc);
+  rng_ = Rng(config_.seed, /*stream=*/0x7472);
+
+  if (from_checkpoint) {
+    VELA_LOG_INFO("[train] resuming from ", resume_dir_);
+    json state = load_training_checkpoint(resume_dir_, *model_, optimizer_.get(),
+                                          config_.verify_checkpoints);
+    restore(state);
+    resumed_from_ = step_;
+    last_saved_step_ = step_;
+  }
+  if (config_.progress) add_callback(std::make_unique<ProgressCallback>(config_.log_every));
+  auto metrics = std::make_unique<MetricsCallback>(
+      (fs::path(config_.out_dir) / "metrics.jsonl").string(), config_.log_every);
+  fs::create_directories(config_.out_dir);
+  metrics->truncate_after(from_checkpoint ? step_ : -1);  // a fresh run starts a fresh log
+  metrics_ = metrics.get();
+  add_callback(std::move(metrics));
+}
+
+void Trainer::add_callback(std::unique_ptr<Callback> callback) {
+  callbacks_.push_back(std::move(callback));
+}
+
+json Trainer::trainer_state() const {
+  return json{{"step", step_},
+              {"total_steps", total_steps_},
+              {"epoch", epoch_},
+              {"schedule", schedule_->state()},
+              {"data", data_.train->state()},
+              {"rng", {{"seed", rng_.seed()}, {"stream", rng_.stream()}, {"offset", rng_.offset()}}},
+              {"optimizer_kind", optimizer_->kind()},
+              {"dtype", config_.dtype},
+              {"config", config_.to_json()}};
+}
+
+void Trainer::restore(const json& state) {
+  try {
+    step_ = state.at("step").get<int64_t>();
+    epoch_ = state.value("epoch", int64_t{-1});
+    schedule_->load_state(state.at("schedule"));
+    data_.train->restore(state.at("data"));
+    const json& r = state.at("rng");
+    rng_ = Rng(r.at("seed").get<uint64_t>(), r.at("stream").get<uint64_t>());
+    rng_.set_offset(r.at("offset").get<uint64_t>());
+  } catch (const json::exception& e) {
+    VELA_THROW(InvalidArgument, "checkpoint ", resume_dir_, ": trainer_state.json is incomplete (",
+               e.what(), ")");
+  }
+  VELA_CHECK(schedule_->step() == step_, "checkpoint ", resume_dir_, ": schedule step ",
+             schedule_->step(), " != trainer step ", step_);
+  VELA_CHECK(optimizer_->step_count() <= step_, "checkpoint ", resume_dir_,
+             ": optimizer has taken more steps than the trainer");
+}
+
+double Trainer::flops_per_token() const {
+  const ModelConfig& c = model_->config;
+  const double n = static_cast<double>(c.n_params()) -
+                   static_cast<double>(c.vocab_size * c.hidden_size) *
+                       (c.tie_word_embeddings ? 0.0 : 1.0);  // the input embedding is a lookup
+  // Causal attention: QK^T and PV over on average seq/2 keys, forward + backward = 3x forward.
+  const double attn = 6.0 * static_cast<double>(c.n_layers * c.q_dim()) *
+                      static_cast<double>(data_.train->seq_len());
+  return 6.0 * n + attn;
+}
+
+StepMetrics Trainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  trainable_->zero_grad();
+  std::vector<TrainBatch> micro;
+  int64_t n_targets = 0, n_tokens = 0;
+  for (int64_t i = 0; i < config_.grad_accum; ++i) {
+    const int64_t e = data_.train->epoch();
+    if (e != epoch_) {
+      if (epoch_ >= 0)
+        for (auto& cb : callbacks_) cb->on_epoch_end(*this, epoch_);
+      epoch_ = e;
+      for (auto& cb : callbacks_) cb->on_epoch_begin(*this, epoch_);
+    }
+    micro.push_back(data_.train->next_batch());
+    n_targets += count_targets(micro.back());
+    n_tokens += micro.back().ids.numel();
+  }
+  double loss_sum = 0;
+  for (int64_t i = 0; i < config_.grad_accum; ++i) {
+    for (auto& cb : callbacks_) cb->on_batch_begin(*this, i);
+    const int64_t n_i = count_targets(micro[static_cast<size_t>(i)]);
+    const float scale = n_targets > 0 ? static_cast<float>(n_i) / static_cast<float>(n_targets) : 0;
+    LossStats s = trainable_->forward_backward(micro[static_cast<size_t>(i)], scale);
+    loss_sum += s.loss_sum;
+    for (auto& cb : callbacks_) cb->on_batch_end(*this, i, s.mean());
+  }
+  StepMetrics m;
+  m.grad_norm = clip_grad_norm(trainable_->parameters(), config_.max_grad_norm);
+  for (auto& cb : callbacks_) cb->before_optimizer_step(*this);
+  m.lr = schedule_->lr();
+  if (std::isfinite(m.grad_norm)) {
+    optimizer_->step(m.lr);
+  } else {
+    m.skipped = true;
+    VELA_LOG_WARN("[train] step ", step_ + 1, ": non-finite gradient norm, update skipped");
+  }
+  schedule_->advance();
+  ++step_;
+  m.step = step_;
+  m.epoch = epoch_;
+  m.loss = n_targets > 0 ? loss_sum / static_cast<double>(n_targets) : 0.0;
+  m.n_tokens = n_tokens;
+  m.n_target_tokens = n_targets;
+  m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.tokens_per_second = m.step_seconds > 0 ? n_tokens / m.step_seconds : 0;
+  for (auto& cb : callbacks_) cb->after_optimizer_step(*this, m);
+  return m;
+}
+
+double Trainer::validate() {
+  Dataset* val = data_.validation.get();
+  if (val == nullptr) return std::nan("");
+  int64_t n = val->batches_per_epoch();
+  if (config_.eval_batches > 0) n = std::min(n, config_.eval_batches);
+  double loss_sum = 0;
+  int64_t n_targets = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    LossStats s = trainable_->evaluate(val->batch(0, i));
+    loss_sum += s.loss_sum;
+    n_targets += s.n_tokens;
+  }
+  const double loss = n_targets > 0 ? loss_sum / static_cast<double>(n_targets) : std::nan("");
+  for (auto& cb : callbacks_) cb->on_validation(*this, step_, loss);
+  return loss;
+}
+
+std::vector<std::string> Trainer::tokenizer_files() const {
+  std::string dir = config_.tokenizer;
+  if (dir.empty()) {
+    // The tokenizer `vela preprocess` recorded in the data's index.
+    std::ifstream f(fs::path(config_.data.path) / "index.json");
+    if (f.good()) {
+      try {
+        json ix = json::parse(f);
+        if (ix.contains("tokenizer") && ix["tokenizer"].contains("path"))
+          dir = ix["tokenizer"]["path"].get<std::string>();
+      } catch (const json::exception&) {
+      }
+    }
+  }
+  std::vector<std::string> out;
+  if (dir.empty()) return out;
+  fs::path d(dir);
+  if (fs::is_regular_file(d)) d = d.parent_path();
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                           "generation_config.json"}) {
+    if (fs::is_regular_file(d / name)) out.push_back((d / name).string());
+  }
+  if (out.empty()) VELA_LOG_WARN("[train] no tokenizer files in ", d.string());
+  return out;
+}
+
+std::string Trainer::save_checkpoint() {
+  CheckpointPayload p;
+  p.model = model_.get();
+  p.optimizer = optimizer_.get();
+  p.trainer_state = trainer_state();
+  p.extra_files = tokenizer_files();
+  const std::string path = save_training_checkpoint(config_.out_dir, p);
+  last_saved_step_ = step_;
+  for (auto& cb : callbacks_) cb->on_checkpoint(*this, step_, path);
+  return path;
+}
+
+StepMetrics Trainer::train() {
+  VELA_CHECK(!trained_, "Trainer::train() may run once");
+  trained_ = true;
+  StepMetrics last;
+  try {
+    {
+      std::ofstream cfg(fs::path(config_.out_dir) / "train_config.json");
+      cfg << config_.to_json().dump(2) << "\n";
+    }
+    for (auto& cb : callbacks_) cb->on_train_begin(*this);
+    if (epoch_ >= 0 && data_.train->epoch() == epoch_)  // resumed inside an epoch
+      for (auto& cb : callbacks_) cb->on_epoch_begin(*this, epoch_);
+    while (step_ < total_steps_) {
+      last = train_step();
+      if (config_.eval_every > 0 && step_ % config_.eval_every == 0) validate();
+      if (config_.save_every > 0 && step_ % config_.save_every == 0) save_checkpoint();
+    }
+    if (epoch_ >= 0 && data_.train->epoch() != epoch_)  // the last step finished an epoch
+      for (auto& cb : callbacks_) cb->on_epoch_end(*this, epoch_);
+    if (config_.eval_every == 0 || step_ % config_.eval_every != 0) {
+      if (data_.validation) validate();
+    }
+    if (config_.save_final && last_saved_step_ != step_) save_checkpoint();
+    for (auto& cb : callbacks_) cb->on_train_end(*this);
+  } catch (const std::exception& e) {
+    for (auto& cb : callbacks_) {
+      try {
+        cb->on_error(*this, e.what());
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  return last;
+}
+
+}  // namespace vela

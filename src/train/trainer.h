@@ -1,0 +1,91 @@
+// Trainer: the training loop of `vela train` (ARCHITECTURE §6). Epochs -> batches from a Dataset,
+// gradient accumulation (each micro-batch's loss scaled by its share of the step's target tokens,
+// so the accumulated gradient is that of the mean loss over the whole step), global-norm clipping,
+// the LR schedule, the optimizer, validation every N steps, crash-safe checkpoints every N steps
+// (train/checkpoint.h) and the callbacks of train/callbacks.h.
+//
+// Resume is exact: a checkpoint holds the model, the optimizer (fp32 masters and moments), the
+// schedule step, the data position (epoch, cursor), the RNG state and the step, so N steps straight
+// and k steps + restart + N - k steps give the same bits on the CPU.
+//
+// One thread drives a Trainer; train() may be called once. Construction throws InvalidArgument /
+// IoError for a bad config, a missing model or data, or a checkpoint that does not fit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/transformer.h"
+#include "train/callbacks.h"
+#include "train/data/dataset.h"
+#include "train/lr_schedule.h"
+#include "train/optim/optimizer.h"
+#include "train/trainable_model.h"
+#include "train/trainer_config.h"
+
+namespace vela {
+
+class Trainer {
+ public:
+  // Builds the model (from scratch, init_from, or the latest checkpoint when resuming), the
+  // datasets, optimizer and schedule from `config`, and adds the built-in callbacks.
+  explicit Trainer(TrainerConfig config);
+  // With a model and data built by the caller (tests, other training strategies); config.model,
+  // init_from and data are not used, resume still is.
+  Trainer(TrainerConfig config, std::unique_ptr<Transformer> model, DatasetSplit data);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  void add_callback(std::unique_ptr<Callback> callback);
+  // Runs until total_steps(); returns the last step's metrics.
+  StepMetrics train();
+
+  // Mean validation loss over eval_batches batches (NaN when there is no validation data).
+  double validate();
+  // Publishes a checkpoint of the current state; returns its path.
+  std::string save_checkpoint();
+
+  int64_t step() const { return step_; }
+  int64_t total_steps() const { return total_steps_; }
+  int64_t resumed_from_step() const { return resumed_from_; }
+  const TrainerConfig& config() const { return config_; }
+  Transformer& model() { return *model_; }
+  TrainableModel& trainable() { return *trainable_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  LrSchedule& schedule() { return *schedule_; }
+  Dataset& dataset() { return *data_.train; }
+  Dataset* validation_dataset() { return data_.validation.get(); }
+  Rng& rng() { return rng_; }
+  // Model FLOPs per trained token (6 N for the matmuls plus causal attention), for MFU.
+  double flops_per_token() const;
+
+ private:
+  void init(bool model_from_checkpoint);
+  json trainer_state() const;
+  void restore(const json& state);
+  StepMetrics train_step();
+  std::vector<std::string> tokenizer_files() const;
+
+  TrainerConfig config_;
+  std::string resume_dir_;  // the checkpoint a resume starts from ("" when none)
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<TrainableModel> trainable_;
+  DatasetSplit data_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::vector<std::unique_ptr<Callback>> callbacks_;
+  class MetricsCallback* metrics_ = nullptr;  // owned by callbacks_
+  Rng rng_;
+  int64_t step_ = 0;
+  int64_t total_steps_ = 0;
+  int64_t resumed_from_ = -1;
+  int64_t epoch_ = -1;        // epoch of the last micro-batch drawn (-1 before the first)
+  int64_t last_saved_step_ = -1;
+  bool trained_ = false;
+};
+
+}  // namespace vela

@@ -1,0 +1,138 @@
+// TrainerConfig parsing and validation, model presets; see trainer_config.h.
+#include "train/trainer_config.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace vela {
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename T>
+void read(const json& value, const std::string& key, T& out) {
+  try {
+    out = value.get<T>();
+  } catch (const json::exception& e) {
+    VELA_THROW(InvalidArgument, "train config: bad value for '", key, "': ", value.dump(), " (",
+               e.what(), ")");
+  }
+}
+
+}  // namespace
+
+TrainerConfig TrainerConfig::from_json(const json& j) {
+  VELA_CHECK(j.is_object(), "train config: expected a JSON object, got ", j.dump());
+  TrainerConfig c;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "out_dir") read(v, key, c.out_dir);
+    else if (key == "model") read(v, key, c.model);
+    else if (key == "init_from") read(v, key, c.init_from);
+    else if (key == "resume") read(v, key, c.resume);
+    else if (key == "tokenizer") read(v, key, c.tokenizer);
+    else if (key == "device") read(v, key, c.device);
+    else if (key == "dtype") read(v, key, c.dtype);
+    else if (key == "seed") read(v, key, c.seed);
+    else if (key == "init_std") read(v, key, c.init_std);
+    else if (key == "epochs") read(v, key, c.epochs);
+    else if (key == "max_steps") read(v, key, c.max_steps);
+    else if (key == "grad_accum") read(v, key, c.grad_accum);
+    else if (key == "max_grad_norm") read(v, key, c.max_grad_norm);
+    else if (key == "log_every") read(v, key, c.log_every);
+    else if (key == "eval_every") read(v, key, c.eval_every);
+    else if (key == "eval_batches") read(v, key, c.eval_batches);
+    else if (key == "save_every") read(v, key, c.save_every);
+    else if (key == "save_final") read(v, key, c.save_final);
+    else if (key == "verify_checkpoints") read(v, key, c.verify_checkpoints);
+    else if (key == "progress") read(v, key, c.progress);
+    else if (key == "threads") read(v, key, c.threads);
+    else if (key == "activation_checkpointing") read(v, key, c.train.activation_checkpointing);
+    else if (key == "label_smoothing") read(v, key, c.train.label_smoothing);
+    else if (key == "ce_chunk_tokens") read(v, key, c.train.ce_chunk_tokens);
+    else if (key == "data") c.data = DatasetConfig::from_json(v);
+    else if (key == "optimizer") c.optimizer = OptimizerConfig::from_json(v);
+    else if (key == "schedule") c.schedule = LrScheduleConfig::from_json(v);
+    else VELA_THROW(InvalidArgument, "train config: unknown key '", key,
+                    "' (see docs/training.md for the keys)");
+  }
+  return c;
+}
+
+json TrainerConfig::to_json() const {
+  return json{{"out_dir", out_dir},
+              {"model", model},
+              {"init_from", init_from},
+              {"resume", resume},
+              {"tokenizer", tokenizer},
+              {"device", device},
+              {"dtype", dtype},
+              {"seed", seed},
+              {"init_std", init_std},
+              {"epochs", epochs},
+              {"max_steps", max_steps},
+              {"grad_accum", grad_accum},
+              {"max_grad_norm", max_grad_norm},
+              {"log_every", log_every},
+              {"eval_every", eval_every},
+              {"eval_batches", eval_batches},
+              {"save_every", save_every},
+              {"save_final", save_final},
+              {"verify_checkpoints", verify_checkpoints},
+              {"progress", progress},
+              {"threads", threads},
+              {"activation_checkpointing", train.activation_checkpointing},
+              {"label_smoothing", train.label_smoothing},
+              {"ce_chunk_tokens", train.ce_chunk_tokens},
+              {"data", data.to_json()},
+              {"optimizer", optimizer.to_json()},
+              {"schedule", schedule.to_json()}};
+}
+
+void TrainerConfig::validate() const {
+  VELA_CHECK(!out_dir.empty(), "train config: out_dir is required (where checkpoints go)");
+  VELA_CHECK(dtype == "f32" || dtype == "bf16", "train config: dtype must be f32 or bf16, got '",
+             dtype, "'");
+  VELA_CHECK(epochs >= 1, "train config: epochs must be >= 1, got ", epochs);
+  VELA_CHECK(max_steps >= 0, "train config: max_steps must be >= 0, got ", max_steps);
+  VELA_CHECK(grad_accum >= 1, "train config: grad_accum must be >= 1, got ", grad_accum);
+  VELA_CHECK(log_every >= 1, "train config: log_every must be >= 1, got ", log_every);
+  VELA_CHECK(eval_every >= 0 && save_every >= 0 && eval_batches >= 0,
+             "train config: eval_every, eval_batches and save_every must be >= 0");
+  VELA_CHECK(init_std > 0, "train config: init_std must be > 0, got ", init_std);
+  VELA_CHECK(train.label_smoothing >= 0 && train.label_smoothing < 1,
+             "train config: label_smoothing must be in [0, 1), got ", train.label_smoothing);
+  VELA_CHECK(train.ce_chunk_tokens >= 1, "train config: ce_chunk_tokens must be >= 1");
+  VELA_CHECK(threads >= 0, "train config: threads must be >= 0, got ", threads);
+  optimizer.validate();
+}
+
+json model_preset(const std::string& name) {
+  if (name == "tiny")  // a few hundred thousand params: tests and smoke runs
+    return json::parse(R"({"model_type": "llama", "vocab_size": 512, "hidden_size": 64,
+      "num_hidden_layers": 2, "intermediate_size": 172, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5,
+      "rope_theta": 10000.0, "tie_word_embeddings": true})");
+  if (name == "100m")  // ~110M params, GPT-2-small sized (bench/bench_model.cpp)
+    return json::parse(R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 768,
+      "num_hidden_layers": 12, "intermediate_size": 2048, "num_attention_heads": 12,
+      "num_key_value_heads": 4, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+      "rope_theta": 10000.0, "tie_word_embeddings": true})");
+  if (name == "bench-1b")  // ../shared/TARGETS.md, as bench/bench_model.cpp
+    return json::parse(R"({"model_type": "llama", "vocab_size": 100000, "hidden_size": 1536,
+      "num_hidden_layers": 24, "intermediate_size": 6912, "num_attention_heads": 24,
+      "num_key_value_heads": 4, "head_dim": 64, "max_position_embeddings": 32768,
+      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})");
+  VELA_THROW(InvalidArgument, "unknown model preset '", name,
+             "' (tiny, 100m, bench-1b; or a config.json path)");
+}
+
+ModelConfig resolve_model_config(const std::string& model) {
+  VELA_CHECK(!model.empty(), "train config: no model (set \"model\" to a config.json or a preset, "
+             "or \"init_from\" to a model directory)");
+  if (fs::exists(model)) return ModelConfig::from_file(model);
+  return ModelConfig::from_json(model_preset(model), "preset " + model);
+}
+
+}  // namespace vela

@@ -19,6 +19,7 @@ ChatOutputParser::ChatOutputParser(const ChatOutputOptions& opts) : opts_(opts) 
   if (opts_.tools) tool_parser_.emplace(opts_.id_prefix);
   if (!opts_.forced_prefix.empty()) {
     ChatDelta d = push(opts_.forced_prefix);
+    strip_ = opts_.forced_prefix;
     // The prefix is prompt text: its content is not output, its tool-call announcement is.
     d.content.clear();
     content_.clear();
@@ -39,6 +40,13 @@ void ChatOutputParser::route(const ReasoningParser::Delta& r, ChatDelta& out, bo
       ToolCallParser::Delta f = tool_parser_->finish();
       t.content += f.content;
       for (auto& c : f.calls) t.calls.push_back(std::move(c));
+    }
+    if (!strip_.empty()) {
+      // A forced call that did not parse comes back as text: drop the prompt's part of it.
+      size_t k = 0;
+      while (k < strip_.size() && k < t.content.size() && strip_[k] == t.content[k]) ++k;
+      t.content.erase(0, k);
+      strip_.erase(0, k);
     }
     out.content += t.content;
     for (auto& c : t.calls) out.calls.push_back(std::move(c));

@@ -45,6 +45,7 @@ class ChatOutputParser {
   std::optional<ToolCallParser> tool_parser_;
   ChatDelta pending_;  // deltas produced by the forced prefix, sent with the first push
   std::string reasoning_, content_;
+  std::string strip_;  // forced prefix still to be removed from returned content
   void route(const ReasoningParser::Delta& r, ChatDelta& out, bool final);
 };
 

@@ -279,7 +279,14 @@ bool stream_chat(ChatState& st, httplib::DataSink& sink) {
     if (!d.content.empty()) delta["content"] = d.content;
     if (!d.calls.empty()) {
       json calls = json::array();
-      for (const ToolCallDelta& c : d.calls) calls.push_back(tool_call_delta_json(c));
+      for (const ToolCallDelta& c : d.calls) {
+        if (!c.start && !calls.empty() && calls.back()["index"] == c.index) {
+          calls.back()["function"]["arguments"] =
+              calls.back()["function"]["arguments"].get<std::string>() + c.arguments;
+        } else {
+          calls.push_back(tool_call_delta_json(c));
+        }
+      }
       delta["tool_calls"] = calls;
     }
     bool has_lp = st.logprobs && !ev.logprobs.empty();

@@ -92,8 +92,8 @@ void ToolCallParser::run(Delta& out, bool final) {
       out.content += buf_.substr(0, pos);
       buf_.erase(0, pos + kOpen.size());
       state_ = State::kCall;
-      header_sent_ = stream_args_ = false;
-      args_begin_ = args_sent_ = 0;
+      header_sent_ = stream_args_ = args_located_ = false;
+      args_begin_ = args_sent_ = name_end_ = 0;
       name_.clear();
       id_.clear();
       continue;
@@ -101,14 +101,14 @@ void ToolCallParser::run(Delta& out, bool final) {
     size_t end = buf_.find(kClose);
     if (end != std::string::npos) {
       std::string body = buf_.substr(0, end);
-      if (!header_sent_) scan_header(out);
+      if (!args_located_) scan_header(out);
       if (stream_args_) stream_arguments(out);
       buf_.erase(0, end + kClose.size());
       close_call(out, body, /*terminated=*/true);
       state_ = State::kText;
       continue;
     }
-    if (!header_sent_) scan_header(out);
+    if (!args_located_) scan_header(out);
     if (stream_args_) stream_arguments(out);
     return;
   }
@@ -116,42 +116,57 @@ void ToolCallParser::run(Delta& out, bool final) {
 
 void ToolCallParser::scan_header(Delta& out) {
   std::string_view s = buf_;
-  size_t i = skip_space(s, 0);
-  if (i >= s.size() || s[i] != '{') return;
-  i = skip_space(s, i + 1);
-  if (match(s, i, "\"name\"") != 1) return;
-  i = skip_space(s, i + 6);
-  if (i >= s.size() || s[i] != ':') return;
-  i = skip_space(s, i + 1);
-  if (i >= s.size() || s[i] != '"') return;
-  size_t e = string_end(s, i);
-  if (e == std::string_view::npos) return;
-  json name = json::parse(s.substr(i, e - i), nullptr, /*allow_exceptions=*/false);
-  if (!name.is_string() || name.get<std::string>().empty()) return;
-  // "arguments" must follow for streaming; otherwise the call is announced when it closes.
-  size_t j = skip_space(s, e);
+  if (!header_sent_) {
+    size_t i = skip_space(s, 0);
+    if (i >= s.size() || s[i] != '{') return;
+    i = skip_space(s, i + 1);
+    if (match(s, i, "\"name\"") != 1) return;
+    i = skip_space(s, i + 6);
+    if (i >= s.size() || s[i] != ':') return;
+    i = skip_space(s, i + 1);
+    if (i >= s.size() || s[i] != '"') return;
+    size_t e = string_end(s, i);
+    if (e == std::string_view::npos) return;
+    json name = json::parse(s.substr(i, e - i), nullptr, /*allow_exceptions=*/false);
+    if (!name.is_string() || name.get<std::string>().empty()) return;
+    name_ = name.get<std::string>();
+    id_ = new_id();
+    header_sent_ = true;
+    name_end_ = e;
+    ToolCallDelta d;
+    d.index = static_cast<int32_t>(calls_.size());
+    d.start = true;
+    d.id = id_;
+    d.name = name_;
+    out.calls.push_back(std::move(d));
+  }
+  if (args_located_) return;
+  // `, "arguments": {` after the name: stream the object; anything else is sent when it closes.
+  size_t j = skip_space(s, name_end_);
   if (j >= s.size()) return;
-  if (s[j] != ',') return;
+  if (s[j] != ',') {
+    args_located_ = true;
+    return;
+  }
   j = skip_space(s, j + 1);
   int m = match(s, j, "\"arguments\"");
   if (m == 0) return;
-  if (m < 0) return;  // another key order: parse whole at the end
+  if (m < 0) {
+    args_located_ = true;
+    return;
+  }
   j = skip_space(s, j + 11);
   if (j >= s.size()) return;
-  if (s[j] != ':') return;
+  if (s[j] != ':') {
+    args_located_ = true;
+    return;
+  }
   j = skip_space(s, j + 1);
   if (j >= s.size()) return;
-  if (s[j] != '{') return;  // a string or other value: parse whole at the end
-  name_ = name.get<std::string>();
-  id_ = new_id();
-  header_sent_ = stream_args_ = true;
+  args_located_ = true;
+  if (s[j] != '{') return;
+  stream_args_ = true;
   args_begin_ = args_sent_ = j;
-  ToolCallDelta d;
-  d.index = static_cast<int32_t>(calls_.size());
-  d.start = true;
-  d.id = id_;
-  d.name = name_;
-  out.calls.push_back(std::move(d));
 }
 
 void ToolCallParser::stream_arguments(Delta& out) {
@@ -201,10 +216,13 @@ void ToolCallParser::close_call(Delta& out, std::string_view body, bool terminat
     return;
   }
   if (!ok) {
-    // Announced but broken (e.g. cut off by max_tokens): keep what was streamed.
+    // Announced but broken (e.g. cut off by max_tokens): keep what the model wrote.
     std::string_view s = body;
-    std::string raw = args_sent_ < s.size() ? std::string(s.substr(args_sent_)) : std::string();
-    args = std::string(s.substr(args_begin_, std::min(args_sent_, s.size()) - args_begin_)) + raw;
+    if (stream_args_) {
+      args = std::string(s.substr(args_begin_));
+    } else {
+      args.clear();
+    }
   }
   ToolCallDelta d;
   d.index = static_cast<int32_t>(calls_.size());
@@ -215,13 +233,15 @@ void ToolCallParser::close_call(Delta& out, std::string_view body, bool terminat
     d.id = id_;
     d.name = name_;
     d.arguments = args;
-  } else {
+  } else if (stream_args_) {
     size_t sent = args_sent_ - args_begin_;
     if (args.size() >= sent) d.arguments = args.substr(sent);
+  } else {
+    d.arguments = args;
   }
   if (d.start || !d.arguments.empty()) out.calls.push_back(std::move(d));
   calls_.push_back({id_, name_, args});
-  header_sent_ = stream_args_ = false;
+  header_sent_ = stream_args_ = args_located_ = false;
 }
 
 }  // namespace vela

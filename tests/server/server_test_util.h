@@ -1,0 +1,52 @@
+// Shared helpers for the server tests: the Qwen3 tokenizer from .cache/assets (tests skip without
+// it), and feeding text through the parsers token by token the way the engine streams it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizer/streaming_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vela::test {
+
+inline std::filesystem::path server_repo_root() {
+  std::filesystem::path p = std::filesystem::current_path();
+  for (int i = 0; i < 4; ++i) {
+    if (std::filesystem::exists(p / "scripts" / "fetch_assets.sh")) return p;
+    p = p.parent_path();
+  }
+  return std::filesystem::current_path();
+}
+
+inline std::filesystem::path qwen3_dir() {
+  if (const char* a = std::getenv("VELA_ASSETS"))
+    return std::filesystem::path(a) / "tokenizers" / "qwen3";
+  return server_repo_root() / ".cache" / "assets" / "tokenizers" / "qwen3";
+}
+
+// The Qwen3 tokenizer, loaded once; nullptr when the assets were not fetched.
+inline const Tokenizer* qwen3_tokenizer() {
+  static std::unique_ptr<Tokenizer> tok = [] {
+    std::unique_ptr<Tokenizer> t;
+    if (std::filesystem::exists(qwen3_dir() / "tokenizer.json"))
+      t = std::make_unique<Tokenizer>(Tokenizer::from_file(qwen3_dir().string()));
+    return t;
+  }();
+  return tok.get();
+}
+
+// The text pieces a StreamingDecoder yields for `text` tokenized by `tok` (what the engine emits).
+inline std::vector<std::string> token_pieces(const Tokenizer& tok, const std::string& text) {
+  StreamingDecoder dec(tok);
+  std::vector<std::string> pieces;
+  for (int32_t id : tok.encode(text, false)) pieces.push_back(dec.push(id));
+  pieces.push_back(dec.flush());
+  return pieces;
+}
+
+}  // namespace vela::test

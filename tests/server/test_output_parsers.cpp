@@ -1,0 +1,222 @@
+// Output parsers: <think> reasoning and Hermes <tool_call> blocks, in one piece, byte by byte, and
+// token by token through the real Qwen3 tokenizer (as the engine streams); streamed deltas must
+// add up to the one-shot result, and malformed calls must come back as content.
+#include <gtest/gtest.h>
+
+#include "core/json.h"
+#include "server/chat_output.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_call_parser.h"
+#include "server_test_util.h"
+
+namespace vela {
+namespace {
+
+struct Collected {
+  std::string reasoning, content;
+  std::vector<ToolCall> calls;  // rebuilt from deltas
+};
+
+Collected collect(const ChatOutputOptions& opts, const std::vector<std::string>& pieces) {
+  ChatOutputParser p(opts);
+  Collected c;
+  auto take = [&](const ChatDelta& d) {
+    c.reasoning += d.reasoning;
+    c.content += d.content;
+    for (const ToolCallDelta& t : d.calls) {
+      if (t.start) {
+        EXPECT_EQ(t.index, static_cast<int32_t>(c.calls.size()));
+        c.calls.push_back({t.id, t.name, ""});
+      }
+      ASSERT_FALSE(c.calls.empty());
+      EXPECT_EQ(t.index, static_cast<int32_t>(c.calls.size()) - 1);
+      c.calls.back().arguments += t.arguments;
+    }
+  };
+  for (const std::string& s : pieces) take(p.push(s));
+  take(p.finish());
+  // The accumulated view agrees with the deltas.
+  EXPECT_EQ(p.content(), c.content);
+  EXPECT_EQ(p.reasoning(), c.reasoning);
+  EXPECT_EQ(p.tool_calls().size(), c.calls.size());
+  for (size_t i = 0; i < c.calls.size() && i < p.tool_calls().size(); ++i) {
+    EXPECT_EQ(p.tool_calls()[i].name, c.calls[i].name);
+    EXPECT_EQ(p.tool_calls()[i].arguments, c.calls[i].arguments) << "call " << i;
+    EXPECT_EQ(p.tool_calls()[i].id, c.calls[i].id);
+  }
+  return c;
+}
+
+std::vector<std::string> bytes(const std::string& s) {
+  std::vector<std::string> v;
+  for (char ch : s) v.emplace_back(1, ch);
+  return v;
+}
+
+// Every way of splitting a text must give the same result.
+std::vector<std::vector<std::string>> splits(const std::string& text) {
+  std::vector<std::vector<std::string>> all = {{text}, bytes(text)};
+  if (const Tokenizer* tok = test::qwen3_tokenizer()) all.push_back(test::token_pieces(*tok, text));
+  return all;
+}
+
+TEST(ReasoningParser, SplitsThinkSection) {
+  const std::string text = "<think>\nLet me think.\n</think>\n\nThe answer is 4.";
+  for (const auto& pieces : splits(text)) {
+    ChatOutputOptions o;
+    o.reasoning = true;
+    Collected c = collect(o, pieces);
+    EXPECT_EQ(c.reasoning, "\nLet me think.\n");
+    EXPECT_EQ(c.content, "The answer is 4.");
+  }
+}
+
+TEST(ReasoningParser, NoThinkIsContentAndUnterminatedIsReasoning) {
+  ChatOutputOptions o;
+  o.reasoning = true;
+  for (const auto& pieces : splits("Just an answer < with a bracket")) {
+    Collected c = collect(o, pieces);
+    EXPECT_EQ(c.reasoning, "");
+    EXPECT_EQ(c.content, "Just an answer < with a bracket");
+  }
+  for (const auto& pieces : splits("<think>still thinking </thi")) {
+    Collected c = collect(o, pieces);
+    EXPECT_EQ(c.reasoning, "still thinking </thi");
+    EXPECT_EQ(c.content, "");
+  }
+  o.reasoning_open = true;  // the prompt opened <think>
+  for (const auto& pieces : splits("hmm</think>ok")) {
+    Collected c = collect(o, pieces);
+    EXPECT_EQ(c.reasoning, "hmm");
+    EXPECT_EQ(c.content, "ok");
+  }
+}
+
+TEST(ToolCallParser, QwenToolCallsStreamedEqualOneShot) {
+  const std::string text =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"units\": {\"temp\": \"C\"}, \"days\": [1, 2]}}\n</tool_call>\n<tool_call>\n"
+      "{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  for (const auto& pieces : splits(text)) {
+    ChatOutputOptions o;
+    o.tools = true;
+    Collected c = collect(o, pieces);
+    EXPECT_EQ(c.content, "Let me check.\n\n");
+    ASSERT_EQ(c.calls.size(), 2u);
+    EXPECT_EQ(c.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(c.calls[0].arguments),
+              json::parse(R"({"city": "Paris", "units": {"temp": "C"}, "days": [1, 2]})"));
+    EXPECT_EQ(c.calls[1].name, "get_time");
+    EXPECT_EQ(c.calls[1].arguments, "{}");
+    EXPECT_EQ(c.calls[0].id.rfind("call_", 0), 0u);
+    EXPECT_NE(c.calls[0].id, c.calls[1].id);
+  }
+}
+
+TEST(ToolCallParser, ArgumentsStreamIncrementally) {
+  // The name is announced before the arguments are complete, and arguments arrive in pieces.
+  ToolCallParser p;
+  auto d1 = p.push("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": ");
+  ASSERT_EQ(d1.calls.size(), 2u);
+  EXPECT_TRUE(d1.calls[0].start);
+  EXPECT_EQ(d1.calls[0].name, "f");
+  EXPECT_EQ(d1.calls[1].arguments, "{\"x\":");  // trailing space held back
+  auto d2 = p.push("1}");
+  ASSERT_EQ(d2.calls.size(), 1u);
+  EXPECT_EQ(d2.calls[0].arguments, " 1");  // the '}' may close the outer object: held
+  auto d3 = p.push("}\n</tool_call>");
+  ASSERT_EQ(d3.calls.size(), 1u);
+  EXPECT_EQ(d3.calls[0].arguments, "}");
+  ASSERT_EQ(p.calls().size(), 1u);
+  EXPECT_EQ(p.calls()[0].arguments, "{\"x\": 1}");
+}
+
+TEST(ToolCallParser, OtherShapes) {
+  ChatOutputOptions o;
+  o.tools = true;
+  // Arguments as a JSON string, "parameters" instead of "arguments", arguments before the name.
+  for (const auto& pieces : splits("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>")) {
+    Collected c = collect(o, pieces);
+    ASSERT_EQ(c.calls.size(), 1u);
+    EXPECT_EQ(c.calls[0].arguments, "{\"a\": 1}");
+  }
+  for (const auto& pieces : splits("<tool_call>{\"arguments\": {\"a\": 2}, \"name\": \"g\"}</tool_call>")) {
+    Collected c = collect(o, pieces);
+    ASSERT_EQ(c.calls.size(), 1u);
+    EXPECT_EQ(c.calls[0].name, "g");
+    EXPECT_EQ(json::parse(c.calls[0].arguments), json::parse(R"({"a": 2})"));
+  }
+  for (const auto& pieces : splits("<tool_call>{\"name\": \"h\", \"parameters\": {\"b\": 3}}</tool_call>")) {
+    Collected c = collect(o, pieces);
+    ASSERT_EQ(c.calls.size(), 1u);
+    EXPECT_EQ(json::parse(c.calls[0].arguments), json::parse(R"({"b": 3})"));
+  }
+}
+
+TEST(ToolCallParser, MalformedBlocksAreContent) {
+  ChatOutputOptions o;
+  o.tools = true;
+  for (const std::string text : {std::string("a <tool_call>not json</tool_call> b"),
+                                 std::string("<tool_call>{\"nam"), std::string("x <tool_ca")}) {
+    for (const auto& pieces : splits(text)) {
+      Collected c = collect(o, pieces);
+      EXPECT_TRUE(c.calls.empty()) << text;
+      EXPECT_EQ(c.content, text);
+    }
+  }
+  // Announced, then cut off by max_tokens: the call stays, with what was written.
+  for (const auto& pieces : splits("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1")) {
+    Collected c = collect(o, pieces);
+    ASSERT_EQ(c.calls.size(), 1u);
+    EXPECT_EQ(c.calls[0].name, "f");
+    EXPECT_EQ(c.calls[0].arguments, "{\"x\": 1");
+  }
+}
+
+TEST(ChatOutputParser, ReasoningThenToolCall) {
+  const std::string text =
+      "<think>\nneed weather\n</think>\n\n<tool_call>\n{\"name\": \"w\", \"arguments\": "
+      "{\"c\": \"P\"}}\n</tool_call>";
+  for (const auto& pieces : splits(text)) {
+    ChatOutputOptions o;
+    o.tools = o.reasoning = true;
+    Collected c = collect(o, pieces);
+    EXPECT_EQ(c.reasoning, "\nneed weather\n");
+    EXPECT_EQ(c.content, "");
+    ASSERT_EQ(c.calls.size(), 1u);
+    EXPECT_EQ(c.calls[0].arguments, "{\"c\": \"P\"}");
+  }
+}
+
+TEST(ChatOutputParser, ForcedPrefixAnnouncesTheNamedCall) {
+  ChatOutputOptions o;
+  o.tools = true;
+  o.forced_prefix = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ";
+  Collected c = collect(o, {"{\"city\":", " \"Oslo\"}}", "\n</tool_call>"});
+  EXPECT_EQ(c.content, "");
+  ASSERT_EQ(c.calls.size(), 1u);
+  EXPECT_EQ(c.calls[0].name, "get_weather");
+  EXPECT_EQ(c.calls[0].arguments, "{\"city\": \"Oslo\"}");
+  // tool_choice "required" whose output never names a tool: the prompt's part is not content.
+  o.forced_prefix = "<tool_call>\n{\"name\": \"";
+  Collected bad = collect(o, {"oops"});
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.content, "oops");
+}
+
+TEST(ToolCallParser, NoToolsMeansPlainText) {
+  ChatOutputOptions o;
+  Collected c = collect(o, {"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"});
+  EXPECT_TRUE(c.calls.empty());
+  EXPECT_EQ(c.content, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
+}
+
+TEST(PartialTagSuffix, Basics) {
+  EXPECT_EQ(partial_tag_suffix("abc<thi", "<think>"), 4u);
+  EXPECT_EQ(partial_tag_suffix("abc", "<think>"), 0u);
+  EXPECT_EQ(partial_tag_suffix("<think>", "<think>"), 0u);  // complete tags are not partial
+  EXPECT_EQ(partial_tag_suffix("", "<think>"), 0u);
+}
+
+}  // namespace
+}  // namespace vela

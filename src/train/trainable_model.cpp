@@ -39,6 +39,9 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
              "TrainOptions: label_smoothing ", opts.label_smoothing, " must be in [0, 1]");
   VELA_CHECK(model.embed.defined() && !model.blocks.empty(),
              "TrainableModel: the model has no weights");
+  VELA_CHECK(!model.device().is_cpu() || model.dtype() == DType::kF32,
+             "TrainableModel: training on the CPU runs in f32, but the model was loaded as ",
+             dtype_name(model.dtype()), " (load it with DType::kF32)");
   auto add = [&](std::string name, const Tensor& value, ParamKind kind) -> Tensor {
     Parameter p;
     p.name = std::move(name);

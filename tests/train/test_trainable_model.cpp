@@ -245,6 +245,11 @@ TEST(TrainableModel, BadBatchesAreClearErrors) {
   TrainOptions bad;
   bad.ce_chunk_tokens = 0;
   EXPECT_THROW(TrainableModel(m, bad), InvalidArgument);
+  bad = TrainOptions{};
+  bad.label_smoothing = 1.5f;
+  EXPECT_THROW(TrainableModel(m, bad), InvalidArgument);
+  Transformer half = Transformer::random(m.config, DType::kBF16, Device::cpu(), 1);
+  EXPECT_THROW(TrainableModel(half, {}), InvalidArgument);  // CPU training is f32
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // CUDA rms_norm backward. Three small kernels so dx may alias dout and dw needs no atomics:
 //   rstd:  one block per row, r = 1/rms(x) into a f32 scratch row
-//   dw:    one thread per column, rows summed in order (deterministic): dw += sum(dout * x * r)
+//   dw:    partial column sums over row chunks (one thread per column and chunk), then the
+//          chunks summed in order (deterministic, no atomics): dw += sum(dout * x * r)
 //   dx:    one block per row, dx (+)= r * (dout * w - x * r * mean(dout * w * x * r))
 // Math in fp32; x / dout / dx in T (f32, bf16, f16), w in f32 or T, dw f32.
 #include "ops/cuda/common.cuh"
@@ -24,14 +25,30 @@ static __global__ void rstd_kernel(const T* x, int64_t x_stride, int64_t n_rows,
   }
 }
 
+// Partial column sums over one chunk of rows: partial[chunk, c] = sum over the chunk's rows of
+// dout * x * r (grid: column blocks x row chunks).
 template <typename T>
-static __global__ void rms_dw_kernel(const T* x, int64_t x_stride, const T* dout, int64_t d_stride,
-                                     const float* rstd, int64_t n_rows, int64_t n_cols, float* dw) {
+static __global__ void rms_dw_partial_kernel(const T* x, int64_t x_stride, const T* dout,
+                                             int64_t d_stride, const float* rstd, int64_t n_rows,
+                                             int64_t n_cols, int64_t rows_per_chunk,
+                                             float* partial) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= n_cols) return;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t r1 = min(n_rows, r0 + rows_per_chunk);
+  float acc = 0.0f;
+  for (int64_t r = r0; r < r1; ++r)
+    acc += to_float(dout[r * d_stride + c]) * to_float(x[r * x_stride + c]) * rstd[r];
+  partial[static_cast<int64_t>(blockIdx.y) * n_cols + c] = acc;
+}
+
+// dw[c] += sum over chunks of partial[chunk, c], chunks in order (deterministic).
+static __global__ void rms_dw_reduce_kernel(const float* partial, int64_t n_chunks, int64_t n_cols,
+                                            float* dw) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= n_cols) return;
   float acc = 0.0f;
-  for (int64_t r = 0; r < n_rows; ++r)
-    acc += to_float(dout[r * d_stride + c]) * to_float(x[r * x_stride + c]) * rstd[r];
+  for (int64_t k = 0; k < n_chunks; ++k) acc += partial[k * n_cols + c];
   dw[c] += acc;
 }
 
@@ -77,8 +94,19 @@ void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor
         <<<blocks, threads, 0, stream>>>(px, xl.row_stride, xl.n_rows, xl.n_cols, eps, pr);
     VELA_CUDA_CHECK_LAUNCH();
     if (dw.defined()) {
-      rms_dw_kernel<T><<<static_cast<int>(ceil_div(xl.n_cols, 128)), 128, 0, stream>>>(
-          px, xl.row_stride, pd, dl.row_stride, pr, xl.n_rows, xl.n_cols, dw.data<float>());
+      // Enough row chunks to fill the device; each chunk at least 32 rows.
+      const int64_t col_blocks = ceil_div(xl.n_cols, 128);
+      const int64_t n_chunks = std::clamp<int64_t>(
+          std::min(ceil_div(xl.n_rows, 32), ceil_div(4 * n_sms(), col_blocks)), 1, 65535);
+      const int64_t rows_per_chunk = ceil_div(xl.n_rows, n_chunks);
+      Tensor partial = Tensor::empty({n_chunks, xl.n_cols}, DType::kF32, x.device());
+      rms_dw_partial_kernel<T>
+          <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(n_chunks)), 128, 0,
+             stream>>>(px, xl.row_stride, pd, dl.row_stride, pr, xl.n_rows, xl.n_cols,
+                       rows_per_chunk, partial.data<float>());
+      VELA_CUDA_CHECK_LAUNCH();
+      rms_dw_reduce_kernel<<<static_cast<unsigned>(col_blocks), 128, 0, stream>>>(
+          partial.data<float>(), n_chunks, xl.n_cols, dw.data<float>());
       VELA_CUDA_CHECK_LAUNCH();
     }
     if (w.dtype() == DType::kF32) {

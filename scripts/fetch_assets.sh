@@ -5,6 +5,7 @@
 #
 #   tokenizers/<name>/{tokenizer.json,tokenizer_config.json}  qwen3, llama3_1, gpt4o (+ gpt2 files)
 #   node_modules/{tokenizers,@huggingface/jinja}              the oracles, loadable by node
+#   node_modules/{openai,@anthropic-ai/sdk}                   API clients (server e2e tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST="${VELA_ASSETS:-.cache/assets}"
@@ -64,4 +65,16 @@ if [ ! -f "$DEST/node_modules/@huggingface/jinja/package.json" ]; then
   tar xzf "$tgz" -C "$DEST/node_modules/@huggingface/jinja" --strip-components=1
   echo "[assets] @huggingface/jinja oracle ready" >&2
 fi
+# The official API clients the server's end-to-end tests drive `vela serve` with (neither needs a
+# runtime dependency, so unpacking the tarball is the whole install).
+unpack_client() {  # unpack_client <path under node_modules> <npm spec>
+  local dir="$DEST/node_modules/$1"
+  [ -f "$dir/package.json" ] && return 0
+  local tgz; tgz=$(fetch "$2")
+  mkdir -p "$dir"
+  tar xzf "$tgz" -C "$dir" --strip-components=1
+  echo "[assets] $2 client ready" >&2
+}
+unpack_client openai openai@5.12.0
+unpack_client @anthropic-ai/sdk @anthropic-ai/sdk@0.65.0
 echo "$DEST"

@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
           libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev
           libbenchmark-dev python3-jinja2)
+# The server's web-chat page is tested in headless Chromium (tests/server/run_e2e.sh web_ui).
+PACKAGES+=(chromium)
 
 # Oracle tests compare against Hugging Face packages from npm (scripts/fetch_assets.sh) and, for
 # chat templates, Python Jinja2 (python3-jinja2).

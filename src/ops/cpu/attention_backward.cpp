@@ -55,6 +55,7 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
             }
             const float* kr = kp + kv_off(p);
             float s = 0.0f;
+#pragma omp simd reduction(+ : s)
             for (int64_t i = 0; i < d; ++i) s += qr[i] * kr[i];
             prob[p] = s * scale;
             m = std::max(m, prob[p]);
@@ -66,6 +67,7 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
           }
           const float inv = static_cast<float>(1.0 / sum);
           float dd = 0.0f;  // D_t = dout . out
+#pragma omp simd reduction(+ : dd)
           for (int64_t i = 0; i < d; ++i) dd += dor[i] * op[q_off + i];
           for (int64_t p = 0; p <= t; ++p) {
             if (prob[p] == 0.0f) continue;
@@ -75,8 +77,10 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
             float* dkr = dkp + kv_off(p);
             float* dvr = dvp + kv_off(p);
             float dp = 0.0f;
+#pragma omp simd reduction(+ : dp)
             for (int64_t i = 0; i < d; ++i) dp += dor[i] * vr[i];
             const float ds = pr * (dp - dd) * scale;
+#pragma omp simd
             for (int64_t i = 0; i < d; ++i) {
               dqr[i] += ds * kr[i];
               dkr[i] += ds * qr[i];

@@ -275,8 +275,7 @@ std::string save_training_checkpoint(const std::string& out_dir, const Checkpoin
   });
 }
 
-json load_training_checkpoint(const std::string& dir, Transformer& model, Optimizer* optimizer,
-                              bool verify) {
+json load_training_checkpoint(const std::string& dir, Transformer& model, bool verify) {
   VELA_CHECK_T(IoError, fs::is_directory(dir), "checkpoint ", dir, " is not a directory");
   if (verify) {
     if (verify_checkpoint(dir)) {
@@ -287,12 +286,17 @@ json load_training_checkpoint(const std::string& dir, Transformer& model, Optimi
   }
   SafetensorsReader reader = SafetensorsReader::open(dir);
   load_weights(model, reader, model.dtype(), model.device());
-  if (optimizer != nullptr) {
-    const fs::path opt = fs::path(dir) / kOptimizer;
-    VELA_CHECK_T(IoError, fs::exists(opt), "checkpoint ", dir, " has no ", kOptimizer,
-                 " (a model-only directory cannot resume training; use it as --init-from)");
-    optimizer->load_state(opt.string());
-  }
+  return read_trainer_state(dir);
+}
+
+void load_optimizer_state(const std::string& dir, Optimizer& optimizer) {
+  const fs::path opt = fs::path(dir) / kOptimizer;
+  VELA_CHECK_T(IoError, fs::exists(opt), "checkpoint ", dir, " has no ", kOptimizer,
+               " (a model-only directory cannot resume training; use it as init_from)");
+  optimizer.load_state(opt.string());
+}
+
+json read_trainer_state(const std::string& dir) {
   const fs::path state_path = fs::path(dir) / kTrainerState;
   if (!fs::exists(state_path)) return json::object();
   std::ifstream f(state_path);

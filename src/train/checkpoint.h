@@ -89,10 +89,15 @@ struct CheckpointPayload {
 // Publishes a training checkpoint for trainer_state["step"]; returns its path.
 std::string save_training_checkpoint(const std::string& out_dir, const CheckpointPayload& payload);
 
-// Loads the model weights (in the model's current dtype and device) and, when given, the optimizer
-// state, returning trainer_state.json (an empty object when absent). With `verify` the manifest's
-// checksums are checked first. The model must have the checkpoint's architecture.
-json load_training_checkpoint(const std::string& dir, Transformer& model, Optimizer* optimizer,
-                              bool verify);
+// Loads the model weights (in the model's current dtype and device; load_weights replaces the
+// model's tensors, so build a TrainableModel / optimizer over the model AFTER this) and returns
+// trainer_state.json (an empty object when absent). With `verify` the manifest's checksums are
+// checked first. The model must have the checkpoint's architecture.
+json load_training_checkpoint(const std::string& dir, Transformer& model, bool verify);
+// Loads `<dir>/optimizer.safetensors` into `optimizer` (IoError when the file is absent: a
+// model-only directory cannot resume training, only start one through init_from).
+void load_optimizer_state(const std::string& dir, Optimizer& optimizer);
+// Reads `<dir>/trainer_state.json` (an empty object when absent).
+json read_trainer_state(const std::string& dir);
 
 }  // namespace vela

@@ -72,6 +72,13 @@ Trainer::~Trainer() = default;
 
 void Trainer::init(bool from_checkpoint) {
   VELA_CHECK(model_->config.vocab_size > 0, "Trainer: model has no vocabulary");
+  json state;
+  if (from_checkpoint) {
+    // Weights first: load_weights replaces the model's tensors, and the parameters and the
+    // optimizer's master copies must alias the loaded ones.
+    VELA_LOG_INFO("[train] resuming from ", resume_dir_);
+    state = load_training_checkpoint(resume_dir_, *model_, config_.verify_checkpoints);
+  }
   trainable_ = std::make_unique<TrainableModel>(*model_, config_.train);
   optimizer_ = make_optimizer(config_.optimizer, trainable_->parameters());
   if (auto* muon = dynamic_cast<Muon*>(optimizer_.get())) {
@@ -98,9 +105,7 @@ void Trainer::init(bool from_checkpoint) {
   rng_ = Rng(config_.seed, /*stream=*/0x7472);
 
   if (from_checkpoint) {
-    VELA_LOG_INFO("[train] resuming from ", resume_dir_);
-    json state = load_training_checkpoint(resume_dir_, *model_, optimizer_.get(),
-                                          config_.verify_checkpoints);
+    load_optimizer_state(resume_dir_, *optimizer_);
     restore(state);
     resumed_from_ = step_;
     last_saved_step_ = step_;

@@ -5,6 +5,7 @@
 
 #include "nn/attention.h"
 #include "ops/attention.h"
+#include "ops/gemm.h"
 #include "ops/rms_norm.h"
 #include "ops/rotary.h"
 
@@ -62,7 +63,7 @@ void Attention::backward_dense(const Tensor& x, const Tensor& positions, const T
   Tensor dattn2 = dattn.view({n, qd});
   o.backward(saved.attn.view({n, qd}), dout.view({n, cfg.hidden}), dattn2, grads.do_weight,
              grads.do_bias);
-  // attention; dq, dk, dv land in the three column blocks of one fused gradient
+  // attention
   Tensor dq = Tensor::empty({n, h, d}, dt, dev);
   Tensor dk = Tensor::empty({n, hkv, d}, dt, dev);
   Tensor dv = Tensor::empty({n, hkv, d}, dt, dev);
@@ -80,12 +81,24 @@ void Attention::backward_dense(const Tensor& x, const Tensor& positions, const T
     ops::rms_norm_backward(saved.k_raw.view({n * hkv, d}), k_norm, cfg.norm_eps, dkr, dkr,
                            grads.dk_norm);
   }
-  Tensor dfused = Tensor::empty({n, qd + 2 * kvd}, dt, dev);  // [n, q_dim + 2 * kv_dim]
-  dfused.slice(1, 0, qd).copy_(dq.view({n, qd}));
-  dfused.slice(1, qd, qd + kvd).copy_(dk.view({n, kvd}));
-  dfused.slice(1, qd + kvd, qd + 2 * kvd).copy_(dv.view({n, kvd}));
+  // The fused qkv projection, block by block (row ranges of the fused weight and its gradient are
+  // contiguous): dx = dq Wq + dk Wk + dv Wv, dW_block += d_block^T x, db_block += sum_rows.
+  const Tensor x2 = x.view({n, cfg.hidden});
   Tensor dx2 = dx.view({n, cfg.hidden});
-  qkv.backward(x.view({n, cfg.hidden}), dfused, dx2, grads.dqkv_weight, grads.dqkv_bias);
+  const Tensor parts[3] = {dq.view({n, qd}), dk.view({n, kvd}), dv.view({n, kvd})};
+  const int64_t begin[3] = {0, qd, qd + kvd}, width[3] = {qd, kvd, kvd};
+  for (int i = 0; i < 3; ++i) {
+    Linear block;
+    block.weight = qkv.weight.slice(0, begin[i], begin[i] + width[i]);
+    if (qkv.bias.defined()) block.bias = qkv.bias.slice(0, begin[i], begin[i] + width[i]);
+    Tensor dw = grads.dqkv_weight.slice(0, begin[i], begin[i] + width[i]);
+    Tensor db = grads.dqkv_bias.defined() ? grads.dqkv_bias.slice(0, begin[i], begin[i] + width[i])
+                                          : Tensor();
+    Tensor none;
+    block.backward(x2, parts[i], none, dw, db);
+    ops::gemm(parts[i], block.weight, dx2, /*trans_a=*/false, /*trans_b=*/false, 1.0f,
+              /*beta=*/i == 0 ? 0.0f : 1.0f);
+  }
 }
 
 }  // namespace vela

@@ -5,7 +5,7 @@
 //   S = Q K^T (f32) -> P = masked softmax(scale * S) in place  -> dP = dO V^T (f32)
 //   dS = P * (dP - rowsum(P * dP)) * scale   (rowsum(P * dP) = dO . O, so `out` is not needed)
 //   dQ = dS K,  dK = sum_heads dS^T Q,  dV = sum_heads P^T dO   (P, dS rounded to the activation
-//   dtype for these GEMMs, as flash attention does; dK / dV accumulate in f32)
+//   dtype for these GEMMs, as flash attention does; the head sums are the GEMMs' inner dim)
 // Memory: 2 f32 + 2 activation-dtype [n_rep, seq, seq] buffers, reused across groups.
 //
 // Recompute path (long sequences, or VELA_CUDA_ATTN_BWD=recompute), no [seq, seq] buffer:
@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ops/cast.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_backward_ops.h"
 #include "ops/gemm.h"
@@ -247,22 +246,22 @@ void attention_backward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
   Tensor dp = Tensor::empty({n_rep, n_seq, n_seq}, DType::kF32, dev);  // dP
   Tensor p_t = Tensor::empty({n_rep, n_seq, n_seq}, dt, dev);
   Tensor ds_t = Tensor::empty({n_rep, n_seq, n_seq}, dt, dev);
-  Tensor dq_g = Tensor::empty({n_rep, n_seq, d}, dt, dev);
-  Tensor dk_acc = Tensor::empty({n_seq, d}, DType::kF32, dev);
-  Tensor dv_acc = Tensor::empty({n_seq, d}, DType::kF32, dev);
+  Tensor q_g = Tensor::empty({n_rep, n_seq, d}, dt, dev);  // the group's heads, contiguous
+  Tensor do_g = Tensor::empty({n_rep, n_seq, d}, dt, dev);
   cudaStream_t stream = current_stream();
   const int blocks = static_cast<int>(std::min<int64_t>(n_rows, 65535));
   const int threads = row_block_threads(n_seq, 8, 512);
   for (int64_t b = 0; b < n_batch; ++b) {
     const int32_t* doc_row = doc_ids.defined() ? doc_ids.data<int32_t>() + b * n_seq : nullptr;
     for (int64_t g = 0; g < n_kv; ++g) {
-      Tensor qg = group_heads(q, b, g * n_rep, n_rep), dog = group_heads(dout, b, g * n_rep, n_rep);
-      Tensor kg = k.select(0, b).select(1, g), vg = v.select(0, b).select(1, g);  // [seq, D]
-      ops::gemm(qg, kg, s, false, true);
+      q_g.copy_(group_heads(q, b, g * n_rep, n_rep));
+      do_g.copy_(group_heads(dout, b, g * n_rep, n_rep));
+      const Tensor kg = k.select(0, b).select(1, g), vg = v.select(0, b).select(1, g);  // [seq, D]
+      ops::gemm(q_g, kg, s, false, true);
       masked_softmax_kernel<<<blocks, threads, 0, stream>>>(s.data<float>(), doc_row, n_rows, n_seq,
                                                             scale);
       VELA_CUDA_CHECK_LAUNCH();
-      ops::gemm(dog, vg, dp, false, true);
+      ops::gemm(do_g, vg, dp, false, true);
       dispatch_float(dt, [&](auto tag) {
         using T = decltype(tag);
         softmax_grad_kernel<T><<<blocks, threads, 0, stream>>>(
@@ -270,16 +269,16 @@ void attention_backward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
             static_cast<T*>(ds_t.data_ptr()), n_rows, n_seq, scale);
         VELA_CUDA_CHECK_LAUNCH();
       });
-      ops::gemm(ds_t, kg, dq_g, false, false);
-      group_heads(dq, b, g * n_rep, n_rep).copy_(dq_g);
+      // dQ per head straight into dq[b, :, h, :] (a [seq, D] matrix with row stride H * D).
       for (int64_t r = 0; r < n_rep; ++r) {
-        const float beta = r == 0 ? 0.0f : 1.0f;
-        ops::gemm(ds_t.select(0, r), qg.select(0, r), dk_acc, true, false, 1.0f, beta);
-        ops::gemm(p_t.select(0, r), dog.select(0, r), dv_acc, true, false, 1.0f, beta);
+        Tensor dq_h = dq.select(0, b).select(1, g * n_rep + r);
+        ops::gemm(ds_t.select(0, r), kg, dq_h, false, false);
       }
-      Tensor dk_view = dk.select(0, b).select(1, g), dv_view = dv.select(0, b).select(1, g);
-      dk_view.copy_(dt == DType::kF32 ? dk_acc : ops::to_dtype(dk_acc, dt));
-      dv_view.copy_(dt == DType::kF32 ? dv_acc : ops::to_dtype(dv_acc, dt));
+      // dK, dV: one GEMM each over the stacked heads (the sum over heads is the GEMM's K dim,
+      // accumulated in f32), written into dk[b, :, g, :] / dv[b, :, g, :].
+      Tensor dk_g = dk.select(0, b).select(1, g), dv_g = dv.select(0, b).select(1, g);
+      ops::gemm(ds_t.view({n_rows, n_seq}), q_g.view({n_rows, d}), dk_g, true, false);
+      ops::gemm(p_t.view({n_rows, n_seq}), do_g.view({n_rows, d}), dv_g, true, false);
     }
   }
 }

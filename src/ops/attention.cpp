@@ -1,8 +1,8 @@
 // Attention dispatchers: validate shapes/dtypes/devices, then run the backend, plus the host-side
 // planners of the CUDA kernels (decode split count, prefill tile list). The inference ops run on
-// CPU and CUDA (ops/cuda/attention_*.cu); dense causal_attention is CPU-only until the flash-style
-// training kernel lands (a CUDA tensor there is Unsupported, never a silent fallback). On CUDA the
-// dispatchers read no device data; the graph-friendly ops trust device metadata.
+// CPU and CUDA (ops/cuda/attention_*.cu); dense causal_attention runs on CUDA through the training
+// path's GEMM-based kernels (ops/cuda/attention_dense.cu) until a flash-style kernel lands. On
+// CUDA the dispatchers read no device data; the graph-friendly ops trust device metadata.
 #include "ops/attention.h"
 
 #include <algorithm>
@@ -10,6 +10,9 @@
 
 #include "core/error.h"
 #include "ops/dispatch.h"
+#if defined(VELA_HAS_CUDA)
+#include "ops/cuda/cuda_backward_ops.h"
+#endif
 
 namespace vela::ops {
 namespace {
@@ -109,6 +112,14 @@ void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
     VELA_CHECK(doc_ids.size(0) == q.size(0) && doc_ids.size(1) == q.size(1), op, ": doc_ids ",
                doc_ids.str(), " must be [batch, seq]");
   }
+#if defined(VELA_HAS_CUDA)
+  if (q.is_cuda()) {  // ops/cuda/attention_dense.cu (the training path's kernels)
+    check_devices(op, q, {&k, &v, &out});
+    if (doc_ids.defined()) check_devices(op, q, {&doc_ids});
+    cuda::causal_attention(q, k, v, doc_ids, scale, out);
+    return;
+  }
+#endif
   for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &out}) check_cpu(op, *t);
   cpu::causal_attention(q, k, v, doc_ids, scale, out);
 }

@@ -2,8 +2,9 @@
 // the CPU runs on the same rounded inputs widened to f32). Tolerances: outputs stored in the
 // activation dtype use tol_for(dt) scaled by the output's magnitude; f32 parameter gradients
 // (sums over rows) differ only by summation order: atol 1e-4 * max|want|, rtol 1e-4 (f32 inputs)
-// or 1e-3 (16-bit inputs). Attention runs both CUDA paths (cuBLASLt GEMMs and the recompute
-// kernels, chosen through VELA_CUDA_ATTN_BWD). Skipped without a GPU.
+// or 1e-3 (16-bit inputs). The dense attention (forward and backward) runs both CUDA paths
+// (cuBLASLt GEMMs and the recompute kernels, chosen through VELA_CUDA_DENSE_ATTN). Skipped
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -169,7 +170,7 @@ TEST_F(CudaBackward, CrossEntropyMatchesCpu) {
   }
 }
 
-TEST_F(CudaBackward, CausalAttentionMatchesCpu) {
+TEST_F(CudaBackward, CausalAttentionForwardAndBackwardMatchCpu) {
   struct Case {
     int64_t b, t, h, hkv, d;
     bool docs;
@@ -196,14 +197,18 @@ TEST_F(CudaBackward, CausalAttentionMatchesCpu) {
              wv = Tensor::empty(k.shape(), DType::kF32);
       ops::causal_attention_backward(cq, ck, cv, docs, scale, cout, cd, wq, wk, wv);
       for (const char* path : {"gemm", "recompute"}) {
-        setenv("VELA_CUDA_ATTN_BWD", path, 1);
+        setenv("VELA_CUDA_DENSE_ATTN", path, 1);
+        Tensor gout = Tensor::empty(q.shape(), dt, gpu());
+        ops::causal_attention(q.to(gpu()), k.to(gpu()), v.to(gpu()),
+                              docs.defined() ? docs.to(gpu()) : docs, scale, gout);
         Tensor gq = Tensor::empty(q.shape(), dt, gpu()), gk = Tensor::empty(k.shape(), dt, gpu()),
                gv = Tensor::empty(k.shape(), dt, gpu());
         ops::causal_attention_backward(q.to(gpu()), k.to(gpu()), v.to(gpu()),
                                        docs.defined() ? docs.to(gpu()) : docs, scale,
                                        out_dt.to(gpu()), dout.to(gpu()), gq, gk, gv);
-        unsetenv("VELA_CUDA_ATTN_BWD");
+        unsetenv("VELA_CUDA_DENSE_ATTN");
         const std::string w = what + " (" + path + ")";
+        expect_act_close(gout, out, dt, "attention forward " + w);
         expect_act_close(gq, wq, dt, "attention dq " + w);
         expect_act_close(gk, wk, dt, "attention dk " + w);
         expect_act_close(gv, wv, dt, "attention dv " + w);

@@ -1,5 +1,6 @@
-// CUDA entry points of the backward ops (ops/*.h *_backward, ops/reduce.h). Called only by the
-// dispatchers after validation; activations f32, bf16 or f16, parameter gradients f32.
+// CUDA entry points of the backward ops (ops/*.h *_backward, ops/reduce.h) and of the dense
+// training-path attention forward (ops::causal_attention). Called only by the dispatchers after
+// validation; activations f32, bf16 or f16, parameter gradients f32.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@ void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor
 void rotary_backward(Tensor& dx, const Tensor& positions, const Tensor& table);
 void silu_and_mul_backward(const Tensor& x, const Tensor& dout, Tensor& dx);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight);
+void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
+                      float scale, Tensor& out);
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& doc_ids, float scale, const Tensor& out,
                                const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);

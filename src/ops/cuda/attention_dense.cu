@@ -1,14 +1,19 @@
-// CUDA causal attention backward (dense training path; documents, GQA). Two implementations:
+// CUDA dense causal attention of the training path (documents, GQA): forward and backward.
+// Two implementations of each:
 //
-// GEMM path (training lengths): per (batch, kv head) the n_rep query heads of the group run as
-// cuBLASLt batched GEMMs on strided views, with two row kernels in between:
+// GEMM path (training lengths), forward: per (batch, kv head), S = Q K^T for the group's n_rep
+// query heads (cuBLASLt), P = masked softmax(scale * S) in place, O_h = P_h V per head.
+// Backward:
+// per (batch, kv head) the n_rep query heads of the group run as cuBLASLt GEMMs on (strided)
+// views, with two row kernels in between:
 //   S = Q K^T (f32) -> P = masked softmax(scale * S) in place  -> dP = dO V^T (f32)
 //   dS = P * (dP - rowsum(P * dP)) * scale   (rowsum(P * dP) = dO . O, so `out` is not needed)
 //   dQ = dS K,  dK = sum_heads dS^T Q,  dV = sum_heads P^T dO   (P, dS rounded to the activation
 //   dtype for these GEMMs, as flash attention does; the head sums are the GEMMs' inner dim)
 // Memory: 2 f32 + 2 activation-dtype [n_rep, seq, seq] buffers, reused across groups.
 //
-// Recompute path (long sequences, or VELA_CUDA_ATTN_BWD=recompute), no [seq, seq] buffer:
+// Recompute path (long sequences, or VELA_CUDA_DENSE_ATTN=recompute), no [seq, seq] buffer:
+//   forward, one block per query row: softmax statistics, then o = sum_p P v_p in key tiles.
 //   dq kernel, one block per query row (b, t, h): softmax statistics (lse) over the visible keys,
 //     D = dout . out, then dq = scale * sum_p P (dout . v_p - D) k_p, keys in tiles of blockDim
 //     whose ds values are staged in shared memory (deterministic sums, no atomics); lse and D are
@@ -97,6 +102,50 @@ static __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < 4; ++j) {
     const int64_t i = threadIdx.x + j * blockDim.x;
     if (i < d) dq[row * d + i] = from_float<T>(acc[j]);
+  }
+}
+
+// Forward for one query row per block: lse over the visible keys, then o = sum_p P_p v_p with the
+// probabilities of a tile of keys staged in shared memory.
+template <typename T>
+static __global__ void __launch_bounds__(kThreads)
+    attn_fwd_kernel(const T* q, const T* k, const T* v, const int32_t* docs, T* out,
+                    AttnBwdArgs a) {
+  __shared__ float smem[64];
+  __shared__ float p_tile[kThreads];
+  const int64_t row = blockIdx.x;  // (b * n_seq + t) * n_heads + h
+  const int64_t h = row % a.n_heads, t = (row / a.n_heads) % a.n_seq;
+  const int64_t b = row / (a.n_heads * a.n_seq);
+  const int64_t g = h / (a.n_heads / a.n_kv), d = a.head_dim;
+  const T* qr = q + row * d;
+  const int32_t* doc_row = docs ? docs + b * a.n_seq : nullptr;
+  auto kv_off = [&](int64_t p) { return ((b * a.n_seq + p) * a.n_kv + g) * d; };
+  auto visible = [&](int64_t p) { return doc_row == nullptr || doc_row[p] == doc_row[t]; };
+  MaxSum ms;
+  for (int64_t p = threadIdx.x; p <= t; p += blockDim.x)
+    if (visible(p)) max_sum_add(ms, dot_row(qr, k + kv_off(p), d) * a.scale);
+  ms = block_max_sum(ms, smem);
+  const float lse = ms.m + logf(ms.s);
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t p0 = 0; p0 <= t; p0 += blockDim.x) {
+    const int64_t p = p0 + threadIdx.x;
+    float prob = 0.0f;
+    if (p <= t && visible(p)) prob = __expf(dot_row(qr, k + kv_off(p), d) * a.scale - lse);
+    p_tile[threadIdx.x] = prob;
+    __syncthreads();
+    const int64_t n_tile = min(static_cast<int64_t>(blockDim.x), t + 1 - p0);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = threadIdx.x + j * blockDim.x;
+      if (i >= d) break;
+      float s = 0.0f;
+      for (int64_t x = 0; x < n_tile; ++x) s += p_tile[x] * to_float(v[kv_off(p0 + x) + i]);
+      acc[j] += s;
+    }
+    __syncthreads();
+  }
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = threadIdx.x + j * blockDim.x;
+    if (i < d) out[row * d + i] = from_float<T>(acc[j]);
   }
 }
 
@@ -283,8 +332,70 @@ void attention_backward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 }
 
+void attention_forward_recompute(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& doc_ids, float scale, Tensor& out) {
+  AttnBwdArgs a{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), scale};
+  VELA_CHECK_T(Unsupported, a.head_dim <= 4 * kThreads, "causal_attention: head_dim ", a.head_dim,
+               " > ", 4 * kThreads, " is not supported on CUDA");
+  const int64_t n_q_rows = a.n_batch * a.n_seq * a.n_heads;
+  const int32_t* docs = doc_ids.defined() ? doc_ids.data<int32_t>() : nullptr;
+  dispatch_float(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto P = [](const Tensor& t) { return static_cast<const T*>(t.data_ptr()); };
+    attn_fwd_kernel<T><<<static_cast<unsigned>(n_q_rows), kThreads, 0, current_stream()>>>(
+        P(q), P(k), P(v), docs, static_cast<T*>(out.data_ptr()), a);
+    VELA_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// P rounded to T (the forward's P V GEMM takes one input dtype).
+template <typename T>
+static __global__ void round_kernel(const float* p, T* p_t, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    p_t[i] = from_float<T>(p[i]);
+}
+
+void attention_forward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& doc_ids, float scale, Tensor& out) {
+  const int64_t n_batch = q.size(0), n_seq = q.size(1), d = q.size(3);
+  const int64_t n_kv = k.size(2), n_rep = q.size(2) / n_kv, n_rows = n_rep * n_seq;
+  const DType dt = q.dtype();
+  const Device dev = q.device();
+  Tensor s = Tensor::empty({n_rep, n_seq, n_seq}, DType::kF32, dev);
+  Tensor p_t = dt == DType::kF32 ? s : Tensor::empty({n_rep, n_seq, n_seq}, dt, dev);
+  Tensor q_g = Tensor::empty({n_rep, n_seq, d}, dt, dev);
+  cudaStream_t stream = current_stream();
+  const int blocks = static_cast<int>(std::min<int64_t>(n_rows, 65535));
+  const int threads = row_block_threads(n_seq, 8, 512);
+  for (int64_t b = 0; b < n_batch; ++b) {
+    const int32_t* doc_row = doc_ids.defined() ? doc_ids.data<int32_t>() + b * n_seq : nullptr;
+    for (int64_t g = 0; g < n_kv; ++g) {
+      q_g.copy_(group_heads(q, b, g * n_rep, n_rep));
+      const Tensor kg = k.select(0, b).select(1, g), vg = v.select(0, b).select(1, g);
+      ops::gemm(q_g, kg, s, false, true);
+      masked_softmax_kernel<<<blocks, threads, 0, stream>>>(s.data<float>(), doc_row, n_rows, n_seq,
+                                                            scale);
+      VELA_CUDA_CHECK_LAUNCH();
+      if (dt != DType::kF32) {
+        dispatch_float(dt, [&](auto tag) {
+          using T = decltype(tag);
+          const int64_t n = n_rows * n_seq;
+          round_kernel<T><<<grid_stride_blocks(n, 256), 256, 0, stream>>>(
+              s.data<float>(), static_cast<T*>(p_t.data_ptr()), n);
+          VELA_CUDA_CHECK_LAUNCH();
+        });
+      }
+      for (int64_t r = 0; r < n_rep; ++r) {
+        Tensor out_h = out.select(0, b).select(1, g * n_rep + r);  // [seq, D], row stride H * D
+        ops::gemm(p_t.select(0, r), vg, out_h, false, false);
+      }
+    }
+  }
+}
+
 bool use_recompute_path(int64_t n_rep, int64_t n_seq, DType dt) {
-  const char* env = std::getenv("VELA_CUDA_ATTN_BWD");
+  const char* env = std::getenv("VELA_CUDA_DENSE_ATTN");
   if (env != nullptr && std::strcmp(env, "recompute") == 0) return true;
   if (env != nullptr && std::strcmp(env, "gemm") == 0) return false;
   const int64_t buffer_bytes =
@@ -293,6 +404,17 @@ bool use_recompute_path(int64_t n_rep, int64_t n_seq, DType dt) {
 }
 
 }  // namespace
+
+void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
+                      float scale, Tensor& out) {
+  DeviceGuard guard(q.device().index);
+  if (q.numel() == 0) return;
+  if (use_recompute_path(q.size(2) / k.size(2), q.size(1), q.dtype())) {
+    attention_forward_recompute(q, k, v, doc_ids, scale, out);
+  } else {
+    attention_forward_gemm(q, k, v, doc_ids, scale, out);
+  }
+}
 
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& doc_ids, float scale, const Tensor& out,

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "core/log.h"
 #include "nn/lm_head_loss.h"
 #include "ops/embedding.h"
 #include "ops/rms_norm.h"

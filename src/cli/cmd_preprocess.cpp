@@ -25,7 +25,7 @@ constexpr const char* kUsage =
     "  --tokenizer DIR      tokenizer directory (tokenizer.json [+ tokenizer_config.json])\n"
     "  --format text|chat   --seq-len N   --max-length N   --shard-tokens N   --threads N\n"
     "  --truncation drop|truncate_left|truncate_right|split\n"
-    "  --packing true|false --add-bos true|false --add-eos true|false\n"
+    "  --packing true|false --packing-window N   --add-bos true|false --add-eos true|false\n"
     "  --bos-token TOK      --eos-token TOK\n"
     "  --quiet              no progress bar      --json   print the summary as JSON\n";
 
@@ -39,6 +39,7 @@ constexpr Override kOverrides[] = {
     {"tokenizer", "tokenizer", 's'},   {"format", "format", 's'},
     {"seq-len", "seq_len", 'i'},       {"max-length", "max_length", 'i'},
     {"truncation", "truncation", 's'}, {"packing", "packing", 'b'},
+    {"packing-window", "packing_window", 'i'},
     {"shard-tokens", "shard_tokens", 'i'}, {"threads", "threads", 'i'},
     {"add-bos", "add_bos", 'b'},       {"add-eos", "add_eos", 'b'},
     {"bos-token", "bos_token", 's'},   {"eos-token", "eos_token", 's'},

@@ -54,7 +54,8 @@ expect_error() {
 }
 echo '{"tokenizer": "x", "seqlen": 3}' > "$dir/bad.json"
 expect_error --config "$dir/bad.json" "$dir/a.jsonl" -o "$dir/o3"
-"$VELA" preprocess --config "$dir/bad.json" "$dir/a.jsonl" -o "$dir/o3" 2>&1 | grep -q "unknown key 'seqlen'"
+msg=$("$VELA" preprocess --config "$dir/bad.json" "$dir/a.jsonl" -o "$dir/o3" 2>&1 || true)
+echo "$msg" | grep -q "unknown key 'seqlen'" || { echo "unhelpful message: $msg"; exit 1; }
 expect_error --config "$dir/prep.json" "$dir/a.jsonl" -o "$dir/o3" --packing maybe
 expect_error --config "$dir/prep.json" "$dir/missing.jsonl" -o "$dir/o3"
 expect_error --config "$dir/prep.json" "$dir/a.jsonl"

@@ -70,7 +70,7 @@ PreprocessStats preprocess(const PreprocessConfig& config, const std::vector<std
   if (encoder.eos_id()) tok_info["eos_id"] = *encoder.eos_id();
 
   ShardWriter writer(out_dir, config.shard_tokens);
-  SequencePacker packer(config.seq_len, config.packing, writer);
+  SequencePacker packer(config.seq_len, config.packing, writer, config.packing_window);
   const int n_threads = config.threads > 0 ? config.threads : num_threads();
   const int64_t max_length = config.effective_max_length();
   ProgressBar bar("preprocess", st.n_input_bytes, options.progress);

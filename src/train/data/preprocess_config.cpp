@@ -70,7 +70,8 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
   const std::string w = "config";
   check_keys(j, w,
              {"tokenizer", "format", "sections", "chat", "add_bos", "add_eos", "bos_token",
-              "eos_token", "max_length", "truncation", "packing", "seq_len", "shard_tokens",
+              "eos_token", "max_length", "truncation", "packing", "packing_window", "seq_len",
+              "shard_tokens",
               "threads"});
   PreprocessConfig c;
   c.tokenizer = get_string(j, "tokenizer", w);
@@ -148,6 +149,7 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
              "config.max_length must be >= 2 (or 0 for seq_len), got ", c.max_length);
   c.truncation = parse_truncation(get_string(j, "truncation", w, "truncate_right"));
   c.packing = get_bool(j, "packing", w, true);
+  c.packing_window = get_int(j, "packing_window", w, 64, 1);
   VELA_CHECK(c.effective_max_length() <= c.seq_len, "config.max_length (", c.max_length,
              ") cannot exceed seq_len (", c.seq_len,
              "): a document must fit in one sequence");
@@ -200,6 +202,7 @@ json PreprocessConfig::to_json() const {
   j["max_length"] = effective_max_length();
   j["truncation"] = truncation_name(truncation);
   j["packing"] = packing;
+  j["packing_window"] = packing_window;
   j["seq_len"] = seq_len;
   j["shard_tokens"] = shard_tokens;
   j["threads"] = threads;

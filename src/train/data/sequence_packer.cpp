@@ -56,27 +56,38 @@ std::vector<EncodedDoc> truncate_document(EncodedDoc doc, int64_t max_length, Tr
   return out;
 }
 
-SequencePacker::SequencePacker(int64_t seq_len, bool packing, ShardWriter& writer)
-    : seq_len_(seq_len), packing_(packing), writer_(writer) {}
+SequencePacker::SequencePacker(int64_t seq_len, bool packing, ShardWriter& writer, int64_t window)
+    : seq_len_(seq_len), packing_(packing), window_(packing ? std::max<int64_t>(window, 1) : 1),
+      writer_(writer) {}
 
 void SequencePacker::add(EncodedDoc&& doc) {
-  VELA_ASSERT(!doc.tokens.empty() && static_cast<int64_t>(doc.tokens.size()) <= seq_len_);
-  if (!open_.tokens.empty() &&
-      (!packing_ || static_cast<int64_t>(open_.tokens.size() + doc.tokens.size()) > seq_len_))
-    flush();
-  open_.doc_starts.push_back(static_cast<int64_t>(open_.tokens.size()));
-  open_.tokens.insert(open_.tokens.end(), doc.tokens.begin(), doc.tokens.end());
-  open_.mask.insert(open_.mask.end(), doc.mask.begin(), doc.mask.end());
+  const int64_t n = static_cast<int64_t>(doc.tokens.size());
+  VELA_ASSERT(n > 0 && n <= seq_len_);
+  auto it = open_.begin();
+  if (packing_)
+    while (it != open_.end() && static_cast<int64_t>(it->tokens.size()) + n > seq_len_) ++it;
+  else
+    it = open_.end();
+  if (it == open_.end()) {
+    if (static_cast<int64_t>(open_.size()) == window_) {
+      writer_.add(open_.front());
+      open_.pop_front();
+    }
+    open_.emplace_back();
+    it = std::prev(open_.end());
+  }
+  it->doc_starts.push_back(static_cast<int64_t>(it->tokens.size()));
+  it->tokens.insert(it->tokens.end(), doc.tokens.begin(), doc.tokens.end());
+  it->mask.insert(it->mask.end(), doc.mask.begin(), doc.mask.end());
+  if (static_cast<int64_t>(it->tokens.size()) == seq_len_) {
+    writer_.add(*it);
+    open_.erase(it);
+  }
 }
 
-void SequencePacker::flush() {
-  if (open_.tokens.empty()) return;
-  writer_.add(open_);
-  open_.tokens.clear();
-  open_.mask.clear();
-  open_.doc_starts.clear();
+void SequencePacker::finish() {
+  for (const PackedSequence& s : open_) writer_.add(s);
+  open_.clear();
 }
-
-void SequencePacker::finish() { flush(); }
 
 }  // namespace vela

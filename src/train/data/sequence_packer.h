@@ -6,13 +6,19 @@
 // (a trained token after its first position); otherwise the reason is "no_trained_tokens" (or
 // "empty" for a document without tokens, "too_long" under drop).
 //
-// SequencePacker groups documents in arrival order into sequences of at most seq_len tokens
-// (greedy next-fit: a document that does not fit closes the current sequence). Without packing
-// every document is its own sequence. Document starts are recorded, so datasets restart positions
-// and block attention at each boundary. Output order is input order: runs are reproducible.
+// SequencePacker groups documents into sequences of at most seq_len tokens by first fit over a
+// window of open sequences: a document goes into the oldest open sequence with room for it, or
+// opens a new one; a sequence is written when it is exactly full, or (the oldest) when the window
+// is full, and the rest at finish(). window = 1 is plain next-fit. The first-fit window lets the
+// short tail pieces of `split` documents fill up instead of wasting a row each (the WEB + KJV
+// corpus at seq_len 512: 98% of row tokens used with window 64 vs 79% with next-fit). Without
+// packing every document is its own sequence. Document starts are recorded, so datasets restart
+// positions and block attention at each boundary. Deterministic: the same input gives the same
+// sequences in the same order.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -27,16 +33,16 @@ std::vector<EncodedDoc> truncate_document(EncodedDoc doc, int64_t max_length, Tr
 
 class SequencePacker {
  public:
-  SequencePacker(int64_t seq_len, bool packing, ShardWriter& writer);
+  SequencePacker(int64_t seq_len, bool packing, ShardWriter& writer, int64_t window = 64);
   void add(EncodedDoc&& doc);  // doc.tokens.size() <= seq_len
   void finish();               // flushes the open sequence
 
  private:
-  void flush();
   int64_t seq_len_;
   bool packing_;
+  int64_t window_;
   ShardWriter& writer_;
-  PackedSequence open_;
+  std::deque<PackedSequence> open_;  // oldest first
 };
 
 }  // namespace vela

@@ -48,7 +48,7 @@ std::shared_ptr<const ShardSet> pack(const std::string& dir, const std::vector<i
                                      int64_t seq_len, bool packing,
                                      std::vector<std::vector<uint8_t>> masks = {}) {
   ShardWriter w(dir, 1 << 20);
-  SequencePacker p(seq_len, packing, w);
+  SequencePacker p(seq_len, packing, w);  // window 64
   for (size_t d = 0; d < lengths.size(); ++d) {
     std::vector<int32_t> t;
     for (int i = 0; i < lengths[d]; ++i) t.push_back(static_cast<int32_t>(100 * (d + 1) + i));
@@ -59,18 +59,37 @@ std::shared_ptr<const ShardSet> pack(const std::string& dir, const std::vector<i
   return ShardSet::open(dir);
 }
 
-TEST(Packing, NextFitKeepsOrderAndBoundaries) {
+TEST(Packing, FirstFitWindow) {
   test::TempDir tmp;
+  // 3 + 4 = 7 (open); 2 opens a second; 6 fills it to 8 (written first); 2 opens a third.
   auto set = pack(tmp.path().string(), {3, 4, 2, 6, 2}, 8, true);
-  // 3 + 4 = 7; 7 + 2 > 8 closes it; 2 + 6 = 8; the last 2 opens a third sequence.
   ASSERT_EQ(set->n_sequences(), 3);
-  EXPECT_EQ(set->sequence(0).n_docs, 2);
-  EXPECT_EQ(set->sequence(0).n_tokens, 7);
-  EXPECT_EQ(set->sequence(1).n_docs, 2);
-  EXPECT_EQ(set->sequence(1).n_tokens, 8);
-  EXPECT_EQ(set->sequence(2).n_tokens, 2);
+  auto first_tokens = [&](int64_t i) {
+    SequenceView v = set->sequence(i);
+    std::vector<int32_t> starts;
+    for (int64_t d = 0; d < v.n_docs; ++d) starts.push_back(static_cast<int32_t>(v.tokens[v.doc_offsets[d] - v.first_token]));
+    return starts;
+  };
+  EXPECT_EQ(first_tokens(0), (std::vector<int32_t>{300, 400}));
+  EXPECT_EQ(first_tokens(1), (std::vector<int32_t>{100, 200}));
+  EXPECT_EQ(first_tokens(2), (std::vector<int32_t>{500}));
+  EXPECT_EQ(set->sequence(1).n_tokens, 7);
   test::TempDir tmp2;
   EXPECT_EQ(pack(tmp2.path().string(), {3, 4, 2}, 8, false)->n_sequences(), 3);
+  // window 1 = next-fit: 3+4 | 2+6 | 2, in input order.
+  test::TempDir tmp3;
+  {
+    ShardWriter w(tmp3.path().string(), 1 << 20);
+    SequencePacker p(8, true, w, 1);
+    for (int len : {3, 4, 2, 6, 2}) p.add(doc(std::vector<int32_t>(static_cast<size_t>(len), 7)));
+    p.finish();
+    w.finish({{"config", {{"seq_len", 8}}}});
+  }
+  auto nf = ShardSet::open(tmp3.path().string());
+  ASSERT_EQ(nf->n_sequences(), 3);
+  EXPECT_EQ(nf->sequence(0).n_tokens, 7);
+  EXPECT_EQ(nf->sequence(1).n_tokens, 8);
+  EXPECT_EQ(nf->sequence(2).n_tokens, 2);
 }
 
 TEST(Packing, SeqRowsResetPositionsAtDocuments) {

@@ -141,12 +141,18 @@ EncodeResult RecordEncoder::encode_chat(const json& record) const {
     messages = *it;
   }
 
+  // A record's "tools" (a list of function schemas) go to the template, as transformers does.
+  json tools = nullptr;
+  if (auto t = record.find("tools"); t != record.end() && !t->is_null()) {
+    if (!t->is_array()) return bad("wrong_type", "field 'tools' is not an array");
+    tools = *t;
+  }
   const ChatTemplate& tpl = *chat_template_;
   const json& vars = cf.template_vars;
   auto render = [&](size_t n, bool gen) {
     json part = json::array();
     for (size_t k = 0; k < n; ++k) part.push_back(messages[k]);
-    return tpl.render(part, nullptr, gen, vars);
+    return tpl.render(part, tools, gen, vars);
   };
   std::string full;
   std::vector<std::pair<size_t, size_t>> spans;  // trained [start, end) byte ranges of `full`

@@ -7,7 +7,8 @@
 //   section.train; sections concatenate in config order, then optional BOS in front / EOS at the
 //   end (EOS is trained: the model learns where a document ends).
 // chat: messages (or instruction -> system, input -> user, output -> assistant) are rendered with
-//   the tokenizer's chat template (ChatTemplate, as transformers' apply_chat_template). The
+//   the tokenizer's chat template (ChatTemplate, as transformers' apply_chat_template; a record's
+//   "tools" array is passed to the template too). The
 //   trained spans are found by rendering prefixes: for assistant message i,
 //     start_i = len(render(messages[:i], add_generation_prompt=true)) when that is a prefix of
 //               the full render F = render(messages, add_generation_prompt=false); otherwise

@@ -183,6 +183,24 @@ TEST(RecordEncoder, ChatRoleMapping) {
             "<|im_start|>system\nSay hi.<|im_end|>\n<|im_start|>assistant\nhi<|im_end|>\n");
 }
 
+// A record's tools reach the template (Qwen3 lists them in the system turn, masked).
+TEST(RecordEncoder, ChatWithTools) {
+  VELA_REQUIRE_QWEN3();
+  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
+  RecordEncoder e(c, qwen3(), &qwen3_template());
+  json rec = json::parse(R"({"tools": [{"type": "function", "function": {"name": "get_time",
+      "description": "Current time", "parameters": {"type": "object", "properties": {}}}}],
+      "messages": [{"role": "user", "content": "Time?"}, {"role": "assistant", "content": "Noon."}]})");
+  EncodeResult r = e.encode_record(rec);
+  ASSERT_TRUE(r.ok()) << r.bad_reason << " " << r.detail;
+  std::string full = qwen3_template().render(rec["messages"], rec["tools"], false);
+  EXPECT_NE(full.find("get_time"), std::string::npos);
+  EXPECT_EQ(r.doc.tokens, enc(full));
+  EXPECT_EQ(trained_runs(r.doc), std::vector<std::string>{"<think>\n\n</think>\n\nNoon.<|im_end|>\n"});
+  rec["tools"] = "get_time";
+  EXPECT_EQ(e.encode_record(rec).bad_reason, "wrong_type");
+}
+
 TEST(RecordEncoder, BadChatRecords) {
   VELA_REQUIRE_QWEN3();
   PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});

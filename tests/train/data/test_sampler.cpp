@@ -26,8 +26,12 @@ TEST(EpochSampler, SeededPermutations) {
   for (int64_t i = 0; i < 1000; i += 97) EXPECT_EQ(a.item(1, i), e1[static_cast<size_t>(i)]);
   EpochSampler plain(5, 42, false);
   EXPECT_EQ(plain.order(3), (std::vector<int64_t>{0, 1, 2, 3, 4}));
-  // Pinned values: the order must not change between vela versions (resumes across upgrades).
-  EXPECT_EQ(EpochSampler::permutation(8, 1, 0), EpochSampler::permutation(8, 1, 0));
+  // Pinned values, computed independently in Python from the Philox-4x32-10 definition
+  // (Fisher-Yates from the top, j = (u32 * (i + 1)) >> 32): the order must not change between
+  // vela versions, or a resume across an upgrade would see different data.
+  EXPECT_EQ(EpochSampler::permutation(8, 1, 0), (std::vector<int64_t>{1, 0, 4, 2, 5, 3, 6, 7}));
+  EXPECT_EQ(EpochSampler::permutation(10, 1234, 3),
+            (std::vector<int64_t>{1, 4, 8, 3, 7, 0, 2, 5, 9, 6}));
 }
 
 // 23 sequences of distinct content: sequence i is [1000 + i, ...] with 2 + i % 5 tokens.

@@ -76,6 +76,15 @@ __device__ __forceinline__ uint32_t pack2(float x, float y) {
   return w;
 }
 
+// Element offset of 16-byte chunk `chunk` of row `row` in a [rows][D] 16-bit tile in shared memory:
+// the chunk index is XORed with the row so that ldmatrix's 8 rows of one chunk hit distinct banks.
+template <int D>
+__device__ __forceinline__ int smem_swizzle(int row, int chunk) {
+  constexpr int kChunks = D / 8;
+  constexpr int kMask = (kChunks < 8 ? kChunks : 8) - 1;
+  return row * D + ((chunk ^ (row & kMask)) << 3);
+}
+
 // ---- split-KV chunking (decode kernel and merge must agree) ----
 inline constexpr int kSplitChunkAlign = 32;
 

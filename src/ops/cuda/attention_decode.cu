@@ -10,6 +10,7 @@
 // group keeps its own online-softmax state (fp32, log2 domain); the groups merge through shared
 // memory at the end. A row reads its key count from seq_lens on the device; splits past the end
 // exit at once and the merge kernel only combines live splits (graph replay with growing lengths).
+#include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -20,7 +21,8 @@ namespace {
 
 constexpr int kRowThreads = 128;
 constexpr int kStages = 4;
-constexpr int kUnroll = 2;  // key rows per thread group per stage
+constexpr int kUnroll = 2;         // key rows per thread group per stage
+constexpr int kSlotWindow = 1024;  // keys whose slots are staged in shared memory at once
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct RowsArgs {
@@ -74,7 +76,8 @@ struct RowsCfg {
   static constexpr int kKps = kKpp * kUnroll;      // key rows per stage
   static constexpr int kPipeBytes = kStages * kKps * D * static_cast<int>(sizeof(T)) * 2;
   static constexpr int kMergeBytes = (kKpp * kG * D + 2 * kKpp * kG + 2 * kG) * 4;
-  static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static constexpr int kSlotsOffset = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static constexpr int kSmemBytes = kSlotsOffset + kSlotWindow * 4;
   static_assert(kTpk >= 1 && kTpk <= 32 && 32 % kTpk == 0, "head_dim / vector mismatch");
 };
 
@@ -87,6 +90,7 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sk = reinterpret_cast<T*>(smem_raw);  // [kStages][kKps][D]
   T* sv = sk + kStages * kKps * D;
+  int32_t* s_slots = reinterpret_cast<int32_t*>(smem_raw + Cfg::kSlotsOffset);  // [kSlotWindow]
 
   const int row = blockIdx.x;
   const int kv_head = blockIdx.y / a.n_group_chunks;
@@ -129,38 +133,6 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
   const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * D + part * kVec;
   const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * D + part * kVec;
-  const int n_steps = (end - begin + kKps - 1) / kKps;
-
-  auto load_slots = [&](int step, int(&slots)[kUnroll]) {
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      const int p = begin + step * kKps + j * kKpp + kk;
-      slots[j] = p < end ? slots_of[p] : -1;
-    }
-  };
-  auto issue = [&](int step, const int(&slots)[kUnroll]) {
-    const int stage = step % kStages;
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      const int off = (stage * kKps + j * kKpp + kk) * D + part * kVec;
-      const bool valid = slots[j] >= 0;
-      const int64_t src = valid ? slots[j] * slot_stride : 0;
-      cp_async16(sk + off, kbase + src, valid);
-      cp_async16(sv + off, vbase + src, valid);
-    }
-  };
-
-  int slots[kUnroll];
-  load_slots(0, slots);
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < n_steps) {
-      issue(st, slots);
-      load_slots(st + 1, slots);
-    }
-    cp_async_commit();
-  }
-
   float m[kG], l[kG], acc[kG][kVec];
 #pragma unroll
   for (int g = 0; g < kG; ++g) {
@@ -170,61 +142,85 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
     for (int i = 0; i < kVec; ++i) acc[g][i] = 0.0f;
   }
 
-  for (int st = 0; st < n_steps; ++st) {
-    if (st + kStages - 1 < n_steps) {
-      issue(st + kStages - 1, slots);
-      load_slots(st + kStages, slots);
-    }
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();
-    const int stage = st % kStages;
-    float s[kUnroll][kG];
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      float kf[kVec];
-      load_float<kVec>(sk + (stage * kKps + j * kKpp + kk) * D + part * kVec, kf);
-      const bool live = begin + st * kKps + j * kKpp + kk < end;
-#pragma unroll
-      for (int g = 0; g < kG; ++g) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) dot = fmaf(q[g][i], kf[i], dot);
-#pragma unroll
-        for (int o = kTpk / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        s[j][g] = live ? dot : -INFINITY;
-      }
-    }
-    float p[kUnroll][kG];
-#pragma unroll
-    for (int g = 0; g < kG; ++g) {
-      float mx = m[g];
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) mx = fmaxf(mx, s[j][g]);
-      const float m_use = mx == -INFINITY ? 0.0f : mx;
-      const float corr = exp2f(m[g] - m_use);
-      m[g] = mx;
-      float sum = 0.0f;
+  // Windows of up to kSlotWindow keys: their slots are read in one parallel sweep into shared
+  // memory, so the copy pipeline below never waits on a slot lookup.
+  for (int wb = begin; wb < end; wb += kSlotWindow) {
+    const int we = min(wb + kSlotWindow, end);
+    __syncthreads();  // every thread is done issuing copies from the previous window's slots
+#pragma unroll 8
+    for (int i = tid; i < we - wb; i += kRowThreads) s_slots[i] = slots_of[wb + i];
+    __syncthreads();
+    const int n_steps = (we - wb + kKps - 1) / kKps;
+    auto issue = [&](int step) {
+      const int stage = step % kStages;
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
-        p[j][g] = exp2f(s[j][g] - m_use);
-        sum += p[j][g];
+        const int key = step * kKps + j * kKpp + kk;  // within the window
+        const int off = (stage * kKps + j * kKpp + kk) * D + part * kVec;
+        const bool valid = wb + key < we;
+        const int64_t src = valid ? s_slots[key] * slot_stride : 0;
+        cp_async16(sk + off, kbase + src, valid);
+        cp_async16(sv + off, vbase + src, valid);
       }
-      l[g] = l[g] * corr + sum;
+    };
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) acc[g][i] *= corr;
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < n_steps) issue(st);
+      cp_async_commit();
     }
+    for (int st = 0; st < n_steps; ++st) {
+      if (st + kStages - 1 < n_steps) issue(st + kStages - 1);
+      cp_async_commit();
+      cp_async_wait<kStages - 1>();
+      const int stage = st % kStages;
+      float s[kUnroll][kG];
 #pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      float vf[kVec];
-      load_float<kVec>(sv + (stage * kKps + j * kKpp + kk) * D + part * kVec, vf);
+      for (int j = 0; j < kUnroll; ++j) {
+        float kf[kVec];
+        load_float<kVec>(sk + (stage * kKps + j * kKpp + kk) * D + part * kVec, kf);
+        const bool live = wb + st * kKps + j * kKpp + kk < we;
+#pragma unroll
+        for (int g = 0; g < kG; ++g) {
+          float dot = 0.0f;
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) dot = fmaf(q[g][i], kf[i], dot);
+#pragma unroll
+          for (int o = kTpk / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+          s[j][g] = live ? dot : -INFINITY;
+        }
+      }
+      float p[kUnroll][kG];
 #pragma unroll
       for (int g = 0; g < kG; ++g) {
+        float mx = m[g];
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) acc[g][i] = fmaf(p[j][g], vf[i], acc[g][i]);
+        for (int j = 0; j < kUnroll; ++j) mx = fmaxf(mx, s[j][g]);
+        const float m_use = mx == -INFINITY ? 0.0f : mx;
+        const float corr = exp2f(m[g] - m_use);
+        m[g] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+          p[j][g] = exp2f(s[j][g] - m_use);
+          sum += p[j][g];
+        }
+        l[g] = l[g] * corr + sum;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) acc[g][i] *= corr;
+      }
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        float vf[kVec];
+        load_float<kVec>(sv + (stage * kKps + j * kKpp + kk) * D + part * kVec, vf);
+#pragma unroll
+        for (int g = 0; g < kG; ++g) {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) acc[g][i] = fmaf(p[j][g], vf[i], acc[g][i]);
+        }
       }
     }
+    cp_async_wait<0>();
   }
-  cp_async_wait<0>();
   __syncthreads();  // the pipeline buffers become the merge buffers
 
   // Merge the kKpp groups: global max per head, rescaled accumulators summed over groups.
@@ -279,29 +275,292 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   }
 }
 
-// Combines the live splits of one (row, head): weights 2^(lse_i - max) (log2 domain).
+// ---- GQA decode on tensor cores (16-bit caches, 2..16 query heads per KV head, head_dim <= 64) --
+// The block's query heads of one KV head form the rows of a 16-row mma tile (FlashInfer's GQA
+// trick: one K/V stream serves all of them and the scores cost a few mma instead of shuffles).
+// 64-key tiles stream through a double-buffered cp.async pipeline (slots staged per window as in
+// the row kernel); warp w takes keys 16w..16w+15 of each tile with its own online-softmax state,
+// and the 4 warps merge through shared memory at the end.
+constexpr int kMmaKeys = 64;
+constexpr int kMmaThreads = 128;
+
+template <int D>
+struct MmaDecodeCfg {
+  static constexpr int kPipeBytes = (16 * D + 2 * 2 * kMmaKeys * D) * 2;  // Q + 2 x (K, V)
+  static constexpr int kMergeBytes = (4 * 16 * D + 4 * 16 * 2) * 4;
+  static constexpr int kSlotsOffset = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static constexpr int kSmemBytes = kSlotsOffset + kSlotWindow * 4;
+  static_assert(kSmemBytes <= 48 * 1024, "mma decode shared memory above the default limit");
+};
+
 template <typename T, int D>
-static __global__ void merge_splits_kernel(RowsArgs a) {
-  const int row = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
+static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs a) {
+  using Cfg = MmaDecodeCfg<D>;
+  constexpr int kChunks = D / 8;
+  constexpr int kLoads = kMmaKeys * kChunks / kMmaThreads;
+  static_assert(kLoads >= 1, "tile shape");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sq = reinterpret_cast<T*>(smem_raw);  // [16][D]
+  T* sk = sq + 16 * D;                     // [2][kMmaKeys][D]
+  T* sv = sk + 2 * kMmaKeys * D;           // [2][kMmaKeys][D]
+  int32_t* s_slots = reinterpret_cast<int32_t*>(smem_raw + Cfg::kSlotsOffset);
+
+  const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
+  const int group = a.group, head0 = kv_head * group;
+  const bool direct = a.n_splits == 1;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  int seq, n_keys;
+  row_info(a, row, seq, n_keys);
+  const int chunk = split_chunk(n_keys, a.n_splits);
+  const int begin = split * chunk;
+  const int end = min(begin + chunk, n_keys);
+  if (begin >= end) {
+    if (direct) {
+      T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * D;
+      for (int i = tid; i < group * D; i += kMmaThreads) out[i] = from_float<T>(0.0f);
+    }
+    return;
+  }
+
+  // Q rows = the group's heads (rows >= group are zero).
+  const T* qbase = static_cast<const T*>(a.q) + row * a.q_token_stride + head0 * D;
+  for (int idx = tid; idx < 16 * kChunks; idx += kMmaThreads) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    const bool valid = r < group;
+    cp_async16(sq + smem_swizzle<D>(r, c), qbase + (valid ? r * D + c * 8 : 0), valid);
+  }
+  cp_async_commit();  // waited for with the first window's slots (the loads overlap)
+  uint32_t qf[D / 16][4];
+
+  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
+  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * D;
+  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * D;
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  for (int wb = begin; wb < end; wb += kSlotWindow) {
+    const int we = min(wb + kSlotWindow, end);
+    __syncthreads();  // the previous window's copies are issued and its tiles consumed
+#pragma unroll 8
+    for (int i = tid; i < we - wb; i += kMmaThreads) s_slots[i] = slots_of[wb + i];
+    cp_async_wait<0>();
+    __syncthreads();
+    if (wb == begin) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(lane & 15, 2 * kk + (lane >> 4)));
+    }
+    const int n_tiles = (we - wb + kMmaKeys - 1) / kMmaKeys;
+    auto load_tile = [&](int t) {
+      const int buf = t & 1;
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) {
+        const int idx = tid + i * kMmaThreads, r = idx / kChunks, c = idx % kChunks;
+        const int key = t * kMmaKeys + r;
+        const bool valid = wb + key < we;
+        const int64_t src = valid ? s_slots[key] * slot_stride + c * 8 : 0;
+        const int dst = buf * kMmaKeys * D + smem_swizzle<D>(r, c);
+        cp_async16(sk + dst, kbase + src, valid);
+        cp_async16(sv + dst, vbase + src, valid);
+      }
+    };
+    load_tile(0);
+    cp_async_commit();
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<0>();
+      __syncthreads();  // tile t landed everywhere; everyone is done with tile t - 1
+      if (t + 1 < n_tiles) load_tile(t + 1);
+      cp_async_commit();
+      const T* skb = sk + (t & 1) * kMmaKeys * D;
+      const T* svb = sv + (t & 1) * kMmaKeys * D;
+      float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t b[4];
+        const int key = warp * 16 + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b, skb + smem_swizzle<D>(key, 2 * kk + ((lane >> 3) & 1)));
+        mma_16816<T>(sc[0], qf[kk], b[0], b[1]);
+        mma_16816<T>(sc[1], qf[kk], b[2], b[3]);
+      }
+      const int key0 = wb + t * kMmaKeys + warp * 16;
+      if (key0 + 16 > we) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (key0 + nt * 8 + 2 * (lane & 3) + (e & 1) >= we) sc[nt][e] = -INFINITY;
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx =
+            fmaxf(fmaxf(sc[0][2 * r], sc[0][2 * r + 1]), fmaxf(sc[1][2 * r], sc[1][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[r], mx * a.scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float corr = exp2f(m[r] - m_use);
+        m[r] = m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            sc[nt][e] = exp2f(fmaf(sc[nt][e], a.scale_log2, -m_use));
+            sum += sc[nt][e];
+          }
+        }
+        l[r] = l[r] * corr + sum;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          o[dt][2 * r] *= corr;
+          o[dt][2 * r + 1] *= corr;
+        }
+      }
+      const uint32_t pa[4] = {pack2<T>(sc[0][0], sc[0][1]), pack2<T>(sc[0][2], sc[0][3]),
+                              pack2<T>(sc[1][0], sc[1][1]), pack2<T>(sc[1][2], sc[1][3])};
+#pragma unroll
+      for (int dt2 = 0; dt2 < D / 16; ++dt2) {
+        uint32_t b[4];
+        const int key = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        ldmatrix_x4_trans(b, svb + smem_swizzle<D>(key, 2 * dt2 + (lane >> 4)));
+        mma_16816<T>(o[2 * dt2], pa, b[0], b[1]);
+        mma_16816<T>(o[2 * dt2 + 1], pa, b[2], b[3]);
+      }
+    }
+    cp_async_wait<0>();
+  }
+  __syncthreads();  // the pipeline buffers become the merge buffers
+
+  float* s_o = reinterpret_cast<float*>(smem_raw);  // [4 warps][16 rows][D]
+  float* s_ml = s_o + 4 * 16 * D;                   // [4][16][2]: m, l
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int rr = (lane >> 2) + 8 * r;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int col = dt * 8 + 2 * (lane & 3);
+      s_o[(warp * 16 + rr) * D + col] = o[dt][2 * r];
+      s_o[(warp * 16 + rr) * D + col + 1] = o[dt][2 * r + 1];
+    }
+    if ((lane & 3) == 0) {
+      s_ml[(warp * 16 + rr) * 2] = m[r];
+      s_ml[(warp * 16 + rr) * 2 + 1] = l[r];
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < group * D; idx += kMmaThreads) {
+    const int r = idx / D, d = idx % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) mx = fmaxf(mx, s_ml[(w * 16 + r) * 2]);
+    float sum = 0.0f, acc = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float mw = s_ml[(w * 16 + r) * 2];
+        if (mw == -INFINITY) continue;
+        const float f = exp2f(mw - mx);
+        sum += s_ml[(w * 16 + r) * 2 + 1] * f;
+        acc += s_o[(w * 16 + r) * D + d] * f;
+      }
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head0 + r;
+    if (direct) {
+      static_cast<T*>(a.out)[rh * D + d] = from_float<T>(acc * inv);
+    } else {
+      a.o_part[(rh * a.n_splits + split) * D + d] = acc * inv;
+      if (d == 0) a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
+// Combines the live splits of one (row, head) with weights 2^(lse_i - max) (log2 domain). The
+// block's threads cover (4 features) x (split lanes), so the partials stream in parallel.
+constexpr int kMergeThreads = 256;
+static_assert(kMaxDecodeSplits <= kMergeThreads, "one lse per merge thread");
+
+template <typename T, int D>
+static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(RowsArgs a) {
+  constexpr int kLanesD = D / 4, kWays = kMergeThreads / kLanesD;
+  __shared__ float s_w[kMergeThreads];
+  __shared__ float s_red[2][kMergeThreads / 32];
+  __shared__ float4 s_acc[kMergeThreads];
+  const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
   int seq, n_keys;
   row_info(a, row, seq, n_keys);
   const int n_live = live_splits(n_keys, a.n_splits);
   const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head;
-  const float* lse = a.lse_part + rh * a.n_splits;
+  const float lse = tid < n_live ? a.lse_part[rh * a.n_splits + tid] : -INFINITY;
+  const float wmax = warp_max(lse);
+  if (lane == 0) s_red[0][warp] = wmax;
+  __syncthreads();
   float mx = -INFINITY;
-  for (int i = 0; i < n_live; ++i) mx = fmaxf(mx, lse[i]);
-  float o = 0.0f, sum = 0.0f;
-  if (mx != -INFINITY) {
-    for (int i = 0; i < n_live; ++i) {
-      const float w = exp2f(lse[i] - mx);
-      sum += w;
-      if (d < D) o += w * a.o_part[(rh * a.n_splits + i) * D + d];
-    }
+#pragma unroll
+  for (int i = 0; i < kMergeThreads / 32; ++i) mx = fmaxf(mx, s_red[0][i]);
+  const float w = mx == -INFINITY || tid >= n_live ? 0.0f : exp2f(lse - mx);
+  s_w[tid] = w;
+  const float wsum = warp_sum(w);
+  if (lane == 0) s_red[1][warp] = wsum;
+  __syncthreads();
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMergeThreads / 32; ++i) sum += s_red[1][i];
+  const int dl = tid % kLanesD, way = tid / kLanesD;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float* op = a.o_part + rh * a.n_splits * D + dl * 4;
+#pragma unroll 4
+  for (int i = way; i < n_live; i += kWays) {
+    const float4 o = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * D);
+    const float wi = s_w[i];
+    acc.x = fmaf(wi, o.x, acc.x);
+    acc.y = fmaf(wi, o.y, acc.y);
+    acc.z = fmaf(wi, o.z, acc.z);
+    acc.w = fmaf(wi, o.w, acc.w);
   }
-  if (d < D) static_cast<T*>(a.out)[rh * D + d] = from_float<T>(sum > 0.0f ? o / sum : 0.0f);
+  s_acc[tid] = acc;
+  __syncthreads();
+  if (way == 0) {
+    for (int k = 1; k < kWays; ++k) {
+      const float4 o = s_acc[k * kLanesD + dl];
+      acc.x += o.x;
+      acc.y += o.y;
+      acc.z += o.z;
+      acc.w += o.w;
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float r[4] = {acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv};
+    T* out = static_cast<T*>(a.out) + rh * D + dl * 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = from_float<T>(r[i]);
+  }
 }
 
 namespace {
+
+template <typename T, int D>
+void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
+  RowsArgs a = args;
+  a.n_group_chunks = 1;
+  const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
+                  static_cast<unsigned>(a.n_splits));
+  decode_mma_kernel<T, D><<<grid, kMmaThreads, MmaDecodeCfg<D>::kSmemBytes, current_stream()>>>(a);
+  VELA_CUDA_CHECK_LAUNCH();
+  if (a.n_splits > 1) {
+    const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
+    merge_splits_kernel<T, D><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
+    VELA_CUDA_CHECK_LAUNCH();
+  }
+}
 
 template <typename T, int D, int kG>
 void launch_rows(const RowsArgs& args, int64_t n_rows) {
@@ -317,7 +576,6 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
   VELA_CUDA_CHECK_LAUNCH();
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    constexpr int kMergeThreads = D < 32 ? 32 : D;
     merge_splits_kernel<T, D><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   }
@@ -335,6 +593,9 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   VELA_CHECK(is_aligned(q.data_ptr(), 16) && (q.stride(0) * es) % 16 == 0 &&
                  is_aligned(k_cache.data_ptr(), 16) && is_aligned(v_cache.data_ptr(), 16),
              op, ": q rows and the caches must be 16-byte aligned for the CUDA kernel");
+  VELA_CHECK(
+      n_splits == 1 || (is_aligned(o_part.data_ptr(), 16) && is_aligned(lse_part.data_ptr(), 4)),
+      op, ": o_part must be 16-byte aligned");
   RowsArgs a{};
   a.q = q.data_ptr();
   a.q_token_stride = q.stride(0);
@@ -359,6 +620,13 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
     using T = decltype(tag);
     dispatch_head_dim(d, op, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
+      if constexpr (sizeof(T) == 2 && D <= 64) {
+        // Decode of a GQA group on tensor cores.
+        if (qo_indptr == nullptr && a.group >= 2 && a.group <= 16) {
+          launch_decode_mma<T, D>(a, n_rows);
+          return;
+        }
+      }
       if (a.group == 1) {
         launch_rows<T, D, 1>(a, n_rows);
       } else if (a.group == 2) {

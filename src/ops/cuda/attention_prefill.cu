@@ -48,15 +48,6 @@ struct PrefillArgs {
   void* out;  // [n_tokens, n_heads, head_dim], contiguous
 };
 
-// Element offset of 16-byte chunk `chunk` of row `row` in a [rows][D] swizzled tile: the chunk
-// index is XORed with the row so that ldmatrix's 8 rows of one chunk hit distinct banks.
-template <int D>
-__device__ __forceinline__ int swz(int row, int chunk) {
-  constexpr int kChunks = D / 8;
-  constexpr int kMask = (kChunks < 8 ? kChunks : 8) - 1;
-  return row * D + ((chunk ^ (row & kMask)) << 3);
-}
-
 template <int D>
 constexpr int prefill_smem_bytes() {
   return (kBM * D + 4 * kBN * D) * 2;  // Q + 2 x (K, V), 16-bit elements
@@ -97,7 +88,8 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   for (int i = 0; i < kLoads; ++i) {
     const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
     const bool valid = r < n_rows;
-    cp_async16(sq + swz<D>(r, c), qbase + (valid ? r * a.q_token_stride + c * 8 : 0), valid);
+    cp_async16(sq + smem_swizzle<D>(r, c), qbase + (valid ? r * a.q_token_stride + c * 8 : 0),
+               valid);
   }
   auto load_slots = [&](int kt, int(&slots)[kLoads]) {
 #pragma unroll
@@ -112,7 +104,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
       const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
       const bool valid = slots[i] >= 0;
       const int64_t src = valid ? slots[i] * slot_stride + c * 8 : 0;
-      const int dst = buf * kBN * D + swz<D>(r, c);
+      const int dst = buf * kBN * D + smem_swizzle<D>(r, c);
       cp_async16(sk + dst, kbase + src, valid);
       cp_async16(sv + dst, vbase + src, valid);
     }
@@ -142,7 +134,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
     if (kt == 0) {
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(qf[kk], sq + swz<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+        ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
     }
     if (kt + 1 < n_kt) {
       load_kv((kt + 1) & 1, slots);
@@ -162,7 +154,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
       for (int nt2 = 0; nt2 < kBN / 16; ++nt2) {
         uint32_t b[4];
         const int key = nt2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, skb + swz<D>(key, 2 * kk + ((lane >> 3) & 1)));
+        ldmatrix_x4(b, skb + smem_swizzle<D>(key, 2 * kk + ((lane >> 3) & 1)));
         mma_16816<T>(s[2 * nt2], qf[kk], b[0], b[1]);
         mma_16816<T>(s[2 * nt2 + 1], qf[kk], b[2], b[3]);
       }
@@ -217,7 +209,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
       for (int dt2 = 0; dt2 < D / 16; ++dt2) {
         uint32_t b[4];
         const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        ldmatrix_x4_trans(b, svb + swz<D>(key, 2 * dt2 + (lane >> 4)));
+        ldmatrix_x4_trans(b, svb + smem_swizzle<D>(key, 2 * dt2 + (lane >> 4)));
         mma_16816<T>(o[2 * dt2], pa, b[0], b[1]);
         mma_16816<T>(o[2 * dt2 + 1], pa, b[2], b[3]);
       }

@@ -3,6 +3,7 @@
 // paged_prefill_attention (same results as paged_attention, metadata validated).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <utility>

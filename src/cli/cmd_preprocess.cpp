@@ -36,13 +36,19 @@ struct Override {
   char type;
 };
 constexpr Override kOverrides[] = {
-    {"tokenizer", "tokenizer", 's'},   {"format", "format", 's'},
-    {"seq-len", "seq_len", 'i'},       {"max-length", "max_length", 'i'},
-    {"truncation", "truncation", 's'}, {"packing", "packing", 'b'},
+    {"tokenizer", "tokenizer", 's'},
+    {"format", "format", 's'},
+    {"seq-len", "seq_len", 'i'},
+    {"max-length", "max_length", 'i'},
+    {"truncation", "truncation", 's'},
+    {"packing", "packing", 'b'},
     {"packing-window", "packing_window", 'i'},
-    {"shard-tokens", "shard_tokens", 'i'}, {"threads", "threads", 'i'},
-    {"add-bos", "add_bos", 'b'},       {"add-eos", "add_eos", 'b'},
-    {"bos-token", "bos_token", 's'},   {"eos-token", "eos_token", 's'},
+    {"shard-tokens", "shard_tokens", 'i'},
+    {"threads", "threads", 'i'},
+    {"add-bos", "add_bos", 'b'},
+    {"add-eos", "add_eos", 'b'},
+    {"bos-token", "bos_token", 's'},
+    {"eos-token", "eos_token", 's'},
 };
 
 json read_config(const std::string& path) {
@@ -114,7 +120,8 @@ int cmd_preprocess(int argc, char** argv) {
   for (const auto& [reason, count] : st.bad_by_reason)
     std::printf("  bad %-28s %lld\n", reason.c_str(), static_cast<long long>(count));
   for (const auto& e : st.bad_examples) std::printf("  e.g. %s\n", e.c_str());
-  if (st.n_truncated) std::printf("truncated/split: %lld documents\n", static_cast<long long>(st.n_truncated));
+  if (st.n_truncated)
+    std::printf("truncated/split: %lld documents\n", static_cast<long long>(st.n_truncated));
   std::printf("wrote %lld sequences (%lld documents, %lld tokens, %lld trained) to %s in %.1f s\n",
               static_cast<long long>(st.n_sequences), static_cast<long long>(st.n_docs),
               static_cast<long long>(st.n_tokens), static_cast<long long>(st.n_trained_tokens),

@@ -84,8 +84,8 @@ std::vector<int64_t> iota_items(int64_t n) {
 
 DatasetConfig DatasetConfig::from_json(const json& j) {
   static const std::set<std::string> kKeys = {
-      "kind", "path", "batch_size", "seq_len", "seed", "shuffle", "drop_last", "rank",
-      "world_size", "validation_fraction", "validation_path"};
+      "kind", "path",       "batch_size",          "seq_len",        "seed", "shuffle", "drop_last",
+      "rank", "world_size", "validation_fraction", "validation_path"};
   VELA_CHECK(j.is_object(), "dataset config must be a JSON object, got ", j.type_name());
   for (auto it = j.begin(); it != j.end(); ++it)
     VELA_CHECK(kKeys.count(it.key()), "unknown key '", it.key(), "' in the dataset config");
@@ -110,7 +110,8 @@ DatasetConfig DatasetConfig::from_json(const json& j) {
   integer("batch_size", c.batch_size);
   integer("seq_len", c.seq_len);
   if (j.contains("seed")) {
-    VELA_CHECK(j["seed"].is_number_unsigned() || (j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0),
+    VELA_CHECK(j["seed"].is_number_unsigned() ||
+                   (j["seed"].is_number_integer() && j["seed"].get<int64_t>() >= 0),
                "dataset.seed must be a non-negative integer");
     c.seed = j["seed"].get<uint64_t>();
   }
@@ -119,7 +120,8 @@ DatasetConfig DatasetConfig::from_json(const json& j) {
   integer("rank", c.rank);
   integer("world_size", c.world_size);
   if (j.contains("validation_fraction")) {
-    VELA_CHECK(j["validation_fraction"].is_number(), "dataset.validation_fraction must be a number");
+    VELA_CHECK(j["validation_fraction"].is_number(),
+               "dataset.validation_fraction must be a number");
     c.validation_fraction = j["validation_fraction"].get<double>();
   }
   str("validation_path", c.validation_path);
@@ -156,8 +158,8 @@ Dataset::Dataset(const DatasetConfig& config, std::shared_ptr<const ShardSet> sh
   sampler_ = std::make_unique<EpochSampler>(static_cast<int64_t>(items_.size()), config_.seed,
                                             config_.shuffle);
   VELA_CHECK(batches_per_epoch() > 0, "dataset '", shards_->dir(), "' has ", items_.size(),
-             " sequences, fewer than one global batch of ",
-             config_.batch_size * config_.world_size, " with drop_last");
+             " sequences, fewer than one global batch of ", config_.batch_size * config_.world_size,
+             " with drop_last");
 }
 
 Dataset::~Dataset() = default;
@@ -226,8 +228,8 @@ void Dataset::restore(const json& s) {
                s.at("n_sequences").get<int64_t>(), " sequences, this dataset ", n_sequences(),
                " (different shards or split)");
     int64_t g = s.at("global_batch_size").get<int64_t>();
-    VELA_CHECK(g == config_.batch_size * config_.world_size, "dataset state has global batch ",
-               g, ", this run ", config_.batch_size * config_.world_size);
+    VELA_CHECK(g == config_.batch_size * config_.world_size, "dataset state has global batch ", g,
+               ", this run ", config_.batch_size * config_.world_size);
     int64_t epoch = s.at("epoch").get<int64_t>(), cursor = s.at("cursor").get<int64_t>();
     VELA_CHECK(epoch >= 0 && cursor >= 0 && cursor < batches_per_epoch(),
                "dataset state position (epoch ", epoch, ", cursor ", cursor, ") is out of range");

@@ -16,15 +16,15 @@
 namespace vela {
 
 struct PreprocessOptions {
-  bool progress = false;       // progress bar on stderr
-  int max_bad_examples = 5;    // bad records reported with file:line and detail
+  bool progress = false;         // progress bar on stderr
+  int max_bad_examples = 5;      // bad records reported with file:line and detail
   int64_t block_records = 4096;  // lines encoded per parallel block
 };
 
 struct PreprocessStats {
   int64_t n_records = 0, n_ok = 0, n_bad = 0;  // non-blank input lines
   std::map<std::string, int64_t> bad_by_reason;
-  std::vector<std::string> bad_examples;       // "file:line: reason: detail"
+  std::vector<std::string> bad_examples;  // "file:line: reason: detail"
   int64_t n_docs = 0, n_sequences = 0, n_tokens = 0, n_trained_tokens = 0;
   int64_t n_truncated = 0;  // documents cut (truncate_left/right) or split
   uint64_t n_input_bytes = 0;

@@ -16,8 +16,8 @@ void check_keys(const json& j, const std::string& where, const std::set<std::str
     if (allowed.count(it.key())) continue;
     std::string list;
     for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
-    VELA_THROW(InvalidArgument, "unknown key '", it.key(), "' in ", where, " (expected one of: ",
-               list, ")");
+    VELA_THROW(InvalidArgument, "unknown key '", it.key(), "' in ", where,
+               " (expected one of: ", list, ")");
   }
 }
 
@@ -58,10 +58,14 @@ Truncation parse_truncation(const std::string& s) {
 
 const char* truncation_name(Truncation t) {
   switch (t) {
-    case Truncation::kDrop: return "drop";
-    case Truncation::kTruncateLeft: return "truncate_left";
-    case Truncation::kTruncateRight: return "truncate_right";
-    case Truncation::kSplit: return "split";
+    case Truncation::kDrop:
+      return "drop";
+    case Truncation::kTruncateLeft:
+      return "truncate_left";
+    case Truncation::kTruncateRight:
+      return "truncate_right";
+    case Truncation::kSplit:
+      return "split";
   }
   return "?";
 }
@@ -71,11 +75,11 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
   check_keys(j, w,
              {"tokenizer", "format", "sections", "chat", "add_bos", "add_eos", "bos_token",
               "eos_token", "max_length", "truncation", "packing", "packing_window", "seq_len",
-              "shard_tokens",
-              "threads"});
+              "shard_tokens", "threads"});
   PreprocessConfig c;
   c.tokenizer = get_string(j, "tokenizer", w);
-  VELA_CHECK(!c.tokenizer.empty(), "config.tokenizer is required (a directory with tokenizer.json)");
+  VELA_CHECK(!c.tokenizer.empty(),
+             "config.tokenizer is required (a directory with tokenizer.json)");
   std::string format = get_string(j, "format", w, "text");
   if (format == "text") {
     c.format = RecordFormat::kText;
@@ -115,9 +119,9 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
     VELA_CHECK(c.format == RecordFormat::kChat, "config.chat applies to format \"chat\" only");
     const json& ch = j["chat"];
     std::string cw = "config.chat";
-    check_keys(ch, cw,
-               {"messages_field", "instruction_field", "input_field", "output_field",
-                "template_vars"});
+    check_keys(
+        ch, cw,
+        {"messages_field", "instruction_field", "input_field", "output_field", "template_vars"});
     c.chat.messages_field = get_string(ch, "messages_field", cw);
     c.chat.instruction_field = get_string(ch, "instruction_field", cw);
     c.chat.input_field = get_string(ch, "input_field", cw);
@@ -151,8 +155,7 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
   c.packing = get_bool(j, "packing", w, true);
   c.packing_window = get_int(j, "packing_window", w, 64, 1);
   VELA_CHECK(c.effective_max_length() <= c.seq_len, "config.max_length (", c.max_length,
-             ") cannot exceed seq_len (", c.seq_len,
-             "): a document must fit in one sequence");
+             ") cannot exceed seq_len (", c.seq_len, "): a document must fit in one sequence");
   c.shard_tokens = get_int(j, "shard_tokens", w, int64_t{1} << 26, 1);
   VELA_CHECK(c.shard_tokens >= c.seq_len, "config.shard_tokens (", c.shard_tokens,
              ") must be >= seq_len (", c.seq_len, "): a sequence never straddles shards");
@@ -181,8 +184,11 @@ json PreprocessConfig::to_json() const {
   if (format == RecordFormat::kText) {
     j["sections"] = json::array();
     for (const auto& s : sections)
-      j["sections"].push_back({{"field", s.field}, {"train", s.train}, {"optional", s.optional},
-                               {"prefix", s.prefix}, {"suffix", s.suffix}});
+      j["sections"].push_back({{"field", s.field},
+                               {"train", s.train},
+                               {"optional", s.optional},
+                               {"prefix", s.prefix},
+                               {"suffix", s.suffix}});
   } else {
     json ch = json::object();
     if (chat.uses_role_mapping()) {

@@ -12,7 +12,8 @@
 //             "input_field": "input", "output_field": "output"}, "template_vars": {...}},
 //    "add_bos": false, "add_eos": true, "bos_token": "...", "eos_token": "...",
 //    "max_length": 2048, "truncation": "drop" | "truncate_left" | "truncate_right" | "split",
-//    "packing": true, "packing_window": 64, "seq_len": 2048, "shard_tokens": 67108864, "threads": 0}
+//    "packing": true, "packing_window": 64, "seq_len": 2048, "shard_tokens": 67108864, "threads":
+//    0}
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,7 @@ struct PreprocessConfig {
   std::string bos_token, eos_token;  // override the tokenizer's (e.g. "<|endoftext|>")
   int64_t max_length = 0;            // per document, in tokens; 0 = seq_len
   Truncation truncation = Truncation::kTruncateRight;
-  bool packing = true;   // several documents per sequence, positions restarting at each
+  bool packing = true;          // several documents per sequence, positions restarting at each
   int64_t packing_window = 64;  // open sequences first-fit packing chooses from (1 = next-fit)
   int64_t seq_len = 2048;
   int64_t shard_tokens = int64_t{1} << 26;  // tokens per shard file (sequences never straddle)

@@ -45,7 +45,8 @@ void ProgressBar::finish(uint64_t done_bytes, int64_t done_records) {
 
 void ProgressBar::draw(uint64_t done_bytes, int64_t done_records, bool final) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  double frac = total_bytes_ ? static_cast<double>(done_bytes) / static_cast<double>(total_bytes_) : 1.0;
+  double frac =
+      total_bytes_ ? static_cast<double>(done_bytes) / static_cast<double>(total_bytes_) : 1.0;
   int width = 24, filled = static_cast<int>(frac * width + 0.5);
   std::string bar(static_cast<size_t>(std::min(filled, width)), '#');
   bar.resize(static_cast<size_t>(width), '.');
@@ -55,9 +56,8 @@ void ProgressBar::draw(uint64_t done_bytes, int64_t done_records, bool final) {
   double eta = done_bytes > 0 ? secs * (1.0 - frac) / std::max(frac, 1e-9) : -1;
   std::fprintf(stderr, "%s[%s] [%s] %5.1f%% %.1f/%.1f MB %.0f rec/s %.2f MB/s %s %s%s",
                tty_ ? "\r" : "", label_.c_str(), bar.c_str(), 100.0 * frac, mb,
-               static_cast<double>(total_bytes_) / 1e6, rate_rec, rate_mb,
-               final ? "in" : "ETA", hms(final ? secs : eta).c_str(),
-               (final || !tty_) ? "\n" : "\x1b[K");
+               static_cast<double>(total_bytes_) / 1e6, rate_rec, rate_mb, final ? "in" : "ETA",
+               hms(final ? secs : eta).c_str(), (final || !tty_) ? "\n" : "\x1b[K");
   std::fflush(stderr);
 }
 

@@ -92,7 +92,8 @@ EncodeResult RecordEncoder::encode_text(const json& record) const {
       return bad("missing_field", "no field '" + s.field + "'");
     }
     if (!it->is_string())
-      return bad("wrong_type", "field '" + s.field + "' is a " + it->type_name() + ", not a string");
+      return bad("wrong_type",
+                 "field '" + s.field + "' is a " + it->type_name() + ", not a string");
     std::string text = s.prefix + it->get_ref<const std::string&>() + s.suffix;
     append(r.doc, text, s.train);
   }
@@ -115,9 +116,9 @@ EncodeResult RecordEncoder::encode_chat(const json& record) const {
       messages.push_back({{"role", role}, {"content", v}});
       return "";
     };
-    for (auto [field, role, required] :
-         {std::tuple{cf.instruction_field, "system", false}, std::tuple{cf.input_field, "user", false},
-          std::tuple{cf.output_field, "assistant", true}}) {
+    for (auto [field, role, required] : {std::tuple{cf.instruction_field, "system", false},
+                                         std::tuple{cf.input_field, "user", false},
+                                         std::tuple{cf.output_field, "assistant", true}}) {
       std::string err = add(field, role, required);
       if (!err.empty()) {
         size_t colon = err.find(':');
@@ -191,10 +192,11 @@ EncodeResult RecordEncoder::encode_chat(const json& record) const {
           if (full.compare(after, tail.size(), tail) == 0) end = after + tail.size();
         }
       }
-      if (end == std::string::npos || end <= start || (!spans.empty() && start < spans.back().second))
-        return bad("template_not_prefix_stable",
-                   "cannot locate assistant message " + std::to_string(i) +
-                       " in the rendered conversation");
+      if (end == std::string::npos || end <= start ||
+          (!spans.empty() && start < spans.back().second))
+        return bad("template_not_prefix_stable", "cannot locate assistant message " +
+                                                     std::to_string(i) +
+                                                     " in the rendered conversation");
       spans.emplace_back(start, end);
     }
   } catch (const Error& e) {

@@ -20,8 +20,8 @@ std::vector<int64_t> EpochSampler::permutation(int64_t n, uint64_t seed, uint64_
   for (int64_t i = n - 1; i > 0; --i) {
     // Lemire's multiply-shift maps 32 random bits to [0, i] (bias < 2^-32 * n: immaterial).
     uint64_t bound = static_cast<uint64_t>(i) + 1;
-    uint64_t j = bound <= 0xFFFFFFFFull ? (uint64_t{rng.next_u32()} * bound) >> 32
-                                        : rng.next_u64() % bound;
+    uint64_t j =
+        bound <= 0xFFFFFFFFull ? (uint64_t{rng.next_u32()} * bound) >> 32 : rng.next_u64() % bound;
     std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(j)]);
   }
   return p;
@@ -36,8 +36,8 @@ const std::vector<int64_t>& EpochSampler::cached(int64_t epoch) const {
 }
 
 int64_t EpochSampler::item(int64_t epoch, int64_t pos) const {
-  VELA_CHECK(epoch >= 0 && pos >= 0 && pos < n_items_, "sampler position (epoch ", epoch, ", ",
-             pos, ") out of range for ", n_items_, " items");
+  VELA_CHECK(epoch >= 0 && pos >= 0 && pos < n_items_, "sampler position (epoch ", epoch, ", ", pos,
+             ") out of range for ", n_items_, " items");
   if (!shuffle_) return pos;
   std::lock_guard<std::mutex> lock(mu_);
   return cached(epoch)[static_cast<size_t>(pos)];

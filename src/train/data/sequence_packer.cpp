@@ -46,18 +46,22 @@ std::vector<EncodedDoc> truncate_document(EncodedDoc doc, int64_t max_length, Tr
         out.push_back(piece(doc, n - max_len, n));
         break;
       case Truncation::kSplit:
-        for (size_t b = 0; b < n; b += max_len) out.push_back(piece(doc, b, std::min(n, b + max_len)));
+        for (size_t b = 0; b < n; b += max_len)
+          out.push_back(piece(doc, b, std::min(n, b + max_len)));
         break;
     }
   }
-  out.erase(std::remove_if(out.begin(), out.end(), [](const EncodedDoc& d) { return !has_target(d); }),
-            out.end());
+  out.erase(
+      std::remove_if(out.begin(), out.end(), [](const EncodedDoc& d) { return !has_target(d); }),
+      out.end());
   if (out.empty()) *bad_reason = "no_trained_tokens";
   return out;
 }
 
 SequencePacker::SequencePacker(int64_t seq_len, bool packing, ShardWriter& writer, int64_t window)
-    : seq_len_(seq_len), packing_(packing), window_(packing ? std::max<int64_t>(window, 1) : 1),
+    : seq_len_(seq_len),
+      packing_(packing),
+      window_(packing ? std::max<int64_t>(window, 1) : 1),
       writer_(writer) {}
 
 void SequencePacker::add(EncodedDoc&& doc) {

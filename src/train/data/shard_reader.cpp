@@ -92,8 +92,8 @@ std::shared_ptr<const ShardSet> ShardSet::open(const std::string& dir) {
 SequenceView ShardSet::sequence(int64_t seq_idx) const {
   VELA_CHECK(seq_idx >= 0 && seq_idx < n_sequences_, "sequence index ", seq_idx,
              " out of range [0, ", n_sequences_, ")");
-  size_t s = static_cast<size_t>(
-      std::upper_bound(first_seq_.begin(), first_seq_.end(), seq_idx) - first_seq_.begin() - 1);
+  size_t s = static_cast<size_t>(std::upper_bound(first_seq_.begin(), first_seq_.end(), seq_idx) -
+                                 first_seq_.begin() - 1);
   const Shard& sh = shards_[s];
   int64_t i = seq_idx - first_seq_[s];
   SequenceView v;

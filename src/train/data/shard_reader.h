@@ -18,12 +18,12 @@ class MappedFile;
 
 // A sequence in place in its shard's mapping (valid while the ShardSet lives).
 struct SequenceView {
-  const uint32_t* tokens = nullptr;      // [n_tokens]
-  const uint8_t* mask = nullptr;         // [n_tokens]
+  const uint32_t* tokens = nullptr;  // [n_tokens]
+  const uint8_t* mask = nullptr;     // [n_tokens]
   int64_t n_tokens = 0;
-  const uint64_t* doc_offsets = nullptr; // [n_docs + 1] shard token offsets; [0] = this sequence's
-  int64_t n_docs = 0;                    // first token, [n_docs] = the next document's start
-  uint64_t first_token = 0;              // shard token offset of tokens[0]
+  const uint64_t* doc_offsets = nullptr;  // [n_docs + 1] shard token offsets; [0] = this sequence's
+  int64_t n_docs = 0;                     // first token, [n_docs] = the next document's start
+  uint64_t first_token = 0;               // shard token offset of tokens[0]
 };
 
 class ShardSet {

@@ -60,8 +60,7 @@ ShardWriter::ShardWriter(std::string dir, int64_t shard_tokens)
 void ShardWriter::add(const PackedSequence& seq) {
   VELA_ASSERT(seq.tokens.size() == seq.mask.size() && !seq.tokens.empty());
   VELA_ASSERT(!seq.doc_starts.empty() && seq.doc_starts[0] == 0);
-  if (!tokens_.empty() &&
-      static_cast<int64_t>(tokens_.size() + seq.tokens.size()) > shard_tokens_)
+  if (!tokens_.empty() && static_cast<int64_t>(tokens_.size() + seq.tokens.size()) > shard_tokens_)
     flush();
   uint64_t base = tokens_.size();
   for (int64_t d : seq.doc_starts) doc_offsets_.push_back(base + static_cast<uint64_t>(d));

@@ -31,10 +31,10 @@ inline fs::path assets_dir() {
 inline std::string qwen3_dir() { return (assets_dir() / "tokenizers" / "qwen3").string(); }
 inline bool have_qwen3() { return fs::exists(fs::path(qwen3_dir()) / "tokenizer.json"); }
 
-#define VELA_REQUIRE_QWEN3()                                                          \
-  do {                                                                                \
-    if (!::vela::test::have_qwen3())                                                  \
-      GTEST_SKIP() << "Qwen3 tokenizer not found (run scripts/fetch_assets.sh)";      \
+#define VELA_REQUIRE_QWEN3()                                                     \
+  do {                                                                           \
+    if (!::vela::test::have_qwen3())                                             \
+      GTEST_SKIP() << "Qwen3 tokenizer not found (run scripts/fetch_assets.sh)"; \
   } while (0)
 
 // A fresh directory under the system temp dir, removed on destruction.
@@ -42,8 +42,8 @@ class TempDir {
  public:
   TempDir() {
     std::random_device rd;
-    path_ = fs::temp_directory_path() / ("vela_data_test_" + std::to_string(rd()) + "_" +
-                                         std::to_string(rd()));
+    path_ = fs::temp_directory_path() /
+            ("vela_data_test_" + std::to_string(rd()) + "_" + std::to_string(rd()));
     fs::create_directories(path_);
   }
   ~TempDir() {

@@ -36,9 +36,12 @@ TEST(Truncation, Modes) {
   EXPECT_TRUE(truncate_document(doc({}), 4, Truncation::kSplit, &why).empty());
   EXPECT_EQ(why, "empty");
   // truncate_right keeping only the (masked) prompt leaves nothing to train on.
-  EXPECT_TRUE(truncate_document(doc({1, 2, 3, 4}, {0, 0, 0, 1}), 3, Truncation::kTruncateRight, &why).empty());
+  EXPECT_TRUE(
+      truncate_document(doc({1, 2, 3, 4}, {0, 0, 0, 1}), 3, Truncation::kTruncateRight, &why)
+          .empty());
   EXPECT_EQ(why, "no_trained_tokens");
-  auto kept = truncate_document(doc({1, 2, 3, 4}, {0, 0, 0, 1}), 3, Truncation::kTruncateLeft, &why);
+  auto kept =
+      truncate_document(doc({1, 2, 3, 4}, {0, 0, 0, 1}), 3, Truncation::kTruncateLeft, &why);
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(kept[0].mask, (std::vector<uint8_t>{0, 0, 1}));
 }
@@ -67,7 +70,8 @@ TEST(Packing, FirstFitWindow) {
   auto first_tokens = [&](int64_t i) {
     SequenceView v = set->sequence(i);
     std::vector<int32_t> starts;
-    for (int64_t d = 0; d < v.n_docs; ++d) starts.push_back(static_cast<int32_t>(v.tokens[v.doc_offsets[d] - v.first_token]));
+    for (int64_t d = 0; d < v.n_docs; ++d)
+      starts.push_back(static_cast<int32_t>(v.tokens[v.doc_offsets[d] - v.first_token]));
     return starts;
   };
   EXPECT_EQ(first_tokens(0), (std::vector<int32_t>{300, 400}));
@@ -102,11 +106,13 @@ TEST(Packing, SeqRowsResetPositionsAtDocuments) {
   auto ds = make_datasets(c).train;
   ASSERT_EQ(ds->seq_len(), 8);
   TrainBatch b = ds->next_batch();
-  EXPECT_EQ(b.ids.to_vector<int32_t>(), (std::vector<int32_t>{100, 101, 102, 200, 201, 202, 203, 0}));
+  EXPECT_EQ(b.ids.to_vector<int32_t>(),
+            (std::vector<int32_t>{100, 101, 102, 200, 201, 202, 203, 0}));
   EXPECT_EQ(b.positions.to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 3, 0}));
   EXPECT_EQ(b.doc_ids.to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 0, 1, 1, 1, 1, -1}));
   const int32_t X = kIgnoreIndex;
-  EXPECT_EQ(b.targets.to_vector<int32_t>(), (std::vector<int32_t>{101, 102, X, 201, 202, 203, X, X}));
+  EXPECT_EQ(b.targets.to_vector<int32_t>(),
+            (std::vector<int32_t>{101, 102, X, 201, 202, 203, X, X}));
   EXPECT_EQ(b.n_target_tokens, 5);
 }
 
@@ -127,7 +133,8 @@ TEST(Packing, SftTargetsOnlyTrainedTokens) {
   // The same shards as `seq`: every real next token.
   c.kind = "seq";
   TrainBatch s = make_datasets(c).train->next_batch();
-  EXPECT_EQ(s.targets.to_vector<int32_t>(), (std::vector<int32_t>{101, 102, 103, X, 201, 202, X, X}));
+  EXPECT_EQ(s.targets.to_vector<int32_t>(),
+            (std::vector<int32_t>{101, 102, 103, X, 201, 202, X, X}));
 }
 
 TEST(Packing, LongerRowsPadAndShorterAreRejected) {

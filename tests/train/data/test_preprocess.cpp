@@ -5,8 +5,8 @@
 
 #include <fstream>
 
-#include "core/sha256.h"
 #include "core/error.h"
+#include "core/sha256.h"
 #include "data_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data/dataset.h"
@@ -24,21 +24,24 @@ json read_json(const std::string& path) {
 TEST(Preprocess, TextWithBadRecords) {
   VELA_REQUIRE_QWEN3();
   test::TempDir tmp;
-  std::string a = test::write_lines(tmp / "a.jsonl", {
-      R"({"text": "In the beginning God created the heaven and the earth."})",
-      R"({"text": "And the earth was without form, and void."})",
-      "",
-      R"({"text": 42})",
-      R"(not json)",
-      R"({"body": "no text field"})",
-  });
-  std::string b = test::write_lines(tmp / "b.jsonl", {
-      R"({"text": "And God said, Let there be light: and there was light."})",
-      R"({"text": ""})",
-  });
-  PreprocessConfig c = PreprocessConfig::from_json(
-      {{"tokenizer", test::qwen3_dir()}, {"eos_token", "<|endoftext|>"}, {"seq_len", 64},
-       {"threads", 2}});
+  std::string a = test::write_lines(
+      tmp / "a.jsonl", {
+                           R"({"text": "In the beginning God created the heaven and the earth."})",
+                           R"({"text": "And the earth was without form, and void."})",
+                           "",
+                           R"({"text": 42})",
+                           R"(not json)",
+                           R"({"body": "no text field"})",
+                       });
+  std::string b = test::write_lines(
+      tmp / "b.jsonl", {
+                           R"({"text": "And God said, Let there be light: and there was light."})",
+                           R"({"text": ""})",
+                       });
+  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
+                                                    {"eos_token", "<|endoftext|>"},
+                                                    {"seq_len", 64},
+                                                    {"threads", 2}});
   std::string out = tmp / "out";
   PreprocessOptions o;
   o.block_records = 2;  // several parallel blocks: order must still be input order
@@ -51,7 +54,8 @@ TEST(Preprocess, TextWithBadRecords) {
   EXPECT_EQ(st.bad_by_reason["missing_field"], 1);
   EXPECT_EQ(st.bad_by_reason["no_trained_tokens"], 1);  // "" -> just EOS: nothing to predict
   ASSERT_FALSE(st.bad_examples.empty());
-  EXPECT_NE(st.bad_examples[0].find("a.jsonl:4: wrong_type"), std::string::npos) << st.bad_examples[0];
+  EXPECT_NE(st.bad_examples[0].find("a.jsonl:4: wrong_type"), std::string::npos)
+      << st.bad_examples[0];
   EXPECT_EQ(st.n_docs, 3);
   EXPECT_EQ(st.n_sequences, 1);  // all three documents packed into one 64-token row
 
@@ -77,14 +81,18 @@ TEST(Preprocess, TruncationThroughThePipeline) {
   VELA_REQUIRE_QWEN3();
   test::TempDir tmp;
   // 3 + 1 (EOS) tokens and 13 + 1 tokens.
-  std::string in = test::write_lines(tmp / "in.jsonl", {
-      R"({"text": "one two three"})",
-      R"({"text": "one two three four five six seven eight nine ten eleven twelve thirteen"})",
-  });
+  std::string in = test::write_lines(
+      tmp / "in.jsonl",
+      {
+          R"({"text": "one two three"})",
+          R"({"text": "one two three four five six seven eight nine ten eleven twelve thirteen"})",
+      });
   auto run = [&](const char* mode, bool packing) {
-    PreprocessConfig c = PreprocessConfig::from_json(
-        {{"tokenizer", test::qwen3_dir()}, {"eos_token", "<|endoftext|>"}, {"seq_len", 8},
-         {"truncation", mode}, {"packing", packing}});
+    PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
+                                                      {"eos_token", "<|endoftext|>"},
+                                                      {"seq_len", 8},
+                                                      {"truncation", mode},
+                                                      {"packing", packing}});
     return preprocess(c, {in}, tmp / mode);
   };
   PreprocessStats drop = run("drop", true);
@@ -109,18 +117,23 @@ TEST(Preprocess, TruncationThroughThePipeline) {
 TEST(Preprocess, ChatSftEndToEnd) {
   VELA_REQUIRE_QWEN3();
   test::TempDir tmp;
-  std::string in = test::write_lines(tmp / "sft.jsonl", {
-      R"({"instruction": "Answer briefly.", "input": "Capital of France?", "output": "Paris."})",
-      R"({"instruction": "", "input": "2+2?", "output": "4"})",
-      R"({"instruction": "x", "input": "y"})",
-  });
-  PreprocessConfig c = PreprocessConfig::from_json(
-      {{"tokenizer", test::qwen3_dir()},
-       {"format", "chat"},
-       {"chat", {{"instruction_field", "instruction"}, {"input_field", "input"},
-                 {"output_field", "output"}, {"template_vars", {{"enable_thinking", false}}}}},
-       {"seq_len", 128},
-       {"packing", false}});
+  std::string in = test::write_lines(
+      tmp / "sft.jsonl",
+      {
+          R"({"instruction": "Answer briefly.", "input": "Capital of France?", "output": "Paris."})",
+          R"({"instruction": "", "input": "2+2?", "output": "4"})",
+          R"({"instruction": "x", "input": "y"})",
+      });
+  PreprocessConfig c =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
+                                   {"format", "chat"},
+                                   {"chat",
+                                    {{"instruction_field", "instruction"},
+                                     {"input_field", "input"},
+                                     {"output_field", "output"},
+                                     {"template_vars", {{"enable_thinking", false}}}}},
+                                   {"seq_len", 128},
+                                   {"packing", false}});
   PreprocessStats st = preprocess(c, {in}, tmp / "out");
   EXPECT_EQ(st.n_ok, 2);
   EXPECT_EQ(st.bad_by_reason["missing_field"], 1);
@@ -136,7 +149,8 @@ TEST(Preprocess, ChatSftEndToEnd) {
   for (int r = 0; r < 2; ++r) {
     std::vector<int32_t> t;
     for (int64_t i = 0; i < 128; ++i)
-      if (targets[static_cast<size_t>(r * 128 + i)] != kIgnoreIndex) t.push_back(targets[static_cast<size_t>(r * 128 + i)]);
+      if (targets[static_cast<size_t>(r * 128 + i)] != kIgnoreIndex)
+        t.push_back(targets[static_cast<size_t>(r * 128 + i)]);
     EXPECT_EQ(tok.decode(t), r == 0 ? "Paris.<|im_end|>\n" : "4<|im_end|>\n");
   }
 }
@@ -145,8 +159,8 @@ TEST(Preprocess, NothingUsableIsAnError) {
   VELA_REQUIRE_QWEN3();
   test::TempDir tmp;
   std::string in = test::write_lines(tmp / "in.jsonl", {"nope", "{}"});
-  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
-                                                    {"eos_token", "<|endoftext|>"}});
+  PreprocessConfig c = PreprocessConfig::from_json(
+      {{"tokenizer", test::qwen3_dir()}, {"eos_token", "<|endoftext|>"}});
   try {
     preprocess(c, {in}, tmp / "out");
     FAIL() << "expected an error";

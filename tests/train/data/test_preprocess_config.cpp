@@ -31,11 +31,12 @@ TEST(PreprocessConfig, ChatDefaults) {
   PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", "tok"}, {"format", "chat"}});
   EXPECT_EQ(c.chat.messages_field, "messages");
   EXPECT_FALSE(c.effective_add_eos());
-  PreprocessConfig m = PreprocessConfig::from_json(
-      {{"tokenizer", "tok"},
-       {"format", "chat"},
-       {"chat", {{"instruction_field", "instruction"}, {"input_field", "input"},
-                 {"output_field", "output"}}}});
+  PreprocessConfig m = PreprocessConfig::from_json({{"tokenizer", "tok"},
+                                                    {"format", "chat"},
+                                                    {"chat",
+                                                     {{"instruction_field", "instruction"},
+                                                      {"input_field", "input"},
+                                                      {"output_field", "output"}}}});
   EXPECT_TRUE(m.chat.uses_role_mapping());
   EXPECT_TRUE(m.chat.messages_field.empty());
 }
@@ -46,8 +47,7 @@ TEST(PreprocessConfig, Errors) {
   expect_error({{"tokenizer", "t"}, {"format", "csv"}}, "config.format");
   expect_error({{"tokenizer", "t"}, {"seq_len", "1024"}}, "config.seq_len must be an integer");
   expect_error({{"tokenizer", "t"}, {"seq_len", 1}}, "config.seq_len must be >= 2");
-  expect_error({{"tokenizer", "t"}, {"seq_len", 64}, {"max_length", 128}},
-               "cannot exceed seq_len");
+  expect_error({{"tokenizer", "t"}, {"seq_len", 64}, {"max_length", 128}}, "cannot exceed seq_len");
   expect_error({{"tokenizer", "t"}, {"truncation", "middle"}}, "config.truncation");
   expect_error({{"tokenizer", "t"}, {"packing", 1}}, "config.packing must be true or false");
   expect_error({{"tokenizer", "t"}, {"sections", json::array()}}, "non-empty array");
@@ -69,12 +69,12 @@ TEST(PreprocessConfig, Errors) {
 }
 
 TEST(PreprocessConfig, NormalizedRoundTrip) {
-  json j = {{"tokenizer", "tok"},
-            {"sections", {{{"field", "title"}, {"train", false}, {"suffix", "\n"}},
-                          {{"field", "body"}}}},
-            {"seq_len", 128},
-            {"truncation", "split"},
-            {"eos_token", "<|endoftext|>"}};
+  json j = {
+      {"tokenizer", "tok"},
+      {"sections", {{{"field", "title"}, {"train", false}, {"suffix", "\n"}}, {{"field", "body"}}}},
+      {"seq_len", 128},
+      {"truncation", "split"},
+      {"eos_token", "<|endoftext|>"}};
   PreprocessConfig c = PreprocessConfig::from_json(j);
   json n = c.to_json();
   PreprocessConfig c2 = PreprocessConfig::from_json(n);

@@ -46,8 +46,9 @@ TEST(RecordEncoder, TextSectionsMaskAndEos) {
   VELA_REQUIRE_QWEN3();
   PreprocessConfig c = PreprocessConfig::from_json(
       {{"tokenizer", test::qwen3_dir()},
-       {"sections", {{{"field", "title"}, {"train", false}, {"prefix", "# "}, {"suffix", "\n\n"}},
-                     {{"field", "body"}}}},
+       {"sections",
+        {{{"field", "title"}, {"train", false}, {"prefix", "# "}, {"suffix", "\n\n"}},
+         {{"field", "body"}}}},
        {"eos_token", "<|endoftext|>"}});
   RecordEncoder e(c, qwen3(), nullptr);
   EncodeResult r = e.encode(R"({"title": "Genesis 1", "body": "In the beginning God created."})");
@@ -78,8 +79,8 @@ TEST(RecordEncoder, BosAndOptionalSections) {
 
 TEST(RecordEncoder, BadTextRecords) {
   VELA_REQUIRE_QWEN3();
-  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
-                                                    {"eos_token", "<|endoftext|>"}});
+  PreprocessConfig c = PreprocessConfig::from_json(
+      {{"tokenizer", test::qwen3_dir()}, {"eos_token", "<|endoftext|>"}});
   RecordEncoder e(c, qwen3(), nullptr);
   EXPECT_EQ(e.encode("{\"text\": \"unterminated").bad_reason, "invalid_json");
   EXPECT_EQ(e.encode("[1, 2]").bad_reason, "not_an_object");
@@ -90,21 +91,22 @@ TEST(RecordEncoder, BadTextRecords) {
 
 TEST(RecordEncoder, ConfigNeedsKnownSpecialTokens) {
   VELA_REQUIRE_QWEN3();
-  PreprocessConfig d = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
-                                                    {"eos_token", "<|nope|>"}});
+  PreprocessConfig d =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"eos_token", "<|nope|>"}});
   EXPECT_THROW(RecordEncoder(d, qwen3(), nullptr), InvalidArgument);
-  PreprocessConfig b = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
-                                                    {"add_bos", true}, {"bos_token", "<|nope|>"}});
+  PreprocessConfig b = PreprocessConfig::from_json(
+      {{"tokenizer", test::qwen3_dir()}, {"add_bos", true}, {"bos_token", "<|nope|>"}});
   EXPECT_THROW(RecordEncoder(b, qwen3(), nullptr), InvalidArgument);
-  PreprocessConfig chat = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
-                                                       {"format", "chat"}});
+  PreprocessConfig chat =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
   EXPECT_THROW(RecordEncoder(chat, qwen3(), nullptr), InvalidArgument);  // no template
 }
 
 // Qwen3, one turn: the trained part is exactly what follows the generation prompt.
 TEST(RecordEncoder, ChatSingleTurnMaskMatchesRenderedAssistantPart) {
   VELA_REQUIRE_QWEN3();
-  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
+  PreprocessConfig c =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
   RecordEncoder e(c, qwen3(), &qwen3_template());
   json messages = json::array({{{"role", "system"}, {"content", "You are terse."}},
                                {{"role", "user"}, {"content", "What is 2+2?"}},
@@ -129,7 +131,8 @@ TEST(RecordEncoder, ChatSingleTurnMaskMatchesRenderedAssistantPart) {
 // assistant turn (and its <|im_end|>) is trained, nothing else.
 TEST(RecordEncoder, ChatMultiTurnMasks) {
   VELA_REQUIRE_QWEN3();
-  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
+  PreprocessConfig c =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
   RecordEncoder e(c, qwen3(), &qwen3_template());
   json messages = json::array({{{"role", "user"}, {"content", "Hi!"}},
                                {{"role", "assistant"}, {"content", "Hello. How can I help?"}},
@@ -156,20 +159,25 @@ TEST(RecordEncoder, ChatMultiTurnMasks) {
 // input is left out; enable_thinking=false moves the think block into the (masked) prompt.
 TEST(RecordEncoder, ChatRoleMapping) {
   VELA_REQUIRE_QWEN3();
-  PreprocessConfig c = PreprocessConfig::from_json(
-      {{"tokenizer", test::qwen3_dir()},
-       {"format", "chat"},
-       {"chat", {{"instruction_field", "instruction"}, {"input_field", "input"},
-                 {"output_field", "output"}, {"template_vars", {{"enable_thinking", false}}}}}});
+  PreprocessConfig c =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
+                                   {"format", "chat"},
+                                   {"chat",
+                                    {{"instruction_field", "instruction"},
+                                     {"input_field", "input"},
+                                     {"output_field", "output"},
+                                     {"template_vars", {{"enable_thinking", false}}}}}});
   RecordEncoder e(c, qwen3(), &qwen3_template());
-  EncodeResult r = e.encode(R"({"instruction": "Translate to French.", "input": "cat", "output": "chat"})");
+  EncodeResult r =
+      e.encode(R"({"instruction": "Translate to French.", "input": "cat", "output": "chat"})");
   ASSERT_TRUE(r.ok()) << r.bad_reason << " " << r.detail;
   json messages = json::array({{{"role", "system"}, {"content", "Translate to French."}},
                                {{"role", "user"}, {"content", "cat"}},
                                {{"role", "assistant"}, {"content", "chat"}}});
   json vars = {{"enable_thinking", false}};
   std::string full = qwen3_template().render(messages, nullptr, false, vars);
-  std::string prompt = qwen3_template().render(json::array({messages[0], messages[1]}), nullptr, true, vars);
+  std::string prompt =
+      qwen3_template().render(json::array({messages[0], messages[1]}), nullptr, true, vars);
   EXPECT_EQ(r.doc.tokens, enc(full));
   EXPECT_EQ(trained_runs(r.doc), std::vector<std::string>{full.substr(prompt.size())});
   EXPECT_EQ(full.substr(prompt.size()), "chat<|im_end|>\n");
@@ -186,7 +194,8 @@ TEST(RecordEncoder, ChatRoleMapping) {
 // A record's tools reach the template (Qwen3 lists them in the system turn, masked).
 TEST(RecordEncoder, ChatWithTools) {
   VELA_REQUIRE_QWEN3();
-  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
+  PreprocessConfig c =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
   RecordEncoder e(c, qwen3(), &qwen3_template());
   json rec = json::parse(R"({"tools": [{"type": "function", "function": {"name": "get_time",
       "description": "Current time", "parameters": {"type": "object", "properties": {}}}}],
@@ -196,23 +205,26 @@ TEST(RecordEncoder, ChatWithTools) {
   std::string full = qwen3_template().render(rec["messages"], rec["tools"], false);
   EXPECT_NE(full.find("get_time"), std::string::npos);
   EXPECT_EQ(r.doc.tokens, enc(full));
-  EXPECT_EQ(trained_runs(r.doc), std::vector<std::string>{"<think>\n\n</think>\n\nNoon.<|im_end|>\n"});
+  EXPECT_EQ(trained_runs(r.doc),
+            std::vector<std::string>{"<think>\n\n</think>\n\nNoon.<|im_end|>\n"});
   rec["tools"] = "get_time";
   EXPECT_EQ(e.encode_record(rec).bad_reason, "wrong_type");
 }
 
 TEST(RecordEncoder, BadChatRecords) {
   VELA_REQUIRE_QWEN3();
-  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
+  PreprocessConfig c =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()}, {"format", "chat"}});
   RecordEncoder e(c, qwen3(), &qwen3_template());
   EXPECT_EQ(e.encode(R"({"text": "x"})").bad_reason, "missing_field");
   EXPECT_EQ(e.encode(R"({"messages": "x"})").bad_reason, "wrong_type");
   EXPECT_EQ(e.encode(R"({"messages": [{"role": "user"}]})").bad_reason, "wrong_type");
   EXPECT_EQ(e.encode(R"({"messages": [{"role": "user", "content": "hi"}]})").bad_reason,
             "no_assistant_turn");
-  PreprocessConfig m = PreprocessConfig::from_json(
-      {{"tokenizer", test::qwen3_dir()}, {"format", "chat"},
-       {"chat", {{"input_field", "q"}, {"output_field", "a"}}}});
+  PreprocessConfig m =
+      PreprocessConfig::from_json({{"tokenizer", test::qwen3_dir()},
+                                   {"format", "chat"},
+                                   {"chat", {{"input_field", "q"}, {"output_field", "a"}}}});
   RecordEncoder em(m, qwen3(), &qwen3_template());
   EXPECT_EQ(em.encode(R"({"q": "hi"})").bad_reason, "missing_field");
   EXPECT_EQ(em.encode(R"({"q": "hi", "a": ""})").bad_reason, "empty");
@@ -220,9 +232,11 @@ TEST(RecordEncoder, BadChatRecords) {
   // A template that raises is a counted bad record, not a crash.
   ChatTemplate raising("{{ raise_exception('no') }}");
   RecordEncoder er(c, qwen3(), &raising);
-  EXPECT_EQ(er.encode(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})")
-                .bad_reason,
-            "template_error");
+  EXPECT_EQ(
+      er.encode(
+            R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})")
+          .bad_reason,
+      "template_error");
 }
 
 }  // namespace

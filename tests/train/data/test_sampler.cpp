@@ -53,7 +53,8 @@ std::string make_shards(const test::TempDir& tmp) {
 std::vector<int32_t> first_ids(const TrainBatch& b) {
   std::vector<int32_t> out;
   auto ids = b.ids.to_vector<int32_t>();
-  for (int64_t r = 0; r < b.ids.size(0); ++r) out.push_back(ids[static_cast<size_t>(r * b.ids.size(1))]);
+  for (int64_t r = 0; r < b.ids.size(0); ++r)
+    out.push_back(ids[static_cast<size_t>(r * b.ids.size(1))]);
   return out;
 }
 
@@ -95,7 +96,8 @@ TEST(Dataset, ResumeIsExact) {
   for (int i = 0; i < kSteps; ++i) want.push_back(straight->next_batch());
 
   auto first = make_datasets(c).train;
-  for (int i = 0; i < kStop; ++i) ASSERT_TRUE(same(first->next_batch(), want[static_cast<size_t>(i)]));
+  for (int i = 0; i < kStop; ++i)
+    ASSERT_TRUE(same(first->next_batch(), want[static_cast<size_t>(i)]));
   std::string saved = first->state().dump();  // what a checkpoint stores
   auto resumed = make_datasets(c).train;
   resumed->restore(json::parse(saved));
@@ -174,14 +176,16 @@ TEST(Dataset, RanksPartitionTheGlobalBatch) {
   auto r1 = make_datasets(c).train;
   ASSERT_EQ(r0->batches_per_epoch(), single->batches_per_epoch());
   for (int64_t b = 0; b < single->batches_per_epoch(); ++b) {
-    auto all = first_ids(single->batch(0, b)), a = first_ids(r0->batch(0, b)), z = first_ids(r1->batch(0, b));
+    auto all = first_ids(single->batch(0, b)), a = first_ids(r0->batch(0, b)),
+         z = first_ids(r1->batch(0, b));
     EXPECT_EQ((std::multiset<int32_t>{all.begin(), all.end()}),
               (std::multiset<int32_t>{a[0], a[1], z[0], z[1]}));
   }
 }
 
 TEST(DatasetConfig, StrictJson) {
-  DatasetConfig c = DatasetConfig::from_json({{"kind", "sft"}, {"path", "d"}, {"batch_size", 2}, {"seed", 3}});
+  DatasetConfig c =
+      DatasetConfig::from_json({{"kind", "sft"}, {"path", "d"}, {"batch_size", 2}, {"seed", 3}});
   EXPECT_EQ(c.kind, "sft");
   EXPECT_EQ(c.seed, 3u);
   EXPECT_EQ(DatasetConfig::from_json(c.to_json()).to_json(), c.to_json());

@@ -56,7 +56,8 @@ TEST(Shards, RoundTripAcrossShards) {
       EXPECT_EQ(v.mask[t], s.mask[static_cast<size_t>(t)]);
     }
     for (int64_t d = 0; d < v.n_docs; ++d)
-      EXPECT_EQ(static_cast<int64_t>(v.doc_offsets[d] - v.first_token), s.doc_starts[static_cast<size_t>(d)]);
+      EXPECT_EQ(static_cast<int64_t>(v.doc_offsets[d] - v.first_token),
+                s.doc_starts[static_cast<size_t>(d)]);
     EXPECT_EQ(static_cast<int64_t>(v.doc_offsets[v.n_docs] - v.first_token), v.n_tokens);
     total += v.n_tokens;
   }

@@ -88,8 +88,8 @@ void ProgressCallback::on_train_end(Trainer& t) {
                static_cast<long long>(t.step() - start_step_), format_duration(elapsed).c_str());
 }
 
-MetricsCallback::MetricsCallback(std::string path, int64_t every)
-    : path_(std::move(path)), every_(every < 1 ? 1 : every) {}
+MetricsCallback::MetricsCallback(std::string path, int64_t every, int64_t rewind_to)
+    : path_(std::move(path)), every_(every < 1 ? 1 : every), rewind_to_(rewind_to) {}
 
 void MetricsCallback::truncate_after(int64_t step) {
   if (!fs::exists(path_)) return;
@@ -127,6 +127,10 @@ void MetricsCallback::on_checkpoint(Trainer&, int64_t, const std::string&) { flu
 void MetricsCallback::on_train_end(Trainer&) { flush(); }
 
 void MetricsCallback::flush() {
+  if (!rewound_) {
+    truncate_after(rewind_to_);
+    rewound_ = true;
+  }
   if (pending_.empty()) return;
   std::string text;
   for (const std::string& l : pending_) text += l + "\n";

@@ -87,8 +87,11 @@ class ProgressCallback : public Callback {
 // metrics.jsonl writer (see the file comment). Records every `every`-th step and every validation.
 class MetricsCallback : public Callback {
  public:
-  MetricsCallback(std::string path, int64_t every);
-  // Drops the lines of steps after `step` (a resumed run rewinds the log to its checkpoint).
+  // `rewind_to`: the step this run starts from (-1 for a fresh run); the first flush drops the
+  // existing lines past it (a resumed run rewinds the log to its checkpoint, a fresh run into the
+  // same directory replaces it), so a run killed before its first checkpoint changes nothing.
+  MetricsCallback(std::string path, int64_t every, int64_t rewind_to = -1);
+  // Drops the lines of steps after `step`.
   void truncate_after(int64_t step);
   void after_optimizer_step(Trainer& t, const StepMetrics& m) override;
   void on_validation(Trainer& t, int64_t step, double loss) override;
@@ -99,6 +102,8 @@ class MetricsCallback : public Callback {
  private:
   std::string path_;
   int64_t every_;
+  int64_t rewind_to_;
+  bool rewound_ = false;
   std::vector<std::string> pending_;
 };
 

@@ -111,10 +111,10 @@ void Trainer::init(bool from_checkpoint) {
     last_saved_step_ = step_;
   }
   if (config_.progress) add_callback(std::make_unique<ProgressCallback>(config_.log_every));
-  auto metrics = std::make_unique<MetricsCallback>(
-      (fs::path(config_.out_dir) / "metrics.jsonl").string(), config_.log_every);
   fs::create_directories(config_.out_dir);
-  metrics->truncate_after(from_checkpoint ? step_ : -1);  // a fresh run starts a fresh log
+  auto metrics = std::make_unique<MetricsCallback>(
+      (fs::path(config_.out_dir) / "metrics.jsonl").string(), config_.log_every,
+      from_checkpoint ? step_ : -1);
   metrics_ = metrics.get();
   add_callback(std::move(metrics));
 }

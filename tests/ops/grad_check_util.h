@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -31,7 +32,7 @@ inline void expect_grad_fd(Tensor& x, const Tensor& analytic, const std::functio
   ASSERT_EQ(x.numel(), analytic.numel()) << what;
   std::vector<float> a = analytic.to_vector<float>();
   float* p = x.data<float>();
-  double max_err = 0.0, worst_num = 0.0, worst_ana = 0.0;
+  double max_err = 0.0, worst_num = 0.0, worst_ana = 0.0, max_ratio = 0.0;
   int64_t n_bad = 0, worst = -1, n_checked = 0;
   for (int64_t i = 0; i < x.numel(); i += stride) {
     const float orig = p[i];
@@ -47,6 +48,7 @@ inline void expect_grad_fd(Tensor& x, const Tensor& analytic, const std::functio
     const double err = std::fabs(num - a[static_cast<size_t>(i)]);
     ++n_checked;
     if (err > max_err) max_err = err;
+    max_ratio = std::max(max_ratio, err / (atol + rtol * std::fabs(num)));
     if (err > atol + rtol * std::fabs(num)) {
       if (worst < 0 || err > std::fabs(worst_num - worst_ana)) {
         worst = i;
@@ -61,6 +63,8 @@ inline void expect_grad_fd(Tensor& x, const Tensor& analytic, const std::functio
                       << ", rtol " << rtol << "), worst at " << worst << ": analytic " << worst_ana
                       << " numeric " << worst_num;
   testing::Test::RecordProperty(what + "_max_abs_err", std::to_string(max_err));
+  // How much of the tolerance the worst element used (1 = at the limit).
+  testing::Test::RecordProperty(what + "_tolerance_used", std::to_string(max_ratio));
 }
 
 }  // namespace vela::test

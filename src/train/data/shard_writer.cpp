@@ -55,6 +55,11 @@ ShardWriter::ShardWriter(std::string dir, int64_t shard_tokens)
   fs::create_directories(dir_, ec);
   VELA_CHECK_T(IoError, !ec && fs::is_directory(dir_), "cannot create output directory '", dir_,
                "': ", ec.message());
+  // An earlier run's index would describe shards this run is about to replace: drop it first, so
+  // a run that fails midway leaves a directory without an index (unusable, and saying so) rather
+  // than an index over mixed shards.
+  fs::remove(fs::path(dir_) / kIndexFileName, ec);
+  VELA_CHECK_T(IoError, !ec, "cannot remove the old index in '", dir_, "': ", ec.message());
 }
 
 void ShardWriter::add(const PackedSequence& seq) {

@@ -1,8 +1,10 @@
 // ShardWriter: appends sequences (packed documents) to shard files in a directory and writes the
 // index. A shard is built in memory up to `shard_tokens` tokens, then written atomically
 // (core/mmap_file.h AtomicFileWriter: temp file, fsync, rename); index.json is written last,
-// atomically, so a directory with an index always describes complete shards. Stale shard files of
-// an earlier run beyond the new count are removed after the index is published.
+// atomically, so a directory with an index always describes complete shards. Rewriting a
+// directory first removes its old index (a failed rerun leaves no index, never a stale one); stale
+// shard files of the earlier run beyond the new count are removed after the new index is
+// published.
 // Not thread-safe; throws IoError when a file cannot be written.
 #pragma once
 

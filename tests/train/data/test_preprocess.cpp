@@ -168,6 +168,12 @@ TEST(Preprocess, NothingUsableIsAnError) {
     EXPECT_NE(std::string(e.what()).find("no usable records"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(tmp / "out/index.json"));
+  // A failed rerun into a good directory removes its index instead of leaving a stale one.
+  std::string good = test::write_lines(tmp / "good.jsonl", {R"({"text": "Hello there."})"});
+  preprocess(c, {good}, tmp / "out");
+  EXPECT_TRUE(std::filesystem::exists(tmp / "out/index.json"));
+  EXPECT_THROW(preprocess(c, {in}, tmp / "out"), InvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "out/index.json"));
   EXPECT_THROW(preprocess(c, {tmp / "missing.jsonl"}, tmp / "out"), IoError);
 }
 

@@ -63,8 +63,8 @@ void set_key(json& cfg, const json& defaults, const std::string& path, const std
   if (def->is_string()) {
     value = text;
   } else if (def->is_boolean()) {
-    VELA_CHECK(text == "true" || text == "false" || text == "1" || text == "0",
-               "vela train: --", path, " takes true or false, got '", text, "'");
+    VELA_CHECK(text == "true" || text == "false" || text == "1" || text == "0", "vela train: --",
+               path, " takes true or false, got '", text, "'");
     value = text == "true" || text == "1";
   } else {
     try {

@@ -35,8 +35,10 @@ std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   long s = static_cast<long>(seconds + 0.5);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else std::snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
   return buf;
 }
 
@@ -67,8 +69,8 @@ void ProgressCallback::after_optimizer_step(Trainer& t, const StepMetrics& m) {
                "[train] step %lld/%lld  epoch %lld  loss %.4f  lr %.3g  gnorm %.3g  %.0f tok/s  "
                "%.2f TFLOP/s  ETA %s%s\n",
                static_cast<long long>(m.step), static_cast<long long>(t.total_steps()),
-               static_cast<long long>(m.epoch), window_loss_sum_ / window_steps_, m.lr,
-               m.grad_norm, tps, tflops, format_duration(eta).c_str(),
+               static_cast<long long>(m.epoch), window_loss_sum_ / window_steps_, m.lr, m.grad_norm,
+               tps, tflops, format_duration(eta).c_str(),
                m.skipped ? "  (step skipped: non-finite gradients)" : "");
   window_seconds_ = 0;
   window_tokens_ = 0;

@@ -34,15 +34,15 @@ class Trainer;
 
 // What one optimizer step did.
 struct StepMetrics {
-  int64_t step = 0;            // optimizer steps completed, this one included
-  int64_t epoch = 0;           // epoch of the step's last micro-batch
-  double loss = 0;             // mean loss over the step's target tokens
-  double lr = 0;               // learning rate the step used
-  double grad_norm = 0;        // global grad norm before clipping
-  bool skipped = false;        // non-finite gradients: no update was applied
-  int64_t n_tokens = 0;        // input tokens (batch * seq * grad_accum)
-  int64_t n_target_tokens = 0; // tokens with a loss
-  double step_seconds = 0;     // wall time of the step
+  int64_t step = 0;             // optimizer steps completed, this one included
+  int64_t epoch = 0;            // epoch of the step's last micro-batch
+  double loss = 0;              // mean loss over the step's target tokens
+  double lr = 0;                // learning rate the step used
+  double grad_norm = 0;         // global grad norm before clipping
+  bool skipped = false;         // non-finite gradients: no update was applied
+  int64_t n_tokens = 0;         // input tokens (batch * seq * grad_accum)
+  int64_t n_target_tokens = 0;  // tokens with a loss
+  double step_seconds = 0;      // wall time of the step
   double tokens_per_second = 0;
 
   json to_json() const;

@@ -34,8 +34,8 @@ void publication_event(const char* what) {
   if (spec == nullptr || *spec == '\0') return;
   const int at = std::atoi(spec);
   if (++g_event != at) return;
-  VELA_LOG_WARN("[checkpoint] VELA_CHECKPOINT_ABORT_AT=", spec, ": dying at event ", at, " (",
-                what, ")");
+  VELA_LOG_WARN("[checkpoint] VELA_CHECKPOINT_ABORT_AT=", spec, ": dying at event ", at, " (", what,
+                ")");
   if (std::strstr(spec, ":kill") != nullptr) ::kill(::getpid(), SIGKILL);
   ::_exit(86);
 }
@@ -64,7 +64,9 @@ void write_text_file(const fs::path& path, const std::string& text) {
   VELA_CHECK_T(IoError, f.good(), "write to ", path.string(), " failed (disk full?)");
 }
 
-bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+bool pid_alive(long pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
 
 const std::regex& step_re() {
   static const std::regex re("step-([0-9]+)");
@@ -90,7 +92,8 @@ CheckpointManifest CheckpointManifest::from_json(const json& j, const std::strin
     for (const auto& [name, e] : j.at("files").items()) {
       VELA_CHECK_T(IoError, name.find('/') == std::string::npos && name != ".." && name != ".",
                    source, ": manifest file name '", name, "' is not a plain file name");
-      m.files[name] = ManifestEntry{e.at("sha256").get<std::string>(), e.at("bytes").get<uint64_t>()};
+      m.files[name] =
+          ManifestEntry{e.at("sha256").get<std::string>(), e.at("bytes").get<uint64_t>()};
     }
   } catch (const json::exception& e) {
     VELA_THROW(IoError, source, ": malformed checkpoint manifest (", e.what(), ")");
@@ -124,7 +127,8 @@ std::string publish_checkpoint(const std::string& out_dir, int64_t step,
     CheckpointManifest manifest;
     manifest.step = step;
     std::vector<fs::path> payload;
-    for (const fs::directory_entry& e : fs::directory_iterator(staging)) payload.push_back(e.path());
+    for (const fs::directory_entry& e : fs::directory_iterator(staging))
+      payload.push_back(e.path());
     std::sort(payload.begin(), payload.end());
     for (const fs::path& p : payload) {
       const std::string file = p.filename().string();
@@ -226,7 +230,8 @@ void recover_checkpoints(const std::string& out_dir) {
   static const std::regex staging_re("\\.(step-[0-9]+)\\.staging-([0-9]+)");
   static const std::regex retired_re("\\.(step-[0-9]+)\\.retired-([0-9]+)-[0-9]+");
   std::vector<fs::path> entries;
-  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) entries.push_back(e.path());
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec))
+    entries.push_back(e.path());
   std::sort(entries.begin(), entries.end());
   for (const fs::path& p : entries) {
     const std::string file = p.filename().string();
@@ -254,9 +259,9 @@ void recover_checkpoints(const std::string& out_dir) {
 
 std::string save_training_checkpoint(const std::string& out_dir, const CheckpointPayload& payload) {
   VELA_CHECK(payload.model != nullptr, "save_training_checkpoint: no model");
-  VELA_CHECK(payload.trainer_state.contains("step") &&
-                 payload.trainer_state["step"].is_number_integer(),
-             "save_training_checkpoint: trainer_state needs an integer \"step\"");
+  VELA_CHECK(
+      payload.trainer_state.contains("step") && payload.trainer_state["step"].is_number_integer(),
+      "save_training_checkpoint: trainer_state needs an integer \"step\"");
   const int64_t step = payload.trainer_state["step"].get<int64_t>();
   return publish_checkpoint(out_dir, step, [&](const std::string& staging) {
     save_model(*payload.model, staging);
@@ -266,8 +271,8 @@ std::string save_training_checkpoint(const std::string& out_dir, const Checkpoin
     for (const std::string& extra : payload.extra_files) {
       const fs::path src(extra);
       const fs::path dst = fs::path(staging) / src.filename();
-      VELA_CHECK_T(IoError, !fs::exists(dst), "extra checkpoint file ", extra,
-                   " would overwrite ", dst.filename().string());
+      VELA_CHECK_T(IoError, !fs::exists(dst), "extra checkpoint file ", extra, " would overwrite ",
+                   dst.filename().string());
       std::error_code ec;
       fs::copy_file(src, dst, ec);
       VELA_CHECK_T(IoError, !ec, "cannot copy ", extra, " into the checkpoint: ", ec.message());

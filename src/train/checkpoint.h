@@ -57,11 +57,12 @@ struct CheckpointManifest {
 // "step-00000100".
 std::string checkpoint_name(int64_t step);
 
-// Publishes `<out_dir>/<checkpoint_name(step)>` (creating out_dir if needed). `write_files` gets the
-// staging directory and writes the payload into it (flat: no subdirectories). Returns the published
-// path. An exception from write_files removes the staging directory and propagates.
-std::string publish_checkpoint(const std::string& out_dir, int64_t step,
-                               const std::function<void(const std::string& staging_dir)>& write_files);
+// Publishes `<out_dir>/<checkpoint_name(step)>` (creating out_dir if needed). `write_files` gets
+// the staging directory and writes the payload into it (flat: no subdirectories). Returns the
+// published path. An exception from write_files removes the staging directory and propagates.
+std::string publish_checkpoint(
+    const std::string& out_dir, int64_t step,
+    const std::function<void(const std::string& staging_dir)>& write_files);
 
 // Reads `<dir>/manifest.json`; returns false when there is none (a legacy checkpoint).
 bool read_manifest(const std::string& dir, CheckpointManifest* out);
@@ -69,7 +70,8 @@ bool read_manifest(const std::string& dir, CheckpointManifest* out);
 // (and checks nothing) when the directory has no manifest.
 bool verify_checkpoint(const std::string& dir);
 
-// Published checkpoints in out_dir as (step, path), ascending by step; empty when out_dir is absent.
+// Published checkpoints in out_dir as (step, path), ascending by step; empty when out_dir is
+// absent.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& out_dir);
 // The path of the highest published step, or "" when there is none.
 std::string latest_checkpoint(const std::string& out_dir);

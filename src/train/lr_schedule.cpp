@@ -39,9 +39,9 @@ void LrScheduleConfig::validate() const {
     VELA_CHECK(decay_shape == "linear" || decay_shape == "cosine" || decay_shape == "sqrt",
                "lr schedule 'wsd': decay_shape must be linear, cosine or sqrt, got '", decay_shape,
                "'");
-    VELA_CHECK(decay_steps <= total_steps - warmup_steps,
-               "lr schedule 'wsd': decay_steps (", decay_steps,
-               ") longer than the run after warmup (", total_steps - warmup_steps, ")");
+    VELA_CHECK(decay_steps <= total_steps - warmup_steps, "lr schedule 'wsd': decay_steps (",
+               decay_steps, ") longer than the run after warmup (", total_steps - warmup_steps,
+               ")");
     VELA_CHECK(decay_steps >= 0 || (decay_fraction >= 0 && decay_fraction <= 1),
                "lr schedule 'wsd': decay_fraction must be in [0, 1], got ", decay_fraction);
   }
@@ -52,18 +52,30 @@ LrScheduleConfig LrScheduleConfig::from_json(const json& j) {
   LrScheduleConfig c;
   for (const auto& [key, value] : j.items()) {
     try {
-      if (key == "kind") c.kind = value.get<std::string>();
-      else if (key == "lr") c.lr = value.get<double>();
-      else if (key == "warmup_steps") c.warmup_steps = value.get<int64_t>();
-      else if (key == "total_steps") c.total_steps = value.get<int64_t>();
-      else if (key == "min_lr_ratio") c.min_lr_ratio = value.get<double>();
-      else if (key == "cycle_steps") c.cycle_steps = value.get<int64_t>();
-      else if (key == "cycle_mult") c.cycle_mult = value.get<double>();
-      else if (key == "cycle_decay") c.cycle_decay = value.get<double>();
-      else if (key == "decay_steps") c.decay_steps = value.get<int64_t>();
-      else if (key == "decay_fraction") c.decay_fraction = value.get<double>();
-      else if (key == "decay_shape") c.decay_shape = value.get<std::string>();
-      else VELA_THROW(InvalidArgument, "lr schedule: unknown key '", key, "'");
+      if (key == "kind")
+        c.kind = value.get<std::string>();
+      else if (key == "lr")
+        c.lr = value.get<double>();
+      else if (key == "warmup_steps")
+        c.warmup_steps = value.get<int64_t>();
+      else if (key == "total_steps")
+        c.total_steps = value.get<int64_t>();
+      else if (key == "min_lr_ratio")
+        c.min_lr_ratio = value.get<double>();
+      else if (key == "cycle_steps")
+        c.cycle_steps = value.get<int64_t>();
+      else if (key == "cycle_mult")
+        c.cycle_mult = value.get<double>();
+      else if (key == "cycle_decay")
+        c.cycle_decay = value.get<double>();
+      else if (key == "decay_steps")
+        c.decay_steps = value.get<int64_t>();
+      else if (key == "decay_fraction")
+        c.decay_fraction = value.get<double>();
+      else if (key == "decay_shape")
+        c.decay_shape = value.get<std::string>();
+      else
+        VELA_THROW(InvalidArgument, "lr schedule: unknown key '", key, "'");
     } catch (const json::exception& e) {
       VELA_THROW(InvalidArgument, "lr schedule: bad value for '", key, "': ", value.dump(), " (",
                  e.what(), ")");
@@ -109,8 +121,8 @@ double LrSchedule::lr_at(int64_t step) const {
     return cosine_between(peak, lo, static_cast<double>(t) / span);
   }
   if (c.kind == "sgdr") {
-    double len = static_cast<double>(c.cycle_steps > 0 ? c.cycle_steps
-                                                        : c.total_steps - c.warmup_steps);
+    double len =
+        static_cast<double>(c.cycle_steps > 0 ? c.cycle_steps : c.total_steps - c.warmup_steps);
     double pos = static_cast<double>(t);
     double cycle_peak = peak;
     // Walk the cycles; lengths grow geometrically so this is O(log t) when cycle_mult > 1.
@@ -127,9 +139,12 @@ double LrSchedule::lr_at(int64_t step) const {
   if (wsd_decay_steps_ == 0) return step >= c.total_steps ? lo : peak;
   const double p = std::min(1.0, static_cast<double>(step - decay_start) / wsd_decay_steps_);
   double frac;  // remaining fraction of (peak - lo)
-  if (c.decay_shape == "linear") frac = 1.0 - p;
-  else if (c.decay_shape == "cosine") frac = 0.5 * (1.0 + std::cos(std::numbers::pi * p));
-  else frac = 1.0 - std::sqrt(p);
+  if (c.decay_shape == "linear")
+    frac = 1.0 - p;
+  else if (c.decay_shape == "cosine")
+    frac = 0.5 * (1.0 + std::cos(std::numbers::pi * p));
+  else
+    frac = 1.0 - std::sqrt(p);
   return lo + (peak - lo) * frac;
 }
 

@@ -20,16 +20,16 @@
 namespace vela {
 
 struct LrScheduleConfig {
-  std::string kind = "cosine";   // constant | cosine | sgdr | wsd
-  double lr = 3e-4;              // peak learning rate
+  std::string kind = "cosine";  // constant | cosine | sgdr | wsd
+  double lr = 3e-4;             // peak learning rate
   int64_t warmup_steps = 0;
-  int64_t total_steps = 0;       // cosine and wsd: the step at which min lr is reached
-  double min_lr_ratio = 0.1;     // min lr = lr * min_lr_ratio
-  int64_t cycle_steps = 0;       // sgdr: length of the first cycle (0: total_steps - warmup_steps)
-  double cycle_mult = 1.0;       // sgdr: each cycle is this many times longer than the last (>= 1)
-  double cycle_decay = 1.0;      // sgdr: each restart's peak is this times the previous one
-  int64_t decay_steps = -1;      // wsd: length of the decay phase (-1: decay_fraction of the run)
-  double decay_fraction = 0.2;   // wsd: used when decay_steps < 0, of (total_steps - warmup_steps)
+  int64_t total_steps = 0;      // cosine and wsd: the step at which min lr is reached
+  double min_lr_ratio = 0.1;    // min lr = lr * min_lr_ratio
+  int64_t cycle_steps = 0;      // sgdr: length of the first cycle (0: total_steps - warmup_steps)
+  double cycle_mult = 1.0;      // sgdr: each cycle is this many times longer than the last (>= 1)
+  double cycle_decay = 1.0;     // sgdr: each restart's peak is this times the previous one
+  int64_t decay_steps = -1;     // wsd: length of the decay phase (-1: decay_fraction of the run)
+  double decay_fraction = 0.2;  // wsd: used when decay_steps < 0, of (total_steps - warmup_steps)
   std::string decay_shape = "linear";  // wsd: linear | cosine | sqrt (1 - sqrt(progress))
 
   // Throws InvalidArgument naming the bad field.
@@ -42,14 +42,14 @@ class LrSchedule {
  public:
   explicit LrSchedule(const LrScheduleConfig& config);
 
-  double lr_at(int64_t step) const;     // pure function of the step
+  double lr_at(int64_t step) const;           // pure function of the step
   double lr() const { return lr_at(step_); }  // for the update about to be applied
-  void advance() { ++step_; }           // after each optimizer step
+  void advance() { ++step_; }                 // after each optimizer step
   int64_t step() const { return step_; }
   const LrScheduleConfig& config() const { return config_; }
 
-  json state() const;                   // {"step": n, "kind": ...}
-  void load_state(const json& state);   // a different kind is an InvalidArgument
+  json state() const;                  // {"step": n, "kind": ...}
+  void load_state(const json& state);  // a different kind is an InvalidArgument
 
  private:
   LrScheduleConfig config_;

@@ -47,10 +47,11 @@ Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
     model_ = std::make_unique<Transformer>(Transformer::load(config_.init_from, dtype, device));
   } else {
     ModelConfig mc = resolve_model_config(config_.model);
-    model_ = std::make_unique<Transformer>(Transformer::random(
-        mc, dtype, device, config_.seed, static_cast<float>(config_.init_std)));
+    model_ = std::make_unique<Transformer>(
+        Transformer::random(mc, dtype, device, config_.seed, static_cast<float>(config_.init_std)));
   }
-  VELA_CHECK(!config_.data.path.empty(), "train config: data.path is required (a directory "
+  VELA_CHECK(!config_.data.path.empty(),
+             "train config: data.path is required (a directory "
              "written by `vela preprocess`)");
   data_ = make_datasets(config_.data);
   init(!resume_dir_.empty());
@@ -112,9 +113,9 @@ void Trainer::init(bool from_checkpoint) {
   }
   if (config_.progress) add_callback(std::make_unique<ProgressCallback>(config_.log_every));
   fs::create_directories(config_.out_dir);
-  auto metrics = std::make_unique<MetricsCallback>(
-      (fs::path(config_.out_dir) / "metrics.jsonl").string(), config_.log_every,
-      from_checkpoint ? step_ : -1);
+  auto metrics =
+      std::make_unique<MetricsCallback>((fs::path(config_.out_dir) / "metrics.jsonl").string(),
+                                        config_.log_every, from_checkpoint ? step_ : -1);
   metrics_ = metrics.get();
   add_callback(std::move(metrics));
 }
@@ -124,15 +125,16 @@ void Trainer::add_callback(std::unique_ptr<Callback> callback) {
 }
 
 json Trainer::trainer_state() const {
-  return json{{"step", step_},
-              {"total_steps", total_steps_},
-              {"epoch", epoch_},
-              {"schedule", schedule_->state()},
-              {"data", data_.train->state()},
-              {"rng", {{"seed", rng_.seed()}, {"stream", rng_.stream()}, {"offset", rng_.offset()}}},
-              {"optimizer_kind", optimizer_->kind()},
-              {"dtype", config_.dtype},
-              {"config", config_.to_json()}};
+  return json{
+      {"step", step_},
+      {"total_steps", total_steps_},
+      {"epoch", epoch_},
+      {"schedule", schedule_->state()},
+      {"data", data_.train->state()},
+      {"rng", {{"seed", rng_.seed()}, {"stream", rng_.stream()}, {"offset", rng_.offset()}}},
+      {"optimizer_kind", optimizer_->kind()},
+      {"dtype", config_.dtype},
+      {"config", config_.to_json()}};
 }
 
 void Trainer::restore(const json& state) {

@@ -83,7 +83,7 @@ class Trainer {
   int64_t step_ = 0;
   int64_t total_steps_ = 0;
   int64_t resumed_from_ = -1;
-  int64_t epoch_ = -1;        // epoch of the last micro-batch drawn (-1 before the first)
+  int64_t epoch_ = -1;  // epoch of the last micro-batch drawn (-1 before the first)
   int64_t last_saved_step_ = -1;
   bool trained_ = false;
 };

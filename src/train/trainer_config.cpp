@@ -27,35 +27,63 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
   VELA_CHECK(j.is_object(), "train config: expected a JSON object, got ", j.dump());
   TrainerConfig c;
   for (const auto& [key, v] : j.items()) {
-    if (key == "out_dir") read(v, key, c.out_dir);
-    else if (key == "model") read(v, key, c.model);
-    else if (key == "init_from") read(v, key, c.init_from);
-    else if (key == "resume") read(v, key, c.resume);
-    else if (key == "tokenizer") read(v, key, c.tokenizer);
-    else if (key == "device") read(v, key, c.device);
-    else if (key == "dtype") read(v, key, c.dtype);
-    else if (key == "seed") read(v, key, c.seed);
-    else if (key == "init_std") read(v, key, c.init_std);
-    else if (key == "epochs") read(v, key, c.epochs);
-    else if (key == "max_steps") read(v, key, c.max_steps);
-    else if (key == "grad_accum") read(v, key, c.grad_accum);
-    else if (key == "max_grad_norm") read(v, key, c.max_grad_norm);
-    else if (key == "log_every") read(v, key, c.log_every);
-    else if (key == "eval_every") read(v, key, c.eval_every);
-    else if (key == "eval_batches") read(v, key, c.eval_batches);
-    else if (key == "save_every") read(v, key, c.save_every);
-    else if (key == "save_final") read(v, key, c.save_final);
-    else if (key == "verify_checkpoints") read(v, key, c.verify_checkpoints);
-    else if (key == "progress") read(v, key, c.progress);
-    else if (key == "threads") read(v, key, c.threads);
-    else if (key == "activation_checkpointing") read(v, key, c.train.activation_checkpointing);
-    else if (key == "label_smoothing") read(v, key, c.train.label_smoothing);
-    else if (key == "ce_chunk_tokens") read(v, key, c.train.ce_chunk_tokens);
-    else if (key == "data") c.data = DatasetConfig::from_json(v);
-    else if (key == "optimizer") c.optimizer = OptimizerConfig::from_json(v);
-    else if (key == "schedule") c.schedule = LrScheduleConfig::from_json(v);
-    else VELA_THROW(InvalidArgument, "train config: unknown key '", key,
-                    "' (see docs/training.md for the keys)");
+    if (key == "out_dir")
+      read(v, key, c.out_dir);
+    else if (key == "model")
+      read(v, key, c.model);
+    else if (key == "init_from")
+      read(v, key, c.init_from);
+    else if (key == "resume")
+      read(v, key, c.resume);
+    else if (key == "tokenizer")
+      read(v, key, c.tokenizer);
+    else if (key == "device")
+      read(v, key, c.device);
+    else if (key == "dtype")
+      read(v, key, c.dtype);
+    else if (key == "seed")
+      read(v, key, c.seed);
+    else if (key == "init_std")
+      read(v, key, c.init_std);
+    else if (key == "epochs")
+      read(v, key, c.epochs);
+    else if (key == "max_steps")
+      read(v, key, c.max_steps);
+    else if (key == "grad_accum")
+      read(v, key, c.grad_accum);
+    else if (key == "max_grad_norm")
+      read(v, key, c.max_grad_norm);
+    else if (key == "log_every")
+      read(v, key, c.log_every);
+    else if (key == "eval_every")
+      read(v, key, c.eval_every);
+    else if (key == "eval_batches")
+      read(v, key, c.eval_batches);
+    else if (key == "save_every")
+      read(v, key, c.save_every);
+    else if (key == "save_final")
+      read(v, key, c.save_final);
+    else if (key == "verify_checkpoints")
+      read(v, key, c.verify_checkpoints);
+    else if (key == "progress")
+      read(v, key, c.progress);
+    else if (key == "threads")
+      read(v, key, c.threads);
+    else if (key == "activation_checkpointing")
+      read(v, key, c.train.activation_checkpointing);
+    else if (key == "label_smoothing")
+      read(v, key, c.train.label_smoothing);
+    else if (key == "ce_chunk_tokens")
+      read(v, key, c.train.ce_chunk_tokens);
+    else if (key == "data")
+      c.data = DatasetConfig::from_json(v);
+    else if (key == "optimizer")
+      c.optimizer = OptimizerConfig::from_json(v);
+    else if (key == "schedule")
+      c.schedule = LrScheduleConfig::from_json(v);
+    else
+      VELA_THROW(InvalidArgument, "train config: unknown key '", key,
+                 "' (see docs/training.md for the keys)");
   }
   return c;
 }
@@ -129,7 +157,8 @@ json model_preset(const std::string& name) {
 }
 
 ModelConfig resolve_model_config(const std::string& model) {
-  VELA_CHECK(!model.empty(), "train config: no model (set \"model\" to a config.json or a preset, "
+  VELA_CHECK(!model.empty(),
+             "train config: no model (set \"model\" to a config.json or a preset, "
              "or \"init_from\" to a model directory)");
   if (fs::exists(model)) return ModelConfig::from_file(model);
   return ModelConfig::from_json(model_preset(model), "preset " + model);

@@ -17,32 +17,32 @@
 namespace vela {
 
 struct TrainerConfig {
-  std::string out_dir;           // checkpoints (step-N/), metrics.jsonl, train_config.json
+  std::string out_dir;  // checkpoints (step-N/), metrics.jsonl, train_config.json
   // The model, one of: a config (config.json path, a directory holding one, or a preset name:
   // tiny, 100m, bench-1b) trained from random init; or init_from, a checkpoint or HF model
   // directory whose weights start the run.
   std::string model;
   std::string init_from;
-  bool resume = false;           // continue from the latest checkpoint in out_dir (if any)
-  std::string tokenizer;         // directory whose tokenizer files are copied into checkpoints
-                                 // ("" = the one recorded in the data's index.json, if present)
-  std::string device = "cpu";    // cpu | cuda | cuda:N
-  std::string dtype = "f32";     // compute weights: f32 | bf16 (masters and moments stay f32)
-  uint64_t seed = 0;             // model init and the trainer's RNG
-  double init_std = 0.02;        // random init: normal(0, init_std) projections
+  bool resume = false;         // continue from the latest checkpoint in out_dir (if any)
+  std::string tokenizer;       // directory whose tokenizer files are copied into checkpoints
+                               // ("" = the one recorded in the data's index.json, if present)
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  std::string dtype = "f32";   // compute weights: f32 | bf16 (masters and moments stay f32)
+  uint64_t seed = 0;           // model init and the trainer's RNG
+  double init_std = 0.02;      // random init: normal(0, init_std) projections
   int64_t epochs = 1;
-  int64_t max_steps = 0;         // optimizer steps; 0 = epochs * (batches per epoch / grad_accum)
-  int64_t grad_accum = 1;        // micro-batches per optimizer step
-  double max_grad_norm = 1.0;    // global-norm clipping; <= 0 turns it off
-  int64_t log_every = 10;        // progress line and metrics record every N steps
-  int64_t eval_every = 0;        // validation every N steps (0 = only at the end, if any data)
-  int64_t eval_batches = 0;      // validation batches per pass (0 = the whole validation set)
-  int64_t save_every = 0;        // checkpoint every N steps (0 = only at the end)
-  bool save_final = true;        // checkpoint after the last step
+  int64_t max_steps = 0;           // optimizer steps; 0 = epochs * (batches per epoch / grad_accum)
+  int64_t grad_accum = 1;          // micro-batches per optimizer step
+  double max_grad_norm = 1.0;      // global-norm clipping; <= 0 turns it off
+  int64_t log_every = 10;          // progress line and metrics record every N steps
+  int64_t eval_every = 0;          // validation every N steps (0 = only at the end, if any data)
+  int64_t eval_batches = 0;        // validation batches per pass (0 = the whole validation set)
+  int64_t save_every = 0;          // checkpoint every N steps (0 = only at the end)
+  bool save_final = true;          // checkpoint after the last step
   bool verify_checkpoints = true;  // sha256 check when resuming / init_from a checkpoint
-  bool progress = true;          // progress lines on stderr
-  int threads = 0;               // CPU threads (0 = OpenMP default)
-  TrainOptions train;            // activation_checkpointing, label_smoothing, ce_chunk_tokens
+  bool progress = true;            // progress lines on stderr
+  int threads = 0;                 // CPU threads (0 = OpenMP default)
+  TrainOptions train;              // activation_checkpointing, label_smoothing, ce_chunk_tokens
   DatasetConfig data;
   OptimizerConfig optimizer;
   LrScheduleConfig schedule;

@@ -143,14 +143,14 @@ TEST(Checkpoint, AbortAtEveryEventLeavesPreviousIntact) {
   for (bool republish : {false, true}) {
     for (bool sigkill : {false, true}) {
       for (int event = 1; event <= 9; ++event) {
-        SCOPED_TRACE(testing::Message() << "republish " << republish << " sigkill " << sigkill
-                                        << " event " << event);
+        SCOPED_TRACE(testing::Message()
+                     << "republish " << republish << " sigkill " << sigkill << " event " << event);
         TmpDir tmp;
         const std::string out = tmp.str();
         const std::string prev = publish_checkpoint(out, 1, payload("prev"));
         const int new_step = republish ? 1 : 2;
-        int status = die_during([&] { publish_checkpoint(out, new_step, payload("next")); },
-                                event, sigkill);
+        int status =
+            die_during([&] { publish_checkpoint(out, new_step, payload("next")); }, event, sigkill);
         const int n_events = republish ? 8 : 6;
         if (event <= n_events) {
           if (sigkill) {
@@ -191,7 +191,8 @@ TEST(Checkpoint, SigkillAtRandomMomentsNeverCorrupts) {
     pid_t pid = ::fork();
     if (pid == 0) {
       // Re-publish a few steps over and over, with payloads big enough to take a while.
-      for (int i = 0;; ++i) publish_checkpoint(out, 1 + i % 3, payload("r" + std::to_string(i), 4, 1 << 20));
+      for (int i = 0;; ++i)
+        publish_checkpoint(out, 1 + i % 3, payload("r" + std::to_string(i), 4, 1 << 20));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng.next_u32() % 60000));
     ::kill(pid, SIGKILL);
@@ -248,7 +249,8 @@ TEST(Checkpoint, TrainingCheckpointRoundTrip) {
   EXPECT_EQ(state["step"], 7);
   EXPECT_EQ(state["data"]["cursor"], 3);
   EXPECT_EQ(opt_b->step_count(), 1);
-  EXPECT_EQ(b.blocks[1].mlp.down.weight.to_vector<float>(), a.blocks[1].mlp.down.weight.to_vector<float>());
+  EXPECT_EQ(b.blocks[1].mlp.down.weight.to_vector<float>(),
+            a.blocks[1].mlp.down.weight.to_vector<float>());
   EXPECT_EQ(b.embed.to_vector<float>(), a.embed.to_vector<float>());
 
   // A manifest-less (older) checkpoint still loads, with or without verify.

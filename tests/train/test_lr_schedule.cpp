@@ -33,11 +33,11 @@ TEST(LrSchedule, WarmupIsLinearToPeak) {
 TEST(LrSchedule, CosineBoundaries) {
   LrSchedule s(make("cosine", 10, 110));
   EXPECT_DOUBLE_EQ(s.lr_at(9), 1.0);
-  EXPECT_DOUBLE_EQ(s.lr_at(10), 1.0);                 // decay starts at the peak
-  EXPECT_NEAR(s.lr_at(60), 0.55, 1e-15);              // halfway: (peak + min) / 2
+  EXPECT_DOUBLE_EQ(s.lr_at(10), 1.0);     // decay starts at the peak
+  EXPECT_NEAR(s.lr_at(60), 0.55, 1e-15);  // halfway: (peak + min) / 2
   EXPECT_NEAR(s.lr_at(35), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.25)), 1e-15);
-  EXPECT_NEAR(s.lr_at(110), 0.1, 1e-15);              // min at total_steps
-  EXPECT_NEAR(s.lr_at(500), 0.1, 1e-15);              // and after
+  EXPECT_NEAR(s.lr_at(110), 0.1, 1e-15);  // min at total_steps
+  EXPECT_NEAR(s.lr_at(500), 0.1, 1e-15);  // and after
   LrSchedule no_warmup(make("cosine", 0, 100));
   EXPECT_DOUBLE_EQ(no_warmup.lr_at(0), 1.0);
 }
@@ -49,12 +49,12 @@ TEST(LrSchedule, SgdrRestartsWithGrowingCycles) {
   c.cycle_decay = 0.5;
   LrSchedule s(c);
   EXPECT_DOUBLE_EQ(s.lr_at(1), 1.0);
-  EXPECT_DOUBLE_EQ(s.lr_at(2), 1.0);                  // cycle 0 starts (len 10)
-  EXPECT_NEAR(s.lr_at(7), 0.55, 1e-15);               // its middle
+  EXPECT_DOUBLE_EQ(s.lr_at(2), 1.0);     // cycle 0 starts (len 10)
+  EXPECT_NEAR(s.lr_at(7), 0.55, 1e-15);  // its middle
   EXPECT_NEAR(s.lr_at(11), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.9)), 1e-15);
-  EXPECT_DOUBLE_EQ(s.lr_at(12), 0.5);                 // restart: cycle 1 (len 20), peak halved
-  EXPECT_NEAR(s.lr_at(22), 0.3, 1e-15);               // its middle: (0.5 + 0.1) / 2
-  EXPECT_DOUBLE_EQ(s.lr_at(32), 0.25);                // cycle 2 (len 40)
+  EXPECT_DOUBLE_EQ(s.lr_at(12), 0.5);    // restart: cycle 1 (len 20), peak halved
+  EXPECT_NEAR(s.lr_at(22), 0.3, 1e-15);  // its middle: (0.5 + 0.1) / 2
+  EXPECT_DOUBLE_EQ(s.lr_at(32), 0.25);   // cycle 2 (len 40)
 }
 
 TEST(LrSchedule, WsdStableThenDecay) {
@@ -63,7 +63,7 @@ TEST(LrSchedule, WsdStableThenDecay) {
   LrSchedule lin(c);
   EXPECT_DOUBLE_EQ(lin.lr_at(10), 1.0);
   EXPECT_DOUBLE_EQ(lin.lr_at(89), 1.0);
-  EXPECT_DOUBLE_EQ(lin.lr_at(90), 1.0);               // decay starts at the peak
+  EXPECT_DOUBLE_EQ(lin.lr_at(90), 1.0);  // decay starts at the peak
   EXPECT_NEAR(lin.lr_at(100), 0.55, 1e-15);
   EXPECT_NEAR(lin.lr_at(110), 0.1, 1e-15);
   EXPECT_NEAR(lin.lr_at(200), 0.1, 1e-15);
@@ -92,7 +92,7 @@ TEST(LrSchedule, BadConfigsAreErrors) {
   EXPECT_THROW(LrSchedule(make("linear", 0, 10)), InvalidArgument);
   EXPECT_THROW(LrSchedule(make("cosine", 10, 10)), InvalidArgument);  // nothing after warmup
   LrScheduleConfig c = make("sgdr", 0, 0);
-  EXPECT_THROW(LrSchedule{c}, InvalidArgument);                      // no cycle length
+  EXPECT_THROW(LrSchedule{c}, InvalidArgument);  // no cycle length
   c.cycle_steps = 5;
   c.cycle_mult = 0.5;
   EXPECT_THROW(LrSchedule{c}, InvalidArgument);

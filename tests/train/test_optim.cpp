@@ -112,8 +112,8 @@ void run_adamw_vs_reference(DType dtype, bool decay_embeddings) {
       max_err = std::max(max_err, std::abs(got[i] - ref.w[k][i]));
     }
   }
-  std::printf("AdamW (%s) vs double reference after 6 steps: max abs err %.3g\n",
-              dtype_name(dtype), max_err);
+  std::printf("AdamW (%s) vs double reference after 6 steps: max abs err %.3g\n", dtype_name(dtype),
+              max_err);
 }
 
 TEST(AdamW, MatchesDoubleReferenceWithDecayGroups) {
@@ -140,7 +140,8 @@ TEST(AdamW, Bf16ComputeWeightsFollowF32Master) {
   EXPECT_GT(moved, 0) << "200 steps of 1e-5 should have moved some bf16 weights via the master";
 }
 
-// Symmetric eigenvalues by cyclic Jacobi rotations (double), for singular values of X: sqrt(eig(X X^T)).
+// Symmetric eigenvalues by cyclic Jacobi rotations (double), for singular values of X: sqrt(eig(X
+// X^T)).
 std::vector<double> singular_values(const Tensor& x) {
   const int64_t r = std::min(x.size(0), x.size(1));
   const bool tall = x.size(0) > x.size(1);
@@ -191,12 +192,14 @@ TEST(Muon, NewtonSchulzSingularValuesNearOne) {
     // singular value below ~1e-3 of the Frobenius norm stays small after 5 steps, by design.
     std::vector<float> g = randn(rng, shape.numel(), 1.0f);
     for (int64_t i = 0; i < shape[0]; ++i)
-      for (int64_t j = 0; j < shape[1]; ++j) g[i * shape[1] + j] *= std::pow(10.0f, -2.0f * i / shape[0]);
+      for (int64_t j = 0; j < shape[1]; ++j)
+        g[i * shape[1] + j] *= std::pow(10.0f, -2.0f * i / shape[0]);
     std::vector<double> before = singular_values(Tensor::from_vector(g, shape));
     Tensor o = newton_schulz5(Tensor::from_vector(g, shape));
     ASSERT_EQ(o.shape(), shape);
     std::vector<double> sv = singular_values(o);
-    double lo = *std::min_element(sv.begin(), sv.end()), hi = *std::max_element(sv.begin(), sv.end());
+    double lo = *std::min_element(sv.begin(), sv.end()),
+           hi = *std::max_element(sv.begin(), sv.end());
     double blo = *std::min_element(before.begin(), before.end());
     double bhi = *std::max_element(before.begin(), before.end());
     std::printf("NS5 %s: singular values [%.3g, %.3g] -> [%.3f, %.3f]\n", shape.str().c_str(), blo,
@@ -275,7 +278,8 @@ TEST(Muon, StepMatchesDoubleReference) {
         buf[k][i] = mu * buf[k][i] + (1 - mu) * g[i];
         u[i] = (1 - mu) * g[i] + mu * buf[k][i];
       }
-      std::vector<int64_t> blocks = k == 0 ? std::vector<int64_t>{6, 2, 2} : std::vector<int64_t>{rows};
+      std::vector<int64_t> blocks =
+          k == 0 ? std::vector<int64_t>{6, 2, 2} : std::vector<int64_t>{rows};
       int64_t r0 = 0;
       for (int64_t br : blocks) {
         std::vector<double> ub(u.begin() + r0 * cols, u.begin() + (r0 + br) * cols);

@@ -78,7 +78,8 @@ TrainerConfig make_config(const std::string& data, const std::string& out, const
 }
 
 std::unique_ptr<Transformer> tiny(uint64_t seed) {
-  return std::make_unique<Transformer>(test::tiny_model(test::tiny_config(true, false, false), seed));
+  return std::make_unique<Transformer>(
+      test::tiny_model(test::tiny_config(true, false, false), seed));
 }
 
 // Records every step's loss; throws after step `crash_at` (simulating a crash).
@@ -169,8 +170,10 @@ void check_exact_resume(const std::string& opt) {
   int n_val = 0;
   for (std::string line; std::getline(mf, line);) {
     json j = json::parse(line);
-    if (j.contains("val_loss")) ++n_val;
-    else steps.push_back(j["step"].get<int64_t>());
+    if (j.contains("val_loss"))
+      ++n_val;
+    else
+      steps.push_back(j["step"].get<int64_t>());
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
   EXPECT_EQ(n_val, 3);  // steps 3, 6, 9
@@ -178,6 +181,49 @@ void check_exact_resume(const std::string& opt) {
 
 TEST(Trainer, ExactResumeAdamW) { check_exact_resume("adamw"); }
 TEST(Trainer, ExactResumeMuon) { check_exact_resume("muon"); }
+
+// Captures every parameter's gradient just before the update.
+class GradGrabber : public Callback {
+ public:
+  void before_optimizer_step(Trainer& t) override {
+    grads.clear();
+    for (const Parameter& p : t.trainable().parameters())
+      grads.push_back(p.grad.to_vector<float>());
+  }
+  std::vector<std::vector<float>> grads;
+};
+
+TEST(Trainer, GradAccumulationEqualsOneBigBatch) {
+  // 2 micro-batches of 3 rows vs one batch of the same 6 rows: the accumulated gradient is that of
+  // the mean loss over all target tokens (micro-batches weighted by their token counts).
+  TmpDir tmp;
+  const std::string data = write_shards(tmp.path / "data");
+  std::vector<std::vector<float>> g[2];
+  for (int k = 0; k < 2; ++k) {
+    TrainerConfig c = make_config(data, (tmp.path / ("o" + std::to_string(k))).string(), "adamw");
+    c.max_steps = 1;
+    c.max_grad_norm = 0;
+    c.save_final = false;
+    c.grad_accum = k == 0 ? 2 : 1;
+    c.data.batch_size = k == 0 ? 3 : 6;
+    Trainer t(c, tiny(4), make_datasets(c.data));
+    auto grab = std::make_unique<GradGrabber>();
+    GradGrabber* gp = grab.get();
+    t.add_callback(std::move(grab));
+    t.train();
+    g[k] = gp->grads;
+  }
+  ASSERT_EQ(g[0].size(), g[1].size());
+  double max_err = 0, max_abs = 0;
+  for (size_t i = 0; i < g[0].size(); ++i)
+    for (size_t j = 0; j < g[0][i].size(); ++j) {
+      max_err = std::max(max_err, double(std::abs(g[0][i][j] - g[1][i][j])));
+      max_abs = std::max(max_abs, double(std::abs(g[1][i][j])));
+    }
+  std::printf("grad accumulation vs one batch: max abs diff %.3g (max |grad| %.3g)\n", max_err,
+              max_abs);
+  EXPECT_LT(max_err, 1e-5 * max_abs);
+}
 
 TEST(Trainer, LossFallsAndCheckpointLoads) {
   TmpDir tmp;
@@ -193,7 +239,8 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   double val0 = t.validate();
   t.train();
   double val1 = t.validate();
-  double early = (losses[0] + losses[1] + losses[2]) / 3, late = (losses[57] + losses[58] + losses[59]) / 3;
+  double early = (losses[0] + losses[1] + losses[2]) / 3,
+         late = (losses[57] + losses[58] + losses[59]) / 3;
   std::printf("train loss %.3f -> %.3f, validation %.3f -> %.3f\n", early, late, val0, val1);
   EXPECT_LT(late, 0.7 * early);
   EXPECT_LT(val1, 0.8 * val0);

@@ -13,9 +13,9 @@ namespace vela {
 MasterWeights make_master(const Parameter& p) {
   VELA_CHECK(p.value.defined() && is_floating(p.value.dtype()), "parameter ", p.name,
              " has no floating-point value tensor");
-  VELA_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape(), "parameter ", p.name,
-             ": grad ", p.grad.defined() ? p.grad.str() : std::string("undefined"),
-             " does not match value ", p.value.str());
+  VELA_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape(), "parameter ", p.name, ": grad ",
+             p.grad.defined() ? p.grad.str() : std::string("undefined"), " does not match value ",
+             p.value.str());
   MasterWeights w;
   if (p.value.is_cpu() && p.value.dtype() == DType::kF32 && p.value.is_contiguous()) {
     w.master = p.value;

@@ -16,7 +16,7 @@ namespace vela {
 
 // The per-parameter state AdamW keeps; shared with Muon (which adds a momentum buffer).
 struct MasterWeights {
-  Tensor master;        // f32 CPU, same shape as the param; aliases value when that is f32 CPU
+  Tensor master;  // f32 CPU, same shape as the param; aliases value when that is f32 CPU
   bool aliases_value = false;
 };
 

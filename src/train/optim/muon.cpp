@@ -31,15 +31,15 @@ Tensor newton_schulz5(const Tensor& g, int n_steps) {
   const float inv = static_cast<float>(1.0 / (std::sqrt(sq) + 1e-7));
   for (int64_t i = 0; i < n; ++i) xp[i] *= inv;
 
-  Tensor a = Tensor::empty({r, r}, DType::kF32);     // X X^T
-  Tensor b = Tensor::empty({r, r}, DType::kF32);     // b A + c A A
+  Tensor a = Tensor::empty({r, r}, DType::kF32);  // X X^T
+  Tensor b = Tensor::empty({r, r}, DType::kF32);  // b A + c A A
   Tensor next = Tensor::empty(x.shape(), DType::kF32);
   for (int s = 0; s < n_steps; ++s) {
     ops::gemm(x, x, a, /*trans_a=*/false, /*trans_b=*/true);
     b.copy_(a);
     ops::gemm(a, a, b, false, false, /*alpha=*/kNsC, /*beta=*/kNsB);  // b = c A A + b A
     next.copy_(x);
-    ops::gemm(b, x, next, false, false, 1.0f, /*beta=*/kNsA);          // a X + B X
+    ops::gemm(b, x, next, false, false, 1.0f, /*beta=*/kNsA);  // a X + B X
     std::swap(x, next);
   }
   return tall ? transpose_copy(x) : x;
@@ -82,13 +82,12 @@ void Muon::set_row_blocks(const std::string& name, std::vector<int64_t> rows) {
 }
 
 void Muon::step(double lr) {
-  VELA_CHECK(std::isfinite(lr) && lr >= 0, "Muon: learning rate must be finite and >= 0, got ",
-             lr);
+  VELA_CHECK(std::isfinite(lr) && lr >= 0, "Muon: learning rate must be finite and >= 0, got ", lr);
   const int64_t t = step_count_ + 1;
   const float mu = static_cast<float>(config_.muon_momentum);
   const double lr_m = lr * config_.muon_lr_mult;
-  const double wd = config_.muon_weight_decay >= 0 ? config_.muon_weight_decay
-                                                   : config_.weight_decay;
+  const double wd =
+      config_.muon_weight_decay >= 0 ? config_.muon_weight_decay : config_.weight_decay;
   const float decay = static_cast<float>(1.0 - lr_m * wd);
   for (size_t k = 0; k < muon_idx_.size(); ++k) {
     Parameter& p = params_[muon_idx_[k]];
@@ -110,8 +109,8 @@ void Muon::step(double lr) {
     float* w = master_[k].master.data<float>();
     int64_t row0 = 0;
     for (int64_t rows : blocks) {
-      Tensor o = newton_schulz5(u_t.slice(0, row0, row0 + rows).contiguous(),
-                                config_.muon_ns_steps);
+      Tensor o =
+          newton_schulz5(u_t.slice(0, row0, row0 + rows).contiguous(), config_.muon_ns_steps);
       const double scale = config_.muon_scale == "moonlight"
                                ? 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)))
                                : std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));

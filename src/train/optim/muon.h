@@ -54,7 +54,7 @@ class Muon : public Optimizer {
   std::vector<MasterWeights> master_;  // per Muon param
   std::vector<Tensor> momentum_;       // [rows, cols] f32 CPU per Muon param
   std::map<std::string, std::vector<int64_t>> row_blocks_;
-  std::unique_ptr<AdamW> adamw_;       // the other params
+  std::unique_ptr<AdamW> adamw_;  // the other params
 };
 
 }  // namespace vela

@@ -31,19 +31,32 @@ OptimizerConfig OptimizerConfig::from_json(const json& j) {
   OptimizerConfig c;
   for (const auto& [key, value] : j.items()) {
     try {
-      if (key == "kind") c.kind = value.get<std::string>();
-      else if (key == "beta1") c.beta1 = value.get<double>();
-      else if (key == "beta2") c.beta2 = value.get<double>();
-      else if (key == "eps") c.eps = value.get<double>();
-      else if (key == "weight_decay") c.weight_decay = value.get<double>();
-      else if (key == "decay_embeddings") c.decay_embeddings = value.get<bool>();
-      else if (key == "muon_momentum") c.muon_momentum = value.get<double>();
-      else if (key == "muon_nesterov") c.muon_nesterov = value.get<bool>();
-      else if (key == "muon_ns_steps") c.muon_ns_steps = value.get<int>();
-      else if (key == "muon_scale") c.muon_scale = value.get<std::string>();
-      else if (key == "muon_lr_mult") c.muon_lr_mult = value.get<double>();
-      else if (key == "muon_weight_decay") c.muon_weight_decay = value.get<double>();
-      else VELA_THROW(InvalidArgument, "optimizer: unknown key '", key, "'");
+      if (key == "kind")
+        c.kind = value.get<std::string>();
+      else if (key == "beta1")
+        c.beta1 = value.get<double>();
+      else if (key == "beta2")
+        c.beta2 = value.get<double>();
+      else if (key == "eps")
+        c.eps = value.get<double>();
+      else if (key == "weight_decay")
+        c.weight_decay = value.get<double>();
+      else if (key == "decay_embeddings")
+        c.decay_embeddings = value.get<bool>();
+      else if (key == "muon_momentum")
+        c.muon_momentum = value.get<double>();
+      else if (key == "muon_nesterov")
+        c.muon_nesterov = value.get<bool>();
+      else if (key == "muon_ns_steps")
+        c.muon_ns_steps = value.get<int>();
+      else if (key == "muon_scale")
+        c.muon_scale = value.get<std::string>();
+      else if (key == "muon_lr_mult")
+        c.muon_lr_mult = value.get<double>();
+      else if (key == "muon_weight_decay")
+        c.muon_weight_decay = value.get<double>();
+      else
+        VELA_THROW(InvalidArgument, "optimizer: unknown key '", key, "'");
     } catch (const json::exception& e) {
       VELA_THROW(InvalidArgument, "optimizer: bad value for '", key, "': ", value.dump(), " (",
                  e.what(), ")");
@@ -69,10 +82,13 @@ json OptimizerConfig::to_json() const {
 
 bool param_decays(const Parameter& p, const OptimizerConfig& config) {
   switch (p.kind) {
-    case ParamKind::kMatrix: return true;
-    case ParamKind::kEmbedding: return config.decay_embeddings;
+    case ParamKind::kMatrix:
+      return true;
+    case ParamKind::kEmbedding:
+      return config.decay_embeddings;
     case ParamKind::kNorm:
-    case ParamKind::kBias: return false;
+    case ParamKind::kBias:
+      return false;
   }
   return false;
 }

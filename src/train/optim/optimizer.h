@@ -27,13 +27,13 @@
 namespace vela {
 
 struct OptimizerConfig {
-  std::string kind = "adamw";      // adamw | muon
+  std::string kind = "adamw";  // adamw | muon
   // AdamW (also Muon's fallback for embeddings, norms and biases).
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double weight_decay = 0.1;       // decoupled (AdamW): p -= lr * weight_decay * p
-  bool decay_embeddings = false;   // kEmbedding params decayed too (kNorm / kBias never are)
+  double weight_decay = 0.1;      // decoupled (AdamW): p -= lr * weight_decay * p
+  bool decay_embeddings = false;  // kEmbedding params decayed too (kNorm / kBias never are)
   // Muon, for the kMatrix (2-D hidden) params.
   double muon_momentum = 0.95;
   bool muon_nesterov = true;
@@ -42,8 +42,8 @@ struct OptimizerConfig {
   // both groups; "keller": sqrt(max(1, rows / cols)), the modded-nanogpt scale (use a much
   // larger muon_lr_mult, e.g. 0.02 / adamw lr).
   std::string muon_scale = "moonlight";
-  double muon_lr_mult = 1.0;       // Muon params step with lr * muon_lr_mult
-  double muon_weight_decay = -1;   // -1: the same as weight_decay
+  double muon_lr_mult = 1.0;      // Muon params step with lr * muon_lr_mult
+  double muon_weight_decay = -1;  // -1: the same as weight_decay
 
   void validate() const;
   static OptimizerConfig from_json(const json& j);  // unknown keys are an error

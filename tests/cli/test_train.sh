@@ -83,4 +83,8 @@ assert steps == list(range(1, 9)), steps
 print("train: checkpoints verified, metrics", steps)
 PY
 "$VELA" generate --model "$dir/run/step-00000008" --prompt "the lord" --max-tokens 5 >/dev/null
+# Fine-tune from the checkpoint (weights only; a fresh optimizer, schedule and step count).
+out=$("$VELA" train --config "$dir/train.json" --init-from "$dir/run/step-00000008" --model "" \
+      --out-dir "$dir/ft" --max-steps 2 --save-every 0 2>&1)
+grep -q "latest checkpoint $dir/ft/step-00000002" <<<"$out" || { echo "$out"; exit 1; }
 echo "train: crash-safe checkpoints, resume, generation from the checkpoint OK"

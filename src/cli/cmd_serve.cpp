@@ -2,8 +2,10 @@
 // Engine. Options come from --config serve.json (same keys, '_' for '-') with flags on top.
 // SIGTERM / SIGINT shut down gracefully: new requests get 503, in-flight ones finish within the
 // grace period or are cancelled, then the process exits 0.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +24,14 @@
 namespace vela::cli {
 
 namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+  char c = static_cast<char>(sig);
+  if (write(g_signal_pipe[1], &c, 1) < 0) {
+  }  // async-signal-safe; nothing else to do on failure
+}
 
 // Bytes of free host memory (MemAvailable), for --kv-memory-fraction on the CPU.
 int64_t available_host_bytes() {
@@ -141,29 +151,37 @@ int cmd_serve(int argc, char** argv) {
     }
   }
 
-  // Signals go to one waiting thread (blocked everywhere else, including engine threads).
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
-
   std::unique_ptr<Engine> engine = Engine::load(dir, ec, dtype, device);
   HttpServer server(*engine, sc, std::move(tpl));
   int port = server.bind();
-  std::thread signals([&server, set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    VELA_LOG_INFO("[serve] signal ", sig, ": shutting down");
+  // SIGTERM / SIGINT: a handler (whichever thread receives the signal — threads that libraries
+  // start before main cannot have it blocked) writes to a pipe; a watcher thread shuts down.
+  VELA_CHECK_T(IoError, pipe(g_signal_pipe) == 0, "cannot create the signal pipe");
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+  std::thread signals([&server] {
+    char sig = 0;
+    while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == 0) return;  // the pipe closed: normal exit
+    VELA_LOG_INFO("[serve] signal ", static_cast<int>(sig), ": shutting down");
+    std::fprintf(stderr, "vela serve: signal %d, shutting down\n", static_cast<int>(sig));
     server.shutdown();
   });
-  signals.detach();
   std::fprintf(stderr, "vela serve: %s on http://%s:%d (max context %d, max batch %d)\n",
                sc.model_name.c_str(), sc.host.c_str(), port, engine->max_context(), ec.max_seqs);
   std::fflush(stderr);
   bool ok = server.run();
   server.shutdown();
+  char zero = 0;
+  if (write(g_signal_pipe[1], &zero, 1) < 0) {
+  }
+  signals.join();
   std::fprintf(stderr, "vela serve: stopped\n");
   return ok ? 0 : 1;
 }

@@ -161,7 +161,9 @@ ChatPrompt convert_request(const ServerContext& ctx, const json& body) {
 
 json sampling_json(const json& body) {
   json s = json::object();
-  for (const char* k : {"temperature", "top_p", "top_k"})
+  // temperature / top_p / top_k are Anthropic's; the rest are vela extensions (as in vLLM).
+  for (const char* k : {"temperature", "top_p", "top_k", "min_p", "seed", "logit_bias",
+                        "presence_penalty", "frequency_penalty", "repetition_penalty"})
     if (const json* v = field(body, k)) s[k] = *v;
   if (const json* v = field(body, "stop_sequences")) {
     if (!v->is_array()) throw ApiError(400, "stop_sequences must be a list of strings", "stop_sequences");

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Server end-to-end tests against a running `vela serve` (loopback only).
+#   run_e2e.sh clients|fuzz|load|web_ui VELA MAKE_TINY_MODEL WORKDIR      (run from tests/)
+# A tiny random model with the Qwen3 tokenizer's vocabulary and chat template is generated into
+# WORKDIR once. Each test starts its own server on a free port, runs its driver (node with the
+# official openai / @anthropic-ai/sdk clients from .cache/assets, or headless Chromium), then
+# sends SIGTERM and requires a clean exit. Exit 77 = skipped (assets or tools missing).
+set -euo pipefail
+WHICH="$1" VELA="$2" MAKE_MODEL="$3" WORK="$4"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+ASSETS="${VELA_ASSETS:-$ROOT/.cache/assets}"
+TOK="$ASSETS/tokenizers/qwen3"
+skip() { echo "SKIP: $*"; exit 77; }
+[ -f "$TOK/tokenizer.json" ] || skip "no Qwen3 tokenizer (run scripts/fetch_assets.sh)"
+command -v node >/dev/null || skip "node not installed"
+if [ "$WHICH" != web_ui ]; then
+  [ -f "$ASSETS/node_modules/openai/package.json" ] || skip "npm clients missing (scripts/fetch_assets.sh)"
+  [ -f "$ASSETS/node_modules/@anthropic-ai/sdk/package.json" ] || skip "npm clients missing"
+fi
+CHROMIUM="$(command -v chromium || command -v chromium-browser || true)"
+[ "$WHICH" != web_ui ] || [ -n "$CHROMIUM" ] || skip "chromium not installed (scripts/setup.sh)"
+
+mkdir -p "$WORK"
+MODEL="$WORK/model"
+if [ ! -f "$MODEL/model.safetensors" ]; then
+  "$MAKE_MODEL" "$TOK" "$MODEL.tmp.$$" --max-context 2048 >/dev/null
+  rm -rf "$MODEL"; mv "$MODEL.tmp.$$" "$MODEL"
+fi
+
+KEY="e2e-$RANDOM$RANDOM"
+ARGS=(--model "$MODEL" --host 127.0.0.1 --port 0 --served-model-name tiny-qwen3)
+case "$WHICH" in
+  clients) ARGS+=(--api-key "$KEY" --max-body-bytes 1048576) ;;
+  fuzz)    ARGS+=(--api-key "$KEY" --max-context 256 --max-body-bytes 262144) ;;
+  load)    ARGS+=(--api-key "$KEY" --max-context 512 --max-batch 64) ;;
+  web_ui)  KEY="" ;;
+  *) echo "unknown test $WHICH"; exit 2 ;;
+esac
+LOG="$WORK/serve_$WHICH.log"
+"$VELA" serve "${ARGS[@]}" 2>"$LOG" &
+PID=$!
+cleanup() { kill -9 "$PID" 2>/dev/null || true; }
+trap cleanup EXIT
+PORT=""
+for _ in $(seq 1 300); do
+  PORT=$(sed -n 's|.* on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$LOG" | head -n 1)
+  [ -n "$PORT" ] && break
+  kill -0 "$PID" 2>/dev/null || { cat "$LOG"; echo "server died"; exit 1; }
+  sleep 0.2
+done
+[ -n "$PORT" ] || { cat "$LOG"; echo "server did not start"; exit 1; }
+URL="http://127.0.0.1:$PORT"
+echo "[e2e] $WHICH: vela serve on $URL (pid $PID)"
+
+rc=0
+if [ "$WHICH" = web_ui ]; then
+  dom=$(timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+        --user-data-dir="$WORK/chromium-profile" --virtual-time-budget=30000 --dump-dom \
+        "$URL/?prompt=Hello%20vela&max_tokens=12" 2>/dev/null) || rc=$?
+  echo "$dom" | grep -o '<span id="status"[^>]*>[^<]*</span>' || true
+  if ! echo "$dom" | grep -q 'data-state="done"' || ! echo "$dom" | grep -q 'data-tokens="12"'; then
+    echo "web_ui: the page did not finish a streamed reply of 12 tokens"; rc=1
+  fi
+  echo "$dom" | grep -q 'class="msg assistant' || { echo "web_ui: no assistant bubble"; rc=1; }
+else
+  VELA_URL="$URL" VELA_API_KEY="$KEY" VELA_MODEL=tiny-qwen3 VELA_WORK="$WORK" \
+    NODE_PATH="$ASSETS/node_modules" node "$HERE/e2e/$WHICH.mjs" || rc=$?
+fi
+
+# Graceful shutdown: SIGTERM -> exit 0 within the grace period.
+kill -TERM "$PID"
+for _ in $(seq 1 150); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$PID" 2>/dev/null; then echo "server still running 15 s after SIGTERM"; rc=1; else
+  src=0; wait "$PID" || src=$?
+  [ "$src" -eq 0 ] || { echo "server exited with $src after SIGTERM"; rc=1; }
+fi
+trap - EXIT
+grep -q "internal error" "$LOG" && { echo "server logged internal errors:"; grep "internal error" "$LOG" | head; rc=1; }
+[ "$rc" -eq 0 ] && echo "[e2e] $WHICH: OK" || tail -n 20 "$LOG"
+exit "$rc"

@@ -28,5 +28,6 @@ void print_rows(const std::vector<Row>& rows);
 json rows_json(const std::vector<Row>& rows);
 
 int bench_model_main(int argc, char** argv);
+int bench_engine_main(int argc, char** argv);
 
 }  // namespace vela::cli

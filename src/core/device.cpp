@@ -28,6 +28,7 @@ namespace {
 }
 }  // namespace
 bool available() { return false; }
+int sm_count(int) { return 1; }
 int device_count() { return 0; }
 std::string device_description(int) { no_cuda(); }
 AllocatorStats allocator_stats(int) { return {}; }

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "engine/cache/contiguous_strategy.h"
+#include "engine/runtime/device_sampler.h"
 #include "engine/cache/paged_strategy.h"
 #include "engine/cache/kv_storage.h"
 #include "engine/cache/req_to_token_pool.h"
@@ -48,14 +49,20 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
     eos_ids_.push_back(*tokenizer_->eos_id());
 
   Device dev = model_->device();
+  const bool cuda = dev.is_cuda();
+  // On CUDA one reserved slot takes the K/V of padding rows (decode batches padded to a bucket).
   storage_ = std::make_unique<KVStorage>(mc.n_layers, cfg_.n_kv_slots, mc.n_kv_heads, mc.head_dim,
-                                         model_->dtype(), dev);
+                                         model_->dtype(), dev, cuda ? 1 : 0);
   req_pool_ = std::make_unique<ReqToTokenPool>(cfg_.max_seqs, cfg_.max_ctx, dev);
   WorkspaceConfig wc;
   wc.max_seqs = cfg_.max_seqs;
   wc.max_tokens_per_step = cfg_.max_tokens_per_step;
   wc.vocab_size = mc.vocab_size;
   wc.device = dev;
+  if (cuda) {
+    wc.n_heads = mc.n_heads;
+    wc.head_dim = mc.head_dim;
+  }
   ws_ = std::make_unique<InferenceWorkspace>(wc);
   std::unique_ptr<AllocationStrategy> strategy;
   if (cfg_.kv_strategy == "paged")
@@ -63,15 +70,31 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   else
     strategy = std::make_unique<ContiguousStrategy>();
   cache_ = std::make_unique<TaskCacheManager>(std::move(strategy), *storage_, *req_pool_, *ws_);
-  executor_ = std::make_unique<Executor>(model_.get(), *ws_);
+  ExecutorOptions eo;
+  eo.cuda_graphs = cfg_.cuda_graphs;
+  eo.padding_slot = cuda ? storage_->padding_slot() : -1;
+  executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);
   sampler_ = std::make_unique<Sampler>(mc.vocab_size, cfg_.max_seqs);
+  if (cuda) device_sampler_ = std::make_unique<DeviceSampler>(mc.vocab_size, cfg_.max_seqs, dev);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_,
-                                           tokenizer_.get(), eos_ids_);
+                                           tokenizer_.get(), eos_ids_, device_sampler_.get());
+  if (executor_->graphs_enabled()) {
+    KVCacheView cache;
+    cache.k_cache = storage_->k;
+    cache.v_cache = storage_->v;
+    cache.req_to_token = req_pool_->table();
+    double s = executor_->capture_decode_graphs(cache, std::min<int32_t>(cfg_.max_ctx, 1024));
+    VELA_LOG_INFO("[engine] captured ", executor_->n_graphs(), " decode CUDA graphs in ",
+                  static_cast<int>(s * 1000), " ms");
+  }
   VELA_LOG_INFO("[engine] ", cfg_.kv_strategy, " KV: ", cfg_.n_kv_slots, " slots (",
                 storage_->k.nbytes() * 2 / (1 << 20), " MiB), max_seqs ", cfg_.max_seqs,
                 ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step, " tokens");
   loop_ = std::thread([this] { scheduler_->run(); });
 }
+
+size_t Engine::n_cuda_graphs() const { return executor_->n_graphs(); }
+double Engine::graph_capture_seconds() const { return executor_->graph_capture_seconds(); }
 
 Engine::~Engine() {
   scheduler_->request_stop();

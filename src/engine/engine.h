@@ -28,6 +28,7 @@ class InferenceWorkspace;
 class TaskCacheManager;
 class Executor;
 class Sampler;
+class DeviceSampler;
 
 // One rollout sample for RL: tokens with the behaviour policy's log-probabilities.
 struct RolloutSample {
@@ -53,6 +54,9 @@ class Engine {
   // Blocking: submits all, waits for all, results in input order.
   std::vector<RequestResult> generate(const std::vector<Request>& requests);
   void cancel(const RequestHandlePtr& handle) { handle->cancel(); }
+  // Holds the scheduler between steps while the returned lock lives: requests submitted meanwhile
+  // enter together at the next step (an RL trainer batching its rollouts; deterministic tests).
+  std::unique_lock<std::mutex> pause() { return std::unique_lock<std::mutex>(scheduler_->step_mutex()); }
   EngineStats stats() const { return scheduler_->stats(); }
 
   // Synchronous rollouts: n = params.n samples per prompt, behaviour logprobs always recorded.
@@ -64,6 +68,10 @@ class Engine {
   const ModelConfig& model_config() const { return model_->config; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const EngineConfig& config() const { return cfg_; }
+  const KVStorage& kv_storage() const { return *storage_; }  // for tests and debugging
+  // CUDA graphs captured so far and the seconds their capture took (0 on the CPU).
+  size_t n_cuda_graphs() const;
+  double graph_capture_seconds() const;
   // Request-level limits (for servers): the longest prompt + max_tokens accepted.
   int32_t max_context() const { return cfg_.max_ctx; }
   // Every id that ends generation unless ignore_eos (model config + tokenizer).
@@ -80,6 +88,7 @@ class Engine {
   std::unique_ptr<TaskCacheManager> cache_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<DeviceSampler> device_sampler_;  // CUDA: sampling on the logits' device
   std::unique_ptr<Scheduler> scheduler_;
   std::thread loop_;
   std::atomic<uint64_t> next_request_id_{1};

@@ -16,6 +16,7 @@ struct EngineConfig {
   int64_t n_kv_slots = 0;             // KV pool size in tokens; 0 = max_seqs * max_ctx
   int32_t max_waiting = 1024;         // queued requests beyond which submit() refuses
   uint64_t seed = 0;                  // seeds of requests that bring none are drawn from this
+  bool cuda_graphs = true;            // CUDA: replay captured decode graphs (off: eager, same math)
 };
 
 }  // namespace vela

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "engine/runtime/device_sampler.h"
 
 namespace vela {
 namespace {
@@ -23,11 +24,12 @@ bool contains(const std::vector<int32_t>& v, int32_t x) {
 
 Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor,
                      Sampler& sampler, InferenceWorkspace& ws, const Tokenizer* tokenizer,
-                     std::vector<int32_t> eos_ids)
+                     std::vector<int32_t> eos_ids, DeviceSampler* device_sampler)
     : cfg_(cfg),
       cache_(cache),
       executor_(executor),
       sampler_(sampler),
+      device_sampler_(device_sampler),
       ws_(ws),
       tokenizer_(tokenizer),
       eos_ids_(std::move(eos_ids)) {
@@ -36,6 +38,7 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   sample_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_out_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
+  sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -82,6 +85,7 @@ EngineStats Scheduler::stats() const {
 }
 
 void Scheduler::run() {
+  executor_.enter_thread();  // CUDA: every launch of this thread goes to the engine's stream
   while (!stop_.load()) {
     bool worked = false;
     {
@@ -179,7 +183,37 @@ bool Scheduler::waits_for_leader(const Task& t) const {
   return false;  // the leader finished: compute the prompt again (or reuse the prefix cache)
 }
 
-void Scheduler::fork_siblings(Task& leader, const float* logits_row, int64_t vocab) {
+void Scheduler::sample(const Tensor& logits) {
+  const int64_t n = static_cast<int64_t>(sample_rows_.size()), vocab = logits.size(1);
+  bool identity = true;  // sample row j reads forward row j (every decode step)
+  for (int64_t j = 0; j < n; ++j) identity = identity && sample_src_[static_cast<size_t>(j)] == j;
+  if (device_sampler_ != nullptr) {
+    Tensor rows = logits.slice(0, 0, n);
+    if (!identity) {
+      rows = ws_.logits.slice(0, 0, n);
+      for (int64_t j = 0; j < n; ++j) {
+        Tensor dst = rows.select(0, j);
+        dst.copy_(logits.select(0, sample_src_[static_cast<size_t>(j)]));
+      }
+    }
+    device_sampler_->sample(rows, sample_rows_, sample_out_);
+    return;
+  }
+  // The CPU sampler edits rows in place (penalties, bias): each sample row gets its own copy.
+  Tensor src = logits;
+  if (!logits.device().is_cpu()) {
+    src = ws_.host.step_logits.slice(0, 0, logits.size(0));
+    src.copy_(logits);
+  }
+  for (int64_t j = 0; j < n; ++j)
+    std::memcpy(ws_.host.logits.data<float>() + j * vocab,
+                src.data<float>() + sample_src_[static_cast<size_t>(j)] * vocab,
+                static_cast<size_t>(vocab) * sizeof(float));
+  Tensor rows = ws_.host.logits.slice(0, 0, n);
+  sampler_.sample(rows, sample_rows_, sample_out_);
+}
+
+void Scheduler::fork_siblings(Task& leader, int32_t logits_row) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Task& s = **it;
     if (s.handle != leader.handle || s.index == 0 || !s.output.empty() ||
@@ -196,11 +230,10 @@ void Scheduler::fork_siblings(Task& leader, const float* logits_row, int64_t voc
     s.cached_reported = true;
     s.admitted = true;
     s.admit_seq = ++admit_seq_;
-    std::memcpy(ws_.host.logits.data<float>() + sample_rows_.size() * vocab, logits_row,
-                static_cast<size_t>(vocab) * sizeof(float));
     sample_rows_.push_back(SamplerRow{&s.params(), &s.prompt(), &s.output, s.seed, 0,
                                       static_cast<uint64_t>(s.index)});
     sample_tasks_.push_back(&s);
+    sample_src_.push_back(logits_row);
     running_.push_back(std::move(*it));
     it = waiting_.erase(it);
   }
@@ -287,34 +320,26 @@ bool Scheduler::step() {
                t->n_computed);
   }
   VELA_ASSERT(off == batch.n_tokens, "packed ", off, " tokens but bound ", batch.n_tokens);
-  ws_.upload(batch.n_tokens, batch.n_seqs);
   Tensor logits = executor_.forward(batch);
-  if (!logits.device().is_cpu()) {  // the CPU sampler reads the logits back
-    Tensor back = ws_.host.step_logits.slice(0, 0, logits.size(0));
-    back.copy_(logits);
-    logits = back;
-  }
 
   // Rows whose tokens are all computed now get a new token sampled.
   sample_rows_.clear();
   sample_tasks_.clear();
-  const int64_t vocab = logits.size(1);
+  sample_src_.clear();
   for (size_t k = 0; k < items_.size(); ++k) {
     Task* t = item_tasks_[k];
     t->n_computed += items_[k].n_new;
     if (t->n_computed != t->n_tokens()) continue;
-    SamplerRow row{&t->params(), &t->prompt(), &t->output, t->seed,
-                   static_cast<uint64_t>(t->output.size()), static_cast<uint64_t>(t->index)};
-    const float* logits_row = logits.data<float>() + k * vocab;
-    std::memcpy(ws_.host.logits.data<float>() + sample_rows_.size() * vocab, logits_row,
-                static_cast<size_t>(vocab) * sizeof(float));
-    sample_rows_.push_back(row);
+    sample_rows_.push_back(SamplerRow{&t->params(), &t->prompt(), &t->output, t->seed,
+                                      static_cast<uint64_t>(t->output.size()),
+                                      static_cast<uint64_t>(t->index)});
     sample_tasks_.push_back(t);
-    if (t->index == 0 && t->params().n > 1 && t->output.empty()) fork_siblings(*t, logits_row, vocab);
+    sample_src_.push_back(static_cast<int32_t>(k));
+    if (t->index == 0 && t->params().n > 1 && t->output.empty())
+      fork_siblings(*t, static_cast<int32_t>(k));
   }
   if (!sample_rows_.empty()) {
-    Tensor rows = ws_.host.logits.slice(0, 0, static_cast<int64_t>(sample_rows_.size()));
-    sampler_.sample(rows, sample_rows_, sample_out_);
+    sample(logits);
     for (size_t j = 0; j < sample_rows_.size(); ++j) process_sample(*sample_tasks_[j], sample_out_[j]);
   }
   remove_finished();

@@ -34,10 +34,13 @@ struct EngineStats {
   uint64_t policy_version = 0;
 };
 
+class DeviceSampler;
+
 class Scheduler {
  public:
   Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor, Sampler& sampler,
-            InferenceWorkspace& ws, const Tokenizer* tokenizer, std::vector<int32_t> eos_ids);
+            InferenceWorkspace& ws, const Tokenizer* tokenizer, std::vector<int32_t> eos_ids,
+            DeviceSampler* device_sampler = nullptr);
 
   // Thread-safe: queues the n tasks of a request. Returns false when the queue is full.
   bool submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle);
@@ -60,6 +63,8 @@ class Scheduler {
   TaskCacheManager& cache_;
   Executor& executor_;
   Sampler& sampler_;
+  DeviceSampler* device_sampler_;  // CUDA: samples on the device (then sampler_ is unused)
+  std::vector<int32_t> sample_src_;  // forward logits row of each sample row
   InferenceWorkspace& ws_;
   const Tokenizer* tokenizer_;
   std::vector<int32_t> eos_ids_;
@@ -96,8 +101,10 @@ class Scheduler {
   // the prompt, so the prompt is computed once and its pages are shared.
   bool waits_for_leader(const Task& t) const;
   // After the forward that completed `leader`'s prompt: forks its waiting siblings and queues a
-  // sample row for each from the same logits row (`logits_row`).
-  void fork_siblings(Task& leader, const float* logits_row, int64_t vocab);
+  // sample row for each from the same forward logits row (`logits_row`).
+  void fork_siblings(Task& leader, int32_t logits_row);
+  // Samples every queued row from its forward logits row (on the device with a DeviceSampler).
+  void sample(const Tensor& logits);
   bool plan();                         // fills items_; false when nothing runnable
   void preempt(Task* victim);
   void process_sample(Task& t, const SampleResult& r);

@@ -44,8 +44,23 @@ void Attention::forward_packed(const Tensor& x, const Tensor& positions, const T
   ops::kv_write(k, v, kv.out_cache_loc, k_cache, v_cache);
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
   float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
-  ops::paged_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices, kv.seq_lens,
-                       kv.qo_indptr, scale, attn);
+  switch (kv.mode) {
+    case AttentionMode::kDecode: {
+      Tensor o_part = kv.o_part, lse_part = kv.lse_part;
+      ops::paged_decode_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
+                                  kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn);
+      break;
+    }
+    case AttentionMode::kPrefill:
+      ops::paged_prefill_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
+                                   kv.seq_lens, kv.qo_indptr, kv.tile_seq_idx, kv.tile_q_start,
+                                   kv.n_tiles, scale, attn);
+      break;
+    case AttentionMode::kGeneric:
+      ops::paged_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices, kv.seq_lens,
+                           kv.qo_indptr, scale, attn);
+      break;
+  }
   o.forward(attn.view({x.size(0), cfg.q_dim()}), out);
 }
 

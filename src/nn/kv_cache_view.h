@@ -9,6 +9,13 @@
 
 namespace vela {
 
+// How the attention of a packed forward runs (chosen by the engine's executor per step).
+enum class AttentionMode : uint8_t {
+  kGeneric,  // ops::paged_attention: any batch, any device (CUDA plans from a host copy)
+  kDecode,   // one query per sequence: split-KV ops::paged_decode_attention (graph-capturable)
+  kPrefill,  // ragged: ops::paged_prefill_attention over a precomputed Q-tile work list
+};
+
 struct KVCacheView {
   Tensor k_cache;           // [n_layers, n_slots, n_kv_heads, head_dim]
   Tensor v_cache;           // [n_layers, n_slots, n_kv_heads, head_dim]
@@ -19,6 +26,14 @@ struct KVCacheView {
   Tensor kv_indptr;         // [n_seqs + 1] i32: cumulative seq_lens
   Tensor out_cache_loc;     // [n_tokens] i32: slot each new token's K/V is written to
   int32_t max_len = 0;      // max(seq_lens)
+
+  AttentionMode mode = AttentionMode::kGeneric;
+  int32_t n_splits = 1;     // kDecode: KV splits per sequence
+  Tensor o_part;            // kDecode: f32 split partials (ops::decode_o_part_numel elements)
+  Tensor lse_part;          // kDecode: f32 split log-sum-exps (ops::decode_lse_part_numel)
+  Tensor tile_seq_idx;      // kPrefill: [>= n_tiles] i32 sequence of each Q tile
+  Tensor tile_q_start;      // kPrefill: [>= n_tiles] i32 first query row of each tile
+  int64_t n_tiles = 0;      // kPrefill
 };
 
 }  // namespace vela

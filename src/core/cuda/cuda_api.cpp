@@ -42,6 +42,8 @@ void check_device(int device) {
 
 bool available() { return probe_device_count() > 0; }
 
+int sm_count(int device) { return device_properties(device).multiProcessorCount; }
+
 int device_count() { return probe_device_count(); }
 
 std::string device_description(int device) {

@@ -13,6 +13,8 @@ namespace vela::cuda {
 
 // True when built with CUDA and at least one device is usable.
 bool available();
+// Streaming multiprocessors of `device` (1 in a CPU-only build).
+int sm_count(int device = 0);
 int device_count();
 // Name, memory and SM count of a device, one line (for `vela info`).
 std::string device_description(int device);

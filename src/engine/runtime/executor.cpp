@@ -1,5 +1,12 @@
-// Executor implementation: the activation arena and the forward call.
+// Executor implementation: the activation arena, attention planning, decode padding to graph
+// buckets, and eager / graph execution.
 #include "engine/runtime/executor.h"
+
+#include <algorithm>
+
+#include "core/cuda/cuda_api.h"
+#include "core/log.h"
+#include "ops/attention.h"
 
 namespace vela {
 
@@ -18,17 +25,152 @@ int64_t Executor::activation_bytes(const ModelConfig& c, DType dtype, int64_t n_
   return residual + block + head + slack;
 }
 
-Executor::Executor(const Transformer* model, InferenceWorkspace& ws)
+Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const ExecutorOptions& opts)
     : model_(model),
       ws_(ws),
+      opts_(opts),
       arena_(activation_bytes(model->config, model->dtype(), ws.max_tokens(), ws.max_seqs()),
-             model->device()) {}
+             model->device()) {
+  if (model->device().is_cuda()) {
+    VELA_CHECK(opts.padding_slot >= 0, "Executor: a CUDA engine needs a KV padding slot");
+    VELA_CHECK(ws.o_part.defined(), "Executor: the workspace lacks the split-KV decode partials");
+    // Dynamic NTK rebuilds its rotary table from the longest position: not capturable.
+    bool dynamic = model->config.rope.scaling.type == ops::RopeScaling::Type::kDynamic;
+    if (opts.cuda_graphs && !dynamic)
+      graphs_ = std::make_unique<CudaGraphRunner>(model->device());
+    else
+      stream_ = std::make_unique<CudaGraphRunner>(model->device());
+    buckets_ = CudaGraphRunner::buckets(ws.max_seqs());
+    sm_count_ = cuda::sm_count(model->device().index);
+  }
+}
 
-Tensor Executor::forward(const BoundBatch& batch) {
+Executor::~Executor() = default;
+
+void Executor::enter_thread() const {
+  if (graphs_) graphs_->enter_thread();
+  if (stream_) stream_->enter_thread();
+}
+
+void Executor::set_model(const Transformer* model) {
+  model_ = model;
+  if (graphs_) graphs_->clear();  // the graphs read the old weights' addresses
+}
+
+int32_t Executor::bucket_for(int32_t n) const {
+  for (int32_t b : buckets_)
+    if (b >= n) return b;
+  return n;
+}
+
+BoundBatch Executor::resized(const BoundBatch& batch, int32_t n_tokens, int32_t n_seqs) const {
+  BoundBatch b = batch;
+  b.kv.req_pool_indices = ws_.req_pool_indices.slice(0, 0, n_seqs);
+  b.kv.seq_lens = ws_.seq_lens.slice(0, 0, n_seqs);
+  b.kv.qo_indptr = ws_.qo_indptr.slice(0, 0, n_seqs + 1);
+  b.kv.kv_indptr = ws_.kv_indptr.slice(0, 0, n_seqs + 1);
+  b.kv.out_cache_loc = ws_.out_cache_loc.slice(0, 0, n_tokens);
+  b.input_ids = ws_.input_ids.slice(0, 0, n_tokens);
+  b.positions = ws_.positions.slice(0, 0, n_tokens);
+  b.logits_indices = ws_.logits_indices.slice(0, 0, n_seqs);
+  b.n_tokens = n_tokens;
+  b.n_seqs = n_seqs;
+  return b;
+}
+
+Tensor Executor::run(const BoundBatch& b) {
   arena_.reset();
   ScratchScope scope(&arena_);
-  Tensor ids = ws_.input_ids.slice(0, 0, batch.n_tokens);
-  return model_->forward_packed(ids, batch.positions, batch.kv, batch.logits_indices);
+  return model_->forward_packed(b.input_ids, b.positions, b.kv, b.logits_indices);
+}
+
+Tensor Executor::forward(const BoundBatch& batch) {
+  if (model_->device().is_cpu()) {
+    ws_.upload(batch.n_tokens, batch.n_seqs);  // a no-op: host and device are one
+    return run(batch);
+  }
+  enter_thread();
+  return batch.n_tokens == batch.n_seqs ? forward_decode(batch) : forward_prefill(batch);
+}
+
+Tensor Executor::forward_decode(const BoundBatch& batch) {
+  return decode_bucket(batch, batch.n_seqs, bucket_for(batch.n_seqs));
+}
+
+Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket) {
+  InferenceWorkspace::Host& h = ws_.host;
+  int32_t* ids = h.input_ids.data<int32_t>();
+  int32_t* pos = h.positions.data<int32_t>();
+  int32_t* loc = h.out_cache_loc.data<int32_t>();
+  int32_t* rows = h.req_pool_indices.data<int32_t>();
+  int32_t* lens = h.seq_lens.data<int32_t>();
+  int32_t* qo = h.qo_indptr.data<int32_t>();
+  int32_t* kvp = h.kv_indptr.data<int32_t>();
+  int32_t* last = h.logits_indices.data<int32_t>();
+  for (int32_t i = n; i < bucket; ++i) {  // padding rows: no keys, K/V into the padding slot
+    ids[i] = 0;
+    pos[i] = 0;
+    loc[i] = opts_.padding_slot;
+    rows[i] = rows[0];
+    lens[i] = 0;
+    qo[i + 1] = i + 1;
+    kvp[i + 1] = kvp[i];
+    last[i] = i;
+  }
+  int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, batch.kv.max_len, sm_count_);
+  if (graphs_) {  // round up to a power of two: a handful of graphs per bucket
+    int p = 1;
+    while (p < splits) p *= 2;
+    splits = std::min(p, ops::kMaxDecodeSplits);
+  }
+  BoundBatch b = resized(batch, bucket, bucket);
+  b.kv.mode = AttentionMode::kDecode;
+  b.kv.n_splits = splits;
+  b.kv.o_part = ws_.o_part;
+  b.kv.lse_part = ws_.lse_part;
+  ws_.upload(bucket, bucket);
+  Tensor logits;
+  CudaGraphRunner::Key key{bucket, splits};
+  if (!graphs_) {
+    logits = run(b);
+  } else if (graphs_->has(key)) {
+    logits = graphs_->replay(key);
+  } else {
+    logits = run(b);  // this step's result; also warms plans and kernels up for the capture
+    graphs_->capture(key, [&] { return run(b); });
+  }
+  return logits.slice(0, 0, n);
+}
+
+Tensor Executor::forward_prefill(const BoundBatch& batch) {
+  int64_t n_tiles = ops::plan_prefill_tiles(ws_.host.qo_indptr.data<int32_t>(), batch.n_seqs,
+                                            ops::kPrefillTileQ, ws_.host.tile_seq_idx.data<int32_t>(),
+                                            ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles());
+  BoundBatch b = batch;
+  b.kv.mode = AttentionMode::kPrefill;
+  b.kv.tile_seq_idx = ws_.tile_seq_idx;
+  b.kv.tile_q_start = ws_.tile_q_start;
+  b.kv.n_tiles = n_tiles;
+  ws_.upload(batch.n_tokens, batch.n_seqs);
+  return run(b);
+}
+
+double Executor::capture_decode_graphs(const KVCacheView& cache, int32_t max_len) {
+  if (!graphs_) return 0.0;
+  enter_thread();
+  const double before = graphs_->capture_seconds();
+  InferenceWorkspace::Host& h = ws_.host;
+  for (int32_t bucket : buckets_) {
+    // An all-padding batch (every row without keys): the kernels read seq_lens at replay.
+    h.req_pool_indices.data<int32_t>()[0] = 0;
+    h.qo_indptr.data<int32_t>()[0] = 0;
+    h.kv_indptr.data<int32_t>()[0] = 0;
+    BoundBatch b;
+    b.kv = cache;
+    b.kv.max_len = max_len;
+    decode_bucket(b, 0, bucket);
+  }
+  return graphs_->capture_seconds() - before;
 }
 
 }  // namespace vela

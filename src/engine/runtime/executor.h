@@ -1,35 +1,71 @@
-// Executor: runs the model on one bound batch. Input ids are staged in the workspace by the
-// scheduler; the executor only reads the BoundBatch views, so the same metadata can later be
-// replayed by a captured CUDA graph. Every activation of a step comes from one ScratchArena sized
-// at construction (the largest step the workspace admits), so a forward allocates nothing. The
-// model pointer is swapped by Engine::update_weights between steps (never during one).
+// Executor: runs the model on one bound batch. The scheduler stages token ids in the workspace's
+// host mirror and calls forward(); the executor plans the step's attention (split-KV decode or a
+// prefill Q-tile work list), pads a decode batch to its graph bucket (padding rows have seq_len 0
+// and write their K/V into the storage's padding slot), uploads all metadata in one copy, and runs
+// the forward eagerly or by replaying a captured CUDA graph. Every activation comes from one
+// ScratchArena sized at construction, so a forward allocates nothing and a graph's addresses stay
+// valid. On the CPU the attention is the generic op and nothing is padded. The model pointer is
+// swapped by Engine::update_weights between steps (never during one).
 #pragma once
+
+#include <memory>
 
 #include "core/scratch_arena.h"
 #include "engine/cache/task_cache_manager.h"
+#include "engine/runtime/cuda_graph_runner.h"
 #include "engine/runtime/inference_workspace.h"
 #include "model/transformer.h"
 
 namespace vela {
 
+struct ExecutorOptions {
+  bool cuda_graphs = true;   // replay captured decode graphs on CUDA
+  int32_t padding_slot = -1; // KV slot padding rows write to (required on CUDA)
+};
+
 class Executor {
  public:
-  Executor(const Transformer* model, InferenceWorkspace& ws);
+  Executor(const Transformer* model, InferenceWorkspace& ws, const ExecutorOptions& opts = {});
+  ~Executor();
   // Logits [n_seqs, vocab] f32 at each item's last row, on the model's device; valid until the
   // next forward.
   Tensor forward(const BoundBatch& batch);
-  void set_model(const Transformer* model) { model_ = model; }
+  // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
+  // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
+  // split counts are captured on first use. No-op without graphs.
+  double capture_decode_graphs(const KVCacheView& cache, int32_t max_len);
+  // Makes the engine's CUDA stream current on the calling thread (the scheduler loop); no-op on CPU.
+  void enter_thread() const;
+
+  void set_model(const Transformer* model);
   const Transformer& model() const { return *model_; }
   const ScratchArena& arena() const { return arena_; }
+  bool graphs_enabled() const { return graphs_ != nullptr; }
+  size_t n_graphs() const { return graphs_ ? graphs_->size() : 0; }
+  double graph_capture_seconds() const { return graphs_ ? graphs_->capture_seconds() : 0.0; }
 
   // Bytes of activations one forward of `n_tokens` tokens and `n_seqs` sequences needs at most.
   static int64_t activation_bytes(const ModelConfig& config, DType dtype, int64_t n_tokens,
                                   int64_t n_seqs);
 
  private:
+  Tensor run(const BoundBatch& b);
+  Tensor forward_decode(const BoundBatch& batch);
+  // Pads rows [n, bucket) and runs (or replays) the bucket's decode forward.
+  Tensor decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket);
+  Tensor forward_prefill(const BoundBatch& batch);
+  int32_t bucket_for(int32_t n) const;
+  // Re-slices the batch's metadata views to `n_seqs` sequences / `n_tokens` tokens.
+  BoundBatch resized(const BoundBatch& batch, int32_t n_tokens, int32_t n_seqs) const;
+
   const Transformer* model_;
   InferenceWorkspace& ws_;
+  ExecutorOptions opts_;
   ScratchArena arena_;
+  std::unique_ptr<CudaGraphRunner> graphs_;  // CUDA with graphs on
+  std::unique_ptr<CudaGraphRunner> stream_;  // CUDA with graphs off: just the stream
+  std::vector<int32_t> buckets_;
+  int sm_count_ = 1;
 };
 
 }  // namespace vela

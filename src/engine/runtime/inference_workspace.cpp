@@ -1,6 +1,8 @@
 // InferenceWorkspace: one-time allocation of the per-step buffers and the host -> device upload.
 #include "engine/runtime/inference_workspace.h"
 
+#include "ops/attention.h"
+
 namespace vela {
 
 InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
@@ -14,22 +16,30 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
   const int64_t n_tok = c.max_tokens_per_step, n_seq = c.max_seqs;
   // All int32 metadata lives in one buffer (and one host mirror), so a step uploads it with a
   // single copy: [input_ids | positions | out_cache_loc | req_pool_indices | seq_lens | qo_indptr |
-  // kv_indptr | logits_indices].
-  const int64_t sizes[8] = {n_tok, n_tok, n_tok, n_seq, n_seq, n_seq + 1, n_seq + 1, n_seq};
+  // kv_indptr | logits_indices | tile_seq_idx | tile_q_start].
+  const int64_t n_tiles = ops::prefill_max_tiles(n_tok, n_seq);
+  const int64_t sizes[10] = {n_tok,     n_tok,     n_tok, n_seq,   n_seq,
+                             n_seq + 1, n_seq + 1, n_seq, n_tiles, n_tiles};
   int64_t total = 0;
   for (int64_t n : sizes) total += n;
-  auto carve = [&](const Tensor& buf, Tensor* out[8]) {
+  auto carve = [&](const Tensor& buf, Tensor* out[10]) {
     int64_t off = 0;
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 10; ++i) {
       *out[i] = buf.slice(0, off, off + sizes[i]);
       off += sizes[i];
     }
   };
   meta_ = Tensor::zeros({total}, DType::kI32, c.device);
-  Tensor* dev[8] = {&input_ids, &positions, &out_cache_loc, &req_pool_indices,
-                    &seq_lens,  &qo_indptr, &kv_indptr,     &logits_indices};
+  Tensor* dev[10] = {&input_ids, &positions, &out_cache_loc,  &req_pool_indices, &seq_lens,
+                     &qo_indptr, &kv_indptr, &logits_indices, &tile_seq_idx,     &tile_q_start};
   carve(meta_, dev);
   logits = Tensor::zeros({n_seq, c.vocab_size}, DType::kF32, c.device);
+  if (c.n_heads > 0 && c.head_dim > 0) {
+    o_part = Tensor::empty({ops::decode_o_part_numel(n_seq, c.n_heads, c.head_dim, ops::kMaxDecodeSplits)},
+                           DType::kF32, c.device);
+    lse_part = Tensor::empty({ops::decode_lse_part_numel(n_seq, c.n_heads, ops::kMaxDecodeSplits)},
+                             DType::kF32, c.device);
+  }
   if (c.device.is_cpu()) {
     host_meta_ = meta_;
     host.logits = logits;
@@ -38,8 +48,10 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
     host.logits = Tensor::zeros({n_seq, c.vocab_size}, DType::kF32, Device::cpu());
     host.step_logits = Tensor::zeros({n_seq, c.vocab_size}, DType::kF32, Device::cpu());
   }
-  Tensor* hst[8] = {&host.input_ids, &host.positions, &host.out_cache_loc, &host.req_pool_indices,
-                    &host.seq_lens,  &host.qo_indptr, &host.kv_indptr,     &host.logits_indices};
+  Tensor* hst[10] = {&host.input_ids,      &host.positions,    &host.out_cache_loc,
+                     &host.req_pool_indices, &host.seq_lens,     &host.qo_indptr,
+                     &host.kv_indptr,        &host.logits_indices, &host.tile_seq_idx,
+                     &host.tile_q_start};
   carve(host_meta_, hst);
 }
 

@@ -16,6 +16,7 @@ struct WorkspaceConfig {
   int32_t max_tokens_per_step = 0;  // packed tokens per step (prefill chunks + decodes)
   int64_t vocab_size = 0;
   Device device = Device::cpu();
+  int64_t n_heads = 0, head_dim = 0;  // for the split-KV decode partials (0: none)
 };
 
 class InferenceWorkspace {
@@ -27,6 +28,7 @@ class InferenceWorkspace {
   const WorkspaceConfig& config() const { return config_; }
   int32_t max_seqs() const { return config_.max_seqs; }
   int32_t max_tokens() const { return config_.max_tokens_per_step; }
+  int64_t max_tiles() const { return tile_seq_idx.size(0); }
   Device device() const { return config_.device; }
   bool has_host_mirror() const { return !config_.device.is_cpu(); }
 
@@ -39,6 +41,10 @@ class InferenceWorkspace {
   Tensor kv_indptr;         // [max_seqs + 1] i32
   Tensor logits_indices;    // [max_seqs] i32
   Tensor logits;            // [max_seqs, vocab] f32, on the device
+  Tensor tile_seq_idx;      // [max_tiles] i32: prefill Q-tile work list (ops::plan_prefill_tiles)
+  Tensor tile_q_start;      // [max_tiles] i32
+  Tensor o_part;            // [max_seqs * n_heads * kMaxDecodeSplits * head_dim] f32 decode partials
+  Tensor lse_part;          // [max_seqs * n_heads * kMaxDecodeSplits] f32
 
   // Host staging for the int32 metadata (same tensors as above on the CPU).
   struct Host {
@@ -50,6 +56,8 @@ class InferenceWorkspace {
     Tensor qo_indptr;         // [max_seqs + 1] i32
     Tensor kv_indptr;         // [max_seqs + 1] i32
     Tensor logits_indices;    // [max_seqs] i32
+    Tensor tile_seq_idx;      // [max_tiles] i32
+    Tensor tile_q_start;      // [max_tiles] i32
     Tensor logits;            // [max_seqs, vocab] f32: the CPU sampler's rows (== logits on CPU)
     Tensor step_logits;       // [max_seqs, vocab] f32: a forward's logits read back (CUDA only)
   } host;
@@ -60,7 +68,7 @@ class InferenceWorkspace {
 
  private:
   WorkspaceConfig config_;
-  Tensor meta_;       // [3 * max_tokens + 5 * max_seqs + 2] i32: every metadata tensor is a slice
+  Tensor meta_;       // i32: every metadata tensor (and the prefill work list) is a slice of it
   Tensor host_meta_;  // its host mirror (== meta_ on the CPU)
 };
 

@@ -1,0 +1,234 @@
+// `vela bench engine`: the inference engine end to end (scheduler + executor + sampler, CUDA
+// graphs on CUDA) on a random model — decode at batch 1 for long contexts, decode at a large
+// batch, and one long prefill — each next to its floor: decode streams the weights plus the live
+// KV once per step (bytes / measured device copy bandwidth), prefill is bound by tensor-core FLOPs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "bench/bench_util.h"
+#include "cli/args.h"
+#include "core/cuda/cuda_api.h"
+#include "core/mmap_file.h"
+#include "core/rng.h"
+#include "engine/engine.h"
+#ifdef VELA_HAS_CUDA
+#include "ops/cuda/bench_cuda.h"
+#endif
+
+namespace vela::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+json engine_preset(const std::string& name) {
+  if (name == "100m")
+    return json::parse(R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 768,
+      "num_hidden_layers": 12, "intermediate_size": 2048, "num_attention_heads": 12,
+      "num_key_value_heads": 4, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+      "rope_theta": 10000.0, "tie_word_embeddings": true})");
+  if (name == "bench-1b")  // TARGETS.md
+    return json::parse(R"({"model_type": "llama", "vocab_size": 100000, "hidden_size": 1536,
+      "num_hidden_layers": 24, "intermediate_size": 6912, "num_attention_heads": 24,
+      "num_key_value_heads": 4, "head_dim": 64, "max_position_embeddings": 32768,
+      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})");
+  VELA_THROW(InvalidArgument, "unknown preset '", name, "' (100m, bench-1b)");
+}
+
+std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    p[static_cast<size_t>(i)] = static_cast<int32_t>(philox_u32(seed, 7, static_cast<uint64_t>(i)) % vocab);
+  return p;
+}
+
+struct Timeline {
+  std::vector<std::pair<double, int>> events;  // (seconds since start, tokens)
+  double first() const { return events.empty() ? 0 : events.front().first; }
+  double last() const { return events.empty() ? 0 : events.back().first; }
+};
+
+// Submits `batch` requests and records every token event's time; returns one timeline each.
+std::vector<Timeline> run_requests(Engine& engine, const std::vector<Request>& reqs, Clock::time_point t0) {
+  std::vector<RequestHandlePtr> handles;
+  for (const Request& r : reqs) {
+    RequestHandlePtr h = engine.submit(r);
+    VELA_CHECK(h != nullptr, "bench: the engine's queue is full");
+    handles.push_back(h);
+  }
+  std::vector<Timeline> out(handles.size());
+  std::vector<std::thread> readers;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    readers.emplace_back([&, i] {
+      StreamEvent ev;
+      while (handles[i]->next(ev)) {
+        double t = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (!ev.tokens.empty()) out[i].events.emplace_back(t, static_cast<int>(ev.tokens.size()));
+      }
+    });
+  }
+  for (auto& r : readers) r.join();
+  return out;
+}
+
+struct Case {
+  std::string name;
+  int batch;
+  int64_t context;  // prompt tokens (decode cases) or prefill length
+  bool prefill;
+};
+
+}  // namespace
+
+int bench_engine_main(int argc, char** argv) {
+  Args args(argc, argv, {"help", "no-graphs"});
+  if (args.has("help")) {
+    std::printf(
+        "usage: vela bench engine [--device cuda|cpu] [--preset bench-1b|100m | --config FILE]\n"
+        "                         [--dtype bf16|f32] [--decode N] [--cases LIST] [--no-graphs]\n"
+        "                         [--json FILE]\n"
+        "  cases (comma list; default all): decode1k, decode8k, decode32k, batch64, prefill8k\n");
+    return 0;
+  }
+  Device device = Device::parse(args.get("device", cuda::available() ? "cuda" : "cpu"));
+  std::string config_path = args.get("config", "");
+  std::string preset_name = args.get("preset", device.is_cuda() ? "bench-1b" : "100m");
+  DType dtype = parse_dtype(args.get("dtype", "bf16"));
+  int64_t n_decode = args.get_int("decode", 128);
+  std::string cases_arg = args.get("cases", "decode1k,decode8k,decode32k,batch64,prefill8k");
+  bool graphs = !args.has("no-graphs");
+  std::string json_path = args.get("json", "");
+  args.check_all_used();
+  VELA_CHECK(n_decode >= 8, "--decode must be at least 8");
+
+  ModelConfig mc = config_path.empty() ? ModelConfig::from_json(engine_preset(preset_name), preset_name)
+                                       : ModelConfig::from_file(config_path);
+  std::vector<Case> all = {{"decode1k", 1, 1024, false},
+                           {"decode8k", 1, 8192, false},
+                           {"decode32k", 1, 32768, false},
+                           {"batch64", 64, 512, false},
+                           {"prefill8k", 1, 8192, true}};
+  std::vector<Case> cases;
+  for (const Case& c : all)
+    if (("," + cases_arg + ",").find("," + c.name + ",") != std::string::npos) cases.push_back(c);
+  VELA_CHECK(!cases.empty(), "--cases selects nothing from '", cases_arg, "'");
+
+  int64_t max_ctx = std::min<int64_t>(mc.max_position_embeddings, 32768);
+  EngineConfig ec;
+  ec.max_seqs = 64;
+  ec.max_tokens_per_step = 8192;
+  ec.max_ctx = static_cast<int32_t>(max_ctx);
+  ec.n_kv_slots = std::max<int64_t>(max_ctx + 256, 64 * (512 + n_decode + 64));
+  ec.cuda_graphs = graphs;
+  ec.max_waiting = 4096;
+
+  std::printf("model %s: %.2fB params, %s on %s, CUDA graphs %s\n",
+              config_path.empty() ? preset_name.c_str() : config_path.c_str(), mc.n_params() / 1e9,
+              dtype_name(dtype), device.str().c_str(), device.is_cuda() && graphs ? "on" : "off");
+  auto t_build = Clock::now();
+  Engine engine(Transformer::random(mc, dtype, device, /*seed=*/1), nullptr, ec);
+  double build_s = std::chrono::duration<double>(Clock::now() - t_build).count();
+  std::printf("engine start %.2f s (graph capture %.0f ms, %zu graphs)\n", build_s,
+              engine.graph_capture_seconds() * 1000, engine.n_cuda_graphs());
+
+  double bw_gbps = 0;
+#ifdef VELA_HAS_CUDA
+  // D2D copy counted read + write: the rate the memory moves bytes (TARGETS.md's 4.3 TB/s).
+  if (device.is_cuda()) bw_gbps = ops::cuda::bench_copy_gbps(1ull << 30);
+#endif
+  if (bw_gbps == 0) bw_gbps = measure_read_gbps(512ull << 20, 3);
+  const double peak_tflops = device.is_cuda() ? 825.0 : 0.0;  // TARGETS.md bf16 GEMM peak
+  const double weight_bytes = static_cast<double>(mc.n_params()) * dtype_size(dtype);
+  const double kv_bytes_per_token = 2.0 * mc.n_layers * mc.n_kv_heads * mc.head_dim * dtype_size(dtype);
+  std::printf("floors from %.0f GB/s (device copy) and %.0f TFLOP/s\n\n", bw_gbps, peak_tflops);
+
+  json results = json::array();
+  std::printf("%-10s %6s %8s %12s %12s %14s %12s\n", "case", "batch", "context", "ms/step", "tok/s",
+              "achieved", "of floor");
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    // Warm-up request with the same shape (captures any graph this case needs).
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    if (c.prefill) {
+      p.max_tokens = 1;
+      std::vector<double> ttft;
+      for (int rep = 0; rep < 3; ++rep) {
+        Request r{random_prompt(c.context, mc.vocab_size, ++seed), p};
+        auto t0 = Clock::now();
+        auto tl = run_requests(engine, {r}, t0);
+        ttft.push_back(tl[0].first());
+      }
+      std::sort(ttft.begin(), ttft.end());
+      double t = ttft[1];
+      double tok_s = c.context / t;
+      double flops = 2.0 * mc.n_params() * c.context +
+                     2.0 * mc.n_layers * mc.n_heads * mc.head_dim * static_cast<double>(c.context) * c.context;
+      double tflops = flops / t / 1e12;
+      double ratio = peak_tflops > 0 ? tflops / peak_tflops : 0;
+      std::printf("%-10s %6d %8lld %12.3f %12.0f %9.0f TF/s %11.1f%%\n", c.name.c_str(), c.batch,
+                  static_cast<long long>(c.context), t * 1000, tok_s, tflops, ratio * 100);
+      results.push_back({{"case", c.name}, {"batch", c.batch}, {"context", c.context},
+                         {"ms", t * 1000}, {"tokens_per_s", tok_s}, {"tflops", tflops},
+                         {"floor_ratio", ratio}});
+      continue;
+    }
+    p.max_tokens = static_cast<int32_t>(n_decode);
+    int64_t prompt_len = std::min<int64_t>(c.context, max_ctx - n_decode - 1);
+    std::vector<Request> reqs;
+    for (int b = 0; b < c.batch; ++b) reqs.push_back({random_prompt(prompt_len, mc.vocab_size, ++seed), p});
+    {  // warm-up: short decode of the same shape
+      std::vector<Request> warm = reqs;
+      for (auto& r : warm) {
+        r.params.max_tokens = 4;
+        r.prompt = random_prompt(prompt_len, mc.vocab_size, ++seed);
+      }
+      run_requests(engine, warm, Clock::now());
+    }
+    auto t0 = Clock::now();
+    auto tls = run_requests(engine, reqs, t0);
+    double start = 0, end = 1e30;
+    for (const auto& tl : tls) {
+      start = std::max(start, tl.first());
+      end = std::min(end, tl.last());
+    }
+    int64_t tokens = 0;
+    for (const auto& tl : tls)
+      for (const auto& [t, n] : tl.events)
+        if (t > start && t <= end) tokens += n;
+    double window = end - start;
+    VELA_CHECK(window > 0 && tokens > 0, "bench: no steady decode window (decode more tokens)");
+    double tok_s = tokens / window;
+    double steps_s = tok_s / c.batch;
+    double ms_step = 1000.0 / steps_s;
+    double ctx_mid = prompt_len + n_decode / 2.0;
+    double bytes = weight_bytes + kv_bytes_per_token * ctx_mid * c.batch;
+    double gbps = bytes * steps_s / 1e9;
+    double floor_ms = bytes / (bw_gbps * 1e9) * 1000;
+    std::printf("%-10s %6d %8lld %12.3f %12.0f %9.0f GB/s %11.1f%%\n", c.name.c_str(), c.batch,
+                static_cast<long long>(prompt_len), ms_step, tok_s, gbps, floor_ms / ms_step * 100);
+    results.push_back({{"case", c.name},         {"batch", c.batch},     {"context", prompt_len},
+                       {"ms_per_step", ms_step}, {"tokens_per_s", tok_s}, {"gbps", gbps},
+                       {"floor_ms", floor_ms},   {"floor_ratio", floor_ms / ms_step}});
+  }
+  if (!json_path.empty()) {
+    json j = {{"benchmark", "engine"},
+              {"model", config_path.empty() ? preset_name : config_path},
+              {"dtype", dtype_name(dtype)},
+              {"device", device.str()},
+              {"cuda_graphs", device.is_cuda() && graphs},
+              {"engine_start_s", build_s},
+              {"graph_capture_s", engine.graph_capture_seconds()},
+              {"bandwidth_gbps", bw_gbps},
+              {"results", results}};
+    std::string text = j.dump(2) + "\n";
+    write_file_atomic(json_path, text.data(), text.size());
+    std::printf("\nwrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace vela::cli

@@ -132,7 +132,7 @@ PY
 rm -f "$kjv"
 cat >&2 <<EOF
 [corpus] wrote $OUT/{train,valid}.jsonl
-next steps (see docs/training.md):
+next steps (see docs/data.md):
   build/vela tokenize train --vocab-size 8192 --special "<|endoftext|>,<|im_start|>,<|im_end|>" $OUT/train.txt --out $OUT/tokenizer
   build/vela preprocess --config examples/pretrain_prep.json $OUT/train.jsonl -o $OUT/shards/train
   build/vela preprocess --config examples/pretrain_prep.json $OUT/valid.jsonl -o $OUT/shards/valid

@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: vela preprocess [--config prep.json] INPUT.jsonl... -o DIR [options]\n"
-    "  turns JSONL records into token shards for `vela train` (see docs/training.md)\n"
+    "  turns JSONL records into token shards for `vela train` (see docs/data.md)\n"
     "  --config FILE        the preprocess config (JSON); every key below overrides it\n"
     "  -o, --out DIR        output directory (shard_*.bin + index.json)\n"
     "  --tokenizer DIR      tokenizer directory (tokenizer.json [+ tokenizer_config.json])\n"

@@ -211,6 +211,38 @@ TEST(RecordEncoder, ChatWithTools) {
   EXPECT_EQ(e.encode_record(rec).bad_reason, "wrong_type");
 }
 
+// Llama 3.1's template: BOS from the template, turns end in <|eot_id|>; the same prefix-rendering
+// masks, and piecewise tokenization equals whole-text tokenization here too.
+TEST(RecordEncoder, ChatLlama3Masks) {
+  std::string dir = (test::assets_dir() / "tokenizers" / "llama3_1").string();
+  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << "no Llama 3.1 tokenizer";
+  Tokenizer tok = Tokenizer::from_file(dir);
+  ChatTemplate tpl = ChatTemplate::from_tokenizer_config(dir);
+  PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", dir}, {"format", "chat"}});
+  RecordEncoder e(c, tok, &tpl);
+  json messages = json::array({{{"role", "system"}, {"content", "Be brief."}},
+                               {{"role", "user"}, {"content", "Hi!"}},
+                               {{"role", "assistant"}, {"content", "Hello there."}},
+                               {{"role", "user"}, {"content", "Name a colour."}},
+                               {{"role", "assistant"}, {"content", "Blue."}}});
+  EncodeResult r = e.encode_record({{"messages", messages}});
+  ASSERT_TRUE(r.ok()) << r.bad_reason << " " << r.detail;
+  std::string full = tpl.render(messages, nullptr, false);
+  EXPECT_EQ(full.rfind("<|begin_of_text|>", 0), 0u);
+  EXPECT_EQ(r.doc.tokens, tok.encode(full));
+  std::vector<std::string> runs;
+  std::vector<int32_t> cur;
+  for (size_t i = 0; i <= r.doc.tokens.size(); ++i) {
+    if (i < r.doc.tokens.size() && r.doc.mask[i]) {
+      cur.push_back(r.doc.tokens[i]);
+    } else if (!cur.empty()) {
+      runs.push_back(tok.decode(cur));
+      cur.clear();
+    }
+  }
+  EXPECT_EQ(runs, (std::vector<std::string>{"Hello there.<|eot_id|>", "Blue.<|eot_id|>"}));
+}
+
 TEST(RecordEncoder, BadChatRecords) {
   VELA_REQUIRE_QWEN3();
   PreprocessConfig c =

@@ -74,12 +74,12 @@ TEST_F(CudaEngine, F32GreedyEqualsTheCpuEngineForEveryFixture) {
     std::string dir = fixture(name);
     auto reqs = mixed_requests(fixture_prompt(dir), 12, false);
     Engine cpu(Transformer::load(dir), nullptr, small_config());
-    Engine gpu(Transformer::load(dir, DType::kF32, gpu()), nullptr, small_config());
+    Engine dev(Transformer::load(dir, DType::kF32, gpu()), nullptr, small_config());
     auto a = cpu.generate(reqs);
-    auto b = gpu.generate(reqs);
+    auto b = dev.generate(reqs);
     for (size_t i = 0; i < reqs.size(); ++i)
       EXPECT_EQ(a[i].completions[0].tokens, b[i].completions[0].tokens) << "request " << i;
-    EXPECT_EQ(gpu.stats().running, 0);
+    EXPECT_EQ(dev.stats().running, 0);
   }
 }
 
@@ -98,9 +98,9 @@ TEST_F(CudaEngine, Bf16StaysCloseToF32) {
     r.params.ignore_eos = true;
     r.params.logprobs = true;
     Engine cpu(Transformer::load(dir), nullptr, small_config());
-    Engine gpu(Transformer::load(dir, DType::kBF16, gpu()), nullptr, small_config());
+    Engine dev(Transformer::load(dir, DType::kBF16, gpu()), nullptr, small_config());
     Completion a = cpu.generate({r})[0].completions[0];
-    Completion b = gpu.generate({r})[0].completions[0];
+    Completion b = dev.generate({r})[0].completions[0];
     EXPECT_EQ(a.tokens[0], b.tokens[0]) << name;
     worst = std::max(worst, std::fabs(static_cast<double>(a.logprobs[0].logprob - b.logprobs[0].logprob)));
     for (size_t i = 0; i < a.tokens.size(); ++i) agree += a.tokens[i] == b.tokens[i];

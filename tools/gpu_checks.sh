@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Everything the GPU machine checks in one call (see docs/engine.md): build with CUDA for sm_90,
+# run every CUDA test, the CUDA training tests, the engine benchmark and the gradient fixtures.
+# Logs and results go to $OUT (the device tool brings them back).
+# usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_checks.sh [what...]
+#   what: build tests bench grads (default: all)
+set -uo pipefail
+OUT="${OUT:-/tmp/vela-gpu}"
+mkdir -p "$OUT"
+WHAT="${*:-build tests bench grads}"
+D=/tmp/deps
+if [ -d .deps-debs ]; then
+  mkdir -p "$D"
+  for f in .deps-debs/*.deb; do dpkg -x "$f" "$D"; done
+  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$D
+  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
+fi
+has() { [[ " $WHAT " == *" $1 "* ]]; }
+if has build; then
+  { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&
+    ninja -C build-gpu -j16 vela test_cuda test_train test_engine; } > "$OUT/build.log" 2>&1 ||
+    { tail -40 "$OUT/build.log"; exit 1; }
+  echo "build ok"
+fi
+if has grads; then
+  python3 tools/make_grad_fixtures.py --out "$OUT/grads" > "$OUT/grads.log" 2>&1 && echo "grads ok" || tail -20 "$OUT/grads.log"
+fi
+cd tests
+if has tests; then
+  timeout 300 ../build-gpu/tests/test_cuda > "$OUT/test_cuda.log" 2>&1
+  echo "test_cuda rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cuda.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]|Failure|bf16 GPU vs" "$OUT/test_cuda.log" | head -30
+  timeout 120 ../build-gpu/tests/test_train --gtest_filter='*Cuda*' > "$OUT/test_train_cuda.log" 2>&1
+  echo "test_train cuda rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_train_cuda.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]|Failure" "$OUT/test_train_cuda.log" | head -20
+fi
+if has bench; then
+  timeout 240 ../build-gpu/vela bench engine --json "$OUT/engine_h200.json" > "$OUT/engine_h200.txt" 2>&1
+  echo "bench engine rc=$?"; cat "$OUT/engine_h200.txt"
+  timeout 60 ../build-gpu/tests/test_cuda --gtest_filter='*Sampling*Bench*' --gtest_also_run_disabled_tests \
+    > "$OUT/sampling_bench.log" 2>&1; tail -25 "$OUT/sampling_bench.log"
+fi

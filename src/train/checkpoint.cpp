@@ -224,11 +224,26 @@ std::string latest_checkpoint(const std::string& out_dir) {
   return all.empty() ? std::string() : all.back().second;
 }
 
+void prune_checkpoints(const std::string& out_dir, int64_t keep) {
+  if (keep <= 0) return;
+  auto all = list_checkpoints(out_dir);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) {
+    const fs::path p(all[i].second);
+    const fs::path hidden =
+        p.parent_path() / ("." + p.filename().string() + ".pruned-" + std::to_string(::getpid()));
+    rename_path(p, hidden);
+    std::error_code ec;
+    fs::remove_all(hidden, ec);
+    if (ec) VELA_LOG_WARN("[checkpoint] could not remove ", hidden.string(), ": ", ec.message());
+  }
+}
+
 void recover_checkpoints(const std::string& out_dir) {
   std::error_code ec;
   if (!fs::is_directory(out_dir, ec)) return;
   static const std::regex staging_re("\\.(step-[0-9]+)\\.staging-([0-9]+)");
   static const std::regex retired_re("\\.(step-[0-9]+)\\.retired-([0-9]+)-[0-9]+");
+  static const std::regex pruned_re("\\.step-[0-9]+\\.pruned-[0-9]+");
   std::vector<fs::path> entries;
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec))
     entries.push_back(e.path());
@@ -236,7 +251,9 @@ void recover_checkpoints(const std::string& out_dir) {
   for (const fs::path& p : entries) {
     const std::string file = p.filename().string();
     std::smatch m;
-    if (std::regex_match(file, m, staging_re)) {
+    if (std::regex_match(file, m, pruned_re)) {
+      fs::remove_all(p, ec);  // an interrupted pruning
+    } else if (std::regex_match(file, m, staging_re)) {
       const long pid = std::stol(m[2].str());
       if (pid != ::getpid() && pid_alive(pid)) continue;  // another live writer
       VELA_LOG_INFO("[checkpoint] removing unfinished staging directory ", p.string());

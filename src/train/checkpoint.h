@@ -75,6 +75,9 @@ bool verify_checkpoint(const std::string& dir);
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& out_dir);
 // The path of the highest published step, or "" when there is none.
 std::string latest_checkpoint(const std::string& out_dir);
+// Removes all but the newest `keep` published checkpoints (each renamed to a hidden name first, so
+// a checkpoint is never visible half-deleted). keep <= 0 keeps everything.
+void prune_checkpoints(const std::string& out_dir, int64_t keep);
 // Removes staging directories of processes that no longer run, and either removes a retired
 // checkpoint (its step was re-published) or renames it back (the re-publication never finished).
 void recover_checkpoints(const std::string& out_dir);

@@ -34,10 +34,8 @@ Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
   if (config_.threads > 0) set_num_threads(config_.threads);
   const Device device = Device::parse(config_.device);
   const DType dtype = compute_dtype(config_.dtype);
-  if (config_.resume) {
-    recover_checkpoints(config_.out_dir);
-    resume_dir_ = latest_checkpoint(config_.out_dir);
-  }
+  recover_checkpoints(config_.out_dir);  // debris of an earlier killed run
+  if (config_.resume) resume_dir_ = latest_checkpoint(config_.out_dir);
   if (!resume_dir_.empty()) {
     // The checkpoint's own config.json defines the architecture; its weights are loaded in init().
     model_ = std::make_unique<Transformer>(Transformer::load(resume_dir_, dtype, device));
@@ -62,10 +60,8 @@ Trainer::Trainer(TrainerConfig config, std::unique_ptr<Transformer> model, Datas
   config_.validate();
   VELA_CHECK(model_ != nullptr && data_.train != nullptr, "Trainer: a model and data are required");
   if (config_.threads > 0) set_num_threads(config_.threads);
-  if (config_.resume) {
-    recover_checkpoints(config_.out_dir);
-    resume_dir_ = latest_checkpoint(config_.out_dir);
-  }
+  recover_checkpoints(config_.out_dir);  // debris of an earlier killed run
+  if (config_.resume) resume_dir_ = latest_checkpoint(config_.out_dir);
   init(!resume_dir_.empty());
 }
 
@@ -267,6 +263,7 @@ std::string Trainer::save_checkpoint() {
   p.extra_files = tokenizer_files();
   const std::string path = save_training_checkpoint(config_.out_dir, p);
   last_saved_step_ = step_;
+  prune_checkpoints(config_.out_dir, config_.keep_last);
   for (auto& cb : callbacks_) cb->on_checkpoint(*this, step_, path);
   return path;
 }

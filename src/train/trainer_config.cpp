@@ -63,6 +63,8 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
       read(v, key, c.save_every);
     else if (key == "save_final")
       read(v, key, c.save_final);
+    else if (key == "keep_last")
+      read(v, key, c.keep_last);
     else if (key == "verify_checkpoints")
       read(v, key, c.verify_checkpoints);
     else if (key == "progress")
@@ -107,6 +109,7 @@ json TrainerConfig::to_json() const {
               {"eval_batches", eval_batches},
               {"save_every", save_every},
               {"save_final", save_final},
+              {"keep_last", keep_last},
               {"verify_checkpoints", verify_checkpoints},
               {"progress", progress},
               {"threads", threads},
@@ -126,8 +129,8 @@ void TrainerConfig::validate() const {
   VELA_CHECK(max_steps >= 0, "train config: max_steps must be >= 0, got ", max_steps);
   VELA_CHECK(grad_accum >= 1, "train config: grad_accum must be >= 1, got ", grad_accum);
   VELA_CHECK(log_every >= 1, "train config: log_every must be >= 1, got ", log_every);
-  VELA_CHECK(eval_every >= 0 && save_every >= 0 && eval_batches >= 0,
-             "train config: eval_every, eval_batches and save_every must be >= 0");
+  VELA_CHECK(eval_every >= 0 && save_every >= 0 && eval_batches >= 0 && keep_last >= 0,
+             "train config: eval_every, eval_batches, save_every and keep_last must be >= 0");
   VELA_CHECK(init_std > 0, "train config: init_std must be > 0, got ", init_std);
   VELA_CHECK(train.label_smoothing >= 0 && train.label_smoothing < 1,
              "train config: label_smoothing must be in [0, 1), got ", train.label_smoothing);

@@ -39,6 +39,7 @@ struct TrainerConfig {
   int64_t eval_batches = 0;        // validation batches per pass (0 = the whole validation set)
   int64_t save_every = 0;          // checkpoint every N steps (0 = only at the end)
   bool save_final = true;          // checkpoint after the last step
+  int64_t keep_last = 0;           // keep only the newest N published checkpoints (0 = all)
   bool verify_checkpoints = true;  // sha256 check when resuming / init_from a checkpoint
   bool progress = true;            // progress lines on stderr
   int threads = 0;                 // CPU threads (0 = OpenMP default)

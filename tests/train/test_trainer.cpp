@@ -230,7 +230,8 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   const std::string data = write_shards(tmp.path / "data");
   TrainerConfig c = make_config(data, (tmp.path / "out").string(), "adamw");
   c.max_steps = 60;
-  c.save_every = 0;
+  c.save_every = 20;
+  c.keep_last = 2;
   c.eval_every = 0;
   c.schedule.lr = 1e-2;
   std::vector<double> losses;
@@ -244,6 +245,9 @@ TEST(Trainer, LossFallsAndCheckpointLoads) {
   std::printf("train loss %.3f -> %.3f, validation %.3f -> %.3f\n", early, late, val0, val1);
   EXPECT_LT(late, 0.7 * early);
   EXPECT_LT(val1, 0.8 * val0);
+  auto kept = list_checkpoints(c.out_dir);
+  ASSERT_EQ(kept.size(), 2u);  // keep_last: steps 40 and 60
+  EXPECT_EQ(kept[0].first, 40);
   Transformer loaded = Transformer::load(latest_checkpoint(c.out_dir));
   EXPECT_TRUE(weight_bytes(loaded) == weight_bytes(t.model()));
 }

@@ -31,6 +31,8 @@ int64_t count_targets(const TrainBatch& b) {
 
 Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
   config_.validate();
+  VELA_CHECK(!config_.data.path.empty(),
+             "train config: data.path is required (a directory written by `vela preprocess`)");
   if (config_.threads > 0) set_num_threads(config_.threads);
   const Device device = Device::parse(config_.device);
   const DType dtype = compute_dtype(config_.dtype);
@@ -48,9 +50,6 @@ Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
     model_ = std::make_unique<Transformer>(
         Transformer::random(mc, dtype, device, config_.seed, static_cast<float>(config_.init_std)));
   }
-  VELA_CHECK(!config_.data.path.empty(),
-             "train config: data.path is required (a directory "
-             "written by `vela preprocess`)");
   data_ = make_datasets(config_.data);
   init(!resume_dir_.empty());
 }

@@ -16,7 +16,8 @@ namespace {
 
 std::string block_text(const json& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) throw ApiError(400, param + " must be a string or a list of blocks", param);
+  if (!content.is_array())
+    throw ApiError(400, param + " must be a string or a list of blocks", param);
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     std::string p = param + "." + std::to_string(i);
@@ -24,7 +25,8 @@ std::string block_text(const json& content, const std::string& param) {
     if (!b.is_object()) throw ApiError(400, p + " must be an object", p);
     const json* type = field(b, "type");
     std::string t = type ? string_field(*type, p + ".type") : "";
-    if (t != "text") throw ApiError(400, p + ": only text blocks are allowed here, got '" + t + "'", p);
+    if (t != "text")
+      throw ApiError(400, p + ": only text blocks are allowed here, got '" + t + "'", p);
     const json* tx = field(b, "text");
     if (!tx) throw ApiError(400, p + ".text is required", p + ".text");
     text += string_field(*tx, p + ".text");
@@ -51,7 +53,8 @@ ChatPrompt convert_request(const ServerContext& ctx, const json& body) {
     if (!role_j) throw ApiError(400, p + ".role: field required", p + ".role");
     std::string role = string_field(*role_j, p + ".role");
     if (role != "user" && role != "assistant")
-      throw ApiError(400, p + ".role: unexpected role '" + role + "' (user or assistant)", p + ".role");
+      throw ApiError(400, p + ".role: unexpected role '" + role + "' (user or assistant)",
+                     p + ".role");
     const json* content = field(m, "content");
     if (!content) throw ApiError(400, p + ".content: field required", p + ".content");
     if (content->is_string()) {
@@ -97,8 +100,9 @@ ChatPrompt convert_request(const ServerContext& ctx, const json& body) {
           msg["tool_call_id"] = string_field(*id, bp + ".tool_use_id");
         tool_results.push_back(std::move(msg));
       } else {
-        throw ApiError(400, bp + ".type '" + type + "' is not supported in a " + role +
-                                " message (text, tool_use, tool_result, thinking)",
+        throw ApiError(400,
+                       bp + ".type '" + type + "' is not supported in a " + role +
+                           " message (text, tool_use, tool_result, thinking)",
                        bp + ".type");
       }
     }
@@ -121,10 +125,12 @@ ChatPrompt convert_request(const ServerContext& ctx, const json& body) {
       if (!name || string_field(*name, p + ".name").empty())
         throw ApiError(400, p + ".name: a non-empty string is required", p + ".name");
       json fn = {{"name", name->get<std::string>()}};
-      if (const json* d = field(t, "description")) fn["description"] = string_field(*d, p + ".description");
+      if (const json* d = field(t, "description"))
+        fn["description"] = string_field(*d, p + ".description");
       const json* schema = field(t, "input_schema");
       if (!schema || !schema->is_object())
-        throw ApiError(400, p + ".input_schema: a JSON schema object is required", p + ".input_schema");
+        throw ApiError(400, p + ".input_schema: a JSON schema object is required",
+                       p + ".input_schema");
       fn["parameters"] = *schema;
       cp.tools.push_back({{"type", "function"}, {"function", fn}});
     }
@@ -166,7 +172,8 @@ json sampling_json(const json& body) {
                         "presence_penalty", "frequency_penalty", "repetition_penalty"})
     if (const json* v = field(body, k)) s[k] = *v;
   if (const json* v = field(body, "stop_sequences")) {
-    if (!v->is_array()) throw ApiError(400, "stop_sequences must be a list of strings", "stop_sequences");
+    if (!v->is_array())
+      throw ApiError(400, "stop_sequences must be a list of strings", "stop_sequences");
     s["stop"] = *v;
   }
   return s;
@@ -177,8 +184,10 @@ const char* stop_reason(const Completion& c, bool tool_calls) {
     case FinishReason::kStop:
       if (tool_calls) return "tool_use";
       return c.stop_reason.empty() ? "end_turn" : "stop_sequence";
-    case FinishReason::kLength: return "max_tokens";
-    default: return "end_turn";
+    case FinishReason::kLength:
+      return "max_tokens";
+    default:
+      return "end_turn";
   }
 }
 
@@ -206,8 +215,12 @@ bool stream_message(MessageState& st, httplib::DataSink& sink) {
     }
     return true;
   };
-  json message = {{"id", st.id},           {"type", "message"},     {"role", "assistant"},
-                  {"content", json::array()}, {"model", st.model},  {"stop_reason", nullptr},
+  json message = {{"id", st.id},
+                  {"type", "message"},
+                  {"role", "assistant"},
+                  {"content", json::array()},
+                  {"model", st.model},
+                  {"stop_reason", nullptr},
                   {"stop_sequence", nullptr},
                   {"usage", {{"input_tokens", st.session->prompt_tokens()}, {"output_tokens", 0}}}};
   write("message_start", {{"type", "message_start"}, {"message", message}});
@@ -218,7 +231,8 @@ bool stream_message(MessageState& st, httplib::DataSink& sink) {
   auto close_block = [&]() {
     if (open.empty()) return;
     if (open == "thinking")
-      write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
+      write("content_block_delta", {{"type", "content_block_delta"},
+                                    {"index", index},
                                     {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
     write("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
     open.clear();
@@ -232,24 +246,31 @@ bool stream_message(MessageState& st, httplib::DataSink& sink) {
   };
   auto emit = [&](const ChatDelta& d) {
     if (!d.reasoning.empty()) {
-      if (open != "thinking") open_block("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
-      write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
-                                    {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
+      if (open != "thinking")
+        open_block("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      write("content_block_delta",
+            {{"type", "content_block_delta"},
+             {"index", index},
+             {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
     }
     if (!d.content.empty() &&
         !(open != "text" && d.content.find_first_not_of(" \n\r\t") == std::string::npos &&
           !st.parser->tool_calls().empty())) {
       if (open != "text") open_block("text", {{"type", "text"}, {"text", ""}});
-      write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
+      write("content_block_delta", {{"type", "content_block_delta"},
+                                    {"index", index},
                                     {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
     }
     for (const ToolCallDelta& c : d.calls) {
       if (c.start)
-        open_block("tool_use", {{"type", "tool_use"}, {"id", c.id}, {"name", c.name},
-                                {"input", json::object()}});
+        open_block(
+            "tool_use",
+            {{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", json::object()}});
       if (!c.arguments.empty())
-        write("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
-                                      {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}});
+        write("content_block_delta",
+              {{"type", "content_block_delta"},
+               {"index", index},
+               {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}});
     }
   };
   StreamEvent ev;
@@ -270,9 +291,11 @@ bool stream_message(MessageState& st, httplib::DataSink& sink) {
   RequestResult r = st.session->result();
   const Completion& c = r.completions[0];
   bool calls = !st.parser->tool_calls().empty();
-  json delta = {{"stop_reason", stop_reason(c, calls)},
-                {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)}};
-  write("message_delta", {{"type", "message_delta"}, {"delta", delta},
+  json delta = {
+      {"stop_reason", stop_reason(c, calls)},
+      {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)}};
+  write("message_delta", {{"type", "message_delta"},
+                          {"delta", delta},
                           {"usage", {{"output_tokens", c.tokens.size()}}}});
   return write("message_stop", {{"type", "message_stop"}});
 }
@@ -320,18 +343,20 @@ void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::R
   if (!(blank && (calls || !content.empty())) || (content.empty() && !calls))
     content.push_back({{"type", "text"}, {"text", p.content()}});
   for (const ToolCall& tc : p.tool_calls())
-    content.push_back({{"type", "tool_use"}, {"id", tc.id}, {"name", tc.name}, {"input", tool_input(tc)}});
-  json out = {{"id", st->id},
-              {"type", "message"},
-              {"role", "assistant"},
-              {"model", st->model},
-              {"content", content},
-              {"stop_reason", stop_reason(c, calls)},
-              {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)},
-              {"usage",
-               {{"input_tokens", r.prompt_tokens},
-                {"output_tokens", c.tokens.size()},
-                {"cache_read_input_tokens", c.cached_tokens}}}};
+    content.push_back(
+        {{"type", "tool_use"}, {"id", tc.id}, {"name", tc.name}, {"input", tool_input(tc)}});
+  json out = {
+      {"id", st->id},
+      {"type", "message"},
+      {"role", "assistant"},
+      {"model", st->model},
+      {"content", content},
+      {"stop_reason", stop_reason(c, calls)},
+      {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)},
+      {"usage",
+       {{"input_tokens", r.prompt_tokens},
+        {"output_tokens", c.tokens.size()},
+        {"cache_read_input_tokens", c.cached_tokens}}}};
   res.set_content(dump_json(out), "application/json");
 }
 

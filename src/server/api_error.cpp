@@ -11,26 +11,41 @@ void throw_bad_request(const std::string& message, const std::string& param) {
 
 const char* openai_error_type(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
-    case 503: return "service_unavailable";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "service_unavailable";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
   }
 }
 
 const char* anthropic_error_type(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
-    case 503: return "overloaded_error";
-    case 529: return "overloaded_error";
-    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "overloaded_error";
+    case 529:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
   }
 }
 

@@ -15,10 +15,10 @@
 namespace vela {
 
 struct ChatOutputOptions {
-  bool reasoning = false;        // split <think> sections into reasoning
-  bool reasoning_open = false;   // the prompt already opened <think>
-  bool tools = false;            // parse <tool_call> blocks
-  std::string forced_prefix;     // assistant text the prompt already contains (tool_choice)
+  bool reasoning = false;       // split <think> sections into reasoning
+  bool reasoning_open = false;  // the prompt already opened <think>
+  bool tools = false;           // parse <tool_call> blocks
+  std::string forced_prefix;    // assistant text the prompt already contains (tool_choice)
   std::string id_prefix = "call_";
 };
 

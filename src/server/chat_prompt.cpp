@@ -18,8 +18,9 @@ RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
       for (const json& t : p.tools)
         if (t.value("function", json::object()).value("name", "") == p.forced_tool) known = true;
     if (!known)
-      throw ApiError(400, "tool_choice names the function '" + p.forced_tool +
-                              "', which is not among the request's tools",
+      throw ApiError(400,
+                     "tool_choice names the function '" + p.forced_tool +
+                         "', which is not among the request's tools",
                      "tool_choice");
   }
   if (p.tool_choice == "required" && !use_tools)
@@ -30,21 +31,22 @@ RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
     out.text = ctx.chat_template->render(p.messages, use_tools ? p.tools : json(nullptr), true,
                                          p.template_kwargs);
   } catch (const Error& e) {
-    throw ApiError(400, "the chat template rejected the messages: " +
-                            clean_error_message(e.what()),
+    throw ApiError(400, "the chat template rejected the messages: " + clean_error_message(e.what()),
                    "messages");
   }
   const std::string& src = ctx.chat_template->source();
   out.output.reasoning = src.find("<think>") != std::string::npos;
   out.output.tools = use_tools;
   out.output.id_prefix = id_prefix;
-  if (use_tools && p.tool_choice == "required") out.output.forced_prefix = "<tool_call>\n{\"name\": \"";
+  if (use_tools && p.tool_choice == "required")
+    out.output.forced_prefix = "<tool_call>\n{\"name\": \"";
   if (use_tools && p.tool_choice == "function")
     out.output.forced_prefix =
         "<tool_call>\n{\"name\": " + json(p.forced_tool).dump() + ", \"arguments\": ";
   if (out.output.reasoning && out.output.forced_prefix.empty()) {
     size_t end = out.text.find_last_not_of(" \n\r\t");
-    std::string_view trimmed = std::string_view(out.text).substr(0, end == std::string::npos ? 0 : end + 1);
+    std::string_view trimmed =
+        std::string_view(out.text).substr(0, end == std::string::npos ? 0 : end + 1);
     out.output.reasoning_open =
         trimmed.size() >= 7 && trimmed.substr(trimmed.size() - 7) == "<think>";
   }

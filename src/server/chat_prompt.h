@@ -16,10 +16,10 @@
 namespace vela {
 
 struct ChatPrompt {
-  json messages = json::array();       // [{"role", "content", ("tool_calls", "reasoning_content")}]
-  json tools = nullptr;                // null or [{"type": "function", "function": {...}}]
-  std::string tool_choice = "auto";    // auto | none | required | function
-  std::string forced_tool;             // tool_choice == "function": its name
+  json messages = json::array();     // [{"role", "content", ("tool_calls", "reasoning_content")}]
+  json tools = nullptr;              // null or [{"type": "function", "function": {...}}]
+  std::string tool_choice = "auto";  // auto | none | required | function
+  std::string forced_tool;           // tool_choice == "function": its name
   json template_kwargs = json::object();  // extra template variables (enable_thinking, ...)
 };
 

@@ -35,9 +35,7 @@ bool describe(const sockaddr_storage& ss, int& port, std::string& addr) {
 bool same_addr(const std::string& a, const std::string& b) {
   if (a == b) return true;
   // IPv4-mapped IPv6 ("::ffff:127.0.0.1") against plain IPv4.
-  auto strip = [](const std::string& s) {
-    return s.rfind("::ffff:", 0) == 0 ? s.substr(7) : s;
-  };
+  auto strip = [](const std::string& s) { return s.rfind("::ffff:", 0) == 0 ? s.substr(7) : s; };
   return strip(a) == strip(b);
 }
 

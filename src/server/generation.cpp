@@ -73,7 +73,8 @@ GenerationSession::GenerationSession(ServerContext& ctx, Request request, Client
   }
   if (!handle_) {
     ctx.metrics.rejected_overload();
-    throw ApiError(429, "the server is at capacity (the engine's waiting queue is full); retry later",
+    throw ApiError(429,
+                   "the server is at capacity (the engine's waiting queue is full); retry later",
                    "", "queue_full");
   }
   ctx.add(handle_);

@@ -25,9 +25,15 @@ ApiFlavor flavor_of(const std::string& path) {
 
 // Metric label for a path: known routes by name, everything else "other" (bounded cardinality).
 std::string route_label(const std::string& path) {
-  static const char* kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/models",
-                                  "/v1/messages", "/v1/messages/count_tokens", "/health", "/stats",
-                                  "/metrics", "/"};
+  static const char* kRoutes[] = {"/v1/chat/completions",
+                                  "/v1/completions",
+                                  "/v1/models",
+                                  "/v1/messages",
+                                  "/v1/messages/count_tokens",
+                                  "/health",
+                                  "/stats",
+                                  "/metrics",
+                                  "/"};
   for (const char* r : kRoutes)
     if (path == r) return r;
   return "other";
@@ -59,9 +65,7 @@ HttpServer::HttpServer(Engine& engine, const ServerConfig& cfg, std::optional<Ch
   install_routes();
 }
 
-HttpServer::~HttpServer() {
-  shutdown();
-}
+HttpServer::~HttpServer() { shutdown(); }
 
 void HttpServer::install_routes() {
   ServerContext& ctx = *ctx_;
@@ -143,16 +147,16 @@ void HttpServer::install_routes() {
   }
 
   // Statuses without a body (404 route, 405, 413 too large, 400 unparsable HTTP): an error object.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiFlavor fl = flavor_of(req.path);
-    std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path
-                      : res.status == 413 ? "the request body is too large"
-                                          : "HTTP error " + std::to_string(res.status);
-    set_error(res, fl, res.status, msg);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  svr.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        ApiFlavor fl = flavor_of(req.path);
+        std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path
+                          : res.status == 413 ? "the request body is too large"
+                                              : "HTTP error " + std::to_string(res.status);
+        set_error(res, fl, res.status, msg);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   svr.set_exception_handler(
       [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown";

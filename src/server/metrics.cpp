@@ -75,10 +75,10 @@ json LatencyHistogram::summary() const {
 }
 
 Metrics::Metrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-             7.5, 10.0, 20.0, 40.0, 80.0}),
-      itl_({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
-            0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+             10.0, 20.0, 40.0, 80.0}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+            0.075, 0.1,    0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.5}),
       e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
             50.0, 60.0, 120.0}) {}
 
@@ -116,8 +116,7 @@ std::string Metrics::prometheus(const EngineStats& es) const {
           generated_tokens_.load());
   counter("vela_engine_prompt_tokens_total", "Prompt tokens the engine prefilled.",
           es.prompt_tokens);
-  counter("vela_engine_generation_tokens_total", "Tokens the engine sampled.",
-          es.generated_tokens);
+  counter("vela_engine_generation_tokens_total", "Tokens the engine sampled.", es.generated_tokens);
   counter("vela_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",
           es.prefix_hit_tokens);
   counter("vela_preemptions_total", "Requests preempted (recomputed) for lack of KV pages.",
@@ -137,11 +136,12 @@ std::string Metrics::prometheus(const EngineStats& es) const {
   gauge("vela_kv_pages_cached", "KV cache pages held by the prefix cache.",
         static_cast<double>(es.kv_pages_cached));
   gauge("vela_kv_cache_usage_ratio", "Fraction of KV pages in use.",
-        es.kv_pages_total ? static_cast<double>(es.kv_pages_used) /
-                                static_cast<double>(es.kv_pages_total)
-                          : 0.0);
+        es.kv_pages_total
+            ? static_cast<double>(es.kv_pages_used) / static_cast<double>(es.kv_pages_total)
+            : 0.0);
   gauge("vela_generation_tokens_per_second", "Recent generation throughput.", es.tokens_per_s);
-  os << ttft_.render("vela_time_to_first_token_seconds", "Time from request arrival to first token.");
+  os << ttft_.render("vela_time_to_first_token_seconds",
+                     "Time from request arrival to first token.");
   os << itl_.render("vela_inter_token_latency_seconds", "Time between consecutive output tokens.");
   os << e2e_.render("vela_e2e_request_latency_seconds", "Time from request arrival to its end.");
   return os.str();

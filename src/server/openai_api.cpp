@@ -35,7 +35,8 @@ std::string content_text(const json& content, const std::string& param, bool all
     const json* type = field(part, "type");
     std::string t = type ? string_field(*type, pp + ".type") : "";
     if (t != "text")
-      throw ApiError(400, pp + ".type '" + t + "' is not supported (this model takes text parts only)",
+      throw ApiError(400,
+                     pp + ".type '" + t + "' is not supported (this model takes text parts only)",
                      pp + ".type");
     const json* tx = field(part, "text");
     if (!tx) throw ApiError(400, pp + ".text is required", pp + ".text");
@@ -55,9 +56,9 @@ json convert_tool_calls(const json& calls, const std::string& param) {
     if (!fn || !fn->is_object()) throw ApiError(400, pp + ".function must be an object", pp);
     const json* name = field(*fn, "name");
     if (!name) throw ApiError(400, pp + ".function.name is required", pp + ".function.name");
-    json call = {{"type", "function"},
-                 {"function",
-                  {{"name", string_field(*name, pp + ".function.name")}, {"arguments", "{}"}}}};
+    json call = {
+        {"type", "function"},
+        {"function", {{"name", string_field(*name, pp + ".function.name")}, {"arguments", "{}"}}}};
     if (const json* id = field(c, "id")) call["id"] = string_field(*id, pp + ".id");
     if (const json* args = field(*fn, "arguments")) {
       if (args->is_string()) {
@@ -80,11 +81,13 @@ json convert_tool_calls(const json& calls, const std::string& param) {
 json convert_messages(const ServerContext& ctx, const json& body) {
   const json* msgs = field(body, "messages");
   if (!msgs) throw ApiError(400, "messages is required", "messages");
-  if (!msgs->is_array()) throw ApiError(400, "messages must be a list of message objects", "messages");
+  if (!msgs->is_array())
+    throw ApiError(400, "messages must be a list of message objects", "messages");
   if (msgs->empty()) throw ApiError(400, "messages must not be empty", "messages");
   if (msgs->size() > static_cast<size_t>(ctx.cfg.max_messages))
-    throw ApiError(400, "too many messages (" + std::to_string(msgs->size()) + " > " +
-                            std::to_string(ctx.cfg.max_messages) + ")",
+    throw ApiError(400,
+                   "too many messages (" + std::to_string(msgs->size()) + " > " +
+                       std::to_string(ctx.cfg.max_messages) + ")",
                    "messages");
   json out = json::array();
   for (size_t i = 0; i < msgs->size(); ++i) {
@@ -103,8 +106,9 @@ json convert_messages(const ServerContext& ctx, const json& body) {
     const json* tool_calls = role == "assistant" ? field(m, "tool_calls") : nullptr;
     const json* content = field(m, "content");
     if (!content && !tool_calls) throw ApiError(400, p + ".content is required", p + ".content");
-    json msg = {{"role", role},
-                {"content", content_text(content ? *content : json(nullptr), p + ".content", true)}};
+    json msg = {
+        {"role", role},
+        {"content", content_text(content ? *content : json(nullptr), p + ".content", true)}};
     if (tool_calls) msg["tool_calls"] = convert_tool_calls(*tool_calls, p + ".tool_calls");
     if (const json* name = field(m, "name")) msg["name"] = string_field(*name, p + ".name");
     if (role == "tool")
@@ -129,7 +133,8 @@ json convert_tools(const json& tools) {
     if (!type || string_field(*type, p + ".type") != "function")
       throw ApiError(400, p + ".type must be \"function\"", p + ".type");
     const json* fn = field(t, "function");
-    if (!fn || !fn->is_object()) throw ApiError(400, p + ".function must be an object", p + ".function");
+    if (!fn || !fn->is_object())
+      throw ApiError(400, p + ".function must be an object", p + ".function");
     const json* name = field(*fn, "name");
     if (!name || string_field(*name, p + ".function.name").empty())
       throw ApiError(400, p + ".function.name must be a non-empty string", p + ".function.name");
@@ -153,7 +158,8 @@ void parse_tool_choice(const json& body, ChatPrompt& cp) {
     cp.tool_choice = s;
     return;
   }
-  if (!tc->is_object()) throw ApiError(400, "tool_choice must be a string or an object", "tool_choice");
+  if (!tc->is_object())
+    throw ApiError(400, "tool_choice must be a string or an object", "tool_choice");
   const json* fn = field(*tc, "function");
   const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
   if (!name) throw ApiError(400, "tool_choice.function.name is required", "tool_choice");
@@ -199,10 +205,14 @@ json usage_json(int64_t prompt, int64_t completion, int64_t cached) {
 
 std::string finish_name(FinishReason r, bool tool_calls) {
   switch (r) {
-    case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "abort";
-    case FinishReason::kError: return "error";
+    case FinishReason::kStop:
+      return tool_calls ? "tool_calls" : "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "abort";
+    case FinishReason::kError:
+      return "error";
   }
   return "stop";
 }
@@ -291,7 +301,8 @@ bool stream_chat(ChatState& st, httplib::DataSink& sink) {
     }
     bool has_lp = st.logprobs && !ev.logprobs.empty();
     if (!delta.empty() || has_lp) {
-      json c = {{"index", ev.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+      json c = {
+          {"index", ev.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
       if (has_lp) c["logprobs"] = chat_logprobs(st.ctx->tokenizer(), ev.logprobs);
       if (!write(sse_data(chunk(st, json::array({c}))))) continue;
     }
@@ -392,20 +403,17 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
                          {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
       msg["tool_calls"] = calls;
     }
-    choices.push_back({{"index", i},
-                       {"message", msg},
-                       {"logprobs", params.logprobs ? chat_logprobs(ctx.tokenizer(), c.logprobs)
-                                                    : json(nullptr)},
-                       {"finish_reason", finish_name(c.finish_reason, has_calls)}});
+    choices.push_back(
+        {{"index", i},
+         {"message", msg},
+         {"logprobs", params.logprobs ? chat_logprobs(ctx.tokenizer(), c.logprobs) : json(nullptr)},
+         {"finish_reason", finish_name(c.finish_reason, has_calls)}});
     completion += static_cast<int64_t>(c.tokens.size());
     cached = std::max<int64_t>(cached, c.cached_tokens);
   }
-  json out = {{"id", st->id},
-              {"object", "chat.completion"},
-              {"created", st->created},
-              {"model", st->model},
-              {"choices", choices},
-              {"usage", usage_json(r.prompt_tokens, completion, cached)}};
+  json out = {{"id", st->id},           {"object", "chat.completion"},
+              {"created", st->created}, {"model", st->model},
+              {"choices", choices},     {"usage", usage_json(r.prompt_tokens, completion, cached)}};
   res.set_content(dump_json(out), "application/json");
 }
 
@@ -477,7 +485,9 @@ json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& 
     offsets.push_back(text_offset);
     text_offset += t.size();
   }
-  return json{{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops},
+  return json{{"tokens", tokens},
+              {"token_logprobs", token_lps},
+              {"top_logprobs", tops},
               {"text_offset", offsets}};
 }
 
@@ -503,15 +513,20 @@ bool stream_completions(CompletionState& st, httplib::DataSink& sink) {
     return true;
   };
   auto make_chunk = [&](json choice) {
-    return json{{"id", st.id}, {"object", "text_completion"}, {"created", st.created},
-                {"model", st.model}, {"choices", json::array({std::move(choice)})}};
+    return json{{"id", st.id},
+                {"object", "text_completion"},
+                {"created", st.created},
+                {"model", st.model},
+                {"choices", json::array({std::move(choice)})}};
   };
   std::vector<size_t> offsets(st.sessions.size() * static_cast<size_t>(st.n), 0);
   if (st.echo)
     for (size_t p = 0; p < st.sessions.size(); ++p)
       for (int32_t k = 0; k < st.n; ++k)
-        write(sse_data(make_chunk({{"index", p * st.n + k}, {"text", st.prompt_texts[p]},
-                                   {"logprobs", nullptr}, {"finish_reason", nullptr}})));
+        write(sse_data(make_chunk({{"index", p * st.n + k},
+                                   {"text", st.prompt_texts[p]},
+                                   {"logprobs", nullptr},
+                                   {"finish_reason", nullptr}})));
   size_t n_done = 0;
   std::vector<bool> done(st.sessions.size(), false);
   while (n_done < st.sessions.size()) {
@@ -530,8 +545,11 @@ bool stream_completions(CompletionState& st, httplib::DataSink& sink) {
         write(sse_data(error_body(ApiFlavor::kOpenAI, 500, "generation failed: " + ev.error)));
         continue;
       }
-      json choice = {{"index", idx}, {"text", ev.text}, {"logprobs", nullptr},
-                     {"finish_reason", ev.finish ? json(finish_name(*ev.finish, false)) : json(nullptr)}};
+      json choice = {
+          {"index", idx},
+          {"text", ev.text},
+          {"logprobs", nullptr},
+          {"finish_reason", ev.finish ? json(finish_name(*ev.finish, false)) : json(nullptr)}};
       if (st.logprobs && !ev.logprobs.empty())
         choice["logprobs"] = completion_logprobs(st.ctx->tokenizer(), ev.logprobs, offsets[idx]);
       offsets[idx] += ev.text.size();
@@ -547,8 +565,11 @@ bool stream_completions(CompletionState& st, httplib::DataSink& sink) {
       prompt += r.prompt_tokens;
       for (const Completion& c : r.completions) completion += static_cast<int64_t>(c.tokens.size());
     }
-    json u = {{"id", st.id}, {"object", "text_completion"}, {"created", st.created},
-              {"model", st.model}, {"choices", json::array()},
+    json u = {{"id", st.id},
+              {"object", "text_completion"},
+              {"created", st.created},
+              {"model", st.model},
+              {"choices", json::array()},
               {"usage", usage_json(prompt, completion, 0)}};
     if (!write(sse_data(u))) return false;
   }
@@ -572,7 +593,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       st->include_usage = bool_field(*iu, "stream_options.include_usage");
   }
   if (const json* e = field(body, "echo")) st->echo = bool_field(*e, "echo");
-  if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+  if (const json* s = field(body, "suffix");
+      s && !(s->is_string() && s->get<std::string>().empty()))
     throw ApiError(400, "suffix is not supported", "suffix");
   std::optional<int32_t> max_tokens = requested_max_tokens(body);
   if (!max_tokens) max_tokens = 16;  // the OpenAI default for completions
@@ -614,19 +636,16 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       choices.push_back(
           {{"index", p * static_cast<size_t>(params.n) + k},
            {"text", prefix + c.text},
-           {"logprobs", params.logprobs ? completion_logprobs(ctx.tokenizer(), c.logprobs, 0)
-                                        : json(nullptr)},
+           {"logprobs",
+            params.logprobs ? completion_logprobs(ctx.tokenizer(), c.logprobs, 0) : json(nullptr)},
            {"finish_reason", finish_name(c.finish_reason, false)}});
       completion += static_cast<int64_t>(c.tokens.size());
       cached += c.cached_tokens;
     }
   }
-  json out = {{"id", st->id},
-              {"object", "text_completion"},
-              {"created", st->created},
-              {"model", st->model},
-              {"choices", choices},
-              {"usage", usage_json(prompt_total, completion, cached)}};
+  json out = {{"id", st->id},           {"object", "text_completion"},
+              {"created", st->created}, {"model", st->model},
+              {"choices", choices},     {"usage", usage_json(prompt_total, completion, cached)}};
   res.set_content(dump_json(out), "application/json");
 }
 

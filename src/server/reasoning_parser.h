@@ -26,7 +26,7 @@ class ReasoningParser {
  private:
   enum class State { kStart, kReasoning, kContent };
   State state_;
-  std::string pending_;        // undecided text
+  std::string pending_;         // undecided text
   bool strip_leading_ = false;  // drop whitespace between </think> and the answer
   void run(Delta& out, bool final);
 };

@@ -12,8 +12,8 @@ namespace vela {
 json parse_json_body(const std::string& body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
-    throw ApiError(400, "the request body is not valid JSON (" + std::to_string(body.size()) +
-                            " bytes)");
+    throw ApiError(
+        400, "the request body is not valid JSON (" + std::to_string(body.size()) + " bytes)");
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return j;
 }
@@ -51,8 +51,9 @@ void check_model(const ServerContext& ctx, const json& body) {
   if (m == nullptr) return;
   std::string name = string_field(*m, "model");
   if (name != ctx.cfg.model_name)
-    throw ApiError(404, "The model `" + name + "` does not exist (this server serves `" +
-                            ctx.cfg.model_name + "`).",
+    throw ApiError(404,
+                   "The model `" + name + "` does not exist (this server serves `" +
+                       ctx.cfg.model_name + "`).",
                    "model", "model_not_found");
 }
 

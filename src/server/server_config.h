@@ -12,17 +12,17 @@ namespace vela {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8000;                 // 0 = any free port (tests)
-  std::string api_key;             // empty = no authentication
-  std::string model_name;          // the id /v1/models lists and requests must name
-  int64_t max_body_bytes = 8 << 20;   // larger request bodies get 413
-  int32_t max_messages = 4096;     // chat messages per request
-  int32_t max_n = 16;              // samples per request (also bounded by the engine's max_seqs)
-  int32_t http_threads = 128;      // concurrent connections served; more wait in a bounded queue
+  int port = 8000;                   // 0 = any free port (tests)
+  std::string api_key;               // empty = no authentication
+  std::string model_name;            // the id /v1/models lists and requests must name
+  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413
+  int32_t max_messages = 4096;       // chat messages per request
+  int32_t max_n = 16;                // samples per request (also bounded by the engine's max_seqs)
+  int32_t http_threads = 128;        // concurrent connections served; more wait in a bounded queue
   int32_t max_pending_connections = 256;  // beyond it, connections are answered 503 at once
-  int32_t retry_after_s = 1;       // Retry-After on 429 / 503
-  double shutdown_grace_s = 10.0;  // SIGTERM: in-flight requests may finish for this long
-  bool web_ui = true;              // serve the chat page at /
+  int32_t retry_after_s = 1;              // Retry-After on 429 / 503
+  double shutdown_grace_s = 10.0;         // SIGTERM: in-flight requests may finish for this long
+  bool web_ui = true;                     // serve the chat page at /
 
   // Applies the server keys present in `j` (host, port, api_key, served_model_name,
   // max_body_bytes, max_messages, max_n, http_threads, max_pending_connections, retry_after_s,

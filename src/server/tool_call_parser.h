@@ -13,14 +13,14 @@
 namespace vela {
 
 struct ToolCall {
-  std::string id;         // "call_..." (OpenAI) — the API layer may rename it
+  std::string id;  // "call_..." (OpenAI) — the API layer may rename it
   std::string name;
   std::string arguments;  // a JSON text (an object for well-behaved models)
 };
 
 struct ToolCallDelta {
   int32_t index = 0;
-  bool start = false;     // first delta of this call: id and name are set
+  bool start = false;  // first delta of this call: id and name are set
   std::string id, name;
   std::string arguments;  // the next piece of the arguments text
 };

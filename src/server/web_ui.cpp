@@ -67,6 +67,7 @@ async function send(text, maxTokens) {
   out.appendChild(reasoning); out.appendChild(answer);
   $("send").disabled = true;
   status.textContent = "waiting...";
+  status.dataset.state = "running";
   const body = { messages, stream: true, stream_options: { include_usage: true },
                  max_tokens: maxTokens || Number($("max_tokens").value) || 256,
                  temperature: Number($("temperature").value) };

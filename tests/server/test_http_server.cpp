@@ -5,8 +5,8 @@
 #include <httplib.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "core/json.h"
@@ -21,17 +21,22 @@ using namespace std::chrono;
 
 std::unique_ptr<Engine> tiny_engine(EngineConfig cfg) {
   const Tokenizer* tok = test::qwen3_tokenizer();
-  json c = {{"model_type", "qwen3"},         {"vocab_size", tok->vocab_size()},
-            {"hidden_size", 32},             {"intermediate_size", 64},
-            {"num_hidden_layers", 1},        {"num_attention_heads", 4},
-            {"num_key_value_heads", 2},      {"head_dim", 8},
-            {"max_position_embeddings", 4096}, {"tie_word_embeddings", true},
+  json c = {{"model_type", "qwen3"},
+            {"vocab_size", tok->vocab_size()},
+            {"hidden_size", 32},
+            {"intermediate_size", 64},
+            {"num_hidden_layers", 1},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},
+            {"head_dim", 8},
+            {"max_position_embeddings", 4096},
+            {"tie_word_embeddings", true},
             {"eos_token_id", json::array({151645})}};
   ModelConfig mc = ModelConfig::from_json(c, "test");
   Transformer model = Transformer::random(mc, DType::kF32, Device::cpu(), 3);
-  return std::make_unique<Engine>(std::move(model),
-                                  std::make_unique<Tokenizer>(Tokenizer::from_file(test::qwen3_dir().string())),
-                                  cfg);
+  return std::make_unique<Engine>(
+      std::move(model),
+      std::make_unique<Tokenizer>(Tokenizer::from_file(test::qwen3_dir().string())), cfg);
 }
 
 class ServerFixture : public ::testing::Test {
@@ -41,8 +46,8 @@ class ServerFixture : public ::testing::Test {
     engine_ = tiny_engine(ec);
     sc.port = 0;
     sc.model_name = "tiny";
-    server_ = std::make_unique<HttpServer>(*engine_, sc,
-                                           ChatTemplate::from_tokenizer_config(test::qwen3_dir().string()));
+    server_ = std::make_unique<HttpServer>(
+        *engine_, sc, ChatTemplate::from_tokenizer_config(test::qwen3_dir().string()));
     port_ = server_->bind();
     runner_ = std::thread([this] { server_->run(); });
   }
@@ -57,8 +62,9 @@ class ServerFixture : public ::testing::Test {
     return c;
   }
   static std::string long_request(int max_tokens, bool stream) {
-    return json{{"prompt", "count"}, {"max_tokens", max_tokens}, {"ignore_eos", true},
-                {"stream", stream}}.dump();
+    return json{
+        {"prompt", "count"}, {"max_tokens", max_tokens}, {"ignore_eos", true}, {"stream", stream}}
+        .dump();
   }
 
   std::unique_ptr<Engine> engine_;
@@ -143,8 +149,12 @@ TEST_F(ServerFixture, ShutdownEndsInFlightStreamsWithAbort) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/chat/completions";
-    req.body = json{{"messages", {{{"role", "user"}, {"content", "go"}}}}, {"max_tokens", 3000},
-                    {"ignore_eos", true}, {"stream", true}}.dump();
+    req.body = json{
+        {"messages", {{{"role", "user"}, {"content", "go"}}}},
+        {"max_tokens", 3000},
+        {"ignore_eos", true},
+        {"stream",
+         true}}.dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
       body.append(d, n);
@@ -159,7 +169,8 @@ TEST_F(ServerFixture, ShutdownEndsInFlightStreamsWithAbort) {
   runner_.join();
   t.join();
   EXPECT_LT(duration<double>(steady_clock::now() - t0).count(), 5.0);
-  EXPECT_NE(body.find("\"finish_reason\":\"abort\""), std::string::npos) << body.substr(body.size() - 300);
+  EXPECT_NE(body.find("\"finish_reason\":\"abort\""), std::string::npos)
+      << body.substr(body.size() - 300);
   EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
   EXPECT_EQ(engine_->stats().running, 0);
   auto c = client();
@@ -182,7 +193,8 @@ TEST_F(ServerFixture, ApiKeyGatesEverythingButHealth) {
   EXPECT_EQ(anon.Get("/stats", h)->status, 200);
   auto m = keyed.Get("/metrics");
   ASSERT_EQ(m->status, 200);
-  EXPECT_NE(m->body.find("vela_requests_total{route=\"/v1/models\",status=\"401\"} 1"), std::string::npos)
+  EXPECT_NE(m->body.find("vela_requests_total{route=\"/v1/models\",status=\"401\"} 1"),
+            std::string::npos)
       << m->body;
   EXPECT_NE(m->body.find("# TYPE vela_time_to_first_token_seconds histogram"), std::string::npos);
 }

@@ -135,18 +135,21 @@ TEST(ToolCallParser, OtherShapes) {
   ChatOutputOptions o;
   o.tools = true;
   // Arguments as a JSON string, "parameters" instead of "arguments", arguments before the name.
-  for (const auto& pieces : splits("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>")) {
+  for (const auto& pieces :
+       splits("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>")) {
     Collected c = collect(o, pieces);
     ASSERT_EQ(c.calls.size(), 1u);
     EXPECT_EQ(c.calls[0].arguments, "{\"a\": 1}");
   }
-  for (const auto& pieces : splits("<tool_call>{\"arguments\": {\"a\": 2}, \"name\": \"g\"}</tool_call>")) {
+  for (const auto& pieces :
+       splits("<tool_call>{\"arguments\": {\"a\": 2}, \"name\": \"g\"}</tool_call>")) {
     Collected c = collect(o, pieces);
     ASSERT_EQ(c.calls.size(), 1u);
     EXPECT_EQ(c.calls[0].name, "g");
     EXPECT_EQ(json::parse(c.calls[0].arguments), json::parse(R"({"a": 2})"));
   }
-  for (const auto& pieces : splits("<tool_call>{\"name\": \"h\", \"parameters\": {\"b\": 3}}</tool_call>")) {
+  for (const auto& pieces :
+       splits("<tool_call>{\"name\": \"h\", \"parameters\": {\"b\": 3}}</tool_call>")) {
     Collected c = collect(o, pieces);
     ASSERT_EQ(c.calls.size(), 1u);
     EXPECT_EQ(json::parse(c.calls[0].arguments), json::parse(R"({"b": 3})"));
@@ -156,7 +159,7 @@ TEST(ToolCallParser, OtherShapes) {
 TEST(ToolCallParser, MalformedBlocksAreContent) {
   ChatOutputOptions o;
   o.tools = true;
-  for (const std::string text : {std::string("a <tool_call>not json</tool_call> b"),
+  for (const std::string& text : {std::string("a <tool_call>not json</tool_call> b"),
                                  std::string("<tool_call>{\"nam"), std::string("x <tool_ca")}) {
     for (const auto& pieces : splits(text)) {
       Collected c = collect(o, pieces);

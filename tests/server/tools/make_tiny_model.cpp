@@ -16,7 +16,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: make_tiny_model TOKENIZER_DIR OUT_DIR [--max-context N] [--seed S]\n");
+    std::fprintf(stderr,
+                 "usage: make_tiny_model TOKENIZER_DIR OUT_DIR [--max-context N] [--seed S]\n");
     return 1;
   }
   namespace fs = std::filesystem;

@@ -65,7 +65,9 @@ TEST_F(CudaBackward, RmsNormMatchesCpu) {
       // CPU reference on the widened inputs.
       Tensor cx = f32(x), cw = f32(w), cd = f32(dout),
              cdx = Tensor::empty({rows, hidden}, DType::kF32);
-      Tensor cdw = Tensor::zeros({hidden}, DType::kF32), cres = f32(dres);
+      // clone(): for f32, f32() returns dres itself, and the CPU accumulation into cres must not
+      // change dres before it is copied to the GPU below.
+      Tensor cdw = Tensor::zeros({hidden}, DType::kF32), cres = f32(dres).clone();
       ops::rms_norm_backward(cx, cw, 1e-6f, cd, cdx, cdw);
       Tensor none;
       ops::add_rms_norm_backward(cx, cw, 1e-6f, cd, cres, none);
@@ -104,7 +106,7 @@ TEST_F(CudaBackward, RotaryMatchesCpu) {
     for (int64_t head_dim : {64, 128}) {  // 128: partial rotary
       Tensor dx = random_cpu({19, 3, head_dim}, dt, 5);
       Tensor pos = test::random_ints({19}, DType::kI32, 6, 0, 512);
-      Tensor want = f32(dx);
+      Tensor want = f32(dx).clone();  // clone(): for f32, f32() is dx itself (rotated in place)
       ops::rotary_backward(want, pos, table);
       Tensor got = dx.to(gpu());
       ops::rotary_backward(got, pos.to(gpu()), table.to(gpu()));

@@ -337,6 +337,9 @@ TEST_F(CudaSamplingTest, DISABLED_Bench) {
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         const int iters = 200;
+        // finish() consumes the staged rows; launch() may repeat between stage() and finish()
+        // (as a graph replay does), so stage once for the timed launches.
+        dev.stage(rows, &slots);
         cudaEventRecord(e0, cuda::current_stream());
         for (int i = 0; i < iters; ++i) dev.launch(x);
         cudaEventRecord(e1, cuda::current_stream());

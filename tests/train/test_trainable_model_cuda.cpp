@@ -2,7 +2,8 @@
 // loss and gradients up to summation order (loss relative 1e-4, every gradient tensor
 // max|err| <= 2e-3 * max|cpu grad|: cuBLASLt may use other GEMM reductions); the bf16 model (f32
 // gradients, bf16 activations) within bf16 error (loss relative 2e-2, gradients
-// max|err| <= 1e-1 * max|cpu grad| per tensor). Skipped cleanly without a usable GPU.
+// max|err| <= 0.25 * max|cpu grad| per tensor: see Bf16GradientsTrackCpu for where that comes
+// from). Skipped cleanly without a usable GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,9 +61,21 @@ TEST(TrainableModelCuda, F32GradientsMatchCpu) {
   compare_with_cpu("qwen2_bias_tied", DType::kF32, 1e-4, 2e-3, true);
 }
 
+// The bf16 gradient tolerance is measured, not guessed. bf16 keeps 8 mantissa bits (relative
+// rounding up to 2^-9), and these fixtures are deliberately ill-conditioned (initializer_range 0.3
+// in tools/make_model_fixtures.py: sharp attention and large pre-activations amplify small input
+// changes). Rounding ONLY the weights to bf16, with the CPU f32 pipeline otherwise unchanged,
+// already moves the gradients by max|err|/max|g| up to 7.4e-2 on llama_gqa (layers.1
+// input_layernorm 7.4e-2, qkv_proj 6.5e-2; layers.0 down_proj 5.0e-2, gate_up_proj 4.6e-2) and
+// 3.2e-2 on qwen3_qknorm. The CUDA bf16 model also rounds every activation; on an H200 it
+// measured 1.16e-1 on llama_gqa (over the old 0.1 on exactly those four tensors, 1.5-2.5x their
+// weight-only error) and 6.2e-2 on qwen3_qknorm. 0.25 leaves ~2x headroom over that. Kernel
+// correctness is what F32GradientsMatchCpu (2e-3, measured <= 1e-5) and the per-op bf16 checks in
+// tests/cuda/test_cuda_backward.cpp pin down; this test catches gross bf16-only breakage (a wrong
+// dtype path gives errors of the order of max|g| itself).
 TEST(TrainableModelCuda, Bf16GradientsTrackCpu) {
-  compare_with_cpu("llama_gqa", DType::kBF16, 2e-2, 1e-1, false);
-  compare_with_cpu("qwen3_qknorm", DType::kBF16, 2e-2, 1e-1, true);
+  compare_with_cpu("llama_gqa", DType::kBF16, 2e-2, 0.25, false);
+  compare_with_cpu("qwen3_qknorm", DType::kBF16, 2e-2, 0.25, true);
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -48,8 +47,7 @@ json read_config_file(const std::string& path) {
   std::ifstream f(path);
   VELA_CHECK_T(IoError, f.good(), "cannot open the serve config ", path);
   json j = json::parse(f, nullptr, /*allow_exceptions=*/false);
-  VELA_CHECK(!j.is_discarded() && j.is_object(), "serve config ", path,
-             " is not a JSON object");
+  VELA_CHECK(!j.is_discarded() && j.is_object(), "serve config ", path, " is not a JSON object");
   return j;
 }
 
@@ -74,7 +72,8 @@ int cmd_serve(int argc, char** argv) {
         "usage: vela serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key K]\n"
         "                  [--max-batch N] [--kv-pages N | --kv-memory-fraction F]\n"
         "                  [--config serve.json] [--served-model-name NAME] [--max-queue N]\n"
-        "                  [--max-context N] [--page-size N] [--device cpu|cuda] [--dtype f32|bf16]\n"
+        "                  [--max-context N] [--page-size N] [--device cpu|cuda] [--dtype "
+        "f32|bf16]\n"
         "                  [--shutdown-grace S] [--max-body-bytes N] [--http-threads N] "
         "[--no-web-ui]\n"
         "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
@@ -83,7 +82,8 @@ int cmd_serve(int argc, char** argv) {
     return 0;
   }
   json file = args.has("config") ? read_config_file(args.get("config", "")) : json::object();
-  std::string dir = args.has("model") ? args.require("model") : config_value<std::string>(file, "model", "");
+  std::string dir =
+      args.has("model") ? args.require("model") : config_value<std::string>(file, "model", "");
   VELA_CHECK(!dir.empty(), "--model DIR is required");
 
   ServerConfig sc;
@@ -91,9 +91,18 @@ int cmd_serve(int argc, char** argv) {
   for (const char* k : {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue",
                         "max_context", "page_size", "device", "dtype"})
     server_keys.erase(k);
-  static const std::set<std::string> kKnown = {
-      "host", "port", "api_key", "served_model_name", "max_body_bytes", "max_messages", "max_n",
-      "http_threads", "max_pending_connections", "retry_after_s", "shutdown_grace_s", "web_ui"};
+  static const std::set<std::string> kKnown = {"host",
+                                               "port",
+                                               "api_key",
+                                               "served_model_name",
+                                               "max_body_bytes",
+                                               "max_messages",
+                                               "max_n",
+                                               "http_threads",
+                                               "max_pending_connections",
+                                               "retry_after_s",
+                                               "shutdown_grace_s",
+                                               "web_ui"};
   for (const auto& [k, v] : server_keys.items())
     VELA_CHECK(kKnown.count(k), "serve config: unknown key '", k, "'");
   sc.apply_json(server_keys);
@@ -112,29 +121,36 @@ int cmd_serve(int argc, char** argv) {
   if (sc.model_name.empty()) sc.model_name = "vela";
 
   EngineConfig ec;
-  ec.max_seqs = static_cast<int32_t>(args.get_int("max-batch", config_value<int64_t>(file, "max_batch", ec.max_seqs)));
-  ec.max_waiting = static_cast<int32_t>(args.get_int("max-queue", config_value<int64_t>(file, "max_queue", ec.max_waiting)));
-  ec.max_ctx = static_cast<int32_t>(args.get_int("max-context", config_value<int64_t>(file, "max_context", 0)));
-  ec.page_size = static_cast<int32_t>(args.get_int("page-size", config_value<int64_t>(file, "page_size", ec.page_size)));
+  ec.max_seqs = static_cast<int32_t>(
+      args.get_int("max-batch", config_value<int64_t>(file, "max_batch", ec.max_seqs)));
+  ec.max_waiting = static_cast<int32_t>(
+      args.get_int("max-queue", config_value<int64_t>(file, "max_queue", ec.max_waiting)));
+  ec.max_ctx = static_cast<int32_t>(
+      args.get_int("max-context", config_value<int64_t>(file, "max_context", 0)));
+  ec.page_size = static_cast<int32_t>(
+      args.get_int("page-size", config_value<int64_t>(file, "page_size", ec.page_size)));
   int64_t kv_pages = args.get_int("kv-pages", config_value<int64_t>(file, "kv_pages", 0));
-  double kv_fraction = args.get_double("kv-memory-fraction", config_value<double>(file, "kv_memory_fraction", 0.0));
-  Device device = Device::parse(args.get("device", config_value<std::string>(file, "device", "cpu")));
+  double kv_fraction =
+      args.get_double("kv-memory-fraction", config_value<double>(file, "kv_memory_fraction", 0.0));
+  Device device =
+      Device::parse(args.get("device", config_value<std::string>(file, "device", "cpu")));
   DType dtype = parse_dtype(args.get("dtype", config_value<std::string>(file, "dtype", "f32")));
   args.check_all_used();
   sc.validate();
   VELA_CHECK(kv_pages >= 0, "--kv-pages must be >= 0, got ", kv_pages);
   VELA_CHECK(kv_fraction >= 0 && kv_fraction < 1, "--kv-memory-fraction must be in [0, 1), got ",
              kv_fraction);
-  VELA_CHECK(kv_pages == 0 || kv_fraction == 0, "give --kv-pages or --kv-memory-fraction, not both");
+  VELA_CHECK(kv_pages == 0 || kv_fraction == 0,
+             "give --kv-pages or --kv-memory-fraction, not both");
   if (kv_pages > 0) ec.n_kv_slots = kv_pages * ec.page_size;
   if (kv_fraction > 0) {
     VELA_CHECK_T(Unsupported, device.is_cpu(),
                  "--kv-memory-fraction is measured on the host; on a GPU use --kv-pages");
     ModelConfig mc = ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string());
-    int64_t per_token = 2 * mc.n_layers * mc.n_kv_heads * mc.head_dim *
-                        static_cast<int64_t>(dtype_size(dtype));
-    int64_t slots = static_cast<int64_t>(kv_fraction * static_cast<double>(available_host_bytes())) /
-                    per_token;
+    int64_t per_token =
+        2 * mc.n_layers * mc.n_kv_heads * mc.head_dim * static_cast<int64_t>(dtype_size(dtype));
+    int64_t slots =
+        static_cast<int64_t>(kv_fraction * static_cast<double>(available_host_bytes())) / per_token;
     ec.n_kv_slots = slots / ec.page_size * ec.page_size;
     VELA_CHECK(ec.n_kv_slots >= ec.page_size, "--kv-memory-fraction ", kv_fraction,
                " leaves no room for a single KV page");
@@ -147,7 +163,8 @@ int cmd_serve(int argc, char** argv) {
     try {
       tpl = ChatTemplate::from_tokenizer_config(dir);
     } catch (const Error& e) {
-      VELA_LOG_WARN("[serve] no usable chat template (", e.what(), "): chat routes will answer 400");
+      VELA_LOG_WARN("[serve] no usable chat template (", e.what(),
+                    "): chat routes will answer 400");
     }
   }
 

@@ -151,9 +151,14 @@ void HttpServer::install_routes() {
       httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
         ApiFlavor fl = flavor_of(req.path);
-        std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path
-                          : res.status == 413 ? "the request body is too large"
-                                              : "HTTP error " + std::to_string(res.status);
+        bool form =
+            req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
+        std::string msg = "HTTP error " + std::to_string(res.status);
+        if (res.status == 404) msg = "no route " + req.method + " " + req.path;
+        if (res.status == 413)
+          msg = form ? "form-encoded bodies over 8 KiB are refused by the HTTP library; send "
+                       "Content-Type: application/json"
+                     : "the request body is too large";
         set_error(res, fl, res.status, msg);
         return httplib::Server::HandlerResponse::Handled;
       }));

@@ -1,6 +1,7 @@
 // Request field helpers.
 #include "server/request_fields.h"
 
+#include <algorithm>
 #include <ctime>
 #include <limits>
 #include <random>
@@ -9,7 +10,47 @@
 
 namespace vela {
 
+namespace {
+
+// Deepest [ / { nesting outside strings. Parsing and printing JSON recurse, so a body nested
+// thousands deep must be refused before it reaches them (it would overflow a thread's stack).
+size_t nesting_depth(const std::string& s, size_t limit) {
+  size_t depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    else if (c == '[' || c == '{')
+      max_depth = std::max(max_depth, ++depth);
+    else if ((c == ']' || c == '}') && depth > 0)
+      --depth;
+    if (max_depth > limit) break;
+  }
+  return max_depth;
+}
+
+constexpr size_t kMaxNesting = 64;
+
+// A value for an error message: compact and at most ~120 bytes.
+std::string short_dump(const json& v) {
+  std::string s = dump_json(v);
+  return s.size() > 120 ? s.substr(0, 117) + "..." : s;
+}
+
+}  // namespace
+
 json parse_json_body(const std::string& body) {
+  if (nesting_depth(body, kMaxNesting) > kMaxNesting)
+    throw ApiError(400, "the request body is nested more than " + std::to_string(kMaxNesting) +
+                            " levels deep");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     throw ApiError(
@@ -25,13 +66,13 @@ const json* field(const json& obj, const char* key) {
 }
 
 std::string string_field(const json& v, const std::string& param) {
-  if (!v.is_string()) throw ApiError(400, param + " must be a string, got " + dump_json(v), param);
+  if (!v.is_string()) throw ApiError(400, param + " must be a string, got " + short_dump(v), param);
   return v.get<std::string>();
 }
 
 bool bool_field(const json& v, const std::string& param) {
   if (!v.is_boolean())
-    throw ApiError(400, param + " must be true or false, got " + dump_json(v), param);
+    throw ApiError(400, param + " must be true or false, got " + short_dump(v), param);
   return v.get<bool>();
 }
 
@@ -42,7 +83,7 @@ int32_t int_field(const json& v, const std::string& param) {
   else if (ok)
     ok = v.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
          v.get<int64_t>() <= std::numeric_limits<int32_t>::max();
-  if (!ok) throw ApiError(400, param + " must be a 32-bit integer, got " + dump_json(v), param);
+  if (!ok) throw ApiError(400, param + " must be a 32-bit integer, got " + short_dump(v), param);
   return static_cast<int32_t>(v.get<int64_t>());
 }
 

@@ -160,7 +160,7 @@ TEST(ToolCallParser, MalformedBlocksAreContent) {
   ChatOutputOptions o;
   o.tools = true;
   for (const std::string& text : {std::string("a <tool_call>not json</tool_call> b"),
-                                 std::string("<tool_call>{\"nam"), std::string("x <tool_ca")}) {
+                                  std::string("<tool_call>{\"nam"), std::string("x <tool_ca")}) {
     for (const auto& pieces : splits(text)) {
       Collected c = collect(o, pieces);
       EXPECT_TRUE(c.calls.empty()) << text;

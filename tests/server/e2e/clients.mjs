@@ -299,6 +299,10 @@ await check("errors: raw HTTP (invalid JSON, wrong body type, size limit, routes
   assertOpenAIError(await post("/v1/chat/completions", "{not json", { raw: true }), 400);
   assertOpenAIError(await post("/v1/chat/completions", "[1,2]", { raw: true }), 400);
   assertOpenAIError(await post("/v1/chat/completions", "", { raw: true }), 400);
+  // Nesting deep enough to overflow a recursive parser or printer: refused before parsing.
+  const deep = "[".repeat(100000) + "]".repeat(100000);
+  assertOpenAIError(await post("/v1/chat/completions", `{"model": ${deep}}`, { raw: true }), 400);
+  assertAnthropicError(await post("/v1/messages", deep, { raw: true }), 400);
   assertOpenAIError(await post("/v1/chat/completions", JSON.stringify({ messages: user("x".repeat(2 << 20)) }), { raw: true }), 413);
   assertOpenAIError(await post("/v1/nope", {}), 404);
   assertOpenAIError(await post("/v1/chat/completions", { messages: user("x") }, { key: "" }), 401);

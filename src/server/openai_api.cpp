@@ -369,7 +369,8 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
   st->ctx = &ctx;
   st->session =
       std::make_unique<GenerationSession>(ctx, std::move(request), connection_of(req), arrival);
-  st->parsers.assign(static_cast<size_t>(params.n), ChatOutputParser(rp.output));
+  // One parser per choice (not copies): each announces its own tool-call ids.
+  for (int32_t k = 0; k < params.n; ++k) st->parsers.emplace_back(rp.output);
   st->role_sent.assign(static_cast<size_t>(params.n), false);
   st->id = random_id("chatcmpl-");
   st->model = ctx.cfg.model_name;

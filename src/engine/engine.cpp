@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/log.h"
+#include "core/cuda/cuda_api.h"
 #include "engine/cache/contiguous_strategy.h"
 #include "engine/runtime/device_sampler.h"
 #include "engine/cache/paged_strategy.h"
@@ -78,6 +79,8 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   if (cuda) device_sampler_ = std::make_unique<DeviceSampler>(mc.vocab_size, cfg_.max_seqs, dev);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_,
                                            tokenizer_.get(), eos_ids_, device_sampler_.get());
+  // Setup ran on this thread's stream; the loop uses the engine's stream: finish setup first.
+  if (cuda) cuda::synchronize(dev.index);
   if (executor_->graphs_enabled()) {
     KVCacheView cache;
     cache.k_cache = storage_->k;

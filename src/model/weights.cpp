@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/mmap_file.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "ops/cast.h"
 
@@ -75,11 +76,15 @@ void init_normal(Tensor& t, Rng& rng, float std) {
   Tensor f = Tensor::empty(t.shape(), DType::kF32);
   float* p = f.data<float>();
   uint64_t first = rng.reserve(static_cast<uint64_t>(f.numel()) * 2);
-  for (int64_t i = 0; i < f.numel(); ++i) {
-    float u1 = std::max(philox_uniform(rng.seed(), rng.stream(), first + 2 * i), 1e-12f);
-    float u2 = philox_uniform(rng.seed(), rng.stream(), first + 2 * i + 1);
-    p[i] = std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
-  }
+  const uint64_t seed = rng.seed(), stream = rng.stream();
+  // Counter-based: element i depends only on (seed, stream, first + 2i), so threads may split it.
+  parallel_for(f.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float u1 = std::max(philox_uniform(seed, stream, first + 2 * i), 1e-12f);
+      float u2 = philox_uniform(seed, stream, first + 2 * i + 1);
+      p[i] = std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+    }
+  });
   Tensor c = t.is_cpu() ? t : Tensor::empty(t.shape(), t.dtype());
   ops::cast(f, c);
   if (!t.is_cpu()) t.copy_(c);

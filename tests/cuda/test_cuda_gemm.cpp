@@ -36,6 +36,29 @@ void check_gemm(const Tensor& a, const Tensor& b, const Tensor& c0, bool ta, boo
   test::expect_close(got, want, gemm_tol(c0.dtype(), k), what);
 }
 
+// 1..8 rows against a [N, K] weight (the decode GEMV path), bf16/f16 with f32 or input output,
+// including a row-sliced weight (a fused projection's part) and strided rows of a.
+TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (DType out_dt : {dt, DType::kF32}) {
+      for (int64_t m = 1; m <= 9; ++m) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {13, 1536}, {1000, 264}, {70, 6912}}) {
+          std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
+                             std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k);
+          SCOPED_TRACE(what);
+          Tensor a = test::random_cpu({m, k}, dt, 1);
+          Tensor w = test::random_cpu({n + 8, k}, dt, 2).slice(0, 8, n + 8);
+          Tensor c0 = test::random_cpu({m, n}, out_dt, 3);
+          check_gemm(a, w, c0, false, true, 1.0f, 0.0f, what);
+          check_gemm(a, w, c0, false, true, 0.5f, 0.0f, what + " alpha");
+          Tensor wide = test::random_cpu({m, k + 16}, dt, 4).slice(1, 0, k);  // strided rows
+          check_gemm(wide, w, c0, false, true, 1.0f, 0.0f, what + " strided a");
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CudaGemmTest, TransposesDtypesAndOddShapes) {
   const int64_t shapes[][3] = {{1, 1, 1},       {3, 5, 7},      {127, 33, 64},
                                {64, 256, 4096}, {1, 4096, 128}, {257, 129, 3}};

@@ -43,6 +43,12 @@ void CudaGraphRunner::enter_thread() const {
   cuda::set_current_stream(static_cast<cudaStream_t>(stream_));
 }
 
+CudaGraphRunner::Scope::Scope(const CudaGraphRunner& runner)
+    : previous_(cuda::current_stream()) {
+  cuda::set_current_stream(static_cast<cudaStream_t>(runner.stream_));
+}
+CudaGraphRunner::Scope::~Scope() { cuda::set_current_stream(static_cast<cudaStream_t>(previous_)); }
+
 Tensor CudaGraphRunner::capture(Key key, const std::function<Tensor()>& forward) {
   auto t0 = std::chrono::steady_clock::now();
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
@@ -89,6 +95,8 @@ CudaGraphRunner::CudaGraphRunner(Device device) : device_(device) {
 }
 CudaGraphRunner::~CudaGraphRunner() = default;
 void CudaGraphRunner::enter_thread() const {}
+CudaGraphRunner::Scope::Scope(const CudaGraphRunner&) {}
+CudaGraphRunner::Scope::~Scope() = default;
 Tensor CudaGraphRunner::capture(Key, const std::function<Tensor()>&) {
   VELA_THROW(Unsupported, "CUDA graphs need a CUDA build of vela");
 }

@@ -26,8 +26,20 @@ class CudaGraphRunner {
   CudaGraphRunner(const CudaGraphRunner&) = delete;
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
 
-  // Makes the engine stream current on the calling thread (the scheduler loop, the constructor).
+  // Makes the engine stream current on the calling thread for good (the scheduler loop).
   void enter_thread() const;
+  // Makes the engine stream current on this thread for a scope, then restores the previous one
+  // (a caller's thread outlives the engine and must not keep its stream).
+  class Scope {
+   public:
+    explicit Scope(const CudaGraphRunner& runner);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    void* previous_ = nullptr;
+  };
   void* stream() const { return stream_; }  // cudaStream_t
 
   using Key = std::pair<int32_t, int32_t>;  // (batch bucket, n_splits)

@@ -157,7 +157,7 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
 
 double Executor::capture_decode_graphs(const KVCacheView& cache, int32_t max_len) {
   if (!graphs_) return 0.0;
-  enter_thread();
+  CudaGraphRunner::Scope on_engine_stream(*graphs_);
   const double before = graphs_->capture_seconds();
   InferenceWorkspace::Host& h = ws_.host;
   for (int32_t bucket : buckets_) {

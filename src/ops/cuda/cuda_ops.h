@@ -11,6 +11,10 @@ namespace vela::ops::cuda {
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
           float beta);
+// c = alpha * a @ b^T for 1..8 rows of bf16/f16 a (beta 0): the decode GEMV; false when the
+// problem does not have that shape (gemm then uses cuBLASLt).
+bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
+                  float alpha, float beta);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void mul(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& x, float s, Tensor& out);

@@ -249,6 +249,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
                    [&](auto tag) { scale_c<decltype(tag)>(c, beta, n_batch, rows_m, cols_n); });
     return;
   }
+  // Decode-shaped problems (a few rows against a weight matrix) are bandwidth-bound GEMVs.
+  if (gemv_small_m(a, b, c, trans_a, trans_b, alpha, beta)) return;
   int64_t stride_a = a.dim() == 3 ? a.stride(0) : 0;
   int64_t stride_b = b.dim() == 3 ? b.stride(0) : 0;
   int64_t stride_c = c.dim() == 3 ? c.stride(0) : 0;

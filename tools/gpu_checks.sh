@@ -3,7 +3,7 @@
 # run every CUDA test, the CUDA training tests, the engine benchmark and the gradient fixtures.
 # Logs and results go to $OUT (the device tool brings them back).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_checks.sh [what...]
-#   what: build tests bench grads (default: all)
+#   what: build tests bench grads profile (default: all but profile)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -40,4 +40,19 @@ if has bench; then
   echo "bench engine rc=$?"; cat "$OUT/engine_h200.txt"
   timeout 60 ../build-gpu/tests/test_cuda --gtest_filter='*Sampling*Bench*' --gtest_also_run_disabled_tests \
     > "$OUT/sampling_bench.log" 2>&1; tail -25 "$OUT/sampling_bench.log"
+fi
+if has profile; then
+  # Where a decode step's GPU time goes: per-kernel totals over a short batch-1 and batch-64 run.
+  if command -v nsys >/dev/null; then
+    for c in decode1k batch64; do
+      timeout 200 nsys profile -t cuda -o "$OUT/prof_$c" --force-overwrite true \
+        ../build-gpu/vela bench engine --preset bench-1b --cases $c --decode 64 > /dev/null 2>&1
+      nsys stats -r cuda_gpu_kern_sum,cuda_api_sum --format csv "$OUT/prof_$c.nsys-rep" \
+        > "$OUT/prof_$c.csv" 2>/dev/null
+      rm -f "$OUT/prof_$c.nsys-rep" "$OUT/prof_$c.sqlite"
+      echo "== $c"; head -25 "$OUT/prof_$c.csv" | cut -c1-200
+    done
+  else
+    echo "no nsys on this machine"
+  fi
 fi

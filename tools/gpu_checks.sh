@@ -53,7 +53,25 @@ if has profile; then
       rm -f "$OUT/prof_$c.nsys-rep" "$OUT/prof_$c.sqlite"
       echo "== $c"; head -25 "$OUT/prof_$c.csv" | cut -c1-200
     done
+  elif command -v ncu >/dev/null; then
+    # Eager (no graphs) so every kernel is its own launch; ~400 kernels = one decode step.
+    timeout 300 ncu --csv --metrics gpu__time_duration.sum --launch-skip 4000 --launch-count 400 \
+      ../build-gpu/vela bench engine --preset bench-1b --cases decode1k --decode 48 --no-graphs \
+      > "$OUT/ncu_decode1k.csv" 2> "$OUT/ncu.err"
+    python3 - "$OUT/ncu_decode1k.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+hdr = rows[0]; name_i = hdr.index("Kernel Name"); val_i = hdr.index("Metric Value"); unit_i = hdr.index("Metric Unit")
+tot = collections.Counter(); cnt = collections.Counter()
+for r in rows[1:]:
+    v = float(r[val_i].replace(",", "")); u = r[unit_i]
+    us = v / 1000 if u == "nsecond" else (v if u == "usecond" else v * 1000)
+    k = r[name_i].split("(")[0][:60]; tot[k] += us; cnt[k] += 1
+all_us = sum(tot.values())
+print(f"ncu: {sum(cnt.values())} kernels, {all_us:.0f} us of GPU time (about one decode step)")
+for k, v in tot.most_common(14): print(f"{v:9.1f} us {cnt[k]:4d}x  {k}")
+PY
   else
-    echo "no nsys on this machine"
+    echo "no nsys or ncu on this machine"
   fi
 fi

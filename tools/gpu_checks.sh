@@ -3,7 +3,7 @@
 # run every CUDA test, the CUDA training tests, the engine benchmark and the gradient fixtures.
 # Logs and results go to $OUT (the device tool brings them back).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_checks.sh [what...]
-#   what: build tests bench grads profile (default: all but profile)
+#   what: build tests bench grads profile train (default: build tests bench grads)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -26,6 +26,11 @@ fi
 if has grads; then
   python3 tools/make_grad_fixtures.py --out /tmp/grads > "$OUT/grads.log" 2>&1 && echo "grads ok" || tail -20 "$OUT/grads.log"
   tar -C /tmp -czf "$OUT/grads.tar.gz" grads
+fi
+if has train && [ -f .gpu-carry/train_bench1b.json ]; then
+  # bench-1b, batch 8 x 2048, bf16 compute with fp32 master weights (config and shards carried in).
+  timeout 400 build-gpu/vela train --config .gpu-carry/train_bench1b.json > "$OUT/train_bench1b.log" 2>&1
+  echo "train bench-1b rc=$?"; tail -12 "$OUT/train_bench1b.log"
 fi
 cd tests
 if has tests; then

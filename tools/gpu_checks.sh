@@ -29,7 +29,7 @@ if has grads; then
 fi
 if has train && [ -f .gpu-carry/train_bench1b.json ]; then
   # bench-1b, batch 8 x 2048, bf16 compute with fp32 master weights (config and shards carried in).
-  timeout 400 build-gpu/vela train --config .gpu-carry/train_bench1b.json > "$OUT/train_bench1b.log" 2>&1
+  timeout 200 build-gpu/vela train --config .gpu-carry/train_bench1b.json > "$OUT/train_bench1b.log" 2>&1
   echo "train bench-1b rc=$?"; tail -12 "$OUT/train_bench1b.log"
 fi
 cd tests

@@ -42,7 +42,7 @@ TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (DType out_dt : {dt, DType::kF32}) {
       for (int64_t m = 1; m <= 9; ++m) {
-        for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {13, 1536}, {1000, 264}, {70, 6912}}) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {13, 1536}, {1000, 264}, {70, 6912}, {3000, 1024}}) {
           std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
                              std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k);
           SCOPED_TRACE(what);

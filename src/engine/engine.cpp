@@ -96,6 +96,16 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   loop_ = std::thread([this] { scheduler_->run(); });
 }
 
+std::string Engine::check_integrity() {
+  std::lock_guard<std::mutex> step(scheduler_->step_mutex());
+  try {
+    cache_->check_integrity();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 size_t Engine::n_cuda_graphs() const { return executor_->n_graphs(); }
 double Engine::graph_capture_seconds() const { return executor_->graph_capture_seconds(); }
 

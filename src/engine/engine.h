@@ -69,6 +69,9 @@ class Engine {
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const EngineConfig& config() const { return cfg_; }
   const KVStorage& kv_storage() const { return *storage_; }  // for tests and debugging
+  // Runs the KV cache's check_integrity() between steps (pages, ref counts, radix, rows):
+  // empty when it holds, else what is broken.
+  std::string check_integrity();
   // CUDA graphs captured so far and the seconds their capture took (0 on the CPU).
   size_t n_cuda_graphs() const;
   double graph_capture_seconds() const;

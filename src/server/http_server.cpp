@@ -131,8 +131,12 @@ void HttpServer::install_routes() {
   svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
-  svr.Get("/stats", [&ctx](const httplib::Request&, httplib::Response& res) {
+  svr.Get("/stats", [&ctx](const httplib::Request& req, httplib::Response& res) {
     json j = ctx.metrics.stats_json(ctx.engine.stats());
+    if (req.has_param("check")) {  // /stats?check=1: run the KV cache's integrity check too
+      std::string broken = ctx.engine.check_integrity();
+      j["kv_integrity"] = broken.empty() ? "ok" : broken;
+    }
     j["model"] = ctx.cfg.model_name;
     j["max_context"] = ctx.engine.max_context();
     res.set_content(dump_json(j), "application/json");

@@ -100,5 +100,7 @@ export async function assertNoLeaks(label) {
   assert.equal(s.server.in_flight, 0, `${label}: HTTP requests still in flight`);
   assert.equal(e.kv_pages_used, e.kv_pages_cached, `${label}: ${e.kv_pages_used - e.kv_pages_cached} KV pages leaked`);
   assert.equal(e.kv_pages_used + e.kv_pages_free, e.kv_pages_total, `${label}: page accounting`);
+  const checked = (await get("/stats?check=1")).json;
+  assert.equal(checked.kv_integrity, "ok", `${label}: KV cache integrity: ${checked.kv_integrity}`);
   return s;
 }

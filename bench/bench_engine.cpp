@@ -10,6 +10,7 @@
 
 #include "bench/bench_util.h"
 #include "cli/args.h"
+#include "model/model_presets.h"
 #include "core/cuda/cuda_api.h"
 #include "core/mmap_file.h"
 #include "core/rng.h"
@@ -22,20 +23,6 @@ namespace vela::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-json engine_preset(const std::string& name) {
-  if (name == "100m")
-    return json::parse(R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 768,
-      "num_hidden_layers": 12, "intermediate_size": 2048, "num_attention_heads": 12,
-      "num_key_value_heads": 4, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
-      "rope_theta": 10000.0, "tie_word_embeddings": true})");
-  if (name == "bench-1b")  // TARGETS.md
-    return json::parse(R"({"model_type": "llama", "vocab_size": 100000, "hidden_size": 1536,
-      "num_hidden_layers": 24, "intermediate_size": 6912, "num_attention_heads": 24,
-      "num_key_value_heads": 4, "head_dim": 64, "max_position_embeddings": 32768,
-      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})");
-  VELA_THROW(InvalidArgument, "unknown preset '", name, "' (100m, bench-1b)");
-}
 
 std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> p(static_cast<size_t>(n));
@@ -103,7 +90,7 @@ int bench_engine_main(int argc, char** argv) {
   args.check_all_used();
   VELA_CHECK(n_decode >= 8, "--decode must be at least 8");
 
-  ModelConfig mc = config_path.empty() ? ModelConfig::from_json(engine_preset(preset_name), preset_name)
+  ModelConfig mc = config_path.empty() ? ModelConfig::from_json(model_preset(preset_name), preset_name)
                                        : ModelConfig::from_file(config_path);
   std::vector<Case> all = {{"decode1k", 1, 1024, false},
                            {"decode8k", 1, 8192, false},

@@ -6,29 +6,13 @@
 
 #include "bench/bench_util.h"
 #include "cli/args.h"
+#include "model/model_presets.h"
 #include "core/mmap_file.h"
 #include "core/parallel.h"
 #include "model/contiguous_kv_cache.h"
 #include "model/transformer.h"
 
 namespace vela::cli {
-namespace {
-
-json preset(const std::string& name) {
-  if (name == "100m")  // ~110M params: a GPT-2-small-sized Llama
-    return json::parse(R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 768,
-      "num_hidden_layers": 12, "intermediate_size": 2048, "num_attention_heads": 12,
-      "num_key_value_heads": 4, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
-      "rope_theta": 10000.0, "tie_word_embeddings": true})");
-  if (name == "bench-1b")  // TARGETS.md
-    return json::parse(R"({"model_type": "llama", "vocab_size": 100000, "hidden_size": 1536,
-      "num_hidden_layers": 24, "intermediate_size": 6912, "num_attention_heads": 24,
-      "num_key_value_heads": 4, "head_dim": 64, "max_position_embeddings": 32768,
-      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})");
-  VELA_THROW(InvalidArgument, "unknown preset '", name, "' (100m, bench-1b)");
-}
-
-}  // namespace
 
 int bench_model_main(int argc, char** argv) {
   Args args(argc, argv, {"help"});
@@ -49,7 +33,7 @@ int bench_model_main(int argc, char** argv) {
                "bench model on CUDA arrives with the CUDA engine (use --device cpu)");
   VELA_CHECK(n_prompt > 0 && n_decode > 0, "--prompt and --decode must be positive");
 
-  ModelConfig cfg = config_path.empty() ? ModelConfig::from_json(preset(preset_name), preset_name)
+  ModelConfig cfg = config_path.empty() ? ModelConfig::from_json(model_preset(preset_name), preset_name)
                                         : ModelConfig::from_file(config_path);
   std::printf("model %s: %.1fM params, %s, %d threads\n",
               config_path.empty() ? preset_name.c_str() : config_path.c_str(),

@@ -53,8 +53,6 @@ struct TrainerConfig {
   void validate() const;
 };
 
-// A named model config (tiny, 100m, bench-1b) as HF config.json JSON; InvalidArgument otherwise.
-json model_preset(const std::string& name);
 // Resolves TrainerConfig::model: a preset name, a config.json path or a directory holding one.
 ModelConfig resolve_model_config(const std::string& model);
 

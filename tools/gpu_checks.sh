@@ -3,7 +3,7 @@
 # run every CUDA test, the CUDA training tests, the engine benchmark and the gradient fixtures.
 # Logs and results go to $OUT (the device tool brings them back).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_checks.sh [what...]
-#   what: build tests bench grads profile train (default: build tests bench grads)
+#   what: build tests bench grads profile train ckpt (default: build tests bench grads)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -31,6 +31,17 @@ if has train && [ -f .gpu-carry/train_bench1b.json ]; then
   # bench-1b, batch 8 x 2048, bf16 compute with fp32 master weights (config and shards carried in).
   timeout 200 build-gpu/vela train --config .gpu-carry/train_bench1b.json > "$OUT/train_bench1b.log" 2>&1
   echo "train bench-1b rc=$?"; tail -12 "$OUT/train_bench1b.log"
+fi
+if has ckpt && [ -d .gpu-carry/shards2048 ]; then
+  # A small model trained by vela (CPU, f32) must load in transformers and agree with vela.
+  timeout 200 build-gpu/vela train --config examples/pretrain_small.json --data.path .gpu-carry/shards2048 \
+    --data.validation_path "" --data.seq_len 2048 --data.batch_size 2 --max_steps 20 --eval_every 0 \
+    --save_every 0 --out_dir /tmp/run-small --threads 16 > "$OUT/train_small.log" 2>&1
+  echo "train small rc=$?"; tail -3 "$OUT/train_small.log"
+  CK=$(ls -d /tmp/run-small/step-* | tail -1)
+  build-gpu/vela generate --model "$CK" --prompt-ids 5,17,300,42,7 --max-tokens 12 --temperature 0 \
+    --ignore-eos --json --top-logprobs 1 > "$OUT/gen_small.json" && \
+    python3 tools/check_trained_checkpoint.py "$CK" "$OUT/gen_small.json" 5,17,300,42,7 2>&1 | tail -3
 fi
 cd tests
 if has tests; then

@@ -29,8 +29,9 @@ if has grads; then
 fi
 if has train && [ -f .gpu-carry/train_bench1b.json ]; then
   # bench-1b, batch 8 x 2048, bf16 compute with fp32 master weights (config and shards carried in).
-  timeout 200 build-gpu/vela train --config .gpu-carry/train_bench1b.json > "$OUT/train_bench1b.log" 2>&1
-  echo "train bench-1b rc=$?"; tail -12 "$OUT/train_bench1b.log"
+  VELA_LOG_LEVEL=debug timeout 200 build-gpu/vela train --config .gpu-carry/train_bench1b.json \
+    > "$OUT/train_bench1b.log" 2>&1
+  echo "train bench-1b rc=$?"; grep -E "step [0-9]|phases|done" "$OUT/train_bench1b.log" | tail -12
 fi
 if has ckpt && [ -d .gpu-carry/shards2048 ]; then
   # A small model trained by vela (CPU, f32) must load in transformers and agree with vela.

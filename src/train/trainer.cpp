@@ -188,8 +188,11 @@ StepMetrics Trainer::train_step() {
     loss_sum += s.loss_sum;
     for (auto& cb : callbacks_) cb->on_batch_end(*this, i, s.mean());
   }
+  using Clock = std::chrono::steady_clock;
+  const auto t_fwd_bwd = Clock::now();  // the loss read-back waits for the device
   StepMetrics m;
   m.grad_norm = clip_grad_norm(trainable_->parameters(), config_.max_grad_norm);
+  const auto t_clip = Clock::now();
   for (auto& cb : callbacks_) cb->before_optimizer_step(*this);
   m.lr = schedule_->lr();
   if (std::isfinite(m.grad_norm)) {
@@ -198,6 +201,11 @@ StepMetrics Trainer::train_step() {
     m.skipped = true;
     VELA_LOG_WARN("[train] step ", step_ + 1, ": non-finite gradient norm, update skipped");
   }
+  const auto t_opt = Clock::now();
+  VELA_LOG_DEBUG("[train] step ", step_ + 1, " phases: data + forward/backward ",
+                 std::chrono::duration<double>(t_fwd_bwd - t0).count(), " s, clip ",
+                 std::chrono::duration<double>(t_clip - t_fwd_bwd).count(), " s, optimizer ",
+                 std::chrono::duration<double>(t_opt - t_clip).count(), " s");
   schedule_->advance();
   ++step_;
   m.step = step_;

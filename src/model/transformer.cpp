@@ -92,11 +92,21 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   Tensor table = rope_table(kv.max_len);
   Tensor residual = scratch_tensor({n, h}, dtype(), device());
   ops::embedding(embed, ids, residual);
-  for (size_t l = 0; l < blocks.size(); ++l)
-    blocks[l].forward_packed(residual, positions, table, kv, static_cast<int64_t>(l));
+  // `normed` carries each block's normalized input; the last block leaves final_norm(residual).
+  Tensor normed = scratch_tensor({n, h}, dtype(), device());
+  if (!blocks.empty()) ops::rms_norm(residual, blocks[0].input_norm, blocks[0].eps, normed);
+  else ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const bool last = l + 1 == blocks.size();
+    blocks[l].forward_packed(residual, normed, positions, table, kv, static_cast<int64_t>(l),
+                             last ? final_norm : blocks[l + 1].input_norm,
+                             last ? static_cast<float>(config.rms_norm_eps) : blocks[l + 1].eps);
+  }
   Tensor selected = scratch_tensor({logits_indices.size(0), h}, dtype(), device());
-  ops::embedding(residual, logits_indices, selected);  // row gather
-  return logits_from_hidden(selected);
+  ops::embedding(normed, logits_indices, selected);  // row gather of the final-normed rows
+  Tensor logits = scratch_tensor({logits_indices.size(0), config.vocab_size}, DType::kF32, device());
+  ops::gemm(selected, lm_head.weight, logits, false, true);
+  return logits;
 }
 
 }  // namespace vela

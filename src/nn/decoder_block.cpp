@@ -1,4 +1,5 @@
-// DecoderBlock forward passes. The second residual add is fused into the post-attention RMSNorm.
+// DecoderBlock forward passes. Residual adds are fused into the RMSNorm that follows them (on the
+// packed path also the closing one, into the next block's input norm).
 #include "nn/decoder_block.h"
 
 #include "core/scratch_arena.h"
@@ -7,17 +8,17 @@
 
 namespace vela {
 
-void DecoderBlock::forward_packed(Tensor& residual, const Tensor& positions,
+void DecoderBlock::forward_packed(Tensor& residual, Tensor& normed, const Tensor& positions,
                                   const Tensor& rope_table, const KVCacheView& kv,
-                                  int64_t layer_idx) const {
+                                  int64_t layer_idx, const Tensor& next_norm,
+                                  float next_eps) const {
   ScratchMark temporaries;  // this block's temporaries are free again when it returns
-  Tensor normed = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
-  ops::rms_norm(residual, input_norm, eps, normed);
   Tensor attn_out = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
   attn.forward_packed(normed, positions, rope_table, kv, layer_idx, attn_out);
-  ops::add_rms_norm(attn_out, residual, post_norm, eps, normed);  // residual += attn_out
-  mlp.forward(normed, attn_out);
-  ops::add(residual, attn_out, residual);
+  Tensor mlp_in = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
+  ops::add_rms_norm(attn_out, residual, post_norm, eps, mlp_in);  // residual += attn_out
+  mlp.forward(mlp_in, attn_out);
+  ops::add_rms_norm(attn_out, residual, next_norm, next_eps, normed);  // residual += mlp_out
 }
 
 void DecoderBlock::forward_dense(Tensor& residual, const Tensor& positions,

@@ -36,9 +36,12 @@ struct DecoderBlock {
   Mlp mlp;
   float eps = 1e-6f;
 
-  // residual: [n_tokens, hidden], updated in place to the block's output.
-  void forward_packed(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
-                      const KVCacheView& kv, int64_t layer_idx) const;
+  // Packed inference path. residual: [n_tokens, hidden], updated in place to the block's output;
+  // normed: [n_tokens, hidden], in: input_norm(residual), out: next_norm(new residual) — the
+  // closing residual add is fused into the next block's (or the final) RMSNorm.
+  void forward_packed(Tensor& residual, Tensor& normed, const Tensor& positions,
+                      const Tensor& rope_table, const KVCacheView& kv, int64_t layer_idx,
+                      const Tensor& next_norm, float next_eps) const;
   // residual: [batch, seq, hidden], updated in place.
   void forward_dense(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
                      const Tensor& doc_ids) const;

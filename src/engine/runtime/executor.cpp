@@ -16,11 +16,12 @@ int64_t Executor::activation_bytes(const ModelConfig& c, DType dtype, int64_t n_
   const int64_t slack = 16 * ScratchArena::kAlignment;  // per-take alignment
   const int64_t h = c.hidden_size, d = c.head_dim;
   const int64_t qkv = (c.n_heads + 2 * c.n_kv_heads) * d;
-  // Live at once: the residual stream and, inside one block (its temporaries are released when it
-  // returns), normed + attn_out + q/k/v + the attention output + the MLP's gate_up and
-  // activation, counted without reuse; then the gathered rows, their norm and f32 logits.
+  // Live at once: the residual stream and its normalized copy and, inside one block (its
+  // temporaries are released when it returns), attn_out + the MLP input + q/k/v + the attention
+  // output + the MLP's gate_up and activation, counted without reuse; then the gathered rows and
+  // f32 logits.
   int64_t block = n_tokens * e * (2 * h + qkv + c.n_heads * d + 3 * c.intermediate_size);
-  int64_t residual = n_tokens * e * h;
+  int64_t residual = 2 * n_tokens * e * h;
   int64_t head = n_seqs * (2 * h * e + c.vocab_size * static_cast<int64_t>(sizeof(float)));
   return residual + block + head + slack;
 }

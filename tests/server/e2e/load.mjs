@@ -71,7 +71,12 @@ async function one() {
       assert.equal(events.at(-1).data, "[DONE]");
       const finishes = events.flatMap((e) => (e.data.choices || []).map((c) => c.finish_reason)).filter(Boolean);
       assert.equal(finishes.length, 1, "one finish_reason");
-      if (path === "/v1/chat/completions") assert.equal(events.at(-2).data.usage.completion_tokens, max_tokens);
+      if (path === "/v1/chat/completions") {
+        // A sampled EOS may end a stream early (a random model, temperature 0.8): then finish "stop".
+        const used = events.at(-2).data.usage.completion_tokens;
+        if (finishes[0] === "length") assert.equal(used, max_tokens);
+        else assert.ok(finishes[0] === "stop" && used <= max_tokens, `finish ${finishes[0]} after ${used}`);
+      }
     }
     counts.ok++;
   } catch (e) {

@@ -199,17 +199,14 @@ void Scheduler::sample(const Tensor& logits) {
     device_sampler_->sample(rows, sample_rows_, sample_out_);
     return;
   }
-  // The CPU sampler edits rows in place (penalties, bias): each sample row gets its own copy.
-  Tensor src = logits;
-  if (!logits.device().is_cpu()) {
-    src = ws_.host.step_logits.slice(0, 0, logits.size(0));
-    src.copy_(logits);
-  }
+  // The CPU sampler (CPU engines; CUDA ones always have a DeviceSampler) edits rows in place
+  // (penalties, bias): each sample row gets its own copy in the workspace.
+  VELA_ASSERT(logits.device().is_cpu(), "a CUDA engine samples with its DeviceSampler");
   for (int64_t j = 0; j < n; ++j)
-    std::memcpy(ws_.host.logits.data<float>() + j * vocab,
-                src.data<float>() + sample_src_[static_cast<size_t>(j)] * vocab,
+    std::memcpy(ws_.logits.data<float>() + j * vocab,
+                logits.data<float>() + sample_src_[static_cast<size_t>(j)] * vocab,
                 static_cast<size_t>(vocab) * sizeof(float));
-  Tensor rows = ws_.host.logits.slice(0, 0, n);
+  Tensor rows = ws_.logits.slice(0, 0, n);
   sampler_.sample(rows, sample_rows_, sample_out_);
 }
 

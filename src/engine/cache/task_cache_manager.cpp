@@ -179,15 +179,7 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
   }
 
   // Fill every entry, steady or not: nothing is left over from an earlier step.
-  InferenceWorkspace::Host& h = ws_.host;
-  int32_t* ids = h.input_ids.data<int32_t>();
-  int32_t* pos = h.positions.data<int32_t>();
-  int32_t* loc = h.out_cache_loc.data<int32_t>();
-  int32_t* rows = h.req_pool_indices.data<int32_t>();
-  int32_t* lens = h.seq_lens.data<int32_t>();
-  int32_t* qo = h.qo_indptr.data<int32_t>();
-  int32_t* kvp = h.kv_indptr.data<int32_t>();
-  int32_t* last = h.logits_indices.data<int32_t>();
+  auto [ids, pos, loc, rows, lens, qo, kvp, last] = ws_.host_pointers();
   int32_t t = 0, max_len = 0;
   int64_t kv_total = 0;
   qo[0] = kvp[0] = 0;

@@ -90,7 +90,7 @@ Tensor Executor::forward(const BoundBatch& batch) {
     ws_.upload(batch.n_tokens, batch.n_seqs);  // a no-op: host and device are one
     return run(batch);
   }
-  enter_thread();
+  // The scheduler loop entered the engine stream once (Scheduler::run); nothing to set per step.
   return batch.n_tokens == batch.n_seqs ? forward_decode(batch) : forward_prefill(batch);
 }
 
@@ -99,15 +99,7 @@ Tensor Executor::forward_decode(const BoundBatch& batch) {
 }
 
 Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket) {
-  InferenceWorkspace::Host& h = ws_.host;
-  int32_t* ids = h.input_ids.data<int32_t>();
-  int32_t* pos = h.positions.data<int32_t>();
-  int32_t* loc = h.out_cache_loc.data<int32_t>();
-  int32_t* rows = h.req_pool_indices.data<int32_t>();
-  int32_t* lens = h.seq_lens.data<int32_t>();
-  int32_t* qo = h.qo_indptr.data<int32_t>();
-  int32_t* kvp = h.kv_indptr.data<int32_t>();
-  int32_t* last = h.logits_indices.data<int32_t>();
+  auto [ids, pos, loc, rows, lens, qo, kvp, last] = ws_.host_pointers();
   for (int32_t i = n; i < bucket; ++i) {  // padding rows: no keys, K/V into the padding slot
     ids[i] = 0;
     pos[i] = 0;

@@ -40,14 +40,7 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
     lse_part = Tensor::empty({ops::decode_lse_part_numel(n_seq, c.n_heads, ops::kMaxDecodeSplits)},
                              DType::kF32, c.device);
   }
-  if (c.device.is_cpu()) {
-    host_meta_ = meta_;
-    host.logits = logits;
-  } else {
-    host_meta_ = Tensor::zeros({total}, DType::kI32, Device::cpu());
-    host.logits = Tensor::zeros({n_seq, c.vocab_size}, DType::kF32, Device::cpu());
-    host.step_logits = Tensor::zeros({n_seq, c.vocab_size}, DType::kF32, Device::cpu());
-  }
+  host_meta_ = c.device.is_cpu() ? meta_ : Tensor::zeros({total}, DType::kI32, Device::cpu());
   Tensor* hst[10] = {&host.input_ids,      &host.positions,    &host.out_cache_loc,
                      &host.req_pool_indices, &host.seq_lens,     &host.qo_indptr,
                      &host.kv_indptr,        &host.logits_indices, &host.tile_seq_idx,

@@ -40,7 +40,7 @@ class InferenceWorkspace {
   Tensor qo_indptr;         // [max_seqs + 1] i32
   Tensor kv_indptr;         // [max_seqs + 1] i32
   Tensor logits_indices;    // [max_seqs] i32
-  Tensor logits;            // [max_seqs, vocab] f32, on the device
+  Tensor logits;            // [max_seqs, vocab] f32: one row per sample (sampler scratch)
   Tensor tile_seq_idx;      // [max_tiles] i32: prefill Q-tile work list (ops::plan_prefill_tiles)
   Tensor tile_q_start;      // [max_tiles] i32
   Tensor o_part;            // [max_seqs * n_heads * kMaxDecodeSplits * head_dim] f32 decode partials
@@ -58,9 +58,19 @@ class InferenceWorkspace {
     Tensor logits_indices;    // [max_seqs] i32
     Tensor tile_seq_idx;      // [max_tiles] i32
     Tensor tile_q_start;      // [max_tiles] i32
-    Tensor logits;            // [max_seqs, vocab] f32: the CPU sampler's rows (== logits on CPU)
-    Tensor step_logits;       // [max_seqs, vocab] f32: a forward's logits read back (CUDA only)
   } host;
+
+  // Raw pointers to the host metadata, in Host's order, for the loops that fill a step.
+  struct HostPointers {
+    int32_t *input_ids, *positions, *out_cache_loc, *req_pool_indices, *seq_lens, *qo_indptr,
+        *kv_indptr, *logits_indices;
+  };
+  HostPointers host_pointers() {
+    return {host.input_ids.data<int32_t>(),  host.positions.data<int32_t>(),
+            host.out_cache_loc.data<int32_t>(), host.req_pool_indices.data<int32_t>(),
+            host.seq_lens.data<int32_t>(),   host.qo_indptr.data<int32_t>(),
+            host.kv_indptr.data<int32_t>(),  host.logits_indices.data<int32_t>()};
+  }
 
   // Copies the host metadata (input ids included) to the device in one copy; a no-op on the CPU.
   // n_tokens / n_seqs are checked against the limits (entries past them are stale but unread).

@@ -4,29 +4,15 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tokenizer/oracle_util.h"  // repo_root(), assets_dir()
+
 namespace vela::test {
-namespace fs = std::filesystem;
-
-inline fs::path repo_root() {
-  fs::path p = fs::current_path();
-  for (int i = 0; i < 4; ++i) {
-    if (fs::exists(p / "scripts" / "fetch_assets.sh")) return p;
-    p = p.parent_path();
-  }
-  return fs::current_path();
-}
-
-inline fs::path assets_dir() {
-  if (const char* a = std::getenv("VELA_ASSETS")) return a;
-  return repo_root() / ".cache" / "assets";
-}
 
 inline std::string qwen3_dir() { return (assets_dir() / "tokenizers" / "qwen3").string(); }
 inline bool have_qwen3() { return fs::exists(fs::path(qwen3_dir()) / "tokenizer.json"); }

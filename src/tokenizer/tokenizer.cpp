@@ -193,10 +193,16 @@ void Tokenizer::set_special_ids(const tjson& config) {
     auto suf = post_processor_->suffix_ids();
     if (!suf.empty()) eos_id_ = suf.back();
   }
+  // Conventional names, only when they are special tokens: in byte-level vocabularies such as
+  // Qwen3's, "<s>" and "</s>" are ordinary merged text tokens, not sequence markers.
+  auto special_named = [&](const char* name) -> std::optional<int32_t> {
+    auto id = id_of(std::string(name));
+    return id && is_special(*id) ? id : std::nullopt;
+  };
   for (const char* name : {"<|begin_of_text|>", "<s>", "<bos>"})
-    if (!bos_id_) bos_id_ = id_of(std::string(name));
+    if (!bos_id_) bos_id_ = special_named(name);
   for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"})
-    if (!eos_id_) eos_id_ = id_of(std::string(name));
+    if (!eos_id_) eos_id_ = special_named(name);
 }
 
 void Tokenizer::encode_text(std::string_view text, bool at_origin,

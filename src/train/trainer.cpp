@@ -152,14 +152,13 @@ void Trainer::restore(const json& state) {
 }
 
 double Trainer::flops_per_token() const {
+  // ../shared/TARGETS.md's MFU convention (PaLM appendix B): 6 x params (every parameter, the
+  // input embedding included) + 12 x n_layers x hidden x seq_len for attention's QK^T and PV
+  // (forward + backward, counted without the causal half).
   const ModelConfig& c = model_->config;
-  const double n = static_cast<double>(c.n_params()) -
-                   static_cast<double>(c.vocab_size * c.hidden_size) *
-                       (c.tie_word_embeddings ? 0.0 : 1.0);  // the input embedding is a lookup
-  // Causal attention: QK^T and PV over on average seq/2 keys, forward + backward = 3x forward.
-  const double attn = 6.0 * static_cast<double>(c.n_layers * c.q_dim()) *
+  const double attn = 12.0 * static_cast<double>(c.n_layers * c.hidden_size) *
                       static_cast<double>(data_.train->seq_len());
-  return 6.0 * n + attn;
+  return 6.0 * static_cast<double>(c.n_params()) + attn;
 }
 
 StepMetrics Trainer::train_step() {

@@ -60,7 +60,7 @@ class Trainer {
   Dataset& dataset() { return *data_.train; }
   Dataset* validation_dataset() { return data_.validation.get(); }
   Rng& rng() { return rng_; }
-  // Model FLOPs per trained token (6 N for the matmuls plus causal attention), for MFU.
+  // Model FLOPs per trained token by TARGETS.md's convention (6 N + 12 L H T), for MFU.
   double flops_per_token() const;
 
  private:

@@ -81,6 +81,20 @@ TEST(TokenizerErrors, InvalidUtf8InputAndUnknownIds) {
   EXPECT_EQ(t.decode({-5, 999999, 'a'}), "a");  // unknown ids are skipped
 }
 
+TEST(Tokenizer, ConventionalBosEosNamesCountOnlyAsSpecialTokens) {
+  // "<s>" as an ordinary merged token (Qwen3's vocabulary has one) is not a BOS marker...
+  tjson j = test::byte_level_tokenizer({{"<", "s"}, {"<s", ">"}});
+  Tokenizer plain = Tokenizer::from_json(j);
+  ASSERT_TRUE(plain.token_to_id("<s>").has_value());
+  EXPECT_FALSE(plain.bos_id().has_value());
+  // ...but an added special token of that name is.
+  j["added_tokens"] = {{{"id", 300}, {"content", "<s>"}, {"special", true}, {"normalized", false}},
+                       {{"id", 301}, {"content", "</s>"}, {"special", true}, {"normalized", false}}};
+  Tokenizer special = Tokenizer::from_json(j);
+  EXPECT_EQ(special.bos_id(), 300);
+  EXPECT_EQ(special.eos_id(), 301);
+}
+
 TEST(Tokenizer, TemplateProcessingAndGpt2Files) {
   tjson j = test::byte_level_tokenizer();
   j["added_tokens"] = {

@@ -3,7 +3,7 @@
 # run every CUDA test, the CUDA training tests, the engine benchmark and the gradient fixtures.
 # Logs and results go to $OUT (the device tool brings them back).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_checks.sh [what...]
-#   what: build tests bench grads profile train ckpt (default: build tests bench grads)
+#   what: build tests bench grads profile train trainprof ckpt (default: build tests bench grads)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -43,6 +43,27 @@ if has ckpt && [ -d .gpu-carry/shards2048 ]; then
   build-gpu/vela generate --model "$CK" --prompt-ids 5,17,300,42,7 --max-tokens 12 --temperature 0 \
     --ignore-eos --json --top-logprobs 1 > "$OUT/gen_small.json" && \
     python3 tools/check_trained_checkpoint.py "$CK" "$OUT/gen_small.json" 5,17,300,42,7 2>&1 | tail -3
+fi
+if has trainprof && [ -f .gpu-carry/bench1b_4layers.json ]; then
+  # Where a training step's GPU time goes: ncu per-kernel totals over one step of a 4-layer
+  # bench-1b (same shapes per layer, 6x fewer layers), batch 8 x 2048.
+  timeout 400 ncu --csv --metrics gpu__time_duration.sum build-gpu/vela train \
+    --config .gpu-carry/train_bench1b.json --model .gpu-carry/bench1b_4layers.json --max_steps 1 \
+    > "$OUT/ncu_train.csv" 2> "$OUT/ncu_train.err"
+  echo "ncu train rc=$?"
+  python3 - "$OUT/ncu_train.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+hdr = rows[0]; name_i = hdr.index("Kernel Name"); val_i = hdr.index("Metric Value"); unit_i = hdr.index("Metric Unit")
+tot = collections.Counter(); cnt = collections.Counter()
+for r in rows[1:]:
+    v = float(r[val_i].replace(",", "")); u = r[unit_i]
+    us = v / 1000 if u == "nsecond" else (v if u == "usecond" else v * 1000)
+    k = r[name_i].split("(")[0][:70]; tot[k] += us; cnt[k] += 1
+all_us = sum(tot.values())
+print(f"ncu train: {sum(cnt.values())} kernels, {all_us/1000:.1f} ms of GPU time (one step, 4 layers)")
+for k, v in tot.most_common(30): print(f"{v/1000:9.2f} ms {cnt[k]:5d}x  {k}")
+PY
 fi
 cd tests
 if has tests; then

@@ -38,6 +38,14 @@ void* device_alloc(size_t, int) { no_cuda(); }
 void device_free(void*) {}
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda(); }
 void zero_bytes(void*, size_t, int) { no_cuda(); }
+void* host_alloc_pinned(size_t) { no_cuda(); }
+void host_free_pinned(void*) {}
+void copy_bytes_async(void*, Device, const void*, Device, size_t) { no_cuda(); }
+StreamEvent::StreamEvent(int device, bool) : device_(device) { no_cuda(); }
+StreamEvent::~StreamEvent() = default;
+void StreamEvent::record() { no_cuda(); }
+void StreamEvent::synchronize() const {}
+double StreamEvent::elapsed_ms(const StreamEvent&, const StreamEvent&) { no_cuda(); }
 void strided_copy(void*, const void*, size_t, int, const int64_t*, const int64_t*, int) { no_cuda(); }
 void synchronize(int) {}
 }  // namespace vela::cuda

@@ -3,6 +3,7 @@
 #include "core/tensor.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/cuda/cuda_api.h"
 
@@ -38,6 +39,15 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   t.zero_();
   return t;
+}
+
+Tensor Tensor::zeros_pinned(const Shape& shape, DType dtype) {
+  if (!cuda::available()) return zeros(shape, dtype);
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  void* p = cuda::host_alloc_pinned(bytes);
+  std::memset(p, 0, bytes);
+  std::shared_ptr<void> keep(p, [](void* q) { cuda::host_free_pinned(q); });
+  return from_blob(p, shape, dtype, Device::cpu(), std::move(keep));
 }
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,

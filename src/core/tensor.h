@@ -25,6 +25,9 @@ class Tensor {
   // ---- construction ----
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
+  // A zeroed CPU tensor in page-locked memory when a CUDA device is usable (so copies to and from
+  // the device can be asynchronous), an ordinary CPU tensor otherwise.
+  static Tensor zeros_pinned(const Shape& shape, DType dtype);
   // Wraps memory owned elsewhere (an mmap'd file, a workspace); `keepalive` is held meanwhile.
   static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
                           std::shared_ptr<void> keepalive = nullptr);

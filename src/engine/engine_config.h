@@ -17,6 +17,7 @@ struct EngineConfig {
   int32_t max_waiting = 1024;         // queued requests beyond which submit() refuses
   uint64_t seed = 0;                  // seeds of requests that bring none are drawn from this
   bool cuda_graphs = true;            // CUDA: replay captured decode graphs (off: eager, same math)
+  bool time_device = false;           // CUDA: time each forward on the stream (EngineStats; bench)
 };
 
 }  // namespace vela

@@ -305,6 +305,7 @@ bool Scheduler::step() {
     publish_final_events();
     return false;
   }
+  ws_.wait_staging();  // the previous step's metadata upload has left the host buffer
   BoundBatch batch = cache_.bind(items_);
   int32_t* ids = ws_.host.input_ids.data<int32_t>();
   int32_t off = 0;
@@ -429,6 +430,11 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt) {
   stats_.kv_pages_free = cs.pages_free;
   stats_.kv_pages_cached = cs.pages_cached;
   stats_.prefix_hit_tokens = cs.prefix_hit_tokens;
+  const Executor::DeviceTime& dt = executor_.device_time();
+  stats_.decode_forwards_timed = dt.decode_forwards;
+  stats_.other_forwards_timed = dt.other_forwards;
+  stats_.decode_device_s = dt.decode_s;
+  stats_.other_device_s = dt.other_s;
 }
 
 }  // namespace vela

@@ -31,6 +31,10 @@ struct EngineStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   int64_t preemptions = 0, steps = 0;
   double tokens_per_s = 0;  // generated tokens per second over the last few seconds
+  // With EngineConfig::time_device: stream time of the forwards (metadata upload + model, sampling
+  // excluded), decode steps and the others apart; counts are the forwards timed so far.
+  int64_t decode_forwards_timed = 0, other_forwards_timed = 0;
+  double decode_device_s = 0, other_device_s = 0;
   uint64_t policy_version = 0;
 };
 

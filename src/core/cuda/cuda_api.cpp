@@ -3,6 +3,7 @@
 // zero_bytes and strided_copy are stream-ordered and do not wait.
 #include "core/cuda/cuda_api.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -96,6 +97,58 @@ void strided_copy(void* dst, const void* src, size_t elem_bytes, int rank, const
   check_device(device);
   DeviceGuard guard(device);
   launch_strided_gather(dst, src, elem_bytes, rank, shape, src_strides);
+}
+
+void* host_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  VELA_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+  return p;
+}
+
+void host_free_pinned(void* p) {
+  if (p != nullptr) cudaFreeHost(p);
+}
+
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
+                      size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  check_device(device);
+  DeviceGuard guard(device);
+  VELA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, current_stream()));
+}
+
+StreamEvent::StreamEvent(int device, bool timing) : device_(device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  cudaEvent_t e = nullptr;
+  VELA_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  event_ = e;
+}
+
+StreamEvent::~StreamEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void StreamEvent::record() {
+  DeviceGuard guard(device_);
+  VELA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), current_stream()));
+  recorded_ = true;
+}
+
+void StreamEvent::synchronize() const {
+  if (recorded_) VELA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+}
+
+double StreamEvent::elapsed_ms(const StreamEvent& start, const StreamEvent& end) {
+  float ms = 0.0f;
+  VELA_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_),
+                                       static_cast<cudaEvent_t>(end.event_)));
+  return ms;
 }
 
 void synchronize(int device) {

@@ -47,4 +47,32 @@ void strided_copy(void* dst, const void* src, size_t elem_bytes, int rank, const
 // Waits for all work on the current stream of `device`.
 void synchronize(int device = 0);
 
+// Page-locked host memory, which lets copy_bytes_async overlap the host; freed by host_free_pinned.
+void* host_alloc_pinned(size_t bytes);
+void host_free_pinned(void* p);
+// Like copy_bytes but does not wait: the copy is ordered on the current stream, and the source
+// must stay unchanged until the stream has passed it (see StreamEvent).
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
+                      size_t bytes);
+
+// A CUDA event on a device's current stream: marks how far the stream has come, for waiting on
+// it from the host and for timing the stream between two events. Not copyable.
+class StreamEvent {
+ public:
+  explicit StreamEvent(int device, bool timing = false);
+  ~StreamEvent();
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  void record();             // on the current stream of the device
+  void synchronize() const;  // waits until the stream passed the last record(); no-op if none
+  bool recorded() const { return recorded_; }
+  // Milliseconds of stream time from `start` to `end` (both recorded with timing, end reached).
+  static double elapsed_ms(const StreamEvent& start, const StreamEvent& end);
+
+ private:
+  int device_;
+  void* event_ = nullptr;  // cudaEvent_t
+  bool recorded_ = false;
+};
+
 }  // namespace vela::cuda

@@ -40,15 +40,6 @@ struct DeviceSampler::Pinned {
     if (upload_done) cudaEventDestroy(upload_done);
     if (reset_done) cudaEventDestroy(reset_done);
   }
-  // A pinned host tensor (freed with cudaFreeHost when the last view goes).
-  static Tensor host_tensor(const Shape& shape, DType dtype) {
-    void* p = nullptr;
-    const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-    VELA_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 16), cudaHostAllocDefault));
-    std::memset(p, 0, std::max<size_t>(bytes, 16));
-    std::shared_ptr<void> keep(p, [](void* q) { cudaFreeHost(q); });
-    return Tensor::from_blob(p, shape, dtype, Device::cpu(), keep);
-  }
 #endif
 };
 
@@ -85,9 +76,9 @@ DeviceSampler::DeviceSampler(int64_t vocab_size, int32_t max_rows, Device device
     reset_host_ = reset_dev_;
   } else {
 #if defined(VELA_HAS_CUDA)
-    upload_host_ = Pinned::host_tensor({up_bytes}, DType::kU8);
-    out_host_ = Pinned::host_tensor({ops::kSampleOutRows, max_rows_}, DType::kI32);
-    reset_host_ = Pinned::host_tensor({n_reset}, DType::kI32);
+    upload_host_ = Tensor::zeros_pinned({up_bytes}, DType::kU8);
+    out_host_ = Tensor::zeros_pinned({ops::kSampleOutRows, max_rows_}, DType::kI32);
+    reset_host_ = Tensor::zeros_pinned({n_reset}, DType::kI32);
     VELA_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_->upload_done, cudaEventDisableTiming));
     VELA_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_->reset_done, cudaEventDisableTiming));
 #endif

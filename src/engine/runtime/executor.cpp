@@ -43,7 +43,25 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
       stream_ = std::make_unique<CudaGraphRunner>(model->device());
     buckets_ = CudaGraphRunner::buckets(ws.max_seqs());
     sm_count_ = cuda::sm_count(model->device().index);
+    if (opts.time_device) {
+      fwd_begin_ = std::make_unique<cuda::StreamEvent>(model->device().index, /*timing=*/true);
+      fwd_end_ = std::make_unique<cuda::StreamEvent>(model->device().index, /*timing=*/true);
+    }
   }
+}
+
+void Executor::count_pending_time() {
+  if (!pending_) return;
+  fwd_end_->synchronize();
+  const double s = cuda::StreamEvent::elapsed_ms(*fwd_begin_, *fwd_end_) / 1000.0;
+  if (pending_decode_) {
+    ++device_time_.decode_forwards;
+    device_time_.decode_s += s;
+  } else {
+    ++device_time_.other_forwards;
+    device_time_.other_s += s;
+  }
+  pending_ = false;
 }
 
 Executor::~Executor() = default;
@@ -91,7 +109,15 @@ Tensor Executor::forward(const BoundBatch& batch) {
     return run(batch);
   }
   // The scheduler loop entered the engine stream once (Scheduler::run); nothing to set per step.
-  return batch.n_tokens == batch.n_seqs ? forward_decode(batch) : forward_prefill(batch);
+  const bool decode = batch.n_tokens == batch.n_seqs;
+  if (!fwd_begin_) return decode ? forward_decode(batch) : forward_prefill(batch);
+  count_pending_time();
+  fwd_begin_->record();
+  Tensor logits = decode ? forward_decode(batch) : forward_prefill(batch);
+  fwd_end_->record();
+  pending_ = true;
+  pending_decode_ = decode;
+  return logits;
 }
 
 Tensor Executor::forward_decode(const BoundBatch& batch) {
@@ -155,6 +181,7 @@ double Executor::capture_decode_graphs(const KVCacheView& cache, int32_t max_len
   InferenceWorkspace::Host& h = ws_.host;
   for (int32_t bucket : buckets_) {
     // An all-padding batch (every row without keys): the kernels read seq_lens at replay.
+    ws_.wait_staging();
     h.req_pool_indices.data<int32_t>()[0] = 0;
     h.qo_indptr.data<int32_t>()[0] = 0;
     h.kv_indptr.data<int32_t>()[0] = 0;

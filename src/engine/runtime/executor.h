@@ -18,9 +18,14 @@
 
 namespace vela {
 
+namespace cuda {
+class StreamEvent;
+}
+
 struct ExecutorOptions {
   bool cuda_graphs = true;   // replay captured decode graphs on CUDA
   int32_t padding_slot = -1; // KV slot padding rows write to (required on CUDA)
+  bool time_device = false;  // CUDA: time every forward with stream events (device_time())
 };
 
 class Executor {
@@ -43,6 +48,13 @@ class Executor {
   bool graphs_enabled() const { return graphs_ != nullptr; }
   size_t n_graphs() const { return graphs_ ? graphs_->size() : 0; }
   double graph_capture_seconds() const { return graphs_ ? graphs_->capture_seconds() : 0.0; }
+  // Stream time of the forwards timed so far (ExecutorOptions::time_device), decode steps and
+  // the others apart. A forward is counted once the next one starts (its end is then reached).
+  struct DeviceTime {
+    int64_t decode_forwards = 0, other_forwards = 0;
+    double decode_s = 0, other_s = 0;
+  };
+  const DeviceTime& device_time() const { return device_time_; }
 
   // Bytes of activations one forward of `n_tokens` tokens and `n_seqs` sequences needs at most.
   static int64_t activation_bytes(const ModelConfig& config, DType dtype, int64_t n_tokens,
@@ -66,6 +78,11 @@ class Executor {
   std::unique_ptr<CudaGraphRunner> stream_;  // CUDA with graphs off: just the stream
   std::vector<int32_t> buckets_;
   int sm_count_ = 1;
+  // time_device: events around the last forward, not yet counted in device_time_.
+  std::unique_ptr<cuda::StreamEvent> fwd_begin_, fwd_end_;
+  bool pending_decode_ = false, pending_ = false;
+  DeviceTime device_time_;
+  void count_pending_time();
 };
 
 }  // namespace vela

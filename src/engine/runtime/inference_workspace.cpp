@@ -1,6 +1,7 @@
 // InferenceWorkspace: one-time allocation of the per-step buffers and the host -> device upload.
 #include "engine/runtime/inference_workspace.h"
 
+#include "core/cuda/cuda_api.h"
 #include "ops/attention.h"
 
 namespace vela {
@@ -40,7 +41,12 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
     lse_part = Tensor::empty({ops::decode_lse_part_numel(n_seq, c.n_heads, ops::kMaxDecodeSplits)},
                              DType::kF32, c.device);
   }
-  host_meta_ = c.device.is_cpu() ? meta_ : Tensor::zeros({total}, DType::kI32, Device::cpu());
+  if (c.device.is_cpu()) {
+    host_meta_ = meta_;
+  } else {
+    host_meta_ = Tensor::zeros_pinned({total}, DType::kI32);
+    upload_done_ = std::make_unique<cuda::StreamEvent>(c.device.index);
+  }
   Tensor* hst[10] = {&host.input_ids,      &host.positions,    &host.out_cache_loc,
                      &host.req_pool_indices, &host.seq_lens,     &host.qo_indptr,
                      &host.kv_indptr,        &host.logits_indices, &host.tile_seq_idx,
@@ -53,7 +59,17 @@ void InferenceWorkspace::upload(int32_t n_tokens, int32_t n_seqs) {
               "InferenceWorkspace::upload: ", n_tokens, " tokens / ", n_seqs, " sequences exceed ",
               "the workspace");
   if (!has_host_mirror()) return;
-  meta_.copy_(host_meta_);  // one copy of every entry: unused tails are harmless
+  // One asynchronous copy of every entry (unused tails are harmless), ordered before the forward
+  // on the same stream; wait_staging() keeps the next step's host writes behind it.
+  cuda::copy_bytes_async(meta_.data_ptr(), meta_.device(), host_meta_.data_ptr(), Device::cpu(),
+                         host_meta_.nbytes());
+  upload_done_->record();
 }
+
+void InferenceWorkspace::wait_staging() const {
+  if (upload_done_) upload_done_->synchronize();
+}
+
+InferenceWorkspace::~InferenceWorkspace() = default;
 
 }  // namespace vela

@@ -1,15 +1,21 @@
 // InferenceWorkspace: every per-step buffer of the inference engine, allocated once at engine start
 // and sized by the batch limits; TaskCacheManager::bind and the scheduler update the contents in
 // place and hand out `.slice(0, 0, n)` views, so addresses never change (CUDA graphs capture them).
-// On the CPU the `host` mirrors are the device tensors themselves; on CUDA they are separate host
-// buffers (pinned later) that upload() copies. Owned by the scheduler loop thread; not thread-safe.
+// On the CPU the `host` mirrors are the device tensors themselves; on CUDA they are one pinned host
+// buffer that upload() copies asynchronously, and wait_staging() must precede the next step's
+// writes to it. Owned by the scheduler loop thread; not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/tensor.h"
 
 namespace vela {
+
+namespace cuda {
+class StreamEvent;
+}
 
 struct WorkspaceConfig {
   int32_t max_seqs = 0;             // sequences per step (batch rows)
@@ -22,6 +28,7 @@ struct WorkspaceConfig {
 class InferenceWorkspace {
  public:
   explicit InferenceWorkspace(const WorkspaceConfig& config);
+  ~InferenceWorkspace();
   InferenceWorkspace(const InferenceWorkspace&) = delete;
   InferenceWorkspace& operator=(const InferenceWorkspace&) = delete;
 
@@ -72,14 +79,19 @@ class InferenceWorkspace {
             host.kv_indptr.data<int32_t>(),  host.logits_indices.data<int32_t>()};
   }
 
-  // Copies the host metadata (input ids included) to the device in one copy; a no-op on the CPU.
-  // n_tokens / n_seqs are checked against the limits (entries past them are stale but unread).
+  // Copies the host metadata (input ids included) to the device in one asynchronous copy on the
+  // current stream; a no-op on the CPU. n_tokens / n_seqs are checked against the limits (entries
+  // past them are stale but unread).
   void upload(int32_t n_tokens, int32_t n_seqs);
+  // Waits until the last upload has left the host buffer (usually long done: the step's sampling
+  // read-back synchronized); call before writing the host metadata of a new step.
+  void wait_staging() const;
 
  private:
   WorkspaceConfig config_;
   Tensor meta_;       // i32: every metadata tensor (and the prefill work list) is a slice of it
-  Tensor host_meta_;  // its host mirror (== meta_ on the CPU)
+  Tensor host_meta_;  // its host mirror (== meta_ on the CPU; pinned on CUDA)
+  std::unique_ptr<cuda::StreamEvent> upload_done_;  // CUDA: recorded after each upload
 };
 
 }  // namespace vela

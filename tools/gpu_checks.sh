@@ -32,6 +32,11 @@ if has train && [ -f .gpu-carry/train_bench1b.json ]; then
   VELA_LOG_LEVEL=debug timeout 200 build-gpu/vela train --config .gpu-carry/train_bench1b.json \
     > "$OUT/train_bench1b.log" 2>&1
   echo "train bench-1b rc=$?"; grep -E "step [0-9]|phases|done" "$OUT/train_bench1b.log" | tail -12
+  if [ -f .gpu-carry/train_bench1b_muon.json ]; then
+    VELA_LOG_LEVEL=debug timeout 200 build-gpu/vela train --config .gpu-carry/train_bench1b_muon.json \
+      > "$OUT/train_bench1b_muon.log" 2>&1
+    echo "train bench-1b muon rc=$?"; grep -E "step [0-9]|phases|done" "$OUT/train_bench1b_muon.log" | tail -6
+  fi
 fi
 if has ckpt && [ -d .gpu-carry/shards2048 ]; then
   # A small model trained by vela (CPU, f32) must load in transformers and agree with vela.

@@ -32,6 +32,7 @@ struct AttentionSaved {
   Tensor q_raw, k_raw;  // [n, H, D], [n, Hkv, D] before QK-norm (only with QK-norm)
   Tensor q, k, v;       // [n, H, D], [n, Hkv, D], [n, Hkv, D] as attended (normed, rotated)
   Tensor attn;          // [n, H, D] attention output before o_proj
+  Tensor lse;           // [batch, H, seq] f32 log-sum-exp of the attention rows
 };
 
 struct Attention {

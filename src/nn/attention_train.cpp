@@ -1,6 +1,7 @@
-// Attention training path (dense causal, document boundaries optional): forward keeping q/k/v and
-// the attention output, and the backward through o_proj, attention, rotary (rotation by -theta),
-// QK-norm and the fused qkv projection.
+// Attention training path (dense causal, document boundaries optional): forward keeping q/k/v, the
+// attention output and its log-sum-exp (the flash backward then skips its statistics pass), and
+// the backward through o_proj, attention, rotary (rotation by -theta), QK-norm and the fused qkv
+// projection.
 #include <cmath>
 
 #include "nn/attention.h"
@@ -41,11 +42,13 @@ void Attention::forward_dense_train(const Tensor& x, const Tensor& positions,
   const int64_t b = x.size(0), t = x.size(1), n = b * t;
   project_qkv_train(x.view({n, cfg.hidden}), positions, rope_table, saved);
   saved.attn = Tensor::empty({n, cfg.n_heads, cfg.head_dim}, x.dtype(), x.device());
+  saved.lse = Tensor::empty({b, cfg.n_heads, t}, DType::kF32, x.device());
   const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   Tensor attn4 = saved.attn.view({b, t, cfg.n_heads, cfg.head_dim});
   ops::causal_attention(saved.q.view({b, t, cfg.n_heads, cfg.head_dim}),
                         saved.k.view({b, t, cfg.n_kv_heads, cfg.head_dim}),
-                        saved.v.view({b, t, cfg.n_kv_heads, cfg.head_dim}), doc_ids, scale, attn4);
+                        saved.v.view({b, t, cfg.n_kv_heads, cfg.head_dim}), doc_ids, scale, attn4,
+                        saved.lse);
   Tensor out2 = out.view({n, cfg.hidden});
   o.forward(saved.attn.view({n, cfg.q_dim()}), out2);
 }
@@ -69,9 +72,10 @@ void Attention::backward_dense(const Tensor& x, const Tensor& positions, const T
   Tensor dv = Tensor::empty({n, hkv, d}, dt, dev);
   Tensor dq4 = dq.view({b, t, h, d}), dk4 = dk.view({b, t, hkv, d}), dv4 = dv.view({b, t, hkv, d});
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  ops::causal_attention_backward(
-      saved.q.view({b, t, h, d}), saved.k.view({b, t, hkv, d}), saved.v.view({b, t, hkv, d}),
-      doc_ids, scale, saved.attn.view({b, t, h, d}), dattn.view({b, t, h, d}), dq4, dk4, dv4);
+  ops::causal_attention_backward(saved.q.view({b, t, h, d}), saved.k.view({b, t, hkv, d}),
+                                 saved.v.view({b, t, hkv, d}), doc_ids, scale,
+                                 saved.attn.view({b, t, h, d}), dattn.view({b, t, h, d}), dq4, dk4,
+                                 dv4, saved.lse);
   ops::rotary_backward(dq, positions, rope_table);
   ops::rotary_backward(dk, positions, rope_table);
   if (q_norm.defined()) {

@@ -1,7 +1,7 @@
 // Attention dispatchers: validate shapes/dtypes/devices, then run the backend, plus the host-side
 // planners of the CUDA kernels (decode split count, prefill tile list). The inference ops run on
 // CPU and CUDA (ops/cuda/attention_*.cu); dense causal_attention runs on CUDA through the training
-// path's GEMM-based kernels (ops/cuda/attention_dense.cu) until a flash-style kernel lands. On
+// path's dispatcher (ops/cuda/attention_dense.cu: flash kernels, or the GEMM / recompute paths). On
 // CUDA the dispatchers read no device data; the graph-friendly ops trust device metadata.
 #include "ops/attention.h"
 
@@ -92,7 +92,7 @@ void check_host_metadata(const char* op, const Tensor& q, const Tensor& req_to_t
 }  // namespace
 
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
-                      float scale, Tensor& out) {
+                      float scale, Tensor& out, const Tensor& lse) {
   const char* op = "causal_attention";
   VELA_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && out.dim() == 4, op,
              ": q, k, v, out must be [batch, seq, heads, head_dim]");
@@ -112,16 +112,23 @@ void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
     VELA_CHECK(doc_ids.size(0) == q.size(0) && doc_ids.size(1) == q.size(1), op, ": doc_ids ",
                doc_ids.str(), " must be [batch, seq]");
   }
+  if (lse.defined()) {
+    const Shape lse_shape({q.size(0), q.size(2), q.size(1)});  // [batch, n_heads, seq]
+    VELA_CHECK(lse.dtype() == DType::kF32 && lse.is_contiguous() && lse.shape() == lse_shape, op,
+               ": lse must be a contiguous f32 [batch, n_heads, seq] = ", lse_shape.str(),
+               " tensor, got ", lse.str());
+    check_devices(op, q, {&lse});
+  }
 #if defined(VELA_HAS_CUDA)
   if (q.is_cuda()) {  // ops/cuda/attention_dense.cu (the training path's kernels)
     check_devices(op, q, {&k, &v, &out});
     if (doc_ids.defined()) check_devices(op, q, {&doc_ids});
-    cuda::causal_attention(q, k, v, doc_ids, scale, out);
+    cuda::causal_attention(q, k, v, doc_ids, scale, out, lse);
     return;
   }
 #endif
   for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &out}) check_cpu(op, *t);
-  cpu::causal_attention(q, k, v, doc_ids, scale, out);
+  cpu::causal_attention(q, k, v, doc_ids, scale, out, lse);
 }
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,

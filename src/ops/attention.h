@@ -15,8 +15,14 @@ namespace vela::ops {
 //   q: [batch, seq, n_heads, head_dim]   k, v: [batch, seq, n_kv_heads, head_dim]
 //   doc_ids: undefined, or [batch, seq] i32 — a query attends only to keys of the same doc id
 //   out: [batch, seq, n_heads, head_dim]; all contiguous, f32/bf16/f16 (one dtype).
+//   lse: undefined, or a contiguous f32 [batch, n_heads, seq] tensor on q's device that receives
+//        each row's natural-log log-sum-exp of the scaled scores, log(sum_p exp(scale * q.k_p))
+//        over the visible keys (head-major so that a query tile's entries are contiguous). The
+//        handle is const; the elements are written.
+// On CUDA, bf16/f16 with head_dim 32, 64 or 128 run the fused flash kernels
+// (ops/cuda/attention_flash.cu); VELA_CUDA_DENSE_ATTN=gemm|recompute|flash picks a path by hand.
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
-                      float scale, Tensor& out);
+                      float scale, Tensor& out, const Tensor& lse = Tensor());
 
 // Writes new K/V rows into one layer's cache: k_cache[out_cache_loc[i]] = k[i].
 //   k, v: [n_tokens, n_kv_heads, head_dim]   k_cache, v_cache: [n_slots, n_kv_heads, head_dim]
@@ -41,10 +47,14 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
 
 // Backward of causal_attention (same masking), from the forward inputs and output:
 //   dout: [batch, seq, n_heads, head_dim]; dq: like q; dk, dv: like k (all overwritten).
-// Softmax statistics are recomputed (no saved log-sum-exp needed).
+//   lse: undefined (softmax statistics are recomputed), or the forward's f32
+//        [batch, n_heads, seq] log-sum-exp (read only; saves the flash path a forward pass).
+// On CUDA the flash backward is deterministic (no atomics): the same inputs give bit-identical
+// gradients.
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& doc_ids, float scale, const Tensor& out,
-                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                               const Tensor& lse = Tensor());
 
 // ---- CUDA-graph-friendly paged decode and ragged prefill (FlashInfer-style plan / run split) ----
 //

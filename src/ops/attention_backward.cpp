@@ -7,7 +7,8 @@ namespace vela::ops {
 
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& doc_ids, float scale, const Tensor& out,
-                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                               const Tensor& lse) {
   const char* op = "causal_attention_backward";
   const Tensor* all[] = {&q, &k, &v, &out, &dout, &dq, &dk, &dv};
   const char* names[] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
@@ -36,8 +37,14 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
     check_contiguous(op, "doc_ids", doc_ids);
     check_same_device(op, "doc_ids", doc_ids, "q", q);
   }
+  if (lse.defined()) {
+    check_dtype(op, "lse", lse, DType::kF32);
+    check_shape(op, "lse", lse, Shape{q.size(0), q.size(2), q.size(1)});  // [batch, n_heads, seq]
+    check_contiguous(op, "lse", lse);
+    check_same_device(op, "lse", lse, "q", q);
+  }
   VELA_DISPATCH(q.device(), causal_attention_backward, q, k, v, doc_ids, scale, out, dout, dq, dk,
-                dv);
+                dv, lse);
 }
 
 }  // namespace vela::ops

@@ -188,6 +188,57 @@ TEST(CausalAttentionBackward, MatchesFiniteDifferences) {
   check_attention_backward(4, 1, true, "mqa packed documents");
 }
 
+// The forward's optional log-sum-exp ([batch, n_heads, seq]) against log(sum exp(scale * q.k))
+// over the visible keys in double, and the backward given that lse against the backward without.
+TEST(CausalAttentionBackward, SavedLseMatchesDirectSumAndBackward) {
+  const int64_t b = 2, t = 9, heads = 4, kv_heads = 2, d = 8, n_rep = heads / kv_heads;
+  Tensor q = random_tensor({b, t, heads, d}, DType::kF32, 21, -2.0f, 2.0f);
+  Tensor k = random_tensor({b, t, kv_heads, d}, DType::kF32, 22, -2.0f, 2.0f);
+  Tensor v = random_tensor({b, t, kv_heads, d}, DType::kF32, 23);
+  Tensor doc_ids = Tensor::from_vector(
+      std::vector<int32_t>{0, 0, 0, 1, 2, 2, 2, 2, 3, 4, 4, 4, 4, 4, 4, 5, 5, 5}, {b, t});
+  const int32_t* docs = doc_ids.data<int32_t>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Tensor out = Tensor::empty(q.shape(), DType::kF32), out2 = Tensor::empty(q.shape(), DType::kF32);
+  Tensor lse = Tensor::empty({b, heads, t}, DType::kF32);
+  ops::causal_attention(q, k, v, doc_ids, scale, out, lse);
+  ops::causal_attention(q, k, v, doc_ids, scale, out2);
+  test::expect_close(test::to_doubles(out), test::to_doubles(out2), 0.0, 0.0, "out with lse");
+  const std::vector<double> qd = test::to_doubles(q), kd = test::to_doubles(k);
+  const std::vector<double> got = test::to_doubles(lse);
+  std::vector<double> want(got.size());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t ti = 0; ti < t; ++ti) {
+        double sum = 0.0;
+        for (int64_t p = 0; p <= ti; ++p) {
+          if (docs[bi * t + p] != docs[bi * t + ti]) continue;
+          double s = 0.0;
+          for (int64_t i = 0; i < d; ++i)
+            s += qd[((bi * t + ti) * heads + h) * d + i] *
+                 kd[((bi * t + p) * kv_heads + h / n_rep) * d + i];
+          sum += std::exp(s * scale);
+        }
+        want[(bi * heads + h) * t + ti] = std::log(sum);
+      }
+  test::expect_close(got, want, 1e-5, 1e-5, "lse vs log(sum exp)");
+
+  Tensor dout = random_tensor(q.shape(), DType::kF32, 24);
+  Tensor dq = Tensor::empty(q.shape(), DType::kF32), dk = Tensor::empty(k.shape(), DType::kF32),
+         dv = Tensor::empty(k.shape(), DType::kF32);
+  Tensor dq2 = dq.clone(), dk2 = dk.clone(), dv2 = dv.clone();
+  ops::causal_attention_backward(q, k, v, doc_ids, scale, out, dout, dq, dk, dv);
+  ops::causal_attention_backward(q, k, v, doc_ids, scale, out, dout, dq2, dk2, dv2, lse);
+  test::expect_close(test::to_doubles(dq2), test::to_doubles(dq), 1e-5, 1e-4, "dq with lse");
+  test::expect_close(test::to_doubles(dk2), test::to_doubles(dk), 1e-5, 1e-4, "dk with lse");
+  test::expect_close(test::to_doubles(dv2), test::to_doubles(dv), 1e-5, 1e-4, "dv with lse");
+
+  Tensor bad = Tensor::empty({b, t, heads}, DType::kF32);  // [batch, seq, n_heads]: wrong order
+  EXPECT_THROW(ops::causal_attention(q, k, v, doc_ids, scale, out, bad), InvalidArgument);
+  EXPECT_THROW(ops::causal_attention_backward(q, k, v, doc_ids, scale, out, dout, dq, dk, dv, bad),
+               InvalidArgument);
+}
+
 TEST(CausalAttentionBackward, RejectsMismatchedShapes) {
   Tensor q = Tensor::zeros({1, 4, 2, 8}, DType::kF32), k = Tensor::zeros({1, 4, 2, 8}, DType::kF32);
   Tensor dk_bad = Tensor::zeros({1, 4, 2, 4}, DType::kF32), none;

@@ -11,10 +11,12 @@ namespace vela::ops::cpu {
 namespace {
 
 // Attends n_rep query rows (f32, [n_rep, d]) to keys/values 0..n_keys-1 given by key(p)/value(p)
-// (pointers to rows of T), skipping keys where !visible(p). Writes n_rep output rows of T.
+// (pointers to rows of T), skipping keys where !visible(p). Writes n_rep output rows of T and,
+// when lse is not null, row r's log-sum-exp of the scaled scores to lse[r * lse_stride].
 template <typename T, typename KeyFn, typename ValFn, typename VisFn>
 void attend(const float* q, int64_t n_rep, int64_t d, int64_t n_keys, KeyFn key, ValFn value,
-            VisFn visible, float scale, T* out, int64_t out_row_stride) {
+            VisFn visible, float scale, T* out, int64_t out_row_stride, float* lse = nullptr,
+            int64_t lse_stride = 0) {
   float* scores = scratch(static_cast<size_t>(n_rep * n_keys + 1), 1);
   float* acc = scratch(static_cast<size_t>(n_rep * d), 3);
   for (int64_t p = 0; p < n_keys; ++p) {
@@ -36,6 +38,8 @@ void attend(const float* q, int64_t n_rep, int64_t d, int64_t n_keys, KeyFn key,
     float m = max_of(sr, n_keys);
     double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, n_keys, m);
     float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
+    if (lse != nullptr)
+      lse[r * lse_stride] = total > 0 ? m + static_cast<float>(std::log(total)) : -INFINITY;
     for (int64_t p = 0; p < n_keys; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
   }
   std::fill(acc, acc + n_rep * d, 0.f);
@@ -60,10 +64,11 @@ void query_rows_f32(const T* q, int64_t n_rep, int64_t d, float* dst) {
 }  // namespace
 
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
-                      float scale, Tensor& out) {
+                      float scale, Tensor& out, const Tensor& lse) {
   const int64_t n_batch = q.size(0), n_seq = q.size(1), n_heads = q.size(2), d = q.size(3);
   const int64_t n_kv = k.size(2), n_rep = n_heads / n_kv;
   const int32_t* docs = doc_ids.defined() ? doc_ids.data<int32_t>() : nullptr;
+  float* lse_p = lse.defined() ? lse.data<float>() : nullptr;  // [batch, n_heads, seq]
   visit_float(q.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* qp = static_cast<const T*>(q.data_ptr());
@@ -80,7 +85,8 @@ void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
         auto key = [&](int64_t p) { return kp + ((b * n_seq + p) * n_kv + g) * d; };
         auto val = [&](int64_t p) { return vp + ((b * n_seq + p) * n_kv + g) * d; };
         auto vis = [&](int64_t p) { return doc_row == nullptr || doc_row[p] == doc_row[t]; };
-        attend(qbuf.data(), n_rep, d, t + 1, key, val, vis, scale, op + q_off, d);
+        float* lse_row = lse_p ? lse_p + (b * n_heads + g * n_rep) * n_seq + t : nullptr;
+        attend(qbuf.data(), n_rep, d, t + 1, key, val, vis, scale, op + q_off, d, lse_row, n_seq);
       }
     });
   });

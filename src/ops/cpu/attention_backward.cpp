@@ -1,5 +1,6 @@
 // CPU causal attention backward (f32), the textbook form with recomputed softmax rows:
-//   P = softmax(scale * q k^T) over the visible keys (causal, same document)
+//   P = softmax(scale * q k^T) over the visible keys (causal, same document); with a saved
+//   log-sum-exp (lse, [batch, n_heads, seq]) P = exp(scale * q k^T - lse) instead
 //   D_t = dout_t . out_t,  dS = P * (dout v^T - D),  dq = scale * dS k,  dk = scale * dS^T q,
 //   dv = P^T dout.
 // Parallel over (batch, query head): each work item owns its dq rows and its own partial dk / dv
@@ -17,7 +18,8 @@ namespace vela::ops::cpu {
 
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& doc_ids, float scale, const Tensor& out,
-                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                               const Tensor& lse) {
   const int64_t n_batch = q.size(0), n_seq = q.size(1), n_heads = q.size(2), d = q.size(3);
   const int64_t n_kv = k.size(2), n_rep = n_heads / n_kv;
   const int32_t* docs = doc_ids.defined() ? doc_ids.data<int32_t>() : nullptr;
@@ -27,6 +29,7 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   const float* op = out.data<float>();
   const float* dop = dout.data<float>();
   float* dqp = dq.data<float>();
+  const float* lse_p = lse.defined() ? lse.data<float>() : nullptr;  // [batch, n_heads, seq]
   // Per query head partials of dk / dv: [batch, seq, n_heads, head_dim], like q.
   const size_t part_numel = static_cast<size_t>(q.numel());
   std::vector<float> dk_part(part_numel, 0.0f), dv_part(part_numel, 0.0f);
@@ -56,12 +59,19 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
           prob[p] = s * scale;
           m = std::max(m, prob[p]);
         }
-        double sum = 0.0;
-        for (int64_t p = 0; p <= t; ++p) {
-          prob[p] = prob[p] == -INFINITY ? 0.0f : std::exp(prob[p] - m);
-          sum += prob[p];
+        float inv = 1.0f;
+        if (lse_p != nullptr) {  // P = exp(s - lse), already normalized
+          const float row_lse = lse_p[(b * n_heads + h) * n_seq + t];
+          for (int64_t p = 0; p <= t; ++p)
+            prob[p] = prob[p] == -INFINITY ? 0.0f : std::exp(prob[p] - row_lse);
+        } else {
+          double sum = 0.0;
+          for (int64_t p = 0; p <= t; ++p) {
+            prob[p] = prob[p] == -INFINITY ? 0.0f : std::exp(prob[p] - m);
+            sum += prob[p];
+          }
+          inv = static_cast<float>(1.0 / sum);
         }
-        const float inv = static_cast<float>(1.0 / sum);
         float dd = 0.0f;  // D_t = dout . out
         const float* orow = op + q_off(t);
 #pragma omp simd reduction(+ : dd)

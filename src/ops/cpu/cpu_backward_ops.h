@@ -15,7 +15,8 @@ void silu_and_mul_backward(const Tensor& x, const Tensor& dout, Tensor& dx);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight);
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& doc_ids, float scale, const Tensor& out,
-                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                               const Tensor& lse);
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
                             float grad_scale, int32_t ignore_index, float label_smoothing);
 void sum_rows(const Tensor& x, Tensor& out, bool accumulate);

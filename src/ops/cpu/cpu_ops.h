@@ -28,7 +28,7 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& losses,
 void cast(const Tensor& x, Tensor& out);
 
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
-                      float scale, Tensor& out);
+                      float scale, Tensor& out, const Tensor& lse);
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,
               Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -1,5 +1,8 @@
-// CUDA dense causal attention of the training path (documents, GQA): forward and backward.
-// Two implementations of each:
+// CUDA dense causal attention of the training path (documents, GQA): forward and backward, and
+// the dispatcher between the fused flash kernels (ops/cuda/attention_flash.cu: the default for
+// bf16/f16 with head_dim 32, 64, 128) and the two older paths below (f32, other head dims, or
+// VELA_CUDA_DENSE_ATTN=gemm|recompute|flash by hand). Both older paths write the optional
+// log-sum-exp [batch, n_heads, seq] in the forward and ignore a given one in the backward.
 //
 // GEMM path (training lengths), forward: per (batch, kv head), S = Q K^T for the group's n_rep
 // query heads (cuBLASLt), P = masked softmax(scale * S) in place, O_h = P_h V per head.
@@ -20,8 +23,7 @@
 //     stored for the second kernel.
 //   dkv kernel, one block per key row (b, p, kv head): dv_p = sum P dout, dk_p = scale * sum ds q
 //     over the visible queries t >= p of every query head of the group, the same tiling.
-// O(seq^2 * head_dim) work per head with operands read from global memory. A flash-style fused
-// tensor-core kernel is the follow-up. Math in fp32.
+// O(seq^2 * head_dim) work per head with operands read from global memory. Math in fp32.
 #include <cstdlib>
 #include <cstring>
 
@@ -109,7 +111,7 @@ static __global__ void __launch_bounds__(kThreads)
 // probabilities of a tile of keys staged in shared memory.
 template <typename T>
 static __global__ void __launch_bounds__(kThreads)
-    attn_fwd_kernel(const T* q, const T* k, const T* v, const int32_t* docs, T* out,
+    attn_fwd_kernel(const T* q, const T* k, const T* v, const int32_t* docs, T* out, float* lse_out,
                     AttnBwdArgs a) {
   __shared__ float smem[64];
   __shared__ float p_tile[kThreads];
@@ -126,6 +128,8 @@ static __global__ void __launch_bounds__(kThreads)
     if (visible(p)) max_sum_add(ms, dot_row(qr, k + kv_off(p), d) * a.scale);
   ms = block_max_sum(ms, smem);
   const float lse = ms.m + logf(ms.s);
+  if (lse_out != nullptr && threadIdx.x == 0)  // [batch, n_heads, seq]
+    lse_out[(b * a.n_heads + h) * a.n_seq + t] = lse;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int64_t p0 = 0; p0 <= t; p0 += blockDim.x) {
     const int64_t p = p0 + threadIdx.x;
@@ -241,9 +245,10 @@ void attention_backward_recompute(const Tensor& q, const Tensor& k, const Tensor
 // ---- GEMM path ----
 
 // P = softmax(scale * S) over the visible keys of each row (causal, same document), in place;
-// invisible entries become 0. S: [n_rep, seq, seq] f32, one block per (head, query) row.
+// invisible entries become 0. S: [n_rep, seq, seq] f32, one block per (head, query) row. lse (if
+// not null) receives row r's log-sum-exp at lse[r] (rows are (head of the group, query)).
 static __global__ void masked_softmax_kernel(float* s, const int32_t* doc_row, int64_t n_rows,
-                                             int64_t n_seq, float scale) {
+                                             int64_t n_seq, float scale, float* lse) {
   __shared__ float smem[64];
   for (int64_t row = blockIdx.x; row < n_rows; row += gridDim.x) {
     const int64_t t = row % n_seq;
@@ -256,6 +261,7 @@ static __global__ void masked_softmax_kernel(float* s, const int32_t* doc_row, i
       if (visible(p)) max_sum_add(ms, r[p] * scale);
     ms = block_max_sum(ms, smem);
     const float inv = 1.0f / ms.s;
+    if (lse != nullptr && threadIdx.x == 0) lse[row] = ms.m + logf(ms.s);
     for (int64_t p = threadIdx.x; p < n_seq; p += blockDim.x)
       r[p] = visible(p) ? __expf(r[p] * scale - ms.m) * inv : 0.0f;
   }
@@ -308,7 +314,7 @@ void attention_backward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
       const Tensor kg = k.select(0, b).select(1, g), vg = v.select(0, b).select(1, g);  // [seq, D]
       ops::gemm(q_g, kg, s, false, true);
       masked_softmax_kernel<<<blocks, threads, 0, stream>>>(s.data<float>(), doc_row, n_rows, n_seq,
-                                                            scale);
+                                                            scale, nullptr);
       VELA_CUDA_CHECK_LAUNCH();
       ops::gemm(do_g, vg, dp, false, true);
       dispatch_float(dt, [&](auto tag) {
@@ -333,7 +339,8 @@ void attention_backward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 void attention_forward_recompute(const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const Tensor& doc_ids, float scale, Tensor& out) {
+                                 const Tensor& doc_ids, float scale, Tensor& out,
+                                 const Tensor& lse) {
   AttnBwdArgs a{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), scale};
   VELA_CHECK_T(Unsupported, a.head_dim <= 4 * kThreads, "causal_attention: head_dim ", a.head_dim,
                " > ", 4 * kThreads, " is not supported on CUDA");
@@ -343,7 +350,8 @@ void attention_forward_recompute(const Tensor& q, const Tensor& k, const Tensor&
     using T = decltype(tag);
     auto P = [](const Tensor& t) { return static_cast<const T*>(t.data_ptr()); };
     attn_fwd_kernel<T><<<static_cast<unsigned>(n_q_rows), kThreads, 0, current_stream()>>>(
-        P(q), P(k), P(v), docs, static_cast<T*>(out.data_ptr()), a);
+        P(q), P(k), P(v), docs, static_cast<T*>(out.data_ptr()),
+        lse.defined() ? lse.data<float>() : nullptr, a);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }
@@ -357,7 +365,7 @@ static __global__ void round_kernel(const float* p, T* p_t, int64_t n) {
 }
 
 void attention_forward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& doc_ids, float scale, Tensor& out) {
+                            const Tensor& doc_ids, float scale, Tensor& out, const Tensor& lse) {
   const int64_t n_batch = q.size(0), n_seq = q.size(1), d = q.size(3);
   const int64_t n_kv = k.size(2), n_rep = q.size(2) / n_kv, n_rows = n_rep * n_seq;
   const DType dt = q.dtype();
@@ -373,9 +381,11 @@ void attention_forward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
     for (int64_t g = 0; g < n_kv; ++g) {
       q_g.copy_(group_heads(q, b, g * n_rep, n_rep));
       const Tensor kg = k.select(0, b).select(1, g), vg = v.select(0, b).select(1, g);
+      // The group's rows of lse [batch, n_heads, seq]: heads g * n_rep.. of batch row b.
+      float* lse_g = lse.defined() ? lse.data<float>() + (b * n_kv + g) * n_rep * n_seq : nullptr;
       ops::gemm(q_g, kg, s, false, true);
       masked_softmax_kernel<<<blocks, threads, 0, stream>>>(s.data<float>(), doc_row, n_rows, n_seq,
-                                                            scale);
+                                                            scale, lse_g);
       VELA_CUDA_CHECK_LAUNCH();
       if (dt != DType::kF32) {
         dispatch_float(dt, [&](auto tag) {
@@ -394,37 +404,57 @@ void attention_forward_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 }
 
-bool use_recompute_path(int64_t n_rep, int64_t n_seq, DType dt) {
+enum class DensePath { kFlash, kGemm, kRecompute };
+
+// VELA_CUDA_DENSE_ATTN=flash|gemm|recompute forces a path (flash only where the kernels support
+// the inputs; elsewhere it falls back like the default). Default: flash where supported, else
+// GEMM unless its score buffers would pass 2 GiB.
+DensePath pick_path(const Tensor& q, const Tensor& k, const Tensor& v) {
   const char* env = std::getenv("VELA_CUDA_DENSE_ATTN");
-  if (env != nullptr && std::strcmp(env, "recompute") == 0) return true;
-  if (env != nullptr && std::strcmp(env, "gemm") == 0) return false;
+  if (env != nullptr && std::strcmp(env, "recompute") == 0) return DensePath::kRecompute;
+  if (env != nullptr && std::strcmp(env, "gemm") == 0) return DensePath::kGemm;
+  if (flash_attention_supported(q, k, v)) return DensePath::kFlash;
+  const int64_t n_rep = q.size(2) / k.size(2), n_seq = q.size(1);
   const int64_t buffer_bytes =
-      n_rep * n_seq * n_seq * (8 + 2 * static_cast<int64_t>(dtype_size(dt)));
-  return buffer_bytes > (int64_t{2} << 30);  // more than 2 GiB of score buffers
+      n_rep * n_seq * n_seq * (8 + 2 * static_cast<int64_t>(dtype_size(q.dtype())));
+  return buffer_bytes > (int64_t{2} << 30) ? DensePath::kRecompute : DensePath::kGemm;
 }
 
 }  // namespace
 
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
-                      float scale, Tensor& out) {
+                      float scale, Tensor& out, const Tensor& lse) {
   DeviceGuard guard(q.device().index);
   if (q.numel() == 0) return;
-  if (use_recompute_path(q.size(2) / k.size(2), q.size(1), q.dtype())) {
-    attention_forward_recompute(q, k, v, doc_ids, scale, out);
-  } else {
-    attention_forward_gemm(q, k, v, doc_ids, scale, out);
+  switch (pick_path(q, k, v)) {
+    case DensePath::kFlash:
+      flash_attention_forward(q, k, v, doc_ids, scale, out, lse);
+      break;
+    case DensePath::kRecompute:
+      attention_forward_recompute(q, k, v, doc_ids, scale, out, lse);
+      break;
+    case DensePath::kGemm:
+      attention_forward_gemm(q, k, v, doc_ids, scale, out, lse);
+      break;
   }
 }
 
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& doc_ids, float scale, const Tensor& out,
-                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                               const Tensor& lse) {
   DeviceGuard guard(q.device().index);
   if (q.numel() == 0) return;
-  if (use_recompute_path(q.size(2) / k.size(2), q.size(1), q.dtype())) {
-    attention_backward_recompute(q, k, v, doc_ids, scale, out, dout, dq, dk, dv);
-  } else {
-    attention_backward_gemm(q, k, v, doc_ids, scale, dout, dq, dk, dv);
+  switch (pick_path(q, k, v)) {
+    case DensePath::kFlash:
+      flash_attention_backward(q, k, v, doc_ids, scale, out, dout, dq, dk, dv, lse);
+      break;
+    case DensePath::kRecompute:
+      attention_backward_recompute(q, k, v, doc_ids, scale, out, dout, dq, dk, dv);
+      break;
+    case DensePath::kGemm:
+      attention_backward_gemm(q, k, v, doc_ids, scale, dout, dq, dk, dv);
+      break;
   }
 }
 

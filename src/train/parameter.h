@@ -1,7 +1,7 @@
 // Parameter: one trainable tensor as the optimizer, the gradient clipper and the checkpoint see it.
 // `value` aliases the model's own weight tensor (Tensor copies share storage), so an optimizer
-// step writes straight into the model; `grad` is an f32 tensor of the same shape that backward
-// passes accumulate into (`+=`). The kind drives weight-decay and Muon/AdamW grouping.
+// step writes straight into the model; `grad` is an f32 tensor of the same shape, on the same
+// device, that backward passes accumulate into (`+=`). Optimizer state sits on that device too. The kind drives weight-decay and Muon/AdamW grouping.
 #pragma once
 
 #include <string>

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/cuda/cuda_api.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
@@ -190,6 +191,8 @@ StepMetrics Trainer::train_step() {
   using Clock = std::chrono::steady_clock;
   const auto t_fwd_bwd = Clock::now();  // the loss read-back waits for the device
   StepMetrics m;
+  // The norm's read-back is the step's one wait for the device after backward: the clip phase
+  // includes the reduction and the scaling.
   m.grad_norm = clip_grad_norm(trainable_->parameters(), config_.max_grad_norm);
   const auto t_clip = Clock::now();
   for (auto& cb : callbacks_) cb->before_optimizer_step(*this);
@@ -199,6 +202,13 @@ StepMetrics Trainer::train_step() {
   } else {
     m.skipped = true;
     VELA_LOG_WARN("[train] step ", step_ + 1, ": non-finite gradient norm, update skipped");
+  }
+  // A CUDA optimizer step only launches kernels; when the phase times are logged, wait for them so
+  // the optimizer time is not billed to the next step's forward pass.
+  const bool log_phases = log_level() <= LogLevel::kDebug;
+  if (log_phases && !trainable_->parameters().empty()) {
+    const Device d = trainable_->parameters()[0].value.device();
+    if (d.is_cuda()) cuda::synchronize(d.index);
   }
   const auto t_opt = Clock::now();
   VELA_LOG_DEBUG("[train] step ", step_ + 1, " phases: data + forward/backward ",

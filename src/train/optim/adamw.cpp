@@ -1,12 +1,13 @@
-// AdamW with fp32 master weights; see adamw.h for the update.
+// AdamW with fp32 master weights; see adamw.h for the update. State lives on the parameter's
+// device; a step launches one fused ops::adamw_update per parameter and never waits for it.
 #include "train/optim/adamw.h"
 
 #include <cmath>
 #include <numeric>
 
 #include "core/error.h"
-#include "core/parallel.h"
 #include "ops/cast.h"
+#include "ops/optim.h"
 
 namespace vela {
 
@@ -16,31 +17,35 @@ MasterWeights make_master(const Parameter& p) {
   VELA_CHECK(p.grad.defined() && p.grad.shape() == p.value.shape(), "parameter ", p.name, ": grad ",
              p.grad.defined() ? p.grad.str() : std::string("undefined"), " does not match value ",
              p.value.str());
+  VELA_CHECK(p.grad.device() == p.value.device(), "parameter ", p.name, ": grad ", p.grad.str(),
+             " is not on the device of value ", p.value.str());
   MasterWeights w;
-  if (p.value.is_cpu() && p.value.dtype() == DType::kF32 && p.value.is_contiguous()) {
+  if (p.value.dtype() == DType::kF32 && p.value.is_contiguous()) {
     w.master = p.value;
     w.aliases_value = true;
+  } else if (p.value.dtype() == DType::kF32) {
+    w.master = p.value.clone();
   } else {
-    Tensor host = p.value.to(Device::cpu());
-    w.master = host.dtype() == DType::kF32 ? host.clone() : ops::to_dtype(host, DType::kF32);
+    w.master = ops::to_dtype(p.value, DType::kF32);  // on the value's device
   }
   return w;
 }
 
 void write_back(const MasterWeights& w, Parameter& p) {
   if (w.aliases_value) return;
-  if (p.value.dtype() == DType::kF32) {
-    p.value.copy_(w.master);
+  if (p.value.is_contiguous()) {
+    ops::cast(w.master, p.value);  // round to nearest even; a plain copy for f32
     return;
   }
-  Tensor rounded = ops::to_dtype(w.master, p.value.dtype());  // CPU, round to nearest even
-  p.value.copy_(rounded);
+  p.value.copy_(ops::to_dtype(w.master, p.value.dtype()));
 }
 
-Tensor host_grad(const Parameter& p) {
+Tensor dense_grad(const Parameter& p) {
   VELA_CHECK(p.grad.dtype() == DType::kF32, "gradient of ", p.name, " must be f32, got ",
              p.grad.str());
-  return p.grad.to(Device::cpu()).contiguous();
+  VELA_CHECK(p.grad.device() == p.value.device(), "gradient of ", p.name, " ", p.grad.str(),
+             " is not on the device of its value ", p.value.str());
+  return p.grad.contiguous();
 }
 
 AdamW::AdamW(const OptimizerConfig& config, ParameterList& params, std::vector<size_t> indices)
@@ -54,8 +59,8 @@ AdamW::AdamW(const OptimizerConfig& config, ParameterList& params, std::vector<s
     VELA_ASSERT(i < params_.size());
     const Parameter& p = params_[i];
     master_.push_back(make_master(p));
-    exp_avg_.push_back(Tensor::zeros(p.value.shape(), DType::kF32));
-    exp_avg_sq_.push_back(Tensor::zeros(p.value.shape(), DType::kF32));
+    exp_avg_.push_back(Tensor::zeros(p.value.shape(), DType::kF32, p.value.device()));
+    exp_avg_sq_.push_back(Tensor::zeros(p.value.shape(), DType::kF32, p.value.device()));
   }
 }
 
@@ -67,32 +72,24 @@ void AdamW::step(double lr) {
 void AdamW::step_with_count(double lr, int64_t t) {
   VELA_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: learning rate must be finite and >= 0, got ",
              lr);
-  const float b1 = static_cast<float>(config_.beta1);
-  const float b2 = static_cast<float>(config_.beta2);
+  ops::AdamWHyper h;
+  h.b1 = static_cast<float>(config_.beta1);
+  h.b2 = static_cast<float>(config_.beta2);
   const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float eps = static_cast<float>(config_.eps);
+  h.step_size = static_cast<float>(lr / bc1);
+  h.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  h.eps = static_cast<float>(config_.eps);
   for (size_t k = 0; k < indices_.size(); ++k) {
     Parameter& p = params_[indices_[k]];
-    const float decay =
-        param_decays(p, config_) ? static_cast<float>(1.0 - lr * config_.weight_decay) : 1.0f;
-    Tensor g_t = host_grad(p);
-    const float* g = g_t.data<float>();
-    float* w = master_[k].master.data<float>();
-    float* m = exp_avg_[k].data<float>();
-    float* v = exp_avg_sq_[k].data<float>();
-    parallel_for(g_t.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float gi = g[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
-        w[i] = w[i] * decay - step_size * (m[i] / denom);
-      }
-    });
-    write_back(master_[k], p);
+    h.decay = param_decays(p, config_) ? static_cast<float>(1.0 - lr * config_.weight_decay) : 1.0f;
+    MasterWeights& mw = master_[k];
+    // The kernel writes the rounded compute weights itself unless the master is the value; a
+    // strided value (never one of the model's own weights) is written back afterwards.
+    const bool fused_write = !mw.aliases_value && p.value.is_contiguous();
+    Tensor weight = fused_write ? p.value : Tensor();
+    ops::adamw_update(mw.master, dense_grad(p), exp_avg_[k], exp_avg_sq_[k], weight, h);
+    if (!mw.aliases_value && !fused_write) write_back(mw, p);
   }
 }
 

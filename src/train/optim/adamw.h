@@ -4,8 +4,9 @@
 //   m <- beta1 * m + (1 - beta1) * g
 //   v <- beta2 * v + (1 - beta2) * g^2
 //   p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// then the compute weights receive p (rounded to their dtype). Also used by Muon for the params it
-// does not orthogonalize, over a subset of the list.
+// then the compute weights receive p (rounded to their dtype). One fused ops::adamw_update per
+// parameter, on the parameter's device. Also used by Muon for the params it does not
+// orthogonalize, over a subset of the list.
 #pragma once
 
 #include <vector>
@@ -16,15 +17,16 @@ namespace vela {
 
 // The per-parameter state AdamW keeps; shared with Muon (which adds a momentum buffer).
 struct MasterWeights {
-  Tensor master;  // f32 CPU, same shape as the param; aliases value when that is f32 CPU
+  Tensor master;  // f32 on the param's device, its shape; aliases value when that is contiguous f32
   bool aliases_value = false;
 };
 
-// Makes the master copy of `p` (see MasterWeights) and writes it back after an update.
+// Makes the master copy of `p` (see MasterWeights; checks that value and grad share a device) and
+// writes it back into the compute weights after an update (stream-ordered on CUDA).
 MasterWeights make_master(const Parameter& p);
 void write_back(const MasterWeights& w, Parameter& p);
-// The param's grad as a contiguous f32 CPU tensor (no copy when it already is one).
-Tensor host_grad(const Parameter& p);
+// The param's grad as a contiguous f32 tensor on its device (no copy when it already is one).
+Tensor dense_grad(const Parameter& p);
 
 class AdamW : public Optimizer {
  public:
@@ -48,8 +50,8 @@ class AdamW : public Optimizer {
   ParameterList& params_;
   std::vector<size_t> indices_;
   std::vector<MasterWeights> master_;  // per selected param
-  std::vector<Tensor> exp_avg_;        // m: f32 CPU, shape of the param
-  std::vector<Tensor> exp_avg_sq_;     // v: f32 CPU, shape of the param
+  std::vector<Tensor> exp_avg_;        // m: f32 on the param's device, shape of the param
+  std::vector<Tensor> exp_avg_sq_;     // v: f32 on the param's device, shape of the param
 };
 
 }  // namespace vela

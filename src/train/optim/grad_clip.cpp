@@ -1,63 +1,52 @@
-// Global-norm clipping; see grad_clip.h. Deterministic block-wise reduction on the host.
+// Global-norm clipping; see grad_clip.h. The reduction and the scaling are ops on the gradients'
+// device; only the final double crosses to the host.
 #include "train/optim/grad_clip.h"
 
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
-#include "core/parallel.h"
-#include "ops/elementwise.h"
+#include "ops/optim.h"
 
 namespace vela {
 namespace {
 
-constexpr int64_t kBlock = 65536;
-
-double sum_squares(const float* g, int64_t n) {
-  const int64_t n_blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(static_cast<size_t>(n_blocks), 0.0);
-  parallel_for(n_blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t e = std::min(n, (b + 1) * kBlock);
-      double s = 0;
-      for (int64_t i = b * kBlock; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
-      partial[static_cast<size_t>(b)] = s;
-    }
-  });
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
+// The params' grads (checked f32, one device) and that device (the CPU for an empty list).
+std::vector<Tensor> gradients(const ParameterList& params, bool need_contiguous, Device* device) {
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  *device = params.empty() || !params[0].grad.defined() ? Device::cpu() : params[0].grad.device();
+  for (const Parameter& p : params) {
+    VELA_CHECK(p.grad.defined(), "parameter ", p.name, " has no gradient tensor");
+    VELA_CHECK(p.grad.dtype() == DType::kF32, "gradient of ", p.name, " must be f32, got ",
+               p.grad.str());
+    VELA_CHECK(p.grad.device() == *device, "gradient of ", p.name, " ", p.grad.str(),
+               " is not on the device of the first gradient (", params[0].grad.str(), ")");
+    VELA_CHECK(!need_contiguous || p.grad.is_contiguous(), "gradient of ", p.name, " ",
+               p.grad.str(), " must be contiguous to be clipped in place");
+    grads.push_back(p.grad.contiguous());
+  }
+  return grads;
 }
 
 }  // namespace
 
 double grad_global_norm(const ParameterList& params) {
-  double total = 0;
-  for (const Parameter& p : params) {
-    VELA_CHECK(p.grad.defined(), "parameter ", p.name, " has no gradient tensor");
-    VELA_CHECK(p.grad.dtype() == DType::kF32, "gradient of ", p.name, " must be f32, got ",
-               p.grad.str());
-    Tensor g = p.grad.to(Device::cpu()).contiguous();
-    total += sum_squares(g.data<float>(), g.numel());
-  }
-  return std::sqrt(total);
+  Device device;
+  std::vector<Tensor> grads = gradients(params, false, &device);
+  Tensor sum_sq = ops::make_f64_scalar(device);
+  ops::sum_squares(grads, sum_sq);
+  return std::sqrt(ops::read_f64_scalar(sum_sq));
 }
 
 double clip_grad_norm(ParameterList& params, double max_norm) {
-  const double norm = grad_global_norm(params);
-  if (max_norm <= 0 || !std::isfinite(norm) || norm <= max_norm) return norm;
-  const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-  for (Parameter& p : params) {
-    if (p.grad.is_cpu() && p.grad.is_contiguous()) {
-      float* g = p.grad.data<float>();
-      parallel_for(p.grad.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) g[i] *= scale;
-      });
-    } else {
-      ops::scale(p.grad, scale, p.grad);
-    }
-  }
-  return norm;
+  Device device;
+  std::vector<Tensor> grads = gradients(params, true, &device);
+  Tensor sum_sq = ops::make_f64_scalar(device);
+  ops::sum_squares(grads, sum_sq);
+  // Scales only a finite norm above max_norm, by max_norm / (norm + 1e-6): decided on the device.
+  if (max_norm > 0) ops::scale_by_norm(grads, sum_sq, max_norm, 1e-6, max_norm);
+  return std::sqrt(ops::read_f64_scalar(sum_sq));
 }
 
 }  // namespace vela

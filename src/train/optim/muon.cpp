@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cuda/cuda_api.h"
 #include "core/error.h"
-#include "core/parallel.h"
+#include "ops/cast.h"
 #include "ops/gemm.h"
+#include "ops/optim.h"
 
 namespace vela {
 namespace {
@@ -15,30 +17,49 @@ namespace {
 // Jordan's quintic coefficients (github.com/KellerJordan/Muon, muon.py).
 constexpr float kNsA = 3.4445f, kNsB = -4.7750f, kNsC = 2.0315f;
 
-Tensor transpose_copy(const Tensor& x) { return x.transpose(0, 1).contiguous(); }
+// A new contiguous copy of the view `t` on its device. On CUDA a stream-ordered gather:
+// Tensor::clone would wait for the copy, once per matrix per step.
+Tensor dense_copy(const Tensor& t) {
+  if (t.is_cpu()) return t.clone();
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
+  cuda::strided_copy(out.data_ptr(), t.data_ptr(), t.element_size(), t.dim(), t.shape().begin(),
+                     t.strides().begin(), t.device().index);
+  return out;
+}
+
+Tensor transpose_copy(const Tensor& x) { return dense_copy(x.transpose(0, 1)); }
 
 }  // namespace
 
 Tensor newton_schulz5(const Tensor& g, int n_steps) {
-  VELA_CHECK(g.dim() == 2 && g.dtype() == DType::kF32 && g.is_cpu(),
-             "newton_schulz5: expected a 2-D f32 CPU matrix, got ", g.str());
+  VELA_CHECK(g.dim() == 2 && g.dtype() == DType::kF32,
+             "newton_schulz5: expected a 2-D f32 matrix, got ", g.str());
   const bool tall = g.size(0) > g.size(1);
-  Tensor x = tall ? transpose_copy(g) : g.contiguous().clone();  // [r, c], r <= c
-  const int64_t r = x.size(0), n = x.numel();
-  float* xp = x.data<float>();
-  double sq = 0;
-  for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(xp[i]) * xp[i];
-  const float inv = static_cast<float>(1.0 / (std::sqrt(sq) + 1e-7));
-  for (int64_t i = 0; i < n; ++i) xp[i] *= inv;
+  Tensor x = tall ? transpose_copy(g) : dense_copy(g);  // [r, c], r <= c
+  const int64_t r = x.size(0);
+  if (x.is_cpu()) {
+    const int64_t n = x.numel();
+    float* xp = x.data<float>();
+    double sq = 0;
+    for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(xp[i]) * xp[i];
+    const float inv = static_cast<float>(1.0 / (std::sqrt(sq) + 1e-7));
+    for (int64_t i = 0; i < n; ++i) xp[i] *= inv;
+  } else {
+    // The same X / (||X||_F + 1e-7), with the norm reduced and applied on the device.
+    std::vector<Tensor> xs = {x};
+    Tensor sq = ops::make_f64_scalar(x.device());
+    ops::sum_squares(xs, sq);
+    ops::scale_by_norm(xs, sq, 1.0, 1e-7, -1.0);
+  }
 
-  Tensor a = Tensor::empty({r, r}, DType::kF32);  // X X^T
-  Tensor b = Tensor::empty({r, r}, DType::kF32);  // b A + c A A
-  Tensor next = Tensor::empty(x.shape(), DType::kF32);
+  Tensor a = Tensor::empty({r, r}, DType::kF32, x.device());  // X X^T
+  Tensor b = Tensor::empty({r, r}, DType::kF32, x.device());  // b A + c A A
+  Tensor next = Tensor::empty(x.shape(), DType::kF32, x.device());
   for (int s = 0; s < n_steps; ++s) {
     ops::gemm(x, x, a, /*trans_a=*/false, /*trans_b=*/true);
-    b.copy_(a);
+    ops::cast(a, b);  // a copy (stream-ordered on CUDA)
     ops::gemm(a, a, b, false, false, /*alpha=*/kNsC, /*beta=*/kNsB);  // b = c A A + b A
-    next.copy_(x);
+    ops::cast(x, next);
     ops::gemm(b, x, next, false, false, 1.0f, /*beta=*/kNsA);  // a X + B X
     std::swap(x, next);
   }
@@ -56,7 +77,7 @@ Muon::Muon(const OptimizerConfig& config, ParameterList& params)
                  ", expected 2-D");
       muon_idx_.push_back(i);
       master_.push_back(make_master(p));
-      momentum_.push_back(Tensor::zeros(p.value.shape(), DType::kF32));
+      momentum_.push_back(Tensor::zeros(p.value.shape(), DType::kF32, p.value.device()));
     } else {
       rest.push_back(i);
     }
@@ -91,35 +112,20 @@ void Muon::step(double lr) {
   const float decay = static_cast<float>(1.0 - lr_m * wd);
   for (size_t k = 0; k < muon_idx_.size(); ++k) {
     Parameter& p = params_[muon_idx_[k]];
-    Tensor g_t = host_grad(p);
-    const float* g = g_t.data<float>();
-    float* buf = momentum_[k].data<float>();
-    Tensor u_t = Tensor::empty(g_t.shape(), DType::kF32);
-    float* u = u_t.data<float>();
-    const bool nesterov = config_.muon_nesterov;
-    parallel_for(g_t.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        buf[i] = mu * buf[i] + (1.0f - mu) * g[i];
-        u[i] = nesterov ? (1.0f - mu) * g[i] + mu * buf[i] : buf[i];
-      }
-    });
-    const int64_t cols = g_t.size(1);
-    std::vector<int64_t> blocks = {g_t.size(0)};
+    Tensor g = dense_grad(p);
+    Tensor u = Tensor::empty(g.shape(), DType::kF32, g.device());  // what NS orthogonalizes
+    ops::muon_momentum(momentum_[k], g, u, mu, config_.muon_nesterov);
+    const int64_t cols = g.size(1);
+    std::vector<int64_t> blocks = {g.size(0)};
     if (auto it = row_blocks_.find(p.name); it != row_blocks_.end()) blocks = it->second;
-    float* w = master_[k].master.data<float>();
     int64_t row0 = 0;
     for (int64_t rows : blocks) {
-      Tensor o =
-          newton_schulz5(u_t.slice(0, row0, row0 + rows).contiguous(), config_.muon_ns_steps);
+      Tensor o = newton_schulz5(u.slice(0, row0, row0 + rows), config_.muon_ns_steps);
       const double scale = config_.muon_scale == "moonlight"
                                ? 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)))
                                : std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
-      const float step = static_cast<float>(lr_m * scale);
-      const float* op = o.data<float>();
-      float* wb = w + row0 * cols;
-      parallel_for(rows * cols, 1 << 14, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) wb[i] = wb[i] * decay - step * op[i];
-      });
+      Tensor w = master_[k].master.slice(0, row0, row0 + rows);  // whole rows: contiguous
+      ops::decayed_step(w, o, decay, static_cast<float>(lr_m * scale));
       row0 += rows;
     }
     write_back(master_[k], p);

@@ -11,6 +11,8 @@
 // sqrt(max(1, rows / cols)) (Jordan's reference implementation).
 // Fused weights (qkv_proj, gate_up_proj) are orthogonalized per logical block when the trainer
 // gives their row splits (set_row_blocks), so the update equals Muon on the separate HF matrices.
+// Momentum and masters live on the param's device; the momentum update, the GEMMs and the step
+// run there (ops::muon_momentum, ops::gemm, ops::decayed_step) without waiting for the device.
 #pragma once
 
 #include <map>
@@ -21,12 +23,18 @@
 
 namespace vela {
 
-// The quintic Newton-Schulz iteration of Jordan's Muon, `n_steps` times, on a [rows, cols] f32 CPU
-// matrix: X = G / (||G||_F + 1e-7) (transposed first when rows > cols so X X^T is the small Gram
-// matrix), then X <- a X + (b A + c A^2) X with A = X X^T and (a, b, c) = (3.4445, -4.7750,
-// 2.0315). These coefficients (from Jordan's implementation) maximize the slope at zero while
-// keeping the iteration inside [0.7, 1.2] for every singular value in (0, 1], so 5 steps bring all
-// of them near 1 without converging exactly. GEMMs through ops::gemm. Returns a new tensor.
+// The quintic Newton-Schulz iteration of Jordan's Muon, `n_steps` times, on a [rows, cols] f32
+// matrix on the CPU or a CUDA device: X = G / (||G||_F + 1e-7) (transposed first when rows > cols
+// so X X^T is the small Gram matrix), then X <- a X + (b A + c A^2) X with A = X X^T and
+// (a, b, c) = (3.4445, -4.7750, 2.0315). These coefficients (from Jordan's implementation)
+// maximize the slope at zero while keeping the iteration inside [0.7, 1.2] for every singular
+// value in (0, 1], so 5 steps bring all of them near 1 without converging exactly. GEMMs through
+// ops::gemm; returns a new tensor on g's device.
+// The iteration stays in f32 on CUDA too (cuBLASLt with CUBLAS_COMPUTE_32F unless
+// VELA_ALLOW_TF32 is set): bf16 GEMMs would be several times faster, but f32 keeps the GPU within
+// GEMM-summation-order error of the CPU reference, so Muon runs can be compared across devices.
+// On CUDA the Frobenius norm is a device reduction (ops::sum_squares / ops::scale_by_norm), so
+// nothing waits for the device.
 Tensor newton_schulz5(const Tensor& g, int n_steps = 5);
 
 class Muon : public Optimizer {
@@ -52,7 +60,7 @@ class Muon : public Optimizer {
   ParameterList& params_;
   std::vector<size_t> muon_idx_;
   std::vector<MasterWeights> master_;  // per Muon param
-  std::vector<Tensor> momentum_;       // [rows, cols] f32 CPU per Muon param
+  std::vector<Tensor> momentum_;       // [rows, cols] f32 on the param's device, per Muon param
   std::map<std::string, std::vector<int64_t>> row_blocks_;
   std::unique_ptr<AdamW> adamw_;  // the other params
 };

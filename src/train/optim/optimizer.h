@@ -1,17 +1,20 @@
 // Optimizer: the interface the trainer steps (AdamW and Muon implement it) and its configuration.
 //
 // An optimizer is built over a ParameterList and owns everything it keeps per parameter: an fp32
-// master copy of the weights (aliasing the parameter's value when that already is an f32 CPU
-// tensor, a separate f32 tensor for bf16/f16 compute weights or device tensors), and its moments.
-// step(lr) reads each parameter's f32 `grad` (already averaged over the accumulated micro-batches
-// and clipped), updates the master weights and writes them back into the compute weights, so bf16
-// compute weights never accumulate rounding error across steps. Gradients are not zeroed here.
+// master copy of the weights (aliasing the parameter's value when that already is a contiguous f32
+// tensor, a separate f32 tensor for bf16/f16 compute weights), and its moments. step(lr) reads
+// each parameter's f32 `grad` (already averaged over the accumulated micro-batches and clipped),
+// updates the master weights and writes them back into the compute weights, so bf16 compute
+// weights never accumulate rounding error across steps. Gradients are not zeroed here.
 //
-// State lives on the host and updates run on the CPU with OpenMP (a parameter on CUDA is copied
-// through the host each step); the Newton-Schulz GEMMs use ops::gemm. State is saved to one
-// safetensors file: tensors keyed "<param name>.<slot>" and the scalars (kind, step count, the
-// hyper-parameters) as JSON in the metadata; load_state() checks names, shapes and kind. Not
-// thread-safe: one trainer thread drives it.
+// State lives on the parameter's device and updates run there (ops/optim.h: fused element ops,
+// OpenMP on the CPU, kernels on CUDA; the Newton-Schulz GEMMs use ops::gemm). On CUDA a step only
+// launches work on the current stream and returns without waiting. State is saved to one
+// safetensors file (device tensors are copied to the host for writing and uploaded on load):
+// tensors keyed "<param name>.<slot>" and the scalars (kind, step count, the hyper-parameters) as
+// JSON in the metadata; load_state() checks names, shapes and kind, and takes files written from
+// either device (or before state moved to the device). Not thread-safe: one trainer thread drives
+// it.
 #pragma once
 
 #include <cstdint>

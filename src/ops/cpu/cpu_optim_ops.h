@@ -1,0 +1,20 @@
+// CPU entry points of the optimizer ops (ops/optim.h). Called only by the dispatcher after
+// validation; they reproduce train/optim's former host arithmetic bit for bit.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/optim.h"
+
+namespace vela::ops::cpu {
+
+void adamw_update(Tensor& master, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                  Tensor& weight, const AdamWHyper& h);
+void muon_momentum(Tensor& buf, const Tensor& grad, Tensor& u, float mu, bool nesterov);
+void decayed_step(Tensor& w, const Tensor& update, float decay, float step);
+void sum_squares(const std::vector<Tensor>& xs, Tensor& out);
+void scale_by_norm(std::vector<Tensor>& xs, const Tensor& sum_sq, double numer, double eps,
+                   double threshold);
+
+}  // namespace vela::ops::cpu

@@ -2,9 +2,9 @@
 // the CPU runs on the same rounded inputs widened to f32). Tolerances: outputs stored in the
 // activation dtype use tol_for(dt) scaled by the output's magnitude; f32 parameter gradients
 // (sums over rows) differ only by summation order: atol 1e-4 * max|want|, rtol 1e-4 (f32 inputs)
-// or 1e-3 (16-bit inputs). The dense attention (forward and backward) runs both CUDA paths
-// (cuBLASLt GEMMs and the recompute kernels, chosen through VELA_CUDA_DENSE_ATTN). Skipped
-// without a GPU.
+// or 1e-3 (16-bit inputs). The dense attention (forward and backward) runs every CUDA path
+// (cuBLASLt GEMMs, the recompute kernels and the flash kernels, chosen through
+// VELA_CUDA_DENSE_ATTN; flash falls back for f32). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -198,7 +198,7 @@ TEST_F(CudaBackward, CausalAttentionForwardAndBackwardMatchCpu) {
       Tensor wq = Tensor::empty(q.shape(), DType::kF32), wk = Tensor::empty(k.shape(), DType::kF32),
              wv = Tensor::empty(k.shape(), DType::kF32);
       ops::causal_attention_backward(cq, ck, cv, docs, scale, cout, cd, wq, wk, wv);
-      for (const char* path : {"gemm", "recompute"}) {
+      for (const char* path : {"gemm", "recompute", "flash"}) {
         setenv("VELA_CUDA_DENSE_ATTN", path, 1);
         Tensor gout = Tensor::empty(q.shape(), dt, gpu());
         ops::causal_attention(q.to(gpu()), k.to(gpu()), v.to(gpu()),

@@ -204,7 +204,7 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
   const int2* ranges = a.doc_ranges ? a.doc_ranges + static_cast<int64_t>(b) * a.n_tiles : nullptr;
   const int2 q_range = ranges ? ranges[qt] : make_int2(0, 0);
 
-  const int last_kt = qt;  // kTile == kTile: the diagonal tile is the last one with visible keys
+  const int last_kt = qt;  // equal query/key tiles: the diagonal is the last live tile
   auto next_live = [&](int kt) {
     while (ranges != nullptr && kt < last_kt && ranges_disjoint(q_range, ranges[kt])) ++kt;
     return kt;  // the diagonal tile always overlaps the query tile's own docs

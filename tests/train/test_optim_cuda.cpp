@@ -117,7 +117,7 @@ std::unique_ptr<Optimizer> build(const std::string& kind, ParameterList& ps) {
 // One trainer-like step on each list: clip to max_norm 1, then the update. Returns the norms.
 std::pair<double, double> step_both(ParameterList& cpu, Optimizer& oc, ParameterList& dev,
                                     Optimizer& od, int t) {
-  set_grads({&cpu, &dev}, 300 + t, t % 2 == 0 ? 0.02f : 0.3f);  // even steps stay under 1
+  set_grads({&cpu, &dev}, 300 + t, t % 2 == 0 ? 0.005f : 0.3f);  // norms ~0.4 and ~25
   const double nc = clip_grad_norm(cpu, 1.0), nd = clip_grad_norm(dev, 1.0);
   oc.step(0.01);
   od.step(0.01);
@@ -125,8 +125,9 @@ std::pair<double, double> step_both(ParameterList& cpu, Optimizer& oc, Parameter
 }
 
 // f32 tolerances after 5 steps: AdamW moves weights by ~lr per step, so a few fp32 ulps of O(1)
-// values; Muon's update is ~lr * 0.2 * sqrt(max dim) * O, and O carries f32 GEMM error ~1e-6.
-double f32_tol(const std::string& kind) { return kind == "adamw" ? 2e-6 : 3e-5; }
+// values; Muon's update is ~lr * 0.2 * sqrt(max dim) * O, and O carries f32 GEMM rounding (f32
+// NS5 on the CPU is within 7e-7 of NS5 in double for these shapes), so ~1e-8 per step on top.
+double f32_tol(const std::string& kind) { return kind == "adamw" ? 2e-6 : 5e-6; }
 
 void run_against_cpu(const std::string& kind, DType dtype) {
   if (!cuda::available()) GTEST_SKIP() << "no usable CUDA device";
@@ -165,7 +166,9 @@ TEST(OptimCuda, NewtonSchulzMatchesCpu) {
     for (size_t i = 0; i < a.size(); ++i) max_err = std::max(max_err, std::fabs(a[i] - b[i]));
     std::printf("[cuda optim] newton_schulz5 %s: max|err| vs cpu %.3e\n", shape.str().c_str(),
                 max_err);
-    EXPECT_LE(max_err, 1e-4) << shape.str();  // entries are O(1 / sqrt(min dim))
+    // f32 NS5 is within 7e-7 of NS5 in double for these shapes (entries up to ~0.4); two f32
+    // GEMM libraries should land within a few times that of each other.
+    EXPECT_LE(max_err, 2e-5) << shape.str();
   }
 }
 
@@ -208,7 +211,7 @@ void check_cross_device_state(const std::string& kind, DType dtype) {
   for (int t = 4; t <= 6; ++t) {
     step_both(cpu, *oc, dev, *od, t);
     step_both(cpu2, *oc2, dev2, *od2, t);
-    set_grads({&dev3}, 300 + t, t % 2 == 0 ? 0.02f : 0.3f);
+    set_grads({&dev3}, 300 + t, t % 2 == 0 ? 0.005f : 0.3f);
     clip_grad_norm(dev3, 1.0);
     od3->step(0.01);
   }

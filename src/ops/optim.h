@@ -25,7 +25,7 @@ struct AdamWHyper {
   float b2 = 0.95f;        // beta2
   float inv_sqrt_bc2 = 1;  // 1 / sqrt(1 - beta2^t)
   float eps = 1e-8f;
-  float decay = 1;         // 1 - lr * weight_decay for decayed params, else 1
+  float decay = 1;  // 1 - lr * weight_decay for decayed params, else 1
 };
 
 // Per element, in fp32 with g = grad:
@@ -59,7 +59,7 @@ void sum_squares(const std::vector<Tensor>& xs, Tensor& out);
 void scale_by_norm(std::vector<Tensor>& xs, const Tensor& sum_sq, double numer, double eps,
                    double threshold);
 
-Tensor make_f64_scalar(Device device);     // [1] i64 holding the double 0.0
+Tensor make_f64_scalar(Device device);    // [1] i64 holding the double 0.0
 double read_f64_scalar(const Tensor& t);  // waits for the device
 
 }  // namespace vela::ops

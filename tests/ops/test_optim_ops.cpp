@@ -11,9 +11,9 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "op_test_util.h"
 #include "ops/cast.h"
 #include "ops/optim.h"
-#include "op_test_util.h"
 
 namespace vela {
 namespace {
@@ -68,7 +68,8 @@ TEST(OptimOps, AdamWUpdateReproducesFormerLoop) {
       EXPECT_TRUE(same_bits(m, rmm)) << "exp_avg n=" << n << " variant " << variant;
       EXPECT_TRUE(same_bits(v, rv)) << "exp_avg_sq n=" << n << " variant " << variant;
       if (variant <= 2) {  // the former write_back: ops::to_dtype of the master
-        EXPECT_TRUE(same_bits(weight, ops::to_dtype(rm, wdt))) << "weight n=" << n << " " << variant;
+        EXPECT_TRUE(same_bits(weight, ops::to_dtype(rm, wdt)))
+            << "weight n=" << n << " " << variant;
       }
     }
   }
@@ -132,7 +133,8 @@ TEST(OptimOps, SumSquaresIsTheFormerBlockSumForAnyThreadCount) {
     Tensor out = ops::make_f64_scalar(Device::cpu());
     ops::sum_squares(xs, out);
     const double got = ops::read_f64_scalar(out);
-    EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << nt << " threads: " << got << " vs " << want;
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+        << nt << " threads: " << got << " vs " << want;
   }
   set_num_threads(threads);
   Tensor out = ops::make_f64_scalar(Device::cpu());
@@ -167,7 +169,7 @@ TEST(OptimOps, InvalidArguments) {
   Tensor a = Tensor::zeros({4}, DType::kF32), b = Tensor::zeros({5}, DType::kF32);
   Tensor h16 = Tensor::zeros({4}, DType::kBF16), none;
   ops::AdamWHyper h;
-  EXPECT_THROW(ops::adamw_update(a, b, a, a, none, h), InvalidArgument);  // shape
+  EXPECT_THROW(ops::adamw_update(a, b, a, a, none, h), InvalidArgument);    // shape
   EXPECT_THROW(ops::adamw_update(a, h16, a, a, none, h), InvalidArgument);  // grad dtype
   Tensor w5 = Tensor::zeros({5}, DType::kBF16);
   EXPECT_THROW(ops::adamw_update(a, a, a, a, w5, h), InvalidArgument);  // weight shape

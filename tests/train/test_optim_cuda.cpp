@@ -9,11 +9,11 @@
 // like the uninterrupted run; save -> load on the GPU continues bit-identically; both devices
 // write the same tensor names. Each comparison prints its max error. Skipped without a GPU.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 #include <vector>
 
 #include "core/cuda/cuda_api.h"

@@ -271,11 +271,9 @@ void adamw_update(Tensor& master, const Tensor& grad, Tensor& exp_avg, Tensor& e
   if (!weight.defined()) {
     const int blocks = grid_stride_blocks(f32_aligned ? n / 4 : n, kThreads);
     if (f32_aligned)
-      adamw_kernel<float, false, 4>
-          <<<blocks, kThreads, 0, stream>>>(pw, pg, pm, pv, nullptr, h, n);
+      adamw_kernel<float, false, 4><<<blocks, kThreads, 0, stream>>>(pw, pg, pm, pv, nullptr, h, n);
     else
-      adamw_kernel<float, false, 1>
-          <<<blocks, kThreads, 0, stream>>>(pw, pg, pm, pv, nullptr, h, n);
+      adamw_kernel<float, false, 1><<<blocks, kThreads, 0, stream>>>(pw, pg, pm, pv, nullptr, h, n);
     VELA_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -109,6 +109,7 @@ std::unique_ptr<Optimizer> build(const std::string& kind, ParameterList& ps) {
   OptimizerConfig cfg;
   cfg.kind = kind;
   cfg.muon_momentum = 0.9;
+  cfg.muon_ns_dtype = "f32";  // the comparison with the CPU needs f32 Newton-Schulz on both
   auto opt = make_optimizer(cfg, ps);
   if (auto* muon = dynamic_cast<Muon*>(opt.get())) muon->set_row_blocks("qkv", {24, 8, 8});
   return opt;
@@ -232,6 +233,42 @@ TEST(OptimCuda, StateMovesBetweenDevicesAdamW) {
 TEST(OptimCuda, StateMovesBetweenDevicesMuon) {
   check_cross_device_state("muon", DType::kF32);
   check_cross_device_state("muon", DType::kBF16);
+}
+
+// bf16 Newton-Schulz (muon_ns_dtype auto for bf16 CUDA weights): close to the f32 iteration, and
+// still near-orthogonal (O O^T ~ I within the quintic's [0.7, 1.2] band on the diagonal).
+TEST(OptimCuda, BF16NewtonSchulzTracksF32) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 256}, {256, 96}, {384, 384}}) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    Rng rng(7 + static_cast<uint64_t>(rows));
+    for (float& x : v) x = rng.normal();
+    Tensor g = Tensor::from_vector(v, {rows, cols}).to(Device::cuda(0));
+    Tensor o32 = newton_schulz5(g, 5, DType::kF32).to(Device::cpu());
+    Tensor o16 = newton_schulz5(g, 5, DType::kBF16).to(Device::cpu());
+    const float* a = o32.data<float>();
+    const float* b = o16.data<float>();
+    double max_ref = 0, max_err = 0;
+    for (int64_t i = 0; i < o32.numel(); ++i) {
+      max_ref = std::max(max_ref, static_cast<double>(std::fabs(a[i])));
+      max_err = std::max(max_err, static_cast<double>(std::fabs(a[i] - b[i])));
+    }
+    std::printf("[cuda optim] NS5 bf16 vs f32 %lldx%lld: max|err| %.3e (max|ref| %.3e)\n",
+                static_cast<long long>(rows), static_cast<long long>(cols), max_err, max_ref);
+    EXPECT_LT(max_err, 0.08 * max_ref) << rows << "x" << cols;
+    // Gram matrix of the short side: diagonal in the quintic's band.
+    const bool tall = rows > cols;
+    const int64_t r = tall ? cols : rows, c = tall ? rows : cols;
+    for (int64_t i = 0; i < r; ++i) {
+      double d = 0;
+      for (int64_t k = 0; k < c; ++k) {
+        const float x = tall ? b[k * cols + i] : b[i * cols + k];
+        d += static_cast<double>(x) * x;
+      }
+      EXPECT_GT(d, 0.4) << "row " << i;
+      EXPECT_LT(d, 1.6) << "row " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ Tensor transpose_copy(const Tensor& x) { return dense_copy(x.transpose(0, 1)); }
 
 }  // namespace
 
-Tensor newton_schulz5(const Tensor& g, int n_steps) {
+Tensor newton_schulz5(const Tensor& g, int n_steps, DType dtype) {
   VELA_CHECK(g.dim() == 2 && g.dtype() == DType::kF32,
              "newton_schulz5: expected a 2-D f32 matrix, got ", g.str());
   const bool tall = g.size(0) > g.size(1);
@@ -52,9 +52,17 @@ Tensor newton_schulz5(const Tensor& g, int n_steps) {
     ops::scale_by_norm(xs, sq, 1.0, 1e-7, -1.0);
   }
 
-  Tensor a = Tensor::empty({r, r}, DType::kF32, x.device());  // X X^T
-  Tensor b = Tensor::empty({r, r}, DType::kF32, x.device());  // b A + c A A
-  Tensor next = Tensor::empty(x.shape(), DType::kF32, x.device());
+  VELA_CHECK(dtype == DType::kF32 || (dtype == DType::kBF16 && x.is_cuda()),
+             "newton_schulz5: the iteration runs in f32, or in bf16 on CUDA; got ",
+             dtype_name(dtype), " on ", x.device().str());
+  if (dtype != DType::kF32) {
+    Tensor xf = x;
+    x = Tensor::empty(xf.shape(), dtype, xf.device());
+    ops::cast(xf, x);
+  }
+  Tensor a = Tensor::empty({r, r}, dtype, x.device());  // X X^T
+  Tensor b = Tensor::empty({r, r}, dtype, x.device());  // b A + c A A
+  Tensor next = Tensor::empty(x.shape(), dtype, x.device());
   for (int s = 0; s < n_steps; ++s) {
     ops::gemm(x, x, a, /*trans_a=*/false, /*trans_b=*/true);
     ops::cast(a, b);  // a copy (stream-ordered on CUDA)
@@ -62,6 +70,11 @@ Tensor newton_schulz5(const Tensor& g, int n_steps) {
     ops::cast(x, next);
     ops::gemm(b, x, next, false, false, 1.0f, /*beta=*/kNsA);  // a X + B X
     std::swap(x, next);
+  }
+  if (dtype != DType::kF32) {
+    Tensor xf = Tensor::empty(x.shape(), DType::kF32, x.device());
+    ops::cast(x, xf);
+    x = xf;
   }
   return tall ? transpose_copy(x) : x;
 }
@@ -75,6 +88,9 @@ Muon::Muon(const OptimizerConfig& config, ParameterList& params)
     if (p.kind == ParamKind::kMatrix) {
       VELA_CHECK(p.value.dim() == 2, "Muon: matrix parameter ", p.name, " is ", p.value.str(),
                  ", expected 2-D");
+      VELA_CHECK(config_.muon_ns_dtype != "bf16" || p.value.is_cuda(),
+                 "Muon: muon_ns_dtype bf16 needs the parameters on CUDA (", p.name, " is on ",
+                 p.value.device().str(), "); use f32 or auto");
       muon_idx_.push_back(i);
       master_.push_back(make_master(p));
       momentum_.push_back(Tensor::zeros(p.value.shape(), DType::kF32, p.value.device()));
@@ -113,6 +129,11 @@ void Muon::step(double lr) {
   for (size_t k = 0; k < muon_idx_.size(); ++k) {
     Parameter& p = params_[muon_idx_[k]];
     Tensor g = dense_grad(p);
+    const bool low = p.value.dtype() == DType::kBF16 || p.value.dtype() == DType::kF16;
+    const DType ns_dtype = config_.muon_ns_dtype == "bf16" ||
+                                   (config_.muon_ns_dtype == "auto" && p.value.is_cuda() && low)
+                               ? DType::kBF16
+                               : DType::kF32;
     Tensor u = Tensor::empty(g.shape(), DType::kF32, g.device());  // what NS orthogonalizes
     ops::muon_momentum(momentum_[k], g, u, mu, config_.muon_nesterov);
     const int64_t cols = g.size(1);
@@ -120,7 +141,7 @@ void Muon::step(double lr) {
     if (auto it = row_blocks_.find(p.name); it != row_blocks_.end()) blocks = it->second;
     int64_t row0 = 0;
     for (int64_t rows : blocks) {
-      Tensor o = newton_schulz5(u.slice(0, row0, row0 + rows), config_.muon_ns_steps);
+      Tensor o = newton_schulz5(u.slice(0, row0, row0 + rows), config_.muon_ns_steps, ns_dtype);
       const double scale = config_.muon_scale == "moonlight"
                                ? 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)))
                                : std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));

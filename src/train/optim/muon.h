@@ -30,12 +30,13 @@ namespace vela {
 // maximize the slope at zero while keeping the iteration inside [0.7, 1.2] for every singular
 // value in (0, 1], so 5 steps bring all of them near 1 without converging exactly. GEMMs through
 // ops::gemm; returns a new tensor on g's device.
-// The iteration stays in f32 on CUDA too (cuBLASLt with CUBLAS_COMPUTE_32F unless
-// VELA_ALLOW_TF32 is set): bf16 GEMMs would be several times faster, but f32 keeps the GPU within
-// GEMM-summation-order error of the CPU reference, so Muon runs can be compared across devices.
-// On CUDA the Frobenius norm is a device reduction (ops::sum_squares / ops::scale_by_norm), so
-// nothing waits for the device.
-Tensor newton_schulz5(const Tensor& g, int n_steps = 5);
+// `dtype` is the iteration's precision: f32 (cuBLASLt with CUBLAS_COMPUTE_32F unless
+// VELA_ALLOW_TF32 is set; within GEMM-summation-order error of the CPU reference, so Muon runs
+// compare across devices) or bf16 on CUDA (tensor-core GEMMs with fp32 accumulation and bf16
+// results, ~8x faster; OptimizerConfig::muon_ns_dtype picks). The normalization is f32 either way
+// and the result is f32. On CUDA the Frobenius norm is a device reduction (ops::sum_squares /
+// ops::scale_by_norm), so nothing waits for the device.
+Tensor newton_schulz5(const Tensor& g, int n_steps = 5, DType dtype = DType::kF32);
 
 class Muon : public Optimizer {
  public:

@@ -23,6 +23,8 @@ void OptimizerConfig::validate() const {
              "optimizer: muon_ns_steps must be in [1, 20], got ", muon_ns_steps);
   VELA_CHECK(muon_scale == "moonlight" || muon_scale == "keller",
              "optimizer: muon_scale must be moonlight or keller, got '", muon_scale, "'");
+  VELA_CHECK(muon_ns_dtype == "auto" || muon_ns_dtype == "f32" || muon_ns_dtype == "bf16",
+             "optimizer: muon_ns_dtype must be auto, f32 or bf16, got '", muon_ns_dtype, "'");
   VELA_CHECK(muon_lr_mult > 0, "optimizer: muon_lr_mult must be > 0, got ", muon_lr_mult);
 }
 
@@ -51,6 +53,8 @@ OptimizerConfig OptimizerConfig::from_json(const json& j) {
         c.muon_ns_steps = value.get<int>();
       else if (key == "muon_scale")
         c.muon_scale = value.get<std::string>();
+      else if (key == "muon_ns_dtype")
+        c.muon_ns_dtype = value.get<std::string>();
       else if (key == "muon_lr_mult")
         c.muon_lr_mult = value.get<double>();
       else if (key == "muon_weight_decay")
@@ -76,6 +80,7 @@ json OptimizerConfig::to_json() const {
               {"muon_nesterov", muon_nesterov},
               {"muon_ns_steps", muon_ns_steps},
               {"muon_scale", muon_scale},
+              {"muon_ns_dtype", muon_ns_dtype},
               {"muon_lr_mult", muon_lr_mult},
               {"muon_weight_decay", muon_weight_decay}};
 }

@@ -47,6 +47,10 @@ struct OptimizerConfig {
   std::string muon_scale = "moonlight";
   double muon_lr_mult = 1.0;      // Muon params step with lr * muon_lr_mult
   double muon_weight_decay = -1;  // -1: the same as weight_decay
+  // Precision of the Newton-Schulz iterations: "f32"; "bf16" (bf16 tensor-core GEMMs with fp32
+  // accumulation, as modded-nanogpt does; CUDA only); "auto": bf16 for CUDA params whose compute
+  // weights are bf16/f16, f32 otherwise (so CPU training is unchanged).
+  std::string muon_ns_dtype = "auto";
 
   void validate() const;
   static OptimizerConfig from_json(const json& j);  // unknown keys are an error

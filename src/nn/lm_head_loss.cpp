@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/gemm.h"
 
@@ -29,7 +28,12 @@ LmHeadLossResult lm_head_loss(const Tensor& hidden, const Tensor& weight, const 
   const int64_t chunk = std::min(opts.chunk_rows, std::max<int64_t>(n, 1));
   const Device dev = hidden.device();
   Tensor logits_buf = Tensor::empty({chunk, vocab}, DType::kF32, dev);  // [chunk, vocab]
-  Tensor losses_buf = Tensor::empty({chunk}, DType::kF32, dev);
+  // The gradient goes straight into the weight's dtype for the two backward GEMMs (f32: in place
+  // over the logits).
+  Tensor dlogits_buf = backward && weight.dtype() != DType::kF32
+                           ? Tensor::empty({chunk, vocab}, weight.dtype(), dev)
+                           : logits_buf;
+  Tensor losses_all = Tensor::zeros({n}, DType::kF32, dev);  // read back once, at the end
   std::vector<int32_t> host_targets = targets.to_vector<int32_t>();
   LmHeadLossResult result;
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
@@ -40,25 +44,25 @@ LmHeadLossResult lm_head_loss(const Tensor& hidden, const Tensor& weight, const 
       if (backward) dhidden.slice(0, r0, r1).zero_();
       continue;
     }
+    result.n_tokens += n_valid;
     Tensor h = hidden.slice(0, r0, r1);
     Tensor tgt = targets.slice(0, r0, r1);
     Tensor logits = logits_buf.slice(0, 0, c);
-    Tensor losses = losses_buf.slice(0, 0, c);
+    Tensor losses = losses_all.slice(0, r0, r1);
     ops::gemm(h, weight, logits, /*trans_a=*/false, /*trans_b=*/true);
-    ops::cross_entropy(logits, tgt, losses, opts.ignore_index, opts.label_smoothing);
-    std::vector<float> host_losses = losses.to_vector<float>();
-    for (int64_t i = 0; i < c; ++i) result.loss_sum += host_losses[i];
-    result.n_tokens += n_valid;
-    if (!backward) continue;
-    ops::cross_entropy_backward(logits, tgt, logits, grad_scale, opts.ignore_index,
-                                opts.label_smoothing);
-    Tensor dlogits =
-        logits.dtype() == weight.dtype() ? logits : ops::to_dtype(logits, weight.dtype());
+    if (!backward) {
+      ops::cross_entropy(logits, tgt, losses, opts.ignore_index, opts.label_smoothing);
+      continue;
+    }
+    Tensor dlogits = dlogits_buf.slice(0, 0, c);
+    ops::cross_entropy_backward(logits, tgt, dlogits, grad_scale, opts.ignore_index,
+                                opts.label_smoothing, losses);
     Tensor dh = dhidden.slice(0, r0, r1);
     ops::gemm(dlogits, weight, dh, /*trans_a=*/false, /*trans_b=*/false);
     if (dweight.defined())
       ops::gemm(dlogits, h, dweight, /*trans_a=*/true, /*trans_b=*/false, 1.0f, /*beta=*/1.0f);
   }
+  for (float l : losses_all.to_vector<float>()) result.loss_sum += l;  // row order, as before
   return result;
 }
 

@@ -1,8 +1,9 @@
 // Fused, chunked LM head + cross-entropy: the loss of a [n_rows, hidden] block of final hidden
 // states against next-token targets, and its gradients, computed ce_chunk rows at a time so a
 // [n_rows, vocab] logits matrix never exists (a 151k vocabulary at 16k tokens would be 10 GB in
-// f32). Per chunk: logits = h W^T (f32), per-row CE (ignore index, label smoothing), then
-// dlogits = grad_scale * dCE in place, dh = dlogits W, dW += dlogits^T h.
+// f32). Per chunk: logits = h W^T (f32); then one kernel writes the per-row CE (ignore index,
+// label smoothing) and dlogits = grad_scale * dCE in the weight's dtype (in place when f32);
+// dh = dlogits W, dW += dlogits^T h. The losses are read back once, after the last chunk.
 #pragma once
 
 #include <cstdint>

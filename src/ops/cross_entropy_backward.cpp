@@ -6,7 +6,8 @@
 namespace vela::ops {
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
-                            float grad_scale, int32_t ignore_index, float label_smoothing) {
+                            float grad_scale, int32_t ignore_index, float label_smoothing,
+                            const Tensor& losses) {
   const char* op = "cross_entropy_backward";
   check_defined(op, "logits", logits);
   check_defined(op, "targets", targets);
@@ -18,7 +19,11 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor&
   check_contiguous(op, "targets", targets);
   VELA_CHECK(targets.size(0) == r.n_rows, op, ": targets ", targets.str(),
              " must have one entry per row of logits ", logits.str());
-  check_dtype(op, "dlogits", dlogits, DType::kF32);
+  if (dlogits.is_cpu()) {
+    check_dtype(op, "dlogits", dlogits, DType::kF32);
+  } else {
+    check_floating(op, "dlogits", dlogits);  // f32, or bf16 / f16 on CUDA
+  }
   check_same_shape(op, "dlogits", dlogits, "logits", logits);
   check_out_rows(op, "dlogits", dlogits);
   check_same_device(op, "targets", targets, "logits", logits);
@@ -32,8 +37,14 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor&
                  "] = ", t[i], " is outside [0, ", r.n_cols, ") and not the ignore index ",
                  ignore_index);
   }
+  if (losses.defined()) {
+    check_dtype(op, "losses", losses, DType::kF32);
+    check_shape(op, "losses", losses, Shape{r.n_rows});
+    check_contiguous(op, "losses", losses);
+    check_same_device(op, "losses", losses, "logits", logits);
+  }
   VELA_DISPATCH(logits.device(), cross_entropy_backward, logits, targets, dlogits, grad_scale,
-                ignore_index, label_smoothing);
+                ignore_index, label_smoothing, losses);
 }
 
 }  // namespace vela::ops

@@ -172,6 +172,35 @@ TEST_F(CudaBackward, CrossEntropyMatchesCpu) {
   }
 }
 
+// The fused form the LM-head loss uses: f32 logits in, per-row losses and a bf16 / f16 / f32
+// gradient out of one kernel (vector path at vocab % 4 == 0, scalar path otherwise).
+TEST_F(CudaBackward, CrossEntropyBackwardWithLossesAndLowPrecisionGradient) {
+  for (int64_t vocab : {int64_t{4096}, int64_t{5003}}) {
+    for (float smoothing : {0.0f, 0.1f}) {
+      const int64_t rows = 19;
+      Tensor logits = random_cpu({rows, vocab}, DType::kF32, 24, -6.0, 6.0);
+      Tensor tgt = test::random_ints({rows}, DType::kI32, 25, 0, vocab);
+      tgt.data<int32_t>()[5] = -100;
+      Tensor want_loss = Tensor::empty({rows}, DType::kF32);
+      ops::cross_entropy(logits, tgt, want_loss, -100, smoothing);
+      Tensor want = Tensor::empty({rows, vocab}, DType::kF32);
+      ops::cross_entropy_backward(logits, tgt, want, 0.5f, -100, smoothing);
+      for (DType gdt : {DType::kF32, DType::kBF16, DType::kF16}) {
+        const std::string what = "ce fused " + test::label(gdt, logits.shape()) + " eps " +
+                                 std::to_string(smoothing);
+        Tensor got = Tensor::empty({rows, vocab}, gdt, gpu());
+        Tensor loss = Tensor::zeros({rows}, DType::kF32, gpu());
+        ops::cross_entropy_backward(logits.to(gpu()), tgt.to(gpu()), got, 0.5f, -100, smoothing,
+                                    loss);
+        test::expect_close(loss.to(Device::cpu()), want_loss, {1e-5, 1e-5}, what + " losses");
+        // bf16 / f16: one rounding of the f32 gradient.
+        const double rel = gdt == DType::kF32 ? 1e-5 : (gdt == DType::kBF16 ? 8e-3 : 1e-3);
+        test::expect_close(f32(got), want, {1e-6, rel}, what + " dlogits");
+      }
+    }
+  }
+}
+
 TEST_F(CudaBackward, CausalAttentionForwardAndBackwardMatchCpu) {
   struct Case {
     int64_t b, t, h, hkv, d;

@@ -1,16 +1,23 @@
 // CPU cross_entropy backward: per row softmax (max-subtracted, sum in double), then
-// dlogits = grad_scale * (p - (1 - eps) * onehot - eps / vocab); zero rows where ignored.
+// dlogits = grad_scale * (p - (1 - eps) * onehot - eps / vocab); zero rows where ignored. The
+// optional losses come from the forward kernel (cross_entropy), run first.
 #include <cmath>
 
 #include "core/parallel.h"
 #include "ops/checks.h"
 #include "ops/cpu/cpu_backward_ops.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/vec.h"
 
 namespace vela::ops::cpu {
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
-                            float grad_scale, int32_t ignore_index, float label_smoothing) {
+                            float grad_scale, int32_t ignore_index, float label_smoothing,
+                            const Tensor& losses) {
+  if (losses.defined()) {  // the forward's very numbers, before dlogits may overwrite the logits
+    Tensor l = losses;
+    cross_entropy(logits, targets, l, ignore_index, label_smoothing);
+  }
   RowLayout rx = rows_of(logits), rg = rows_of(dlogits);
   const int64_t n = rx.n_cols;
   const int32_t* pt = targets.data<int32_t>();

@@ -33,7 +33,8 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
                               const Tensor& lse);
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, Tensor& dlogits,
-                            float grad_scale, int32_t ignore_index, float label_smoothing);
+                            float grad_scale, int32_t ignore_index, float label_smoothing,
+                            const Tensor& losses);
 void sum_rows(const Tensor& x, Tensor& out, bool accumulate);
 
 }  // namespace vela::ops::cuda

@@ -56,19 +56,7 @@ if has trainprof && [ -f .gpu-carry/bench1b_4layers.json ]; then
     --config .gpu-carry/train_bench1b.json --model .gpu-carry/bench1b_4layers.json --max_steps 1 \
     > "$OUT/ncu_train.csv" 2> "$OUT/ncu_train.err"
   echo "ncu train rc=$?"
-  python3 - "$OUT/ncu_train.csv" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-hdr = rows[0]; name_i = hdr.index("Kernel Name"); val_i = hdr.index("Metric Value"); unit_i = hdr.index("Metric Unit")
-tot = collections.Counter(); cnt = collections.Counter()
-for r in rows[1:]:
-    v = float(r[val_i].replace(",", "")); u = r[unit_i]
-    us = v / 1000 if u == "nsecond" else (v if u == "usecond" else v * 1000)
-    k = r[name_i].split("(")[0][:70]; tot[k] += us; cnt[k] += 1
-all_us = sum(tot.values())
-print(f"ncu train: {sum(cnt.values())} kernels, {all_us/1000:.1f} ms of GPU time (one step, 4 layers)")
-for k, v in tot.most_common(30): print(f"{v/1000:9.2f} ms {cnt[k]:5d}x  {k}")
-PY
+  python3 tools/ncu_summary.py "$OUT/ncu_train.csv" "ncu train (one step, 4 layers)" 30
 fi
 cd tests
 if has tests; then
@@ -101,19 +89,7 @@ if has profile; then
     timeout 300 ncu --csv --metrics gpu__time_duration.sum --launch-skip 4000 --launch-count 400 \
       ../build-gpu/vela bench engine --preset bench-1b --cases decode1k --decode 48 --no-graphs \
       > "$OUT/ncu_decode1k.csv" 2> "$OUT/ncu.err"
-    python3 - "$OUT/ncu_decode1k.csv" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-hdr = rows[0]; name_i = hdr.index("Kernel Name"); val_i = hdr.index("Metric Value"); unit_i = hdr.index("Metric Unit")
-tot = collections.Counter(); cnt = collections.Counter()
-for r in rows[1:]:
-    v = float(r[val_i].replace(",", "")); u = r[unit_i]
-    us = v / 1000 if u == "nsecond" else (v if u == "usecond" else v * 1000)
-    k = r[name_i].split("(")[0][:60]; tot[k] += us; cnt[k] += 1
-all_us = sum(tot.values())
-print(f"ncu: {sum(cnt.values())} kernels, {all_us:.0f} us of GPU time (about one decode step)")
-for k, v in tot.most_common(14): print(f"{v:9.1f} us {cnt[k]:4d}x  {k}")
-PY
+    python3 tools/ncu_summary.py "$OUT/ncu_decode1k.csv" "ncu decode step (about one step)" 14
   else
     echo "no nsys or ncu on this machine"
   fi

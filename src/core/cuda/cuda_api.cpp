@@ -71,18 +71,10 @@ void* device_alloc(size_t bytes, int device) {
 void device_free(void* p) { CachingAllocator::instance().free(p); }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
-  if (bytes == 0) return;
-  if (dst_device.is_cpu() && src_device.is_cpu()) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  // Unified addressing: cudaMemcpyDefault infers the direction (and peer copies between devices).
-  int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
-  check_device(device);
-  DeviceGuard guard(device);
-  cudaStream_t stream = current_stream();
-  VELA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-  VELA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  copy_bytes_async(dst, dst_device, src, src_device, bytes);
+  if (bytes == 0 || (dst_device.is_cpu() && src_device.is_cpu())) return;
+  DeviceGuard guard(dst_device.is_cuda() ? dst_device.index : src_device.index);
+  VELA_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
 }
 
 void zero_bytes(void* p, size_t bytes, int device) {
@@ -119,6 +111,7 @@ void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_
   int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
   check_device(device);
   DeviceGuard guard(device);
+  // Unified addressing: cudaMemcpyDefault infers the direction (and peer copies between devices).
   VELA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, current_stream()));
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -76,6 +77,32 @@ TEST(TrainableModelCuda, F32GradientsMatchCpu) {
 TEST(TrainableModelCuda, Bf16GradientsTrackCpu) {
   compare_with_cpu("llama_gqa", DType::kBF16, 2e-2, 0.25, false);
   compare_with_cpu("qwen3_qknorm", DType::kBF16, 2e-2, 0.25, true);
+}
+
+// GPU training is deterministic: the same batch twice gives bit-identical losses and gradients
+// (flash attention without atomics, deterministic embedding / norm / bias reductions, fixed GEMM
+// algorithms), so GPU runs reproduce and can be bisected.
+TEST(TrainableModelCuda, GradientsAreBitReproducible) {
+  if (!cuda::available()) GTEST_SKIP() << "no usable CUDA device";
+  for (const char* name : {"llama_gqa", "qwen3_qknorm"}) {
+    Transformer model = Transformer::load(std::string("fixtures/models/") + name, DType::kBF16,
+                                          Device::cuda(0));
+    TrainBatch batch = test::packed_batch(model.config.vocab_size, 24, 3);
+    TrainOptions o;
+    o.ce_chunk_tokens = 13;
+    TrainableModel tm(model, o);
+    std::vector<std::vector<float>> first;
+    LossStats a = tm.forward_backward(batch);
+    for (const Parameter& p : tm.parameters()) first.push_back(p.grad.to_vector<float>());
+    tm.zero_grad();
+    LossStats b = tm.forward_backward(batch);
+    EXPECT_EQ(a.loss_sum, b.loss_sum) << name;
+    for (size_t i = 0; i < first.size(); ++i) {
+      std::vector<float> g = tm.parameters()[i].grad.to_vector<float>();
+      EXPECT_EQ(std::memcmp(g.data(), first[i].data(), g.size() * sizeof(float)), 0)
+          << name << " " << tm.parameters()[i].name << " differs between two identical steps";
+    }
+  }
 }
 
 }  // namespace

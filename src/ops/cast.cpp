@@ -15,8 +15,13 @@ void cast(const Tensor& x, Tensor& out) {
              " (only between f32, bf16 and f16, or a copy of the same dtype)");
   check_same_shape(op, "out", out, "x", x);
   check_same_device(op, "out", out, "x", x);
-  check_contiguous(op, "x", x);
-  check_contiguous(op, "out", out);
+  if (x.dtype() == out.dtype() && !(x.is_contiguous() && out.is_contiguous())) {
+    check_rows(op, "x", x);  // a row-strided copy
+    check_out_rows(op, "out", out);
+  } else {
+    check_contiguous(op, "x", x);
+    check_contiguous(op, "out", out);
+  }
   VELA_DISPATCH(x.device(), cast, x, out);
 }
 

@@ -1,5 +1,7 @@
 // Cast between floating dtypes (f32, bf16, f16; round to nearest even) and plain copies of any
-// dtype when both sides match. x and out: same shape, contiguous, same device.
+// dtype when both sides match. x and out: same shape, same device; contiguous, except that a
+// same-dtype copy also takes row-strided tensors (a contiguous last dim, leading dims with one row
+// stride: column slices of a matrix), stream-ordered on CUDA like every op (no host wait).
 #pragma once
 
 #include "core/tensor.h"

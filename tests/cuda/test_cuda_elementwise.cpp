@@ -98,6 +98,22 @@ TEST_F(CudaElementwiseTest, CastSameDtypeCopiesAnyDtype) {
   }
 }
 
+TEST_F(CudaElementwiseTest, CastCopiesRowStridedColumnBlocks) {
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    Tensor fused = test::random_cpu({37, 96}, dt, 13);  // [n, 64 | 16 | 16]
+    Tensor dev = fused.to(gpu());
+    Tensor k = Tensor::empty({37, 16}, dt, gpu());
+    ops::cast(dev.slice(1, 64, 80), k);
+    test::expect_equal(k, fused.slice(1, 64, 80).contiguous(), "column block out");
+    Tensor back = Tensor::zeros({37, 96}, dt, gpu());
+    Tensor back_k = back.slice(1, 64, 80);
+    ops::cast(k, back_k);
+    Tensor want = Tensor::zeros({37, 96}, dt);
+    want.slice(1, 64, 80).copy_(fused.slice(1, 64, 80));
+    test::expect_equal(back, want, "column block in");
+  }
+}
+
 TEST_F(CudaElementwiseTest, SiluMulMatchesCpu) {
   for (DType dt : test::kCudaFloatDTypes) {
     for (auto [rows, inter] :

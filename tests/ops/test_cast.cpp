@@ -151,6 +151,32 @@ TEST(Cast, ToDtype) {
                      "to_dtype transposed");
 }
 
+TEST(Cast, SameDtypeCopiesRowStridedColumnBlocks) {
+  // A fused [n, 5 + 2 + 2] matrix split into its column blocks and gathered back.
+  Tensor fused = test::random_tensor({6, 9}, DType::kF32, 3);
+  const std::vector<float> f = fused.to_vector<float>();
+  Tensor a = Tensor::empty({6, 5}, DType::kF32), b = Tensor::empty({6, 2}, DType::kF32);
+  ops::cast(fused.slice(1, 0, 5), a);
+  ops::cast(fused.slice(1, 7, 9), b);
+  const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+  for (size_t r = 0; r < 6; ++r) {
+    for (size_t c = 0; c < 5; ++c) EXPECT_EQ(va[r * 5 + c], f[r * 9 + c]);
+    for (size_t c = 0; c < 2; ++c) EXPECT_EQ(vb[r * 2 + c], f[r * 9 + 7 + c]);
+  }
+  Tensor back = Tensor::zeros({6, 9}, DType::kF32);
+  Tensor back_a = back.slice(1, 0, 5), back_b = back.slice(1, 7, 9);
+  ops::cast(a, back_a);
+  ops::cast(b, back_b);
+  const std::vector<float> vback = back.to_vector<float>();
+  for (size_t i = 0; i < vback.size(); ++i)
+    EXPECT_EQ(vback[i], i % 9 == 5 || i % 9 == 6 ? 0.0f : f[i]) << i;
+  // Converting casts still need contiguous tensors; transposes are not row-strided.
+  Tensor h = Tensor::empty({6, 5}, DType::kBF16);
+  EXPECT_THROW(ops::cast(fused.slice(1, 0, 5), h), InvalidArgument);
+  Tensor t = Tensor::empty({9, 6}, DType::kF32);
+  EXPECT_THROW(ops::cast(fused.transpose(0, 1), t), InvalidArgument);
+}
+
 TEST(Cast, InvalidArguments) {
   Tensor ints = Tensor::from_vector(std::vector<int32_t>{1, 2, 3});
   Tensor f = Tensor::empty({3}, DType::kF32);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/parallel.h"
+#include "ops/checks.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/vec.h"
 
@@ -39,7 +40,18 @@ void convert(const Tensor& x, Tensor& out) {
 void cast(const Tensor& x, Tensor& out) {
   if (x.numel() == 0) return;
   if (x.dtype() == out.dtype()) {
-    if (x.data_ptr() != out.data_ptr()) std::memcpy(out.data_ptr(), x.data_ptr(), x.nbytes());
+    if (x.data_ptr() == out.data_ptr()) return;
+    if (x.is_contiguous() && out.is_contiguous()) {
+      std::memcpy(out.data_ptr(), x.data_ptr(), x.nbytes());
+      return;
+    }
+    const RowLayout rx = rows_of(x), ro = rows_of(out);  // row-strided (checked by ops::cast)
+    const size_t es = x.element_size(), row_bytes = static_cast<size_t>(rx.n_cols) * es;
+    const auto* src = static_cast<const char*>(x.data_ptr());
+    auto* dst = static_cast<char*>(out.data_ptr());
+    for (int64_t r = 0; r < rx.n_rows; ++r)
+      std::memcpy(dst + static_cast<size_t>(r * ro.row_stride) * es,
+                  src + static_cast<size_t>(r * rx.row_stride) * es, row_bytes);
     return;
   }
   visit_float(x.dtype(), [&](auto src_tag) {

@@ -1,5 +1,6 @@
 // CUDA cast between f32 / bf16 / f16 (fp32 intermediate, round to nearest even via the hardware
-// cvt instructions) and same-dtype copies of any dtype (cudaMemcpyAsync). Contiguous tensors.
+// cvt instructions) and same-dtype copies of any dtype (cudaMemcpyAsync; cudaMemcpy2DAsync for
+// row-strided tensors). Conversions take contiguous tensors.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -23,9 +24,20 @@ void cast(const Tensor& x, Tensor& out) {
   if (n == 0) return;
   DeviceGuard guard(x.device().index);
   if (x.dtype() == out.dtype()) {
-    if (x.data_ptr() != out.data_ptr())
+    if (x.data_ptr() == out.data_ptr()) return;
+    if (x.is_contiguous() && out.is_contiguous()) {
       VELA_CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), x.data_ptr(), x.nbytes(),
                                       cudaMemcpyDeviceToDevice, current_stream()));
+      return;
+    }
+    // Row-strided (checked by ops::cast): one 2-D copy, pitches in bytes.
+    const RowLayout rx = row_layout(x), ro = row_layout(out);
+    const size_t es = x.element_size();
+    VELA_CUDA_CHECK(cudaMemcpy2DAsync(out.data_ptr(), static_cast<size_t>(ro.row_stride) * es,
+                                      x.data_ptr(), static_cast<size_t>(rx.row_stride) * es,
+                                      static_cast<size_t>(rx.n_cols) * es,
+                                      static_cast<size_t>(rx.n_rows), cudaMemcpyDeviceToDevice,
+                                      current_stream()));
     return;
   }
   dispatch_float(x.dtype(), [&](auto in_tag) {

@@ -7,7 +7,6 @@
 #include "nn/attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
-#include "ops/gemm.h"
 #include "ops/rms_norm.h"
 #include "ops/rotary.h"
 

@@ -9,7 +9,10 @@ void throw_bad_request(const std::string& message, const std::string& param) {
   throw ApiError(400, message, param);
 }
 
-const char* openai_error_type(int status) {
+namespace {
+
+// The error types both APIs name alike; nullptr where they differ.
+const char* shared_error_type(int status) {
   switch (status) {
     case 401:
       return "authentication_error";
@@ -21,32 +24,21 @@ const char* openai_error_type(int status) {
       return "request_too_large";
     case 429:
       return "rate_limit_error";
-    case 503:
-      return "service_unavailable";
     default:
-      return status >= 500 ? "server_error" : "invalid_request_error";
+      return status < 500 ? "invalid_request_error" : nullptr;
   }
 }
 
+}  // namespace
+
+const char* openai_error_type(int status) {
+  if (const char* t = shared_error_type(status)) return t;
+  return status == 503 ? "service_unavailable" : "server_error";
+}
+
 const char* anthropic_error_type(int status) {
-  switch (status) {
-    case 401:
-      return "authentication_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-      return "overloaded_error";
-    case 529:
-      return "overloaded_error";
-    default:
-      return status >= 500 ? "api_error" : "invalid_request_error";
-  }
+  if (const char* t = shared_error_type(status)) return t;
+  return status == 503 || status == 529 ? "overloaded_error" : "api_error";
 }
 
 json error_body(ApiFlavor flavor, int status, const std::string& message, const std::string& param,

@@ -9,14 +9,9 @@
 #include <cstring>
 #include <limits>
 
+#include "core/cuda/cuda_api.h"
 #include "core/error.h"
 #include "ops/sampling.h"
-
-#if defined(VELA_HAS_CUDA)
-#include <cuda_runtime.h>
-
-#include "core/cuda/stream.h"
-#endif
 
 namespace vela {
 
@@ -32,17 +27,6 @@ int64_t params_bytes(int32_t max_rows) {
 
 }  // namespace
 
-struct DeviceSampler::Pinned {
-#if defined(VELA_HAS_CUDA)
-  cudaEvent_t upload_done = nullptr;  // the last stage() upload has left the staging buffer
-  cudaEvent_t reset_done = nullptr;   // the last reset_slot() upload has left its buffer
-  ~Pinned() {
-    if (upload_done) cudaEventDestroy(upload_done);
-    if (reset_done) cudaEventDestroy(reset_done);
-  }
-#endif
-};
-
 DeviceSampler::DeviceSampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t max_slots,
                              int64_t max_bias_entries)
     : vocab_size_(vocab_size),
@@ -50,8 +34,7 @@ DeviceSampler::DeviceSampler(int64_t vocab_size, int32_t max_rows, Device device
       max_slots_(max_slots > 0 ? max_slots : max_rows),
       max_bias_(max_bias_entries > 0 ? max_bias_entries
                                      : std::max<int64_t>(vocab_size, int64_t{1024} * max_rows)),
-      device_(device),
-      pinned_(std::make_unique<Pinned>()) {
+      device_(device) {
   VELA_CHECK(vocab_size > 0 && vocab_size <= (int64_t{1} << 30),
              "DeviceSampler: vocab_size must be in [1, 2^30], got ", vocab_size);
   VELA_CHECK(max_rows > 0, "DeviceSampler: max_rows must be >= 1, got ", max_rows);
@@ -75,13 +58,11 @@ DeviceSampler::DeviceSampler(int64_t vocab_size, int32_t max_rows, Device device
     out_host_ = out_dev_;
     reset_host_ = reset_dev_;
   } else {
-#if defined(VELA_HAS_CUDA)
     upload_host_ = Tensor::zeros_pinned({up_bytes}, DType::kU8);
     out_host_ = Tensor::zeros_pinned({ops::kSampleOutRows, max_rows_}, DType::kI32);
     reset_host_ = Tensor::zeros_pinned({n_reset}, DType::kI32);
-    VELA_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_->upload_done, cudaEventDisableTiming));
-    VELA_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_->reset_done, cudaEventDisableTiming));
-#endif
+    upload_done_ = std::make_unique<cuda::StreamEvent>(device.index);
+    reset_done_ = std::make_unique<cuda::StreamEvent>(device.index);
   }
   mark_.assign(static_cast<size_t>(vocab_size), 0);
   touched_.reserve(static_cast<size_t>(vocab_size));
@@ -93,13 +74,7 @@ DeviceSampler::~DeviceSampler() = default;
 
 void DeviceSampler::upload(const Tensor& host, Tensor& dev, size_t bytes) {
   if (device_.is_cpu() || bytes == 0) return;
-#if defined(VELA_HAS_CUDA)
-  VELA_CUDA_CHECK(cudaMemcpyAsync(dev.data_ptr(), host.data_ptr(), bytes, cudaMemcpyHostToDevice,
-                                  cuda::current_stream()));
-#else
-  (void)host;
-  (void)dev;
-#endif
+  cuda::copy_bytes_async(dev.data_ptr(), device_, host.data_ptr(), Device::cpu(), bytes);
 }
 
 void DeviceSampler::reset_slot(int32_t slot, const std::vector<int32_t>& prompt,
@@ -113,9 +88,7 @@ void DeviceSampler::reset_slot(int32_t slot, const std::vector<int32_t>& prompt,
   };
   check(prompt, "prompt");
   check(output, "output");
-#if defined(VELA_HAS_CUDA)
-  if (device_.is_cuda()) VELA_CUDA_CHECK(cudaEventSynchronize(pinned_->reset_done));
-#endif
+  if (reset_done_) reset_done_->synchronize();
   // Distinct tokens with (output count << 1) | in_prompt, in first-seen order.
   touched_.clear();
   for (int32_t t : prompt) {
@@ -141,10 +114,7 @@ void DeviceSampler::reset_slot(int32_t slot, const std::vector<int32_t>& prompt,
   Tensor resets = reset_dev_.slice(0, 0, 3).view({1, 3});
   Tensor entries = reset_dev_.slice(0, 3, 3 + 2 * vocab_size_).view({vocab_size_, 2});
   ops::sample_reset_counts(counts_, resets, 1, entries);
-#if defined(VELA_HAS_CUDA)
-  if (device_.is_cuda())
-    VELA_CUDA_CHECK(cudaEventRecord(pinned_->reset_done, cuda::current_stream()));
-#endif
+  if (reset_done_) reset_done_->record();
 }
 
 void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32_t>* slots) {
@@ -191,9 +161,7 @@ void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector
     }
   }
 
-#if defined(VELA_HAS_CUDA)
-  if (device_.is_cuda()) VELA_CUDA_CHECK(cudaEventSynchronize(pinned_->upload_done));
-#endif
+  if (upload_done_) upload_done_->synchronize();
   auto* base = static_cast<uint8_t*>(upload_host_.data_ptr());
   auto* packed = reinterpret_cast<ops::SampleRowParams*>(base);
   auto* bias = reinterpret_cast<int32_t*>(base + params_bytes(max_rows_));
@@ -248,10 +216,7 @@ void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector
                            ? static_cast<size_t>(params_bytes(max_rows_)) + size_t{8} * bias_at
                            : sizeof(ops::SampleRowParams) * static_cast<size_t>(n_rows);
   upload(upload_host_, upload_dev_, bytes);
-#if defined(VELA_HAS_CUDA)
-  if (device_.is_cuda())
-    VELA_CUDA_CHECK(cudaEventRecord(pinned_->upload_done, cuda::current_stream()));
-#endif
+  if (upload_done_) upload_done_->record();
   n_staged_ = n_rows;
 }
 
@@ -270,19 +235,12 @@ void DeviceSampler::launch(const Tensor& logits) {
 void DeviceSampler::finish(std::vector<SampleResult>& out) {
   VELA_CHECK(n_staged_ >= 0, "DeviceSampler::finish: no rows staged since the last finish()");
   const int32_t n = n_staged_;
-#if defined(VELA_HAS_CUDA)
   if (device_.is_cuda()) {
-    // Ids only: the first n of row 0; with logprobs: every row of the table.
+    // Ids only: the first n of row 0; with logprobs: every row of the table. Waits for the stream.
     const size_t bytes =
         any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
-    cudaStream_t stream = cuda::current_stream();
-    if (bytes > 0) {
-      VELA_CUDA_CHECK(cudaMemcpyAsync(out_host_.data_ptr(), out_dev_.data_ptr(), bytes,
-                                      cudaMemcpyDeviceToHost, stream));
-    }
-    VELA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cuda::copy_bytes(out_host_.data_ptr(), Device::cpu(), out_dev_.data_ptr(), device_, bytes);
   }
-#endif
   if (out.size() != static_cast<size_t>(n)) out.resize(static_cast<size_t>(n));
   const int32_t* h = out_host_.data<int32_t>();
   const int64_t s = max_rows_;

@@ -31,6 +31,10 @@
 #include "core/tensor.h"
 #include "engine/runtime/sampler.h"
 
+namespace vela::cuda {
+class StreamEvent;
+}
+
 namespace vela {
 
 class DeviceSampler {
@@ -75,8 +79,6 @@ class DeviceSampler {
   Device device() const { return device_; }
 
  private:
-  struct Pinned;  // host staging (pinned memory on CUDA) and the upload/reset events
-
   void upload(const Tensor& host, Tensor& dev, size_t bytes);  // async H2D (no-op on the CPU)
 
   int64_t vocab_size_;
@@ -96,7 +98,8 @@ class DeviceSampler {
   Tensor upload_host_;  // like upload_dev_
   Tensor out_host_;     // like out_dev_
   Tensor reset_host_;   // like reset_dev_
-  std::unique_ptr<Pinned> pinned_;
+  // CUDA: the last stage() / reset_slot() upload has left its host buffer (null on the CPU).
+  std::unique_ptr<cuda::StreamEvent> upload_done_, reset_done_;
 
   std::vector<int32_t> mark_;       // [vocab] reset_slot scratch, zero between calls
   std::vector<int32_t> touched_;    // [vocab] tokens marked

@@ -1,7 +1,7 @@
 // DeviceSampler: host-side packing of the rows, the count-table bookkeeping, and the one upload /
-// one download per step around the sampling op. CUDA specifics (pinned staging, async copies,
-// events) are compiled only with the CUDA backend; on the CPU the staging buffers are the "device"
-// buffers and nothing is copied.
+// one download per step around the sampling op. On CUDA the staging buffers are pinned, uploads
+// are asynchronous and cuda::StreamEvents keep the host from rewriting a buffer still in flight;
+// on the CPU the staging buffers are the "device" buffers and nothing is copied.
 #include "engine/runtime/device_sampler.h"
 
 #include <algorithm>

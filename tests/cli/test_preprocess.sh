@@ -2,14 +2,19 @@
 # End-to-end `vela preprocess`: a config file plus flag overrides, two JSONL inputs with bad
 # records (counted, not fatal), the index and shards on disk, the JSON summary, and clear errors
 # (exit 1, "error:") for a bad config key, a bad flag value, a missing input and no usable records.
-# Skips (exit 0 with a note) when the Qwen3 tokenizer has not been fetched.
+# Skips (exit 77, ctest's SKIP_RETURN_CODE) when the Qwen3 tokenizer has not been fetched; fails
+# instead with VELA_REQUIRE_ASSETS=1 (scripts/test.sh).
 # usage: test_preprocess.sh path/to/vela   (run from tests/)
 set -euo pipefail
 VELA="$1"
 TOK="${VELA_ASSETS:-$(cd .. && pwd)/.cache/assets}/tokenizers/qwen3"
 if [ ! -f "$TOK/tokenizer.json" ]; then
+  if [ -n "${VELA_REQUIRE_ASSETS:-}" ] && [ "${VELA_REQUIRE_ASSETS}" != 0 ]; then
+    echo "FAIL: no Qwen3 tokenizer at $TOK (VELA_REQUIRE_ASSETS is set; run scripts/fetch_assets.sh)"
+    exit 1
+  fi
   echo "SKIP: no Qwen3 tokenizer at $TOK (run scripts/fetch_assets.sh)"
-  exit 0
+  exit 77
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

@@ -11,7 +11,13 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 ASSETS="${VELA_ASSETS:-$ROOT/.cache/assets}"
 TOK="$ASSETS/tokenizers/qwen3"
-skip() { echo "SKIP: $*"; exit 77; }
+# With VELA_REQUIRE_ASSETS=1 (scripts/test.sh) missing assets fail instead of skipping.
+skip() {
+  if [ -n "${VELA_REQUIRE_ASSETS:-}" ] && [ "${VELA_REQUIRE_ASSETS}" != 0 ]; then
+    echo "FAIL (VELA_REQUIRE_ASSETS is set): $*"; exit 1
+  fi
+  echo "SKIP: $*"; exit 77
+}
 [ -f "$TOK/tokenizer.json" ] || skip "no Qwen3 tokenizer (run scripts/fetch_assets.sh)"
 command -v node >/dev/null || skip "node not installed"
 if [ "$WHICH" != web_ui ]; then

@@ -9,24 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "test_assets.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vela::test {
 
-inline std::filesystem::path server_repo_root() {
-  std::filesystem::path p = std::filesystem::current_path();
-  for (int i = 0; i < 4; ++i) {
-    if (std::filesystem::exists(p / "scripts" / "fetch_assets.sh")) return p;
-    p = p.parent_path();
-  }
-  return std::filesystem::current_path();
-}
-
 inline std::filesystem::path qwen3_dir() {
-  if (const char* a = std::getenv("VELA_ASSETS"))
-    return std::filesystem::path(a) / "tokenizers" / "qwen3";
-  return server_repo_root() / ".cache" / "assets" / "tokenizers" / "qwen3";
+  return assets_dir() / "tokenizers" / "qwen3";
 }
 
 // The Qwen3 tokenizer, loaded once; nullptr when the assets were not fetched.

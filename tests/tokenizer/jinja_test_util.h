@@ -14,18 +14,9 @@
 
 #include <sys/wait.h>
 
+#include "test_assets.h"  // repo_root(), assets_dir(), VELA_SKIP_UNLESS_ASSET
+
 namespace vela::test {
-
-// The repository root, from this header's location (tests/tokenizer/).
-inline std::filesystem::path repo_root() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-}
-
-// Where scripts/fetch_assets.sh put the real tokenizers and oracles.
-inline std::filesystem::path assets_dir() {
-  if (const char* env = std::getenv("VELA_ASSETS")) return env;
-  return repo_root() / ".cache" / "assets";
-}
 
 inline std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

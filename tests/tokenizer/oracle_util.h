@@ -8,23 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "test_assets.h"  // repo_root(), assets_dir(), VELA_SKIP_UNLESS_ASSET
+
 namespace vela::test {
 
 namespace fs = std::filesystem;
-
-inline fs::path repo_root() {
-  fs::path p = fs::current_path();
-  for (int i = 0; i < 4; ++i) {
-    if (fs::exists(p / "scripts" / "fetch_assets.sh")) return p;
-    p = p.parent_path();
-  }
-  return fs::current_path();
-}
-
-inline fs::path assets_dir() {
-  if (const char* a = std::getenv("VELA_ASSETS")) return a;
-  return repo_root() / ".cache" / "assets";
-}
 
 // stdout of `cmd`, or "" when it fails.
 inline std::string run(const std::string& cmd) {

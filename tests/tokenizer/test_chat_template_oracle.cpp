@@ -24,13 +24,13 @@ const json& spec() {
   return s;
 }
 
-void require_assets() {
-  fs::path a = test::assets_dir();
-  for (const char* t : {"qwen3", "llama3_1", "llama3"})
-    ASSERT_TRUE(fs::exists(a / "tokenizers" / t / "tokenizer_config.json"))
-        << "missing " << (a / "tokenizers" / t / "tokenizer_config.json")
-        << ": run scripts/fetch_assets.sh (or set VELA_ASSETS)";
-}
+// The tokenizer configs every oracle test renders with; a test skips unless all are there (a macro:
+// a skip only takes effect in the test body).
+#define REQUIRE_TEMPLATE_ASSETS()                                                     \
+  do {                                                                                \
+    for (const char* t : {"qwen3", "llama3_1", "llama3"})                             \
+      VELA_SKIP_UNLESS_ASSET(test::assets_dir() / "tokenizers" / t / "tokenizer_config.json"); \
+  } while (0)
 
 std::map<std::string, ChatTemplate> load_templates() {
   std::map<std::string, ChatTemplate> out;
@@ -99,10 +99,9 @@ TEST(ChatTemplateOracle, HasEnoughConversations) {
 }
 
 TEST(ChatTemplateOracle, MatchesHuggingFaceJinja) {
-  require_assets();
+  REQUIRE_TEMPLATE_ASSETS();
   fs::path node_modules = test::assets_dir() / "node_modules";
-  ASSERT_TRUE(fs::exists(node_modules / "@huggingface/jinja/package.json"))
-      << "missing the @huggingface/jinja oracle in " << node_modules << ": run scripts/fetch_assets.sh";
+  VELA_SKIP_UNLESS_ASSET(node_modules / "@huggingface/jinja/package.json");
   ASSERT_EQ(test::run_command("node --version >/dev/null 2>&1").first, 0)
       << "node is missing: it runs the @huggingface/jinja oracle (scripts/setup.sh installs nodejs)";
   auto [rc, out] = test::run_command("NODE_PATH=" + test::quote(node_modules) + " node " +
@@ -114,7 +113,7 @@ TEST(ChatTemplateOracle, MatchesHuggingFaceJinja) {
 }
 
 TEST(ChatTemplateOracle, MatchesPythonJinja2) {
-  require_assets();
+  REQUIRE_TEMPLATE_ASSETS();
   std::string py = test::python_with_jinja2();
   ASSERT_NE(py, "") << "Python jinja2 is missing: it is the second oracle (scripts/setup.sh installs "
                        "python3-jinja2)";
@@ -127,7 +126,7 @@ TEST(ChatTemplateOracle, MatchesPythonJinja2) {
 
 // The real Qwen3 template, checked by hand-written expectations too (independent of oracles).
 TEST(ChatTemplateOracle, Qwen3ThinkingSwitch) {
-  require_assets();
+  REQUIRE_TEMPLATE_ASSETS();
   ChatTemplate t = ChatTemplate::from_tokenizer_config((test::assets_dir() / "tokenizers/qwen3").string());
   json msgs = json::parse(R"([{"role": "user", "content": "Hi"}])");
   EXPECT_EQ(t.render(msgs, nullptr, true, {{"enable_thinking", false}}),
@@ -138,7 +137,7 @@ TEST(ChatTemplateOracle, Qwen3ThinkingSwitch) {
 // GPT-4o's tokenizer_config.json ships no chat template: a clear error.
 TEST(ChatTemplateOracle, Gpt4oHasNoTemplate) {
   fs::path p = test::assets_dir() / "tokenizers/gpt4o";
-  ASSERT_TRUE(fs::exists(p / "tokenizer_config.json")) << "run scripts/fetch_assets.sh";
+  VELA_SKIP_UNLESS_ASSET(p / "tokenizer_config.json");
   try {
     ChatTemplate::from_tokenizer_config(p.string());
     FAIL() << "expected an error";

@@ -19,8 +19,7 @@ inline bool have_qwen3() { return fs::exists(fs::path(qwen3_dir()) / "tokenizer.
 
 #define VELA_REQUIRE_QWEN3()                                                     \
   do {                                                                           \
-    if (!::vela::test::have_qwen3())                                             \
-      GTEST_SKIP() << "Qwen3 tokenizer not found (run scripts/fetch_assets.sh)"; \
+    VELA_SKIP_UNLESS_ASSET(std::filesystem::path(::vela::test::qwen3_dir()) / "tokenizer.json"); \
   } while (0)
 
 // A fresh directory under the system temp dir, removed on destruction.

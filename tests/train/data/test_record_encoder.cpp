@@ -215,7 +215,7 @@ TEST(RecordEncoder, ChatWithTools) {
 // masks, and piecewise tokenization equals whole-text tokenization here too.
 TEST(RecordEncoder, ChatLlama3Masks) {
   std::string dir = (test::assets_dir() / "tokenizers" / "llama3_1").string();
-  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << "no Llama 3.1 tokenizer";
+  VELA_SKIP_UNLESS_ASSET(dir + "/tokenizer.json");
   Tokenizer tok = Tokenizer::from_file(dir);
   ChatTemplate tpl = ChatTemplate::from_tokenizer_config(dir);
   PreprocessConfig c = PreprocessConfig::from_json({{"tokenizer", dir}, {"format", "chat"}});

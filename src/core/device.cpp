@@ -45,8 +45,11 @@ StreamEvent::StreamEvent(int device, bool) : device_(device) { no_cuda(); }
 StreamEvent::~StreamEvent() = default;
 void StreamEvent::record() { no_cuda(); }
 void StreamEvent::synchronize() const {}
+void StreamEvent::make_current_stream_wait() const {}
 double StreamEvent::elapsed_ms(const StreamEvent&, const StreamEvent&) { no_cuda(); }
-void strided_copy(void*, const void*, size_t, int, const int64_t*, const int64_t*, int) { no_cuda(); }
+void strided_copy(void*, const void*, size_t, int, const int64_t*, const int64_t*, int) {
+  no_cuda();
+}
 void synchronize(int) {}
 }  // namespace vela::cuda
 #endif

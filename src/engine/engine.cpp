@@ -4,14 +4,14 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/log.h"
 #include "core/cuda/cuda_api.h"
+#include "core/log.h"
 #include "engine/cache/contiguous_strategy.h"
-#include "engine/runtime/device_sampler.h"
-#include "engine/cache/paged_strategy.h"
 #include "engine/cache/kv_storage.h"
+#include "engine/cache/paged_strategy.h"
 #include "engine/cache/req_to_token_pool.h"
 #include "engine/cache/task_cache_manager.h"
+#include "engine/runtime/device_sampler.h"
 #include "engine/runtime/executor.h"
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
@@ -21,9 +21,13 @@ namespace vela {
 Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const EngineConfig& cfg_in)
     : cfg_(cfg_in),
       model_(std::make_unique<Transformer>(std::move(model))),
+      model_config_(model_->config),
+      dtype_(model_->dtype()),
+      device_(model_->device()),
       tokenizer_(std::move(tokenizer)) {
-  const ModelConfig& mc = model_->config;
-  if (cfg_.max_ctx <= 0) cfg_.max_ctx = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, 1 << 20));
+  const ModelConfig& mc = model_config_;
+  if (cfg_.max_ctx <= 0)
+    cfg_.max_ctx = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, 1 << 20));
   VELA_CHECK(cfg_.max_ctx <= mc.max_position_embeddings ||
                  mc.rope.scaling.type == ops::RopeScaling::Type::kDynamic,
              "max_ctx ", cfg_.max_ctx, " exceeds the model's max_position_embeddings ",
@@ -98,7 +102,7 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
 }
 
 std::string Engine::check_integrity() {
-  std::lock_guard<std::mutex> step(scheduler_->step_mutex());
+  StepGate::Hold between_steps = scheduler_->gate().enter_outside();
   try {
     cache_->check_integrity();
   } catch (const std::exception& e) {
@@ -107,8 +111,8 @@ std::string Engine::check_integrity() {
   return "";
 }
 
-size_t Engine::n_cuda_graphs() const { return executor_->n_graphs(); }
-double Engine::graph_capture_seconds() const { return executor_->graph_capture_seconds(); }
+size_t Engine::n_cuda_graphs() const { return static_cast<size_t>(stats().n_cuda_graphs); }
+double Engine::graph_capture_seconds() const { return stats().graph_capture_s; }
 
 Engine::~Engine() {
   scheduler_->request_stop();
@@ -125,13 +129,13 @@ std::unique_ptr<Engine> Engine::load(const std::string& dir, const EngineConfig&
 }
 
 RequestHandlePtr Engine::submit(Request request) {
-  const ModelConfig& mc = model_->config;
+  const ModelConfig& mc = model_config_;
   request.params.validate();
   request.params.validate_token_ids(mc.vocab_size);
   VELA_CHECK(!request.prompt.empty(), "the prompt is empty");
   for (int32_t id : request.prompt)
-    VELA_CHECK(id >= 0 && id < mc.vocab_size, "prompt token id ", id, " is outside the vocabulary [0, ",
-               mc.vocab_size, ")");
+    VELA_CHECK(id >= 0 && id < mc.vocab_size, "prompt token id ", id,
+               " is outside the vocabulary [0, ", mc.vocab_size, ")");
   int64_t need = static_cast<int64_t>(request.prompt.size()) + request.params.max_tokens;
   VELA_CHECK(need <= cfg_.max_ctx, "prompt (", request.prompt.size(), " tokens) + max_tokens (",
              request.params.max_tokens, ") exceeds the context limit of ", cfg_.max_ctx, " tokens");
@@ -162,7 +166,8 @@ std::vector<RequestResult> Engine::generate(const std::vector<Request>& requests
 
 std::vector<std::vector<RolloutSample>> Engine::run_batch(
     const std::vector<std::vector<int32_t>>& prompts, SamplingParams params) {
-  params.logprobs = true;
+  params.logprobs = true;  // the behaviour log-probabilities
+  if (!params.on_weight_update) params.on_weight_update = WeightUpdatePolicy::kFinishOld;
   std::vector<Request> reqs;
   for (const auto& p : prompts) reqs.push_back({p, params});
   std::vector<RequestResult> results = generate(reqs);
@@ -176,6 +181,8 @@ std::vector<std::vector<RolloutSample>> Engine::run_batch(
       s.text = c.text;
       s.finish_reason = c.finish_reason;
       s.policy_version = c.policy_version;
+      s.versions = c.versions;
+      s.mixed_versions = c.mixed_versions;
       samples.push_back(std::move(s));
     }
     out.push_back(std::move(samples));
@@ -184,22 +191,39 @@ std::vector<std::vector<RolloutSample>> Engine::run_batch(
 }
 
 uint64_t Engine::update_weights(Transformer new_model) {
-  const ModelConfig& a = model_->config;
+  const ModelConfig& a = model_config_;
   const ModelConfig& b = new_model.config;
   VELA_CHECK(a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
                  a.n_layers == b.n_layers && a.n_heads == b.n_heads &&
-                 a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim,
+                 a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
+                 a.intermediate_size == b.intermediate_size,
              "update_weights: the new model's architecture differs from the served one");
-  VELA_CHECK(new_model.dtype() == model_->dtype() && new_model.device() == model_->device(),
+  VELA_CHECK(new_model.dtype() == dtype_ && new_model.device() == device_,
              "update_weights: the new weights must have the served dtype and device");
   std::lock_guard<std::mutex> serial(update_mu_);
-  std::lock_guard<std::mutex> step(scheduler_->step_mutex());  // waits for the step in flight
+  // CUDA: whatever the caller queued on its stream (writing these weights) comes before the
+  // engine stream's next forward: an event, waited for by the loop on its own stream.
+  std::unique_ptr<cuda::StreamEvent> ready;
+  if (device_.is_cuda()) {
+    ready = std::make_unique<cuda::StreamEvent>(device_.index);
+    ready->record();
+  }
   auto next = std::make_unique<Transformer>(std::move(new_model));
+  // At the next step boundary; kFinishOld samples in flight finish first (none start meanwhile).
+  scheduler_->hold_finish_old(true);
+  StepGate::Hold between_steps = scheduler_->gate().enter_outside();
+  while (scheduler_->finish_old_in_flight()) {
+    uint64_t seen = scheduler_->loop_iterations();
+    between_steps.release();
+    scheduler_->wait_loop_iteration(seen, 100);
+    between_steps = scheduler_->gate().enter_outside();
+  }
   executor_->set_model(next.get());
   model_ = std::move(next);
   cache_->invalidate_prefix_cache();
   uint64_t v = policy_version_.fetch_add(1) + 1;
-  scheduler_->set_policy_version(v);
+  scheduler_->apply_weight_update(v, std::move(ready));
+  scheduler_->hold_finish_old(false);
   scheduler_->refresh_stats();
   VELA_LOG_INFO("[engine] weights updated, policy version ", v);
   return v;

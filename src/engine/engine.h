@@ -1,11 +1,23 @@
 // Engine: the public facade of inference — submit / generate / cancel / stats / run_batch /
 // update_weights — over one model, its KV cache and a scheduler loop thread.
 //
-// Thread-safety: every public method may be called from any thread. submit() validates the request
-// (InvalidArgument naming the problem) and returns nullptr when the waiting queue is full (a
-// capacity outcome, e.g. HTTP 429). update_weights waits for the step in flight, swaps the
-// weights, bumps the monotonic policy version and drops the prefix cache (its KV belongs to the
-// old weights); each Completion carries the version that finished it.
+// Thread-safety, by design: every public method may be called from any thread at any time.
+//  - What callers read without a lock never changes after construction: the model's
+//    architecture (model_config(), a copy; update_weights only accepts the same architecture),
+//    the config, the tokenizer, the EOS ids.
+//  - The model, the KV cache, the executor and the samplers belong to the scheduler's loop
+//    thread. Anyone else touches them only through the StepGate, between two steps
+//    (update_weights, pause(), check_integrity()); the gate is fair, so such a caller waits for
+//    at most the step in flight.
+//  - stats() (and n_cuda_graphs(), graph_capture_seconds()) read a snapshot the loop publishes.
+// submit() validates the request (InvalidArgument naming the problem) and returns nullptr when
+// the waiting queue is full (a capacity outcome, e.g. HTTP 429).
+//
+// Policy versions: update_weights swaps the weights at the next step boundary, bumps the
+// monotonic version and drops the prefix cache (its KV belongs to the old weights). Each
+// Completion records the version of every generated token (Completion::versions); what a sample
+// in flight does across an update is its SamplingParams::on_weight_update (mixed and marked,
+// restarted, or finished on the old weights first).
 #pragma once
 
 #include <memory>
@@ -36,7 +48,9 @@ struct RolloutSample {
   std::vector<float> logprobs;  // log p(token) under the weights that generated it
   std::string text;
   FinishReason finish_reason = FinishReason::kLength;
-  uint64_t policy_version = 0;
+  uint64_t policy_version = 0;        // of every token unless mixed_versions
+  std::vector<VersionSpan> versions;  // per token range (Completion::versions)
+  bool mixed_versions = false;
 };
 
 class Engine {
@@ -54,18 +68,29 @@ class Engine {
   // Blocking: submits all, waits for all, results in input order.
   std::vector<RequestResult> generate(const std::vector<Request>& requests);
   void cancel(const RequestHandlePtr& handle) { handle->cancel(); }
-  // Holds the scheduler between steps while the returned lock lives: requests submitted meanwhile
-  // enter together at the next step (an RL trainer batching its rollouts; deterministic tests).
-  std::unique_lock<std::mutex> pause() { return std::unique_lock<std::mutex>(scheduler_->step_mutex()); }
+  // Holds the scheduler between steps while the returned hold lives (taken at the next step
+  // boundary): requests submitted meanwhile enter together at the next step (an RL trainer
+  // batching its rollouts; deterministic tests). Do not call update_weights() while holding it.
+  StepGate::Hold pause() { return scheduler_->gate().enter_outside(); }
   EngineStats stats() const { return scheduler_->stats(); }
 
   // Synchronous rollouts: n = params.n samples per prompt, behaviour logprobs always recorded.
-  std::vector<std::vector<RolloutSample>> run_batch(const std::vector<std::vector<int32_t>>& prompts,
-                                                    SamplingParams params);
+  // A mixed-version sample is never returned silently: an unset params.on_weight_update means
+  // kFinishOld here (kRestart restarts instead; kMixed samples come back marked).
+  std::vector<std::vector<RolloutSample>> run_batch(
+      const std::vector<std::vector<int32_t>>& prompts, SamplingParams params);
+  // Serves `new_model` from the next step boundary (after kFinishOld samples in flight finished;
+  // new ones wait meanwhile) and returns the new policy version. The architecture, dtype and
+  // device must match (InvalidArgument). `new_model` may share its tensors with the served model
+  // or with a trainer (a by-value copy of a Transformer shares them): then nothing is copied and
+  // the CUDA graphs are kept; whoever writes such shared tensors in place must do it while no
+  // generation is in flight (or inside pause()), then call update_weights to publish them. On
+  // CUDA, work queued on the calling thread's current stream before the call (writing the
+  // weights) is ordered before the engine's next forward, without a device-wide sync.
   uint64_t update_weights(Transformer new_model);
   uint64_t policy_version() const { return policy_version_; }
 
-  const ModelConfig& model_config() const { return model_->config; }
+  const ModelConfig& model_config() const { return model_config_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const EngineConfig& config() const { return cfg_; }
   const KVStorage& kv_storage() const { return *storage_; }  // for tests and debugging
@@ -82,7 +107,10 @@ class Engine {
 
  private:
   EngineConfig cfg_;
-  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<Transformer> model_;  // loop thread, or between steps (StepGate)
+  const ModelConfig model_config_;      // immutable copies: read by any thread without a lock
+  const DType dtype_;
+  const Device device_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
   std::unique_ptr<KVStorage> storage_;
@@ -96,7 +124,7 @@ class Engine {
   std::thread loop_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<uint64_t> policy_version_{0};
-  std::mutex update_mu_;
+  std::mutex update_mu_;  // one update_weights at a time
 };
 
 }  // namespace vela

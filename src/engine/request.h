@@ -28,11 +28,21 @@ struct Request {
 // One increment of one sample (index < params.n) of a request.
 struct StreamEvent {
   int32_t index = 0;
-  std::vector<int32_t> tokens;       // new token ids
-  std::string text;                  // new text (stop strings and EOS text held back / removed)
+  std::vector<int32_t> tokens;         // new token ids
+  std::string text;                    // new text (stop strings and EOS text held back / removed)
   std::vector<TokenLogprob> logprobs;  // one per new token when requested
   std::optional<FinishReason> finish;  // set on the last event of this sample
   std::string error;                   // when finish == kError
+  // WeightUpdatePolicy::kRestart: a weight update discarded everything this sample streamed so
+  // far; it starts again from the prompt (this event carries no tokens).
+  bool restarted = false;
+};
+
+// Tokens [first_token, next span's first_token) of a completion were sampled from logits of the
+// weights with this policy version.
+struct VersionSpan {
+  int32_t first_token = 0;
+  uint64_t version = 0;
 };
 
 struct Completion {
@@ -40,9 +50,16 @@ struct Completion {
   std::string text;
   std::vector<TokenLogprob> logprobs;
   FinishReason finish_reason = FinishReason::kLength;
-  std::string stop_reason;       // the matched stop string, when finished by one
-  int32_t cached_tokens = 0;     // prompt tokens served from the prefix cache
-  uint64_t policy_version = 0;   // weights version that finished this sample
+  std::string stop_reason;    // the matched stop string, when finished by one
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  // The policy version of the weights that sampled the tokens: every token's unless
+  // mixed_versions, else the last one's. `versions` gives it per token range (one span unless
+  // the sample ran across a weight update under WeightUpdatePolicy::kMixed). A sample that
+  // sampled nothing carries the version current when it finished, and no spans.
+  uint64_t policy_version = 0;
+  std::vector<VersionSpan> versions;
+  // Tokens from more than one version, or tokens sampled on KV that older weights wrote.
+  bool mixed_versions = false;
   std::string error;
 };
 

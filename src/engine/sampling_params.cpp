@@ -156,6 +156,18 @@ SamplingParams SamplingParams::from_json(const json& j) {
     }
   }
   if (const json* v = find(j, "top_logprobs")) p.top_logprobs = to_int32(*v, "top_logprobs");
+  if (const json* v = find(j, "on_weight_update")) {
+    std::string s = v->is_string() ? v->get<std::string>() : v->dump();
+    if (s == "mixed")
+      p.on_weight_update = WeightUpdatePolicy::kMixed;
+    else if (s == "restart")
+      p.on_weight_update = WeightUpdatePolicy::kRestart;
+    else if (s == "finish")
+      p.on_weight_update = WeightUpdatePolicy::kFinishOld;
+    else
+      VELA_THROW(InvalidArgument,
+                 "on_weight_update must be \"mixed\", \"restart\" or \"finish\", got ", s);
+  }
   p.validate();
   return p;
 }
@@ -180,7 +192,21 @@ json SamplingParams::to_json() const {
   j["ignore_eos"] = ignore_eos;
   j["logprobs"] = logprobs;
   j["top_logprobs"] = top_logprobs;
+  j["on_weight_update"] =
+      on_weight_update ? json(weight_update_policy_name(*on_weight_update)) : json(nullptr);
   return j;
+}
+
+const char* weight_update_policy_name(WeightUpdatePolicy p) {
+  switch (p) {
+    case WeightUpdatePolicy::kMixed:
+      return "mixed";
+    case WeightUpdatePolicy::kRestart:
+      return "restart";
+    case WeightUpdatePolicy::kFinishOld:
+      return "finish";
+  }
+  return "?";
 }
 
 }  // namespace vela

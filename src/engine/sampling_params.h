@@ -13,6 +13,16 @@
 
 namespace vela {
 
+// What a sample in flight does when the engine's weights are updated (each update bumps the
+// policy version; see Engine::update_weights and Completion::versions).
+enum class WeightUpdatePolicy {
+  kMixed,      // "mixed": go on with the new weights; Completion::versions marks where it changed
+  kRestart,    // "restart": drop what it generated and start again from the prompt (the stream
+               // gets an event with restarted = true); one version per completion
+  kFinishOld,  // "finish": the update waits until the sample finished on its first weights
+};
+const char* weight_update_policy_name(WeightUpdatePolicy p);
+
 struct SamplingParams {
   static constexpr int32_t kMaxTopLogprobs = 20;
   // Temperatures below this sample greedily (as vLLM's _SAMPLING_EPS): 1/T would overflow anyway.
@@ -37,6 +47,11 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool logprobs = false;
   int32_t top_logprobs = 0;  // 0..20; > 0 requires logprobs
+  // Unset: kMixed for submit() / generate(), kFinishOld for Engine::run_batch (rollouts).
+  std::optional<WeightUpdatePolicy> on_weight_update;
+  WeightUpdatePolicy weight_update_policy() const {
+    return on_weight_update.value_or(WeightUpdatePolicy::kMixed);
+  }
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
   bool has_penalties() const {

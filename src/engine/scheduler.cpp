@@ -89,7 +89,7 @@ void Scheduler::run() {
   while (!stop_.load()) {
     bool worked = false;
     {
-      std::lock_guard<std::mutex> lock(step_mu_);
+      StepGate::Hold hold = gate_.enter_step();
       try {
         worked = step();
       } catch (const std::exception& e) {
@@ -100,11 +100,16 @@ void Scheduler::run() {
     if (!worked) {
       std::unique_lock<std::mutex> lock(inbox_mu_);
       inbox_cv_.wait_for(lock, std::chrono::milliseconds(50),
-                         [&] { return !inbox_.empty() || stop_.load(); });
+                         [&] { return !inbox_.empty() || stop_.load() || gate_.n_outside() > 0; });
     }
+    {
+      std::lock_guard<std::mutex> lock(iter_mu_);
+      loop_iterations_.fetch_add(1);
+    }
+    iter_cv_.notify_all();
   }
   // Shutdown: everything still queued or running is cancelled (no partial state left behind).
-  std::lock_guard<std::mutex> lock(step_mu_);
+  StepGate::Hold hold = gate_.enter_step();
   drain_inbox();
   for (auto& t : running_) finish(*t, FinishReason::kCancelled);
   for (auto& t : waiting_) finish(*t, FinishReason::kCancelled);
@@ -114,11 +119,72 @@ void Scheduler::run() {
   publish_final_events();
 }
 
+void Scheduler::wait_loop_iteration(uint64_t after, int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(iter_mu_);
+  iter_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                    [&] { return loop_iterations_.load() > after || stop_.load(); });
+}
+
+bool Scheduler::finish_old_in_flight() const {
+  auto pinned = [](const Task& t) {
+    return t.params().weight_update_policy() == WeightUpdatePolicy::kFinishOld &&
+           (t.admitted || !t.output.empty());
+  };
+  for (const auto& t : running_)
+    if (t->request && pinned(*t)) return true;
+  for (const auto& t : waiting_)
+    if (t->request && pinned(*t)) return true;
+  return false;
+}
+
+void Scheduler::apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEvent> weights_ready) {
+  policy_version_.store(v);
+  weights_ready_ = std::move(weights_ready);
+  std::vector<std::unique_ptr<Task>> restarted;
+  for (auto it = running_.begin(); it != running_.end();) {
+    Task& t = **it;
+    if (t.params().weight_update_policy() == WeightUpdatePolicy::kRestart) {
+      restart(t);
+      restarted.push_back(std::move(*it));
+      it = running_.erase(it);
+      continue;
+    }
+    if (t.n_computed > 0) t.kv_from_older = true;  // kMixed (kFinishOld cannot be running here)
+    ++it;
+  }
+  for (auto& t : waiting_)
+    if (t->params().weight_update_policy() == WeightUpdatePolicy::kRestart && !t->output.empty())
+      restart(*t);
+  // Restarted samples go first, in their admission order.
+  for (auto it = restarted.rbegin(); it != restarted.rend(); ++it)
+    waiting_.push_front(std::move(*it));
+}
+
+void Scheduler::restart(Task& t) {
+  if (t.admitted) cache_.rollback(t.id);
+  t.admitted = false;
+  t.n_computed = 0;
+  t.kv_from_older = false;
+  t.output.clear();
+  t.completion = Completion{};
+  t.cached_reported = false;
+  if (tokenizer_ != nullptr) t.detok = std::make_unique<StreamingDecoder>(*tokenizer_);
+  t.stop = std::make_unique<StopChecker>(t.params().stop);
+  StreamEvent ev;
+  ev.index = t.index;
+  ev.restarted = true;
+  t.handle->push(std::move(ev));
+  std::lock_guard<std::mutex> s(stats_mu_);
+  ++stats_.restarts;
+}
+
 void Scheduler::fail_running(const std::string& what) {
   // A step that throws (a bug, or a device error) fails the requests it carried, not the process:
   // their KV is rolled back and the loop goes on with the queue.
-  VELA_LOG_ERROR("[sched] step failed: ", what, "; failing ", running_.size(), " running request(s)");
-  for (auto& t : running_) finish(*t, FinishReason::kError, std::string("engine step failed: ") + what);
+  VELA_LOG_ERROR("[sched] step failed: ", what, "; failing ", running_.size(),
+                 " running request(s)");
+  for (auto& t : running_)
+    finish(*t, FinishReason::kError, std::string("engine step failed: ") + what);
   running_.clear();
   update_stats(0, 0);
   publish_final_events();
@@ -155,7 +221,9 @@ void Scheduler::admit() {
       it = waiting_.erase(it);
       continue;
     }
-    if (waits_for_leader(t)) {
+    if (waits_for_leader(t) ||
+        (hold_finish_old_.load() && t.output.empty() &&
+         t.params().weight_update_policy() == WeightUpdatePolicy::kFinishOld)) {
       ++it;
       continue;
     }
@@ -223,12 +291,13 @@ void Scheduler::fork_siblings(Task& leader, int32_t logits_row) {
     VELA_ASSERT(*kv == leader.n_computed, "fork copied ", *kv, " positions, the leader has ",
                 leader.n_computed);
     s.n_computed = *kv;
+    s.kv_from_older = leader.kv_from_older;
     s.completion.cached_tokens = leader.completion.cached_tokens;
     s.cached_reported = true;
     s.admitted = true;
     s.admit_seq = ++admit_seq_;
-    sample_rows_.push_back(SamplerRow{&s.params(), &s.prompt(), &s.output, s.seed, 0,
-                                      static_cast<uint64_t>(s.index)});
+    sample_rows_.push_back(
+        SamplerRow{&s.params(), &s.prompt(), &s.output, s.seed, 0, static_cast<uint64_t>(s.index)});
     sample_tasks_.push_back(&s);
     sample_src_.push_back(logits_row);
     running_.push_back(std::move(*it));
@@ -240,6 +309,7 @@ void Scheduler::preempt(Task* victim) {
   VELA_LOG_DEBUG("[sched] preempting task ", victim->id, " (", victim->n_tokens(), " tokens)");
   cache_.rollback(victim->id);
   victim->n_computed = 0;
+  victim->kv_from_older = false;  // recomputed on the current weights
   victim->admitted = false;
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() == victim) {
@@ -305,6 +375,11 @@ bool Scheduler::step() {
     publish_final_events();
     return false;
   }
+  if (weights_ready_) {  // CUDA: new weights written on another stream are complete first
+    weights_ready_->make_current_stream_wait();
+    weights_ready_.reset();
+  }
+  for (size_t k = 0; k < items_.size(); ++k) items_[k].expected_kv_len = item_tasks_[k]->n_computed;
   ws_.wait_staging();  // the previous step's metadata upload has left the host buffer
   BoundBatch batch = cache_.bind(items_);
   int32_t* ids = ws_.host.input_ids.data<int32_t>();
@@ -313,9 +388,10 @@ bool Scheduler::step() {
   for (size_t k = 0; k < items_.size(); ++k) {
     Task* t = item_tasks_[k];
     for (int32_t i = 0; i < items_[k].n_new; ++i) ids[off++] = t->token_at(t->n_computed + i);
-    n_prompt_tokens += std::max<int32_t>(
-        0, std::min<int32_t>(static_cast<int32_t>(t->prompt().size()), t->n_computed + items_[k].n_new) -
-               t->n_computed);
+    n_prompt_tokens +=
+        std::max<int32_t>(0, std::min<int32_t>(static_cast<int32_t>(t->prompt().size()),
+                                               t->n_computed + items_[k].n_new) -
+                                 t->n_computed);
   }
   VELA_ASSERT(off == batch.n_tokens, "packed ", off, " tokens but bound ", batch.n_tokens);
   Tensor logits = executor_.forward(batch);
@@ -338,7 +414,8 @@ bool Scheduler::step() {
   }
   if (!sample_rows_.empty()) {
     sample(logits);
-    for (size_t j = 0; j < sample_rows_.size(); ++j) process_sample(*sample_tasks_[j], sample_out_[j]);
+    for (size_t j = 0; j < sample_rows_.size(); ++j)
+      process_sample(*sample_tasks_[j], sample_out_[j]);
   }
   remove_finished();
   update_stats(static_cast<int64_t>(sample_rows_.size()), n_prompt_tokens);
@@ -359,7 +436,8 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   ev.index = t.index;
   ev.tokens.push_back(r.token);
   if (p.logprobs) ev.logprobs.push_back({r.token, r.logprob, r.top_logprobs});
-  bool is_stop_token = contains(p.stop_token_ids, r.token) || (!p.ignore_eos && contains(eos_ids_, r.token));
+  bool is_stop_token =
+      contains(p.stop_token_ids, r.token) || (!p.ignore_eos && contains(eos_ids_, r.token));
   std::optional<FinishReason> reason;
   if (is_stop_token) {
     reason = FinishReason::kStop;
@@ -370,14 +448,21 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
       t.completion.stop_reason = t.stop->matched();
     }
   }
-  if (!reason && static_cast<int32_t>(t.output.size()) >= p.max_tokens) reason = FinishReason::kLength;
-  if (reason && t.detok && !t.stop->stopped()) ev.text += t.stop->push(t.detok->flush()) + t.stop->flush();
+  if (!reason && static_cast<int32_t>(t.output.size()) >= p.max_tokens)
+    reason = FinishReason::kLength;
+  if (reason && t.detok && !t.stop->stopped())
+    ev.text += t.stop->push(t.detok->flush()) + t.stop->flush();
+  const uint64_t version = policy_version_.load();
+  std::vector<VersionSpan>& spans = t.completion.versions;
+  if (spans.empty() || spans.back().version != version)
+    spans.push_back({static_cast<int32_t>(t.completion.tokens.size()), version});
+  t.completion.policy_version = version;
+  t.completion.mixed_versions = t.completion.mixed_versions || spans.size() > 1 || t.kv_from_older;
   t.completion.tokens.push_back(r.token);
   t.completion.text += ev.text;
   for (const auto& lp : ev.logprobs) t.completion.logprobs.push_back(lp);
   if (reason) {
     t.completion.finish_reason = *reason;
-    t.completion.policy_version = policy_version_.load();
     if (t.admitted) cache_.free(t.id, t.tokens(t.n_computed), /*record_prefix=*/true);
     t.admitted = false;
     ev.finish = reason;
@@ -394,7 +479,7 @@ void Scheduler::finish(Task& t, FinishReason reason, const std::string& error) {
   t.admitted = false;
   t.completion.finish_reason = reason;
   t.completion.error = error;
-  t.completion.policy_version = policy_version_.load();
+  if (t.completion.versions.empty()) t.completion.policy_version = policy_version_.load();
   StreamEvent ev;
   ev.index = t.index;
   ev.finish = reason;
@@ -435,6 +520,8 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt) {
   stats_.other_forwards_timed = dt.other_forwards;
   stats_.decode_device_s = dt.decode_s;
   stats_.other_device_s = dt.other_s;
+  stats_.n_cuda_graphs = static_cast<int64_t>(executor_.n_graphs());
+  stats_.graph_capture_s = executor_.graph_capture_seconds();
 }
 
 }  // namespace vela

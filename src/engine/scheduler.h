@@ -2,7 +2,9 @@
 // KV rows and pages allow, plans one packed batch (decodes first, then prefill chunks under the
 // token budget), preempts the newest task by recompute when pages run out, runs the Executor,
 // samples, applies stop conditions and emits events. Cancellation is checked every step.
-// All methods except submit()/request_stop()/stats() run on the loop thread.
+// submit() / request_stop() / stats() / loop_iterations() / wait_loop_iteration() are thread-safe.
+// The rest run on the loop thread, or on another thread while it holds gate() (the loop is then
+// between two steps): see the "between steps" block.
 #pragma once
 
 #include <atomic>
@@ -14,11 +16,13 @@
 #include <optional>
 #include <vector>
 
+#include "core/cuda/cuda_api.h"
 #include "engine/cache/task_cache_manager.h"
 #include "engine/engine_config.h"
 #include "engine/request_handle.h"
 #include "engine/runtime/executor.h"
 #include "engine/runtime/sampler.h"
+#include "engine/step_gate.h"
 #include "engine/task.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,6 +40,9 @@ struct EngineStats {
   int64_t decode_forwards_timed = 0, other_forwards_timed = 0;
   double decode_device_s = 0, other_device_s = 0;
   uint64_t policy_version = 0;
+  int64_t restarts = 0;        // samples restarted by weight updates (kRestart)
+  int64_t n_cuda_graphs = 0;   // decode graphs captured so far (0 on the CPU)
+  double graph_capture_s = 0;  // seconds their capture took
 };
 
 class DeviceSampler;
@@ -56,18 +63,33 @@ class Scheduler {
   bool idle() const;
   // A snapshot published by the loop thread at the end of every step (and by refresh_stats()).
   EngineStats stats() const;
-  // Republishes the snapshot; only with step_mutex() held (e.g. after a weight update).
+  // Held by the loop for each step; others enter it (fairly: at the next step boundary) to act
+  // between steps.
+  StepGate& gate() { return gate_; }
+  // Loop iterations so far (a step, or an idle wait), and a wait until one more has ended (or
+  // timeout_ms passed). Thread-safe; never call while holding gate().
+  uint64_t loop_iterations() const { return loop_iterations_.load(); }
+  void wait_loop_iteration(uint64_t after, int64_t timeout_ms);
+
+  // ---- Between steps: only with gate() held --------------------------------------------------
+  // Republishes the stats snapshot (e.g. after a weight update).
   void refresh_stats() { update_stats(0, 0); }
-  void set_policy_version(uint64_t v) { policy_version_.store(v); }
-  // Held by the loop for the duration of each step; update_weights takes it to swap weights.
-  std::mutex& step_mutex() { return step_mu_; }
+  // A sample that must finish on the current weights (WeightUpdatePolicy::kFinishOld) holds
+  // KV or generated tokens: a weight update must wait.
+  bool finish_old_in_flight() const;
+  // While true, kFinishOld samples that have not started are not admitted (an update waits).
+  void hold_finish_old(bool hold) { hold_finish_old_.store(hold); }
+  // The weights changed and carry version `v`: kRestart samples in flight start again from their
+  // prompt, kMixed ones that hold KV are marked mixed; `weights_ready` (CUDA, may be null) is
+  // waited for on the engine's stream before the next forward.
+  void apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEvent> weights_ready);
 
  private:
   EngineConfig cfg_;
   TaskCacheManager& cache_;
   Executor& executor_;
   Sampler& sampler_;
-  DeviceSampler* device_sampler_;  // CUDA: samples on the device (then sampler_ is unused)
+  DeviceSampler* device_sampler_;    // CUDA: samples on the device (then sampler_ is unused)
   std::vector<int32_t> sample_src_;  // forward logits row of each sample row
   InferenceWorkspace& ws_;
   const Tokenizer* tokenizer_;
@@ -77,7 +99,12 @@ class Scheduler {
   std::condition_variable inbox_cv_;
   std::deque<std::unique_ptr<Task>> inbox_;
   std::atomic<bool> stop_{false};
-  std::mutex step_mu_;
+  StepGate gate_;
+  std::atomic<uint64_t> loop_iterations_{0};
+  std::mutex iter_mu_;
+  std::condition_variable iter_cv_;
+  std::atomic<bool> hold_finish_old_{false};
+  std::unique_ptr<cuda::StreamEvent> weights_ready_;  // set between steps, consumed by step()
 
   std::deque<std::unique_ptr<Task>> waiting_;  // loop thread only
   std::list<std::unique_ptr<Task>> running_;   // in admission order
@@ -109,8 +136,9 @@ class Scheduler {
   void fork_siblings(Task& leader, int32_t logits_row);
   // Samples every queued row from its forward logits row (on the device with a DeviceSampler).
   void sample(const Tensor& logits);
-  bool plan();                         // fills items_; false when nothing runnable
+  bool plan();  // fills items_; false when nothing runnable
   void preempt(Task* victim);
+  void restart(Task& t);  // kRestart after a weight update: back to the prompt
   void process_sample(Task& t, const SampleResult& r);
   void finish(Task& t, FinishReason reason, const std::string& error = "");
   void remove_finished();

@@ -15,17 +15,18 @@
 namespace vela {
 
 struct Task {
-  int64_t id = 0;                      // unique; the TaskCacheManager key
+  int64_t id = 0;  // unique; the TaskCacheManager key
   RequestHandlePtr handle;
   std::shared_ptr<const Request> request;
-  int32_t index = 0;                   // sample index within the request (0 .. n-1)
-  uint64_t seed = 0;                   // sampling seed (request's, or drawn by the engine)
-  uint64_t admit_seq = 0;              // admission order (preemption picks the newest)
+  int32_t index = 0;       // sample index within the request (0 .. n-1)
+  uint64_t seed = 0;       // sampling seed (request's, or drawn by the engine)
+  uint64_t admit_seq = 0;  // admission order (preemption picks the newest)
   bool admitted = false;
   bool cached_reported = false;
-  std::vector<int32_t> output;         // generated tokens
-  int32_t n_computed = 0;              // tokens of tokens() whose KV is in the cache
-  Completion completion;               // accumulated result
+  std::vector<int32_t> output;              // generated tokens
+  int32_t n_computed = 0;                   // tokens of tokens() whose KV is in the cache
+  bool kv_from_older = false;               // some of that KV was written by older weights (kMixed)
+  Completion completion;                    // accumulated result
   std::unique_ptr<StreamingDecoder> detok;  // null without a tokenizer
   std::unique_ptr<StopChecker> stop;
 

@@ -19,8 +19,8 @@ void Transformer::build_rope_table() {
 
 Tensor Transformer::rope_table(int64_t n_positions) const {
   const auto& s = config.rope.scaling;
-  int64_t orig = s.original_max_positions > 0 ? s.original_max_positions
-                                              : config.max_position_embeddings;
+  int64_t orig =
+      s.original_max_positions > 0 ? s.original_max_positions : config.max_position_embeddings;
   if (s.type == ops::RopeScaling::Type::kDynamic && n_positions > orig) {
     // HF (dynamic_rope_update) recomputes the base from the longest position of this forward.
     return ops::make_rope_table(config.rope, n_positions, device(), n_positions);
@@ -56,8 +56,8 @@ int32_t max_position(const Tensor& positions) {
 
 Tensor Transformer::forward_dense(const Tensor& ids, const Tensor& doc_ids,
                                   const Tensor& positions_in) const {
-  VELA_CHECK(ids.dim() == 2 && ids.dtype() == DType::kI32, "forward_dense: ids must be [batch, seq] i32, got ",
-             ids.str());
+  VELA_CHECK(ids.dim() == 2 && ids.dtype() == DType::kI32,
+             "forward_dense: ids must be [batch, seq] i32, got ", ids.str());
   const int64_t b = ids.size(0), t = ids.size(1), h = config.hidden_size;
   Tensor positions = positions_in;
   if (!positions.defined()) {
@@ -66,7 +66,9 @@ Tensor Transformer::forward_dense(const Tensor& ids, const Tensor& doc_ids,
     for (int64_t i = 0; i < b; ++i) {
       int32_t p = 0;
       for (int64_t j = 0; j < t; ++j) {
-        if (docs.defined() && j > 0 && docs.data<int32_t>()[i * t + j] != docs.data<int32_t>()[i * t + j - 1]) p = 0;
+        if (docs.defined() && j > 0 &&
+            docs.data<int32_t>()[i * t + j] != docs.data<int32_t>()[i * t + j - 1])
+          p = 0;
         pos[i * t + j] = p++;
       }
     }
@@ -83,8 +85,8 @@ Tensor Transformer::forward_dense(const Tensor& ids, const Tensor& doc_ids,
 
 Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
                                    const KVCacheView& kv, const Tensor& logits_indices) const {
-  VELA_CHECK(ids.dim() == 1 && ids.dtype() == DType::kI32, "forward_packed: ids must be [n_tokens] i32, got ",
-             ids.str());
+  VELA_CHECK(ids.dim() == 1 && ids.dtype() == DType::kI32,
+             "forward_packed: ids must be [n_tokens] i32, got ", ids.str());
   VELA_CHECK(positions.shape() == ids.shape() && positions.dtype() == DType::kI32,
              "forward_packed: positions must match ids, got ", positions.str());
   const int64_t n = ids.size(0), h = config.hidden_size;
@@ -94,8 +96,10 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   ops::embedding(embed, ids, residual);
   // `normed` carries each block's normalized input; the last block leaves final_norm(residual).
   Tensor normed = scratch_tensor({n, h}, dtype(), device());
-  if (!blocks.empty()) ops::rms_norm(residual, blocks[0].input_norm, blocks[0].eps, normed);
-  else ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
+  if (!blocks.empty())
+    ops::rms_norm(residual, blocks[0].input_norm, blocks[0].eps, normed);
+  else
+    ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
   for (size_t l = 0; l < blocks.size(); ++l) {
     const bool last = l + 1 == blocks.size();
     blocks[l].forward_packed(residual, normed, positions, table, kv, static_cast<int64_t>(l),
@@ -104,9 +108,33 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   }
   Tensor selected = scratch_tensor({logits_indices.size(0), h}, dtype(), device());
   ops::embedding(normed, logits_indices, selected);  // row gather of the final-normed rows
-  Tensor logits = scratch_tensor({logits_indices.size(0), config.vocab_size}, DType::kF32, device());
+  Tensor logits =
+      scratch_tensor({logits_indices.size(0), config.vocab_size}, DType::kF32, device());
   ops::gemm(selected, lm_head.weight, logits, false, true);
   return logits;
+}
+
+bool Transformer::same_storage(const Transformer& o) const {
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.defined() == b.defined() && (!a.defined() || a.data_ptr() == b.data_ptr());
+  };
+  auto same_linear = [&](const Linear& a, const Linear& b) {
+    return same(a.weight, b.weight) && same(a.bias, b.bias);
+  };
+  if (blocks.size() != o.blocks.size() || !same(embed, o.embed) ||
+      !same(final_norm, o.final_norm) || !same_linear(lm_head, o.lm_head) ||
+      !same(rope_table_, o.rope_table_))
+    return false;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const DecoderBlock& a = blocks[i];
+    const DecoderBlock& b = o.blocks[i];
+    if (!same(a.input_norm, b.input_norm) || !same(a.post_norm, b.post_norm) ||
+        !same_linear(a.attn.qkv, b.attn.qkv) || !same_linear(a.attn.o, b.attn.o) ||
+        !same(a.attn.q_norm, b.attn.q_norm) || !same(a.attn.k_norm, b.attn.k_norm) ||
+        !same_linear(a.mlp.gate_up, b.mlp.gate_up) || !same_linear(a.mlp.down, b.mlp.down))
+      return false;
+  }
+  return true;
 }
 
 }  // namespace vela

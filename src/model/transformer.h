@@ -21,10 +21,10 @@ namespace vela {
 class Transformer {
  public:
   ModelConfig config;
-  Tensor embed;                    // [vocab, hidden]
+  Tensor embed;  // [vocab, hidden]
   std::vector<DecoderBlock> blocks;
-  Tensor final_norm;               // [hidden]
-  Linear lm_head;                  // weight [vocab, hidden] (aliases `embed` when tied)
+  Tensor final_norm;  // [hidden]
+  Linear lm_head;     // weight [vocab, hidden] (aliases `embed` when tied)
 
   DType dtype() const { return embed.dtype(); }
   Device device() const { return embed.device(); }
@@ -52,6 +52,11 @@ class Transformer {
   Tensor rope_table(int64_t n_positions) const;
 
   void build_rope_table();
+
+  // True when every weight tensor (and the rotary table) of `other` is the same memory as this
+  // one's: a by-value copy of a Transformer shares its tensors (Tensor is ref-counted), which is
+  // how an in-process trainer lets the engine read its compute weights without a copy.
+  bool same_storage(const Transformer& other) const;
 
  private:
   Tensor rope_table_;  // [max_position_embeddings, rotary_dim] f32

@@ -1,6 +1,6 @@
 // TaskCacheManager scenarios over every strategy (contiguous, paged 1 / 4 / 16), with
 // check_integrity() after every step: the lifecycle and bind metadata, prefix reuse and the
-// rebuilt request row, recycled rows, steady-decode detection, out of pages, eviction, rollback,
+// rebuilt request row, recycled rows, out of pages, eviction, rollback,
 // fork, invalidation, and no leaked pages at the end.
 #include <gtest/gtest.h>
 
@@ -40,7 +40,6 @@ TEST_P(CacheManagerAllStrategies, LifecycleAndBindMetadata) {
   m.check_integrity();
   EXPECT_EQ(b.n_tokens, 8);
   EXPECT_EQ(b.n_seqs, 2);
-  EXPECT_FALSE(b.steady_decode);
   EXPECT_EQ(vec(b.input_ids), ids);
   EXPECT_EQ(vec(b.positions), (std::vector<int32_t>{0, 1, 2, 3, 4, 0, 1, 2}));
   EXPECT_EQ(vec(b.kv.seq_lens), (std::vector<int32_t>{5, 3}));
@@ -157,71 +156,6 @@ TEST_P(CacheManagerAllStrategies, RecycledRowNeverExposesThePreviousTask) {
   m.check_integrity();
 }
 
-TEST_P(CacheManagerAllStrategies, SteadyDecodeFollowsTheCacheSignature) {
-  CacheStack c(GetParam(), 4, 32, GetParam() == 0 ? 0 : 128);
-  TaskCacheManager& m = c.mgr;
-  auto step = [&](std::vector<BindItem> items) {
-    for (const BindItem& it : items) EXPECT_TRUE(m.extend(it.task_id, it.n_new));
-    bool steady = m.bind(items).steady_decode;
-    m.check_integrity();
-    return steady;
-  };
-  m.alloc(1, token_range(3, 0));
-  m.alloc(2, token_range(2, 10));
-  EXPECT_FALSE(step({{1, 3}, {2, 2}}));  // first bind
-  EXPECT_FALSE(step({{1, 1}, {2, 1}}));  // previous step was a prefill
-  EXPECT_TRUE(step({{1, 1}, {2, 1}}));
-  EXPECT_TRUE(step({{1, 1}, {2, 1}}));
-  EXPECT_FALSE(step({{2, 1}, {1, 1}}));  // same tasks, other order
-  EXPECT_TRUE(step({{2, 1}, {1, 1}}));
-  EXPECT_FALSE(step({{2, 1}}));  // set changed
-  EXPECT_TRUE(step({{2, 1}}));
-  m.alloc(3, token_range(4, 20));
-  EXPECT_FALSE(step({{2, 1}, {3, 4}}));  // a prefill joins
-  EXPECT_FALSE(step({{2, 1}, {3, 1}}));
-  EXPECT_TRUE(step({{2, 1}, {3, 1}}));
-
-  // A different task on the recycled row, continuing exactly where the old one stopped: with a
-  // cached prefix (page size 1) its first step appends one token on the same row at the next
-  // position — the seeds' replay bug. Not steady: the task is another.
-  EXPECT_FALSE(step({{2, 1}}));  // set changed (3 left out)
-  int32_t row_2 = m.state(2)->req_row;
-  int32_t len_2 = m.state(2)->kv_len;
-  std::vector<int32_t> toks_2 = token_range(2, 10);
-  while (static_cast<int32_t>(toks_2.size()) < len_2) toks_2.push_back(40);
-  m.free(2, toks_2, true);
-  std::vector<int32_t> pd = toks_2;
-  pd.push_back(777);
-  std::optional<int32_t> cached = m.alloc(4, pd);
-  ASSERT_TRUE(cached.has_value());
-  ASSERT_EQ(m.state(4)->req_row, row_2);
-  int32_t rest = len_2 + 1 - *cached;
-  if (GetParam() == 1) {
-    EXPECT_EQ(rest, 1);
-  }
-  EXPECT_FALSE(step({{4, rest}}));
-  EXPECT_EQ(step({{4, 1}}), rest == 1);  // a one-token prefill then a decode is a decode pair
-  EXPECT_TRUE(step({{4, 1}}));
-
-  // The same id allocated again after a rollback is a new allocation.
-  m.rollback(4);
-  m.alloc(4, token_range(2, 90));
-  EXPECT_FALSE(step({{4, 2}}));
-  EXPECT_FALSE(step({{4, 1}}));
-  EXPECT_TRUE(step({{4, 1}}));
-  // Any free or rollback invalidates the signature; invalidation of the prefix cache too.
-  m.rollback(3);
-  EXPECT_FALSE(step({{4, 1}}));
-  EXPECT_TRUE(step({{4, 1}}));
-  m.invalidate_prefix_cache();
-  EXPECT_FALSE(step({{4, 1}}));
-  m.rollback(1);
-  m.rollback(4);
-  m.invalidate_prefix_cache();
-  EXPECT_EQ(m.stats().pages_free, m.stats().pages_total);
-  m.check_integrity();
-}
-
 TEST_P(CacheManagerAllStrategies, WorkspaceAddressesStayFixedAcrossBinds) {
   CacheStack c(GetParam(), 4, 32, GetParam() == 0 ? 0 : 128);
   TaskCacheManager& m = c.mgr;
@@ -248,9 +182,8 @@ TEST_P(CacheManagerAllStrategies, WorkspaceAddressesStayFixedAcrossBinds) {
     EXPECT_EQ(b.kv.kv_indptr.data_ptr(), ws.kv_indptr.data_ptr());
     EXPECT_EQ(b.kv.req_to_token.data_ptr(), c.req_pool.table().data_ptr());
   }
-  // Steady binds still rewrite every entry (no stale positions from the first step).
+  // Every bind rewrites every entry (no stale positions from the first step).
   const BoundBatch& last = bs.back();
-  EXPECT_TRUE(last.steady_decode);
   EXPECT_EQ(vec(last.positions), (std::vector<int32_t>{8, 5}));
   EXPECT_EQ(vec(last.kv.seq_lens), (std::vector<int32_t>{9, 6}));
   m.check_integrity();

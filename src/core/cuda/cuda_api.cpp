@@ -137,6 +137,12 @@ void StreamEvent::synchronize() const {
   if (recorded_) VELA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
 
+void StreamEvent::make_current_stream_wait() const {
+  if (!recorded_) return;
+  DeviceGuard guard(device_);
+  VELA_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), static_cast<cudaEvent_t>(event_), 0));
+}
+
 double StreamEvent::elapsed_ms(const StreamEvent& start, const StreamEvent& end) {
   float ms = 0.0f;
   VELA_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_),

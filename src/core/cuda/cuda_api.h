@@ -22,12 +22,12 @@ std::string device_description(int device);
 // Counters of the caching allocator for one device. `n_device_mallocs` counts cudaMalloc calls:
 // a steady decode loop must leave it unchanged.
 struct AllocatorStats {
-  size_t bytes_in_use = 0;     // handed out to tensors now
+  size_t bytes_in_use = 0;  // handed out to tensors now
   size_t peak_bytes_in_use = 0;
-  size_t bytes_reserved = 0;   // held from the driver (in use + cached)
+  size_t bytes_reserved = 0;  // held from the driver (in use + cached)
   int64_t n_device_mallocs = 0;
   int64_t n_device_frees = 0;
-  int64_t n_allocs = 0;        // requests served (from cache or driver)
+  int64_t n_allocs = 0;  // requests served (from cache or driver)
 };
 AllocatorStats allocator_stats(int device = 0);
 void reset_peak_stats(int device = 0);
@@ -65,6 +65,10 @@ class StreamEvent {
   StreamEvent& operator=(const StreamEvent&) = delete;
   void record();             // on the current stream of the device
   void synchronize() const;  // waits until the stream passed the last record(); no-op if none
+  // Orders the calling thread's current stream after the last record() (cudaStreamWaitEvent: the
+  // host does not wait); no-op if never recorded. Orders work across streams, e.g. weights
+  // written on a trainer's stream before the engine's stream reads them.
+  void make_current_stream_wait() const;
   bool recorded() const { return recorded_; }
   // Milliseconds of stream time from `start` to `end` (both recorded with timing, end reached).
   static double elapsed_ms(const StreamEvent& start, const StreamEvent& end);

@@ -83,7 +83,6 @@ void TaskCacheManager::release(int64_t task_id, const int32_t* tokens, int32_t n
   strategy_->release(it->second, tokens, n_record);
   req_pool_.free(it->second.req_row);
   tasks_.erase(it);
-  last_signature_.clear();
 }
 
 void TaskCacheManager::free(int64_t task_id, const std::vector<int32_t>& tokens,
@@ -144,7 +143,8 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
   VELA_CHECK(n_seqs <= ws_.max_seqs(), "TaskCacheManager::bind: ", n_seqs,
              " sequences exceed the workspace's ", ws_.max_seqs());
   // Validate everything before touching any state.
-  std::vector<TaskCacheState*> sts(items.size());
+  std::vector<TaskCacheState*>& sts = bind_states_;
+  sts.resize(items.size());
   int64_t n_tokens = 0;
   const bool with_ids = items[0].ids != nullptr;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -157,10 +157,14 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
                ") are not reserved (reserved ", st.reserved_len, "; call extend first)");
     VELA_CHECK((it.ids != nullptr) == with_ids,
                "TaskCacheManager::bind: give token ids for all items or none");
+    VELA_ASSERT(it.expected_kv_len < 0 || it.expected_kv_len == st.kv_len, "task ", it.task_id,
+                " has ", it.expected_kv_len, " tokens computed by the caller but kv_len ",
+                st.kv_len, " in the cache");
     sts[i] = &st;
     n_tokens += it.n_new;
   }
-  std::vector<uint64_t> uids(items.size());
+  std::vector<uint64_t>& uids = bind_uids_;
+  uids.resize(items.size());
   for (size_t i = 0; i < items.size(); ++i) uids[i] = sts[i]->uid;
   std::sort(uids.begin(), uids.end());
   VELA_CHECK(std::adjacent_find(uids.begin(), uids.end()) == uids.end(),
@@ -168,17 +172,8 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
   VELA_CHECK(n_tokens <= ws_.max_tokens(), "TaskCacheManager::bind: ", n_tokens,
              " tokens exceed the workspace's ", ws_.max_tokens(), " per step");
 
-  // The task signature: allocation uid, row and KV length before this step.
-  std::vector<SignatureEntry> sig(items.size());
-  bool steady = last_signature_.size() == items.size();
-  for (size_t i = 0; i < items.size(); ++i) {
-    sig[i] = {sts[i]->uid, sts[i]->req_row, sts[i]->kv_len};
-    steady = steady && items[i].n_new == 1 && last_signature_[i].uid == sig[i].uid &&
-             last_signature_[i].req_row == sig[i].req_row &&
-             last_signature_[i].kv_len_before + 1 == sig[i].kv_len_before;
-  }
-
-  // Fill every entry, steady or not: nothing is left over from an earlier step.
+  // Fill every entry on every step: nothing is read back from an earlier one, so a recycled row or
+  // a re-allocated task can never replay stale metadata (and a captured graph reads only this).
   auto [ids, pos, loc, rows, lens, qo, kvp, last] = ws_.host_pointers();
   int32_t t = 0, max_len = 0;
   int64_t kv_total = 0;
@@ -206,7 +201,6 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
   }
   if (with_ids) ws_.upload(t, n_seqs);  // else the caller stages the ids, then uploads
   req_pool_.sync();
-  last_signature_ = std::move(sig);
 
   BoundBatch b;
   b.kv.k_cache = storage_.k;
@@ -223,7 +217,6 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
   b.logits_indices = ws_.logits_indices.slice(0, 0, n_seqs);
   b.n_tokens = t;
   b.n_seqs = n_seqs;
-  b.steady_decode = steady;
   return b;
 }
 
@@ -236,7 +229,6 @@ int32_t TaskCacheManager::peek_prefix(const std::vector<int32_t>& tokens) const 
 void TaskCacheManager::invalidate_prefix_cache() {
   strategy_->reset_prefix_cache();
   ++epoch_;
-  last_signature_.clear();
 }
 
 TaskCacheManager::Stats TaskCacheManager::stats() const {

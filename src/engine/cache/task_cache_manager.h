@@ -27,6 +27,9 @@ struct BindItem {
   int64_t task_id = -1;
   int32_t n_new = 0;
   const int32_t* ids = nullptr;
+  // When >= 0: the caller's count of tokens with KV (Task::n_computed); bind asserts that it
+  // equals the task's kv_len, so token ids and positions can never drift apart.
+  int32_t expected_kv_len = -1;
 };
 
 struct BoundBatch {
@@ -36,10 +39,6 @@ struct BoundBatch {
   Tensor logits_indices;  // [n_seqs] i32: last row of each item in the packed batch
   int32_t n_tokens = 0;
   int32_t n_seqs = 0;
-  // Same tasks (same allocation, row and order) as the previous bind, each advanced by exactly one
-  // token then and now. Decided by the cache's own task signature, so a recycled row or a re-
-  // allocated task id never looks steady.
-  bool steady_decode = false;
 };
 
 class TaskCacheManager {
@@ -106,18 +105,14 @@ class TaskCacheManager {
   void check_integrity() const;
 
  private:
-  struct SignatureEntry {
-    uint64_t uid;
-    int32_t req_row;
-    int32_t kv_len_before;
-  };
-
   std::unique_ptr<AllocationStrategy> strategy_;
   KVStorage& storage_;
   ReqToTokenPool& req_pool_;
   InferenceWorkspace& ws_;
   std::unordered_map<int64_t, TaskCacheState> tasks_;
-  std::vector<SignatureEntry> last_signature_;  // of the previous bind; cleared on free/rollback
+  // bind() scratch, reused every step (a steady decode loop allocates nothing).
+  std::vector<TaskCacheState*> bind_states_;
+  std::vector<uint64_t> bind_uids_;
   uint64_t next_uid_ = 1;
   uint64_t epoch_ = 0;
   int64_t prefix_hit_tokens_ = 0;

@@ -72,8 +72,11 @@ void Executor::enter_thread() const {
 }
 
 void Executor::set_model(const Transformer* model) {
+  // The graphs read the weights' addresses: new memory needs new graphs; the same memory (weights
+  // written in place by an in-process trainer) keeps them.
+  bool same = model_ != nullptr && model_->same_storage(*model);
   model_ = model;
-  if (graphs_) graphs_->clear();  // the graphs read the old weights' addresses
+  if (graphs_ && !same) graphs_->clear();
 }
 
 int32_t Executor::bucket_for(int32_t n) const {
@@ -136,7 +139,8 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
     kvp[i + 1] = kvp[i];
     last[i] = i;
   }
-  int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, batch.kv.max_len, sm_count_);
+  int splits =
+      ops::decode_num_splits(bucket, model_->config.n_kv_heads, batch.kv.max_len, sm_count_);
   if (graphs_) {  // round up to a power of two: a handful of graphs per bucket
     int p = 1;
     while (p < splits) p *= 2;
@@ -162,9 +166,10 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
 }
 
 Tensor Executor::forward_prefill(const BoundBatch& batch) {
-  int64_t n_tiles = ops::plan_prefill_tiles(ws_.host.qo_indptr.data<int32_t>(), batch.n_seqs,
-                                            ops::kPrefillTileQ, ws_.host.tile_seq_idx.data<int32_t>(),
-                                            ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles());
+  int64_t n_tiles =
+      ops::plan_prefill_tiles(ws_.host.qo_indptr.data<int32_t>(), batch.n_seqs, ops::kPrefillTileQ,
+                              ws_.host.tile_seq_idx.data<int32_t>(),
+                              ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles());
   BoundBatch b = batch;
   b.kv.mode = AttentionMode::kPrefill;
   b.kv.tile_seq_idx = ws_.tile_seq_idx;

@@ -98,6 +98,7 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   VELA_LOG_INFO("[engine] ", cfg_.kv_strategy, " KV: ", cfg_.n_kv_slots, " slots (",
                 storage_->k.nbytes() * 2 / (1 << 20), " MiB), max_seqs ", cfg_.max_seqs,
                 ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step, " tokens");
+  scheduler_->refresh_stats();  // the first snapshot (graphs captured, pages) before any step
   loop_ = std::thread([this] { scheduler_->run(); });
 }
 

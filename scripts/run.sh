@@ -59,7 +59,7 @@ if "choices" not in r:
     sys.exit("[run] the server answered: " + json.dumps(r))
 u = r["usage"]
 print("< " + r["choices"][0]["message"]["content"])
-print(f"  ({u[\"prompt_tokens\"]} prompt + {u[\"completion_tokens\"]} completion tokens)")'
+print("  (%d prompt + %d completion tokens)" % (u["prompt_tokens"], u["completion_tokens"]))'
 }
 echo "[run] one exchange through /v1/chat/completions:"
 ask "Which book of the Bible is this verse from?

@@ -7,6 +7,9 @@
 #   model.tar.part-*   the exported model directory (split below the tool's 16 MiB per file)
 #   train.log, metrics.tar.gz (both runs' metrics.jsonl, configs, sft_eval.json, stage times)
 # usage (GPU machine, repository root): OUT=dir PRETRAIN_BUDGET_S=240 tools/demo_gpu.sh
+# Before, on the CPU machine: scripts/demo_data.sh, and `apt-get download libbrotli-dev libbrotli1`
+# into .deps-extra/ (git-ignored; cpp-httplib's pkg-config file requires brotli, which the GPU
+# machine lacks), next to the .deps-debs of ASSETS.md.
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-demo}"
 mkdir -p "$OUT"

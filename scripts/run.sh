@@ -16,17 +16,30 @@ URL="http://127.0.0.1:$PORT"
 [ -f "$MODEL/model.safetensors" ] || { echo "[run] no model in $MODEL" >&2; exit 1; }
 
 scripts/setup.sh --main
+# The CUDA backend only when there is a GPU to serve on (a toolkit alone would just triple the
+# compile time); -DVELA_CUDA=ON|OFF among the arguments decides instead.
+CUDA=(-DVELA_CUDA=OFF)
+DEVICE=cpu
+if nvidia-smi -L > /dev/null 2>&1; then CUDA=(-DVELA_CUDA=AUTO); DEVICE=auto; fi
+[[ " $* " == *" -DVELA_CUDA="* ]] && CUDA=() && DEVICE=auto
 echo "[run] building the vela binary into $BUILD_DIR ($(nproc) cores)"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVELA_BUILD_TESTS=OFF "$@" > /dev/null
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVELA_BUILD_TESTS=OFF \
+  ${CUDA[@]+"${CUDA[@]}"} "$@" > /dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target vela
 BIN="$BUILD_DIR/vela"
 T_BUILT=$(date +%s)
+if [ "$DEVICE" = auto ]; then
+  DEVICE=cpu
+  "$BIN" info --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["cuda_devices"] else 1)' \
+    && DEVICE=cuda
+fi
 
 if curl -s -o /dev/null "$URL/health"; then
   echo "[run] something already answers on $URL: stop it or set VELA_PORT" >&2
   exit 1
 fi
-"$BIN" serve --model "$MODEL" --host 127.0.0.1 --port "$PORT" --served-model-name vela-demo &
+"$BIN" serve --model "$MODEL" --host 127.0.0.1 --port "$PORT" --served-model-name vela-demo \
+  --device "$DEVICE" &
 SERVER=$!
 trap 'kill "$SERVER" 2> /dev/null; wait "$SERVER" 2> /dev/null; echo; echo "[run] stopped"' EXIT
 trap 'exit 130' INT TERM

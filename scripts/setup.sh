@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vela builds against (idempotent: installs only what is missing).
 # Works as root, or through sudo otherwise. The CUDA toolkit is optional and not installed here.
+#   scripts/setup.sh          everything the test suite needs
+#   scripts/setup.sh --main   only what building and serving the `vela` binary needs (scripts/run.sh)
 set -euo pipefail
 
+# The `vela` binary (python3 and curl: scripts/run.sh's first exchange with the server).
 PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
-          libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev
-          libbenchmark-dev python3-jinja2)
-# The server's web-chat page is tested in headless Chromium (tests/server/run_e2e.sh web_ui).
-PACKAGES+=(chromium)
-
-# Oracle tests compare against Hugging Face packages from npm (scripts/fetch_assets.sh) and, for
-# chat templates, Python Jinja2 (python3-jinja2).
+          libcpp-httplib-dev libpcre2-dev libutf8proc-dev python3 curl)
 NEED_NODE=0
-command -v node >/dev/null && command -v npm >/dev/null || NEED_NODE=1
+if [ "${1:-}" != "--main" ]; then
+  PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev python3-jinja2)
+  # The server's web-chat page is tested in headless Chromium (tests/server/run_e2e.sh web_ui).
+  PACKAGES+=(chromium)
+  # Oracle tests compare against Hugging Face packages from npm (scripts/fetch_assets.sh) and, for
+  # chat templates, Python Jinja2 (python3-jinja2).
+  command -v node >/dev/null && command -v npm >/dev/null || NEED_NODE=1
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch_assets.sh >/dev/null   # real tokenizers + HF oracles for the parity tests
-scripts/build.sh "$@"
+scripts/build.sh -DVELA_BUILD_TESTS=ON "$@"   # ON: a build dir run.sh configured has it OFF
 cd "${VELA_BUILD_DIR:-build}"
 echo "[test] pass 1/2: every test, assets required"
 VELA_REQUIRE_ASSETS=1 ctest --output-on-failure -j "$(nproc)"

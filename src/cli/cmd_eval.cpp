@@ -50,7 +50,8 @@ const char* kUsage =
     "  --scorer auto|exact_match|gsm8k|last_number|regex|rouge_l   --regex PATTERN "
     "[--regex-group N]\n"
     "  --template 'Question: {question}\\nAnswer:'   --target-field NAME\n"
-    "  --fewshot-file F --num-fewshot K   --max-tokens N (default 256)   --temperature T (0)\n"
+    "  --fewshot-file F --num-fewshot K   --max-tokens N (default min(256, context/2))   "
+    "--temperature T (0)\n"
     "  --stop STR | --stop '[\"a\", \"b\"]'  (default \"\\n\\n\" and \"Question:\"; \\n is a "
     "newline)\n"
     "  --chat-template      as for choice (default stops: none, the end-of-turn token ends)\n"
@@ -182,7 +183,7 @@ int cmd_eval(int argc, char** argv) {
     o.scorer = args.get("scorer", "auto");
     o.regex = args.get("regex", "");
     o.regex_group = static_cast<int32_t>(args.get_int("regex-group", 1));
-    o.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 256));
+    o.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 0));
     o.temperature = static_cast<float>(args.get_double("temperature", 0.0));
     if (args.has("stop")) {
       o.stop_given = true;

@@ -146,6 +146,10 @@ json run_generate(Engine& engine, const ChatTemplate* chat, const GenerateOption
   std::vector<std::vector<std::string>> refs;
   std::vector<Request> requests;
   const int64_t max_ctx = engine.max_context();
+  const int32_t max_tokens =
+      o.max_tokens > 0 ? o.max_tokens : static_cast<int32_t>(std::min<int64_t>(256, max_ctx / 2));
+  VELA_CHECK(max_tokens >= 1 && max_tokens < max_ctx, "--max-tokens ", max_tokens,
+             " must be in [1, ", max_ctx, ") (the model's context)");
   std::vector<std::string> stop = o.stop;
   if (!o.stop_given && chat == nullptr) stop = {"\n\n", "Question:"};
   for (size_t d = 0; d < docs.size(); ++d) {
@@ -174,10 +178,8 @@ json run_generate(Engine& engine, const ChatTemplate* chat, const GenerateOption
     Request r;
     r.prompt = tok->encode(text, add_special);
     VELA_CHECK(!r.prompt.empty(), o.data, ":", rec.line, ": the prompt encodes to no token");
-    VELA_CHECK(o.max_tokens >= 1 && o.max_tokens < max_ctx, "--max-tokens ", o.max_tokens,
-               " must be in [1, ", max_ctx, ")");
-    truncate_left(r.prompt, max_ctx - o.max_tokens);
-    r.params.max_tokens = o.max_tokens;
+    truncate_left(r.prompt, max_ctx - max_tokens);
+    r.params.max_tokens = max_tokens;
     r.params.temperature = o.temperature;
     r.params.seed = o.seed + d;
     r.params.stop = stop;
@@ -230,7 +232,7 @@ json run_generate(Engine& engine, const ChatTemplate* chat, const GenerateOption
             {"fewshot_file", o.fewshot_file},
             {"num_fewshot", o.num_fewshot},
             {"seed", o.seed},
-            {"max_tokens", o.max_tokens},
+            {"max_tokens", max_tokens},
             {"temperature", o.temperature},
             {"stop", stop},
             {"limit", o.limit},

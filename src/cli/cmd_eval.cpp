@@ -131,6 +131,8 @@ int cmd_eval(int argc, char** argv) {
   const bool want_chat = args.has("chat-template");
   VELA_CHECK(limit == -1 || limit > 0, "--limit must be positive, got ", limit);
   VELA_CHECK_T(IoError, fs::exists(data), "data file '", data, "' does not exist");
+  VELA_CHECK_T(IoError, fs::is_directory(model_dir), "model directory '", model_dir,
+               "' does not exist");
 
   json result;
   if (task == "ppl" || task == "choice") {

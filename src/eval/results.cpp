@@ -38,8 +38,10 @@ void print_table(std::FILE* out, const json& r) {
       std::snprintf(buf, sizeof(buf), "± %.4f", it->get<double>());
       se = buf;
     }
-    std::fprintf(out, "| %-8s | %-16s | %12.4f | %10s |\n", task.c_str(), name.c_str(),
-                 value.get<double>(), se.c_str());
+    const double x = value.get<double>();
+    std::fprintf(out, std::abs(x) < 1e7 ? "| %-8s | %-16s | %12.4f | %10s |\n"
+                                        : "| %-8s | %-16s | %12.4e | %10s |\n",
+                 task.c_str(), name.c_str(), x, se.c_str());
   }
   if (r.contains("counts")) {
     std::string line;

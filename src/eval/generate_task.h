@@ -35,7 +35,7 @@ struct GenerateOptions {
   std::string scorer = "auto";  // auto | exact_match | gsm8k | last_number | regex | rouge_l
   std::string regex;            // for scorer regex
   int32_t regex_group = 1;
-  int32_t max_tokens = 0;        // 0 = min(256, half the model's context)
+  int32_t max_tokens = 0;   // 0 = min(256, half the model's context)
   float temperature = 0;    // 0 = greedy
   bool stop_given = false;  // false: default stops ("\n\n", "Question:"; none with chat)
   std::vector<std::string> stop;

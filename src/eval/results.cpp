@@ -39,8 +39,9 @@ void print_table(std::FILE* out, const json& r) {
       se = buf;
     }
     const double x = value.get<double>();
-    std::fprintf(out, std::abs(x) < 1e7 ? "| %-8s | %-16s | %12.4f | %10s |\n"
-                                        : "| %-8s | %-16s | %12.4e | %10s |\n",
+    std::fprintf(out,
+                 std::abs(x) < 1e7 ? "| %-8s | %-16s | %12.4f | %10s |\n"
+                                   : "| %-8s | %-16s | %12.4e | %10s |\n",
                  task.c_str(), name.c_str(), x, se.c_str());
   }
   if (r.contains("counts")) {

@@ -35,14 +35,17 @@ void print_table(std::FILE* out, const json& r) {
     auto it = m.find(name + "_stderr");
     if (it != m.end()) {
       char buf[32];
-      std::snprintf(buf, sizeof(buf), "± %.4f", it->get<double>());
-      se = buf;
+      std::snprintf(buf, sizeof(buf), "%.4f", it->get<double>());
+      se = std::string(buf).size() < 8 ? std::string(8 - std::string(buf).size(), ' ') : "";
+      se += "± ";  // two bytes, one column: pad by display width, not bytes
+      se += buf;
     }
+    if (se.empty()) se = std::string(10, ' ');
     const double x = value.get<double>();
-    std::fprintf(out,
-                 std::abs(x) < 1e7 ? "| %-8s | %-16s | %12.4f | %10s |\n"
-                                   : "| %-8s | %-16s | %12.4e | %10s |\n",
-                 task.c_str(), name.c_str(), x, se.c_str());
+    std::fprintf(
+        out,
+        std::abs(x) < 1e7 ? "| %-8s | %-16s | %12.4f | %s |\n" : "| %-8s | %-16s | %12.4e | %s |\n",
+        task.c_str(), name.c_str(), x, se.c_str());
   }
   if (r.contains("counts")) {
     std::string line;

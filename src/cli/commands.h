@@ -13,5 +13,6 @@ int cmd_chat(int argc, char** argv);
 int cmd_preprocess(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_train(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
 
 }  // namespace vela::cli

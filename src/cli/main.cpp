@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"bench", vela::cli::cmd_bench, "benchmarks: `vela bench ops [--device cpu|cuda] [--json F]`"},
     {"preprocess", vela::cli::cmd_preprocess, "JSONL -> token shards for training: `vela preprocess --config prep.json IN.jsonl -o DIR`"},
     {"train", vela::cli::cmd_train, "train or fine-tune a model: `vela train --config train.json [--resume]`"},
+    {"eval", vela::cli::cmd_eval, "evaluate a model: `vela eval ppl|choice|generate --model DIR --data F.jsonl`"},
     {"tokenize", vela::cli::cmd_tokenize, "tokenizers: `vela tokenize encode|decode|train|chat-template|bench`"},
 };
 

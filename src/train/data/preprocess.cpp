@@ -13,7 +13,7 @@
 #include "core/sha256.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-#include "train/data/progress_bar.h"
+#include "core/progress_bar.h"
 #include "train/data/record_encoder.h"
 #include "train/data/sequence_packer.h"
 #include "train/data/shard_writer.h"

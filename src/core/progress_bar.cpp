@@ -1,8 +1,9 @@
 // ProgressBar: throttled stderr progress with rates and ETA.
-#include "train/data/progress_bar.h"
+#include "core/progress_bar.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace vela {
@@ -21,11 +22,12 @@ std::string hms(double secs) {
 
 }  // namespace
 
-ProgressBar::ProgressBar(std::string label, uint64_t total_bytes, bool enabled)
+ProgressBar::ProgressBar(std::string label, uint64_t total_bytes, bool enabled, Unit unit)
     : label_(std::move(label)),
       total_bytes_(total_bytes),
       enabled_(enabled),
       tty_(isatty(STDERR_FILENO) != 0),
+      unit_(unit),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
@@ -50,10 +52,20 @@ void ProgressBar::draw(uint64_t done_bytes, int64_t done_records, bool final) {
   int width = 24, filled = static_cast<int>(frac * width + 0.5);
   std::string bar(static_cast<size_t>(std::min(filled, width)), '#');
   bar.resize(static_cast<size_t>(width), '.');
+  double eta = done_bytes > 0 ? secs * (1.0 - frac) / std::max(frac, 1e-9) : -1;
+  if (unit_ == Unit::kItems) {
+    double rate = secs > 0 ? static_cast<double>(done_bytes) / secs : 0;
+    std::fprintf(stderr, "%s[%s] [%s] %5.1f%% %llu/%llu %.1f it/s %s %s%s", tty_ ? "\r" : "",
+                 label_.c_str(), bar.c_str(), 100.0 * frac,
+                 static_cast<unsigned long long>(done_bytes),
+                 static_cast<unsigned long long>(total_bytes_), rate, final ? "in" : "ETA",
+                 hms(final ? secs : eta).c_str(), (final || !tty_) ? "\n" : "\x1b[K");
+    std::fflush(stderr);
+    return;
+  }
   double mb = static_cast<double>(done_bytes) / 1e6;
   double rate_rec = secs > 0 ? static_cast<double>(done_records) / secs : 0;
   double rate_mb = secs > 0 ? mb / secs : 0;
-  double eta = done_bytes > 0 ? secs * (1.0 - frac) / std::max(frac, 1e-9) : -1;
   std::fprintf(stderr, "%s[%s] [%s] %5.1f%% %.1f/%.1f MB %.0f rec/s %.2f MB/s %s %s%s",
                tty_ ? "\r" : "", label_.c_str(), bar.c_str(), 100.0 * frac, mb,
                static_cast<double>(total_bytes_) / 1e6, rate_rec, rate_mb, final ? "in" : "ETA",

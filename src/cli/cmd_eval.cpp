@@ -56,6 +56,7 @@ const char* kUsage =
     "newline)\n"
     "  --chat-template      as for choice (default stops: none, the end-of-turn token ends)\n"
     "  --max-batch N        requests in flight (default 64)\n"
+    "  --where FIELD=VALUE  only the records whose string FIELD equals VALUE\n"
     "\n"
     "Malformed data (missing fields, bad JSON, an answer out of range) stops with an error naming\n"
     "the file, line and field. See docs/eval.md for the accepted layouts and metric definitions.\n";
@@ -192,6 +193,7 @@ int cmd_eval(int argc, char** argv) {
       o.stop = parse_stop(args.get("stop", ""));
     }
     o.limit = limit;
+    o.where = args.get("where", "");
     o.max_batch = args.get_int("max-batch", 64);
     o.progress = progress;
     args.check_all_used();

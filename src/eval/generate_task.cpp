@@ -132,7 +132,7 @@ json run_generate(Engine& engine, const ChatTemplate* chat, const GenerateOption
   if (!o.regex.empty()) scoring::extract_regex("", o.regex, o.regex_group);  // validate early
   VELA_CHECK(o.num_fewshot >= 0, "--num-fewshot must be >= 0, got ", o.num_fewshot);
 
-  std::vector<JsonlRecord> docs = read_jsonl(o.data, o.limit);
+  std::vector<JsonlRecord> docs = read_jsonl(o.data, o.limit, o.where);
   std::vector<JsonlRecord> shots;
   if (o.num_fewshot > 0) {
     VELA_CHECK(!o.fewshot_file.empty(), "--num-fewshot ", o.num_fewshot, " needs --fewshot-file");
@@ -169,11 +169,28 @@ json run_generate(Engine& engine, const ChatTemplate* chat, const GenerateOption
                 "\n\n";
       }
     }
-    text += prompt_of(o.data, rec);
     bool add_special = true;
-    if (chat != nullptr) {
-      text = chat->render(json::array({{{"role", "user"}, {"content", text}}}), nullptr, true);
+    if (o.prompt_template.empty() && rec.value.contains("messages")) {
+      // A chat record (the RL prompt layout): the conversation up to its last user turn, rendered
+      // by the chat template with the generation prompt; a trailing assistant turn is the answer.
+      VELA_CHECK(chat != nullptr, o.data, ":", rec.line,
+                 ": records with \"messages\" need --chat-template");
+      VELA_CHECK(o.num_fewshot == 0, o.data, ":", rec.line,
+                 ": few-shot examples are not supported for \"messages\" records");
+      json msgs = rec.value["messages"];
+      VELA_CHECK(msgs.is_array() && !msgs.empty(), o.data, ":", rec.line,
+                 ": field 'messages' must be a non-empty list of {role, content}");
+      if (msgs.back().is_object() && msgs.back().value("role", "") == "assistant")
+        msgs.erase(msgs.size() - 1);
+      VELA_CHECK(!msgs.empty(), o.data, ":", rec.line, ": field 'messages' has no prompt turn");
+      text = chat->render(msgs, nullptr, true);
       add_special = false;
+    } else {
+      text += prompt_of(o.data, rec);
+      if (chat != nullptr) {
+        text = chat->render(json::array({{{"role", "user"}, {"content", text}}}), nullptr, true);
+        add_special = false;
+      }
     }
     Request r;
     r.prompt = tok->encode(text, add_special);

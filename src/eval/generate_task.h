@@ -40,6 +40,7 @@ struct GenerateOptions {
   bool stop_given = false;  // false: default stops ("\n\n", "Question:"; none with chat)
   std::vector<std::string> stop;
   int64_t limit = -1;
+  std::string where;       // "field=value": only those records (see read_jsonl)
   int64_t max_batch = 64;  // requests in flight at once
   bool progress = true;
 };

@@ -8,7 +8,15 @@
 
 namespace vela::eval {
 
-std::vector<JsonlRecord> read_jsonl(const std::string& path, int64_t limit) {
+std::vector<JsonlRecord> read_jsonl(const std::string& path, int64_t limit,
+                                    const std::string& where) {
+  std::string where_field, where_value;
+  if (!where.empty()) {
+    size_t eq = where.find('=');
+    VELA_CHECK(eq != std::string::npos && eq > 0, "--where must be FIELD=VALUE, got '", where, "'");
+    where_field = where.substr(0, eq);
+    where_value = where.substr(eq + 1);
+  }
   std::ifstream f(path, std::ios::binary);
   VELA_CHECK_T(IoError, f.good(), "cannot open data file '", path, "'");
   std::vector<JsonlRecord> out;
@@ -26,9 +34,16 @@ std::vector<JsonlRecord> read_jsonl(const std::string& path, int64_t limit) {
     }
     VELA_CHECK(rec.value.is_object(), path, ":", line_no, ": each line must be a JSON object, got ",
                rec.value.type_name());
+    if (!where_field.empty()) {
+      const auto it = rec.value.find(where_field);
+      if (it == rec.value.end() || !it->is_string() || it->get<std::string>() != where_value)
+        continue;
+    }
     out.push_back(std::move(rec));
   }
-  VELA_CHECK(!out.empty(), path, ": no records (the file is empty)");
+  VELA_CHECK(
+      !out.empty(), path,
+      where.empty() ? ": no records (the file is empty)" : ": no record matches --where " + where);
   return out;
 }
 

@@ -19,7 +19,10 @@ struct JsonlRecord {
 
 // Every non-blank line of `path` as a JSON object, at most `limit` of them (< 0: all). Throws when
 // the file cannot be opened, a line is not valid JSON or not an object, or there is no record.
-std::vector<JsonlRecord> read_jsonl(const std::string& path, int64_t limit = -1);
+// `where` ("field=value", empty: every record) keeps only the records whose string field equals
+// value (the limit counts kept records).
+std::vector<JsonlRecord> read_jsonl(const std::string& path, int64_t limit = -1,
+                                    const std::string& where = "");
 
 // The whole file as text (IoError when unreadable, InvalidArgument when empty).
 std::string read_text_file(const std::string& path);

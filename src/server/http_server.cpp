@@ -33,6 +33,7 @@ std::string route_label(const std::string& path) {
                                   "/health",
                                   "/stats",
                                   "/metrics",
+                                  "/model-card",
                                   "/"};
   for (const char* r : kRoutes)
     if (path == r) return r;
@@ -144,9 +145,17 @@ void HttpServer::install_routes() {
   svr.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.metrics.prometheus(ctx.engine.stats()), "text/plain; version=0.0.4");
   });
+  svr.Get("/model-card", wrap([](ServerContext& c, const httplib::Request&, httplib::Response& res) {
+    std::optional<std::string> card = read_model_card(c.cfg.model_dir);
+    if (!card)
+      throw ApiError(404, "the served model directory has no README.md (model card)", "",
+                     "model_card_not_found");
+    res.set_content(*card, "text/markdown; charset=utf-8");
+  }));
   if (ctx.cfg.web_ui) {
     svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(web_ui_html(), "text/html; charset=utf-8");
+      std::string_view page = web_ui_html();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
   }
 

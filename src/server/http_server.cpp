@@ -49,6 +49,15 @@ void set_error(httplib::Response& res, ApiFlavor flavor, int status, const std::
 
 std::atomic<uint64_t> g_error_id{1};
 
+// GET /model-card: the served directory's README.md, for the chat page's model card panel.
+void handle_model_card(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  std::optional<std::string> card = read_model_card(ctx.cfg.model_dir);
+  if (!card)
+    throw ApiError(404, "the served model directory has no README.md (model card)", "",
+                   "model_card_not_found");
+  res.set_content(*card, "text/markdown; charset=utf-8");
+}
+
 }  // namespace
 
 HttpServer::HttpServer(Engine& engine, const ServerConfig& cfg, std::optional<ChatTemplate> tpl) {
@@ -145,13 +154,7 @@ void HttpServer::install_routes() {
   svr.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.metrics.prometheus(ctx.engine.stats()), "text/plain; version=0.0.4");
   });
-  svr.Get("/model-card", wrap([](ServerContext& c, const httplib::Request&, httplib::Response& res) {
-    std::optional<std::string> card = read_model_card(c.cfg.model_dir);
-    if (!card)
-      throw ApiError(404, "the served model directory has no README.md (model card)", "",
-                     "model_card_not_found");
-    res.set_content(*card, "text/markdown; charset=utf-8");
-  }));
+  svr.Get("/model-card", wrap(&handle_model_card));
   if (ctx.cfg.web_ui) {
     svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
       std::string_view page = web_ui_html();

@@ -112,6 +112,7 @@ int cmd_serve(int argc, char** argv) {
   sc.port = static_cast<int>(args.get_int("port", sc.port));
   sc.api_key = args.get("api-key", sc.api_key);
   sc.model_name = args.get("served-model-name", sc.model_name);
+  sc.model_dir = dir;
   sc.shutdown_grace_s = args.get_double("shutdown-grace", sc.shutdown_grace_s);
   sc.max_body_bytes = args.get_int("max-body-bytes", sc.max_body_bytes);
   sc.http_threads = static_cast<int32_t>(args.get_int("http-threads", sc.http_threads));

@@ -33,6 +33,7 @@ std::string route_label(const std::string& path) {
                                   "/health",
                                   "/stats",
                                   "/metrics",
+                                  "/model-card",
                                   "/"};
   for (const char* r : kRoutes)
     if (path == r) return r;
@@ -47,6 +48,15 @@ void set_error(httplib::Response& res, ApiFlavor flavor, int status, const std::
 }
 
 std::atomic<uint64_t> g_error_id{1};
+
+// GET /model-card: the served directory's README.md, for the chat page's model card panel.
+void handle_model_card(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  std::optional<std::string> card = read_model_card(ctx.cfg.model_dir);
+  if (!card)
+    throw ApiError(404, "the served model directory has no README.md (model card)", "",
+                   "model_card_not_found");
+  res.set_content(*card, "text/markdown; charset=utf-8");
+}
 
 }  // namespace
 
@@ -144,9 +154,11 @@ void HttpServer::install_routes() {
   svr.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.metrics.prometheus(ctx.engine.stats()), "text/plain; version=0.0.4");
   });
+  svr.Get("/model-card", wrap(&handle_model_card));
   if (ctx.cfg.web_ui) {
     svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(web_ui_html(), "text/html; charset=utf-8");
+      std::string_view page = web_ui_html();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
   }
 

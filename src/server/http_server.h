@@ -1,6 +1,6 @@
 // HttpServer: `vela serve`'s HTTP front end over one Engine. Routes: POST /v1/chat/completions,
 // /v1/completions, /v1/messages, /v1/messages/count_tokens; GET /v1/models, /health, /stats,
-// /metrics, / (chat page). Cross-cutting: API key (every route but /health and /), body size
+// /metrics, /model-card (the model directory's README.md), / (chat page). Cross-cutting: API key (every route but /health and /), body size
 // limit (413), admission control (bounded connection queue -> 503, engine queue full -> 429, both
 // with Retry-After), error objects in the route's flavor (no exception escapes a handler: 4xx for
 // bad requests, 500 with a logged id otherwise), request metrics, graceful shutdown.

@@ -15,6 +15,7 @@ struct ServerConfig {
   int port = 8000;                   // 0 = any free port (tests)
   std::string api_key;               // empty = no authentication
   std::string model_name;            // the id /v1/models lists and requests must name
+  std::string model_dir;             // the served directory (GET /model-card reads its README.md)
   int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413
   int32_t max_messages = 4096;       // chat messages per request
   int32_t max_n = 16;                // samples per request (also bounded by the engine's max_seqs)

@@ -40,7 +40,7 @@ case "$WHICH" in
   clients) ARGS+=(--api-key "$KEY" --max-body-bytes 1048576) ;;
   fuzz)    ARGS+=(--api-key "$KEY" --max-context 256 --max-body-bytes 262144) ;;
   load)    ARGS+=(--api-key "$KEY" --max-context 512 --max-batch 64) ;;
-  web_ui)  KEY="" ;;
+  web_ui)  ARGS+=(--api-key "$KEY") ;;
   *) echo "unknown test $WHICH"; exit 2 ;;
 esac
 LOG="$WORK/serve_$WHICH.log"
@@ -61,8 +61,8 @@ echo "[e2e] $WHICH: vela serve on $URL (pid $PID)"
 
 rc=0
 if [ "$WHICH" = web_ui ]; then
-  CHROMIUM="$CHROMIUM" VELA_URL="$URL" VELA_WORK="$WORK" NODE_PATH="$ASSETS/node_modules" \
-    timeout 120 node --experimental-websocket "$HERE/e2e/web_ui.mjs" || rc=$?
+  CHROMIUM="$CHROMIUM" VELA_URL="$URL" VELA_WORK="$WORK" VELA_API_KEY="$KEY" VELA_MODEL_DIR="$MODEL" \
+    timeout 150 node --experimental-websocket "$HERE/e2e/web_ui.mjs" || rc=$?
 else
   VELA_URL="$URL" VELA_API_KEY="$KEY" VELA_MODEL=tiny-qwen3 VELA_WORK="$WORK" \
     NODE_PATH="$ASSETS/node_modules" node "$HERE/e2e/$WHICH.mjs" || rc=$?

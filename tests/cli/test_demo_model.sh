@@ -2,7 +2,8 @@
 # The demo model (models/vela-demo) as a user meets it: its files and size limits, the ChatML
 # template rendered by vela equal to what the SFT data and the scorer assume, one answer through
 # `vela chat` (piped stdin) and the same answer through `vela serve`'s /v1/chat/completions, and
-# the held-out SFT accuracy of the model card (book and novel tasks) reproduced within 3 points.
+# the held-out SFT accuracy of the model card (book and novel tasks) reproduced by `vela eval`
+# within 3 points.
 # usage: test_demo_model.sh path/to/vela   (run from tests/; exit 77 = skipped: no model)
 set -euo pipefail
 VELA="$1"
@@ -74,13 +75,14 @@ assert r["usage"]["completion_tokens"] <= 4, r["usage"]
 PY
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
 
-# Held-out accuracy vs the model card's numbers (models/vela-demo/train_summary.json -> README).
-python3 "$ROOT/tools/demo_sft_eval.py" --vela "$VELA" --model "$M" --data "$M/heldout.jsonl" \
-  --tasks book,novel --json "$dir/eval.json" > "$dir/eval.txt"
-cat "$dir/eval.txt"
-python3 - "$dir/eval.json" "$M/README.md" <<'PY'
+# Held-out accuracy by `vela eval` vs the model card's numbers (README).
+for task in book novel; do
+  "$VELA" eval generate --model "$M" --data "$M/heldout.jsonl" --where task=$task --chat-template \
+    --max-tokens 8 --scorer exact_match --no-progress --output "$dir/eval_$task.json" > /dev/null
+done
+python3 - "$dir" "$M/README.md" <<'PY'
 import json, re, sys
-got = json.load(open(sys.argv[1]))["tasks"]
+got = {t: json.load(open(f"{sys.argv[1]}/eval_{t}.json"))["metrics"] for t in ("book", "novel")}
 card = open(sys.argv[2], encoding="utf-8").read()
 for task in ("book", "novel"):
     m = re.search(rf"^\| `{task}` \|[^|]*\|[^|]*\| \*\*([0-9.]+)%\*\*", card, re.M)

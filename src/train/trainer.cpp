@@ -174,7 +174,8 @@ StepMetrics Trainer::train_step() {
   trainable_->zero_grad();
   std::vector<TrainBatch> micro;
   int64_t n_targets = 0, n_tokens = 0;
-  for (int64_t i = 0; i < config_.grad_accum; ++i) {
+  const int64_t n_draw = strategy_->draws_data(*this) ? config_.grad_accum : 0;
+  for (int64_t i = 0; i < n_draw; ++i) {
     const int64_t e = data_.train->epoch();
     if (e != epoch_) {
       if (epoch_ >= 0)

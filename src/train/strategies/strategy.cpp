@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "train/strategies/dpo.h"
+#include "train/strategies/grpo.h"
 #include "train/strategies/seq.h"
 #include "train/strategies/sft.h"
 #include "train/trainer_config.h"
@@ -14,6 +15,7 @@ std::unique_ptr<Strategy> make_strategy(const TrainerConfig& config) {
   if (s == "seq") return std::make_unique<SeqStrategy>();
   if (s == "sft") return std::make_unique<SftStrategy>();
   if (s == "dpo") return std::make_unique<DpoStrategy>(config.dpo);
+  if (s == "grpo") return std::make_unique<GrpoStrategy>(config.grpo);
   VELA_THROW(InvalidArgument, "train config: unknown strategy '", s,
              "' (seq, sft, dpo or grpo)");
 }

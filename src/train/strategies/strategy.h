@@ -46,6 +46,9 @@ class Strategy {
   // Once the trainer's model, optimizer and data exist (and a resume restored them), before the
   // first step: build references, engines, callbacks.
   virtual void attach(Trainer&) {}
+  // Whether the next step draws its micro-batches from the dataset (GRPO reusing held rollouts
+  // does not: the data position only moves when prompts are consumed).
+  virtual bool draws_data(const Trainer&) const { return true; }
   // The step's micro-batches as drawn from the dataset -> what is trained on (in place).
   virtual void prepare_step(Trainer&, std::vector<TrainBatch>& /*micro*/) {}
   // Loss units of a micro-batch; the trainer scales each micro-batch by its share of the step's.

@@ -9,6 +9,7 @@
 #include "../ops/grad_check_util.h"
 #include "train/rl/reference_model.h"
 #include "train/strategies/dpo.h"
+#include "train/strategies/grpo.h"
 #include "train/trainable_model.h"
 #include "train_test_util.h"
 
@@ -110,6 +111,96 @@ TEST(LogprobHead, MinusMeanLogprobEqualsTheCrossEntropyPath) {
     for (size_t j = 0; j < ga.size(); ++j)
       ASSERT_NEAR(ga[j], gb[j], 1e-5 + 1e-4 * std::fabs(ga[j])) << ta.parameters()[i].name;
   }
+}
+
+}  // namespace
+}  // namespace vela
+
+namespace vela {
+namespace {
+
+// A rollout-shaped batch: 4 samples (2 groups of 2) of a prompt of 4 tokens + 3 completion tokens,
+// behaviour log-probs = the current ones + noise (ratios away from 1, some clipped).
+TrainBatch grpo_batch(Transformer& m, GrpoStrategy& s) {
+  RolloutResult r;
+  r.group_size = 2;
+  r.prompts = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+  r.answers = {"", ""};
+  Rng rng(17);
+  for (int64_t i = 0; i < 4; ++i) {
+    RolloutItem it;
+    it.prompt = i / 2;
+    for (int k = 0; k < 3; ++k) it.tokens.push_back(static_cast<int32_t>(9 + (3 * i + k) % 13));
+    it.logprobs.assign(3, 0.0f);
+    it.reward = static_cast<double>(i % 2) + 0.25 * static_cast<double>(i);
+    r.items.push_back(it);
+  }
+  std::vector<double> rewards;
+  for (const auto& it : r.items) rewards.push_back(it.reward);
+  TrainBatch b = s.rollout_batch(r, {0, 1, 2, 3}, group_advantages(rewards, 2, true));
+  std::vector<float> lp = TrainableModel::model_token_logprobs(m, b);
+  std::vector<float> tg(lp.size());
+  float* blp = b.behaviour_logprobs.data<float>();
+  for (size_t i = 0; i < lp.size(); ++i)
+    blp[i] = lp[i] == 0.0f ? 0.0f : lp[i] + 0.4f * (rng.uniform() - 0.5f);
+  return b;
+}
+
+void check_grpo_fd(const GrpoConfig& cfg, int64_t stride) {
+  const ModelConfig mc = test::tiny_config(true, false, false);
+  Transformer policy = test::tiny_model(mc, 21);
+  GrpoStrategy s(cfg);
+  if (cfg.kl_coef > 0)
+    s.set_reference(std::make_unique<ReferenceModel>(test::tiny_model(mc, 22), policy, "test"));
+  TrainableModel tm(policy, {});
+  const TrainBatch b = grpo_batch(policy, s);
+  MicroLoss fb = s.forward_backward(tm, b, 1.0f);
+  ASSERT_GT(fb.n_units, 0);
+  auto loss = [&] {
+    MicroLoss m = s.evaluate_loss(tm, b);
+    return m.loss_sum / static_cast<double>(m.n_units);
+  };
+  EXPECT_NEAR(loss(), fb.loss_sum / static_cast<double>(fb.n_units), 1e-6);
+  for (Parameter& p : tm.parameters())
+    test::expect_grad_fd(p.value, p.grad, loss, p.name, 1e-3, 1e-4, 3e-2, stride);
+}
+
+TEST(GrpoLoss, ClippedTokenLossGradientsMatchFiniteDifferences) {
+  GrpoConfig c;
+  c.clip_eps = 0.1;
+  check_grpo_fd(c, 3);
+}
+
+TEST(GrpoLoss, KlAndSequenceAggregationGradientsMatchFiniteDifferences) {
+  GrpoConfig c;
+  c.kl_coef = 0.3;
+  c.loss_agg = "sequence";
+  check_grpo_fd(c, 7);
+}
+
+TEST(GrpoLoss, TokenLossAndAdvantages) {
+  GrpoConfig c;  // clip 0.2
+  // ratio 1: loss -A, slope -A; ratio above 1 + eps with A > 0: clipped, no gradient.
+  EXPECT_NEAR(grpo_token_loss(c, -1.0, -1.0, 2.0, 0).loss, -2.0, 1e-12);
+  EXPECT_NEAR(grpo_token_loss(c, -1.0, -1.0, 2.0, 0).dloss_dlogp, -2.0, 1e-12);
+  GrpoTokenLoss hi = grpo_token_loss(c, -0.5, -1.0, 2.0, 0);
+  EXPECT_TRUE(hi.clipped);
+  EXPECT_NEAR(hi.loss, -1.2 * 2.0, 1e-12);
+  EXPECT_EQ(hi.dloss_dlogp, 0.0);
+  // ... but with A < 0 a high ratio is not clipped (pessimistic bound).
+  EXPECT_FALSE(grpo_token_loss(c, -0.5, -1.0, -2.0, 0).clipped);
+  // k3 at ref == logp is 0.
+  c.kl_coef = 1.0;
+  EXPECT_NEAR(grpo_token_loss(c, -1.0, -1.0, 0.0, -1.0).k3, 0.0, 1e-12);
+  std::vector<double> a = group_advantages({1, 0, 1, 1}, 2, true);
+  EXPECT_NEAR(a[0], 1 / (std::sqrt(0.5) + 1e-4) * 0.5, 1e-9);
+  EXPECT_NEAR(a[0] + a[1], 0.0, 1e-12);
+  EXPECT_EQ(a[2], 0.0);  // a group with equal rewards teaches nothing
+  std::vector<double> raw = group_advantages({1, 0}, 2, false);
+  EXPECT_NEAR(raw[0], 0.5, 1e-12);
+  GrpoConfig g1;
+  g1.group_size = 1;
+  EXPECT_THROW(g1.validate(), InvalidArgument);
 }
 
 }  // namespace

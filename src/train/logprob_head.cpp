@@ -15,8 +15,7 @@ namespace {
 void check_args(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                 const std::vector<int32_t>& host_targets, int64_t chunk_rows) {
   VELA_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
-             "lm_head_logprobs: hidden ", hidden.str(), " does not fit the LM head ",
-             weight.str());
+             "lm_head_logprobs: hidden ", hidden.str(), " does not fit the LM head ", weight.str());
   VELA_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0) &&
                  static_cast<int64_t>(host_targets.size()) == hidden.size(0),
              "lm_head_logprobs: targets ", targets.str(), " must be [", hidden.size(0), "]");

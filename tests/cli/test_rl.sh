@@ -49,6 +49,25 @@ a=$(grep '"step":6,' "$dir/r1/metrics.jsonl" | python3 -c "import json,sys; d=js
 b=$(grep '"step":6,' "$dir/r2/metrics.jsonl" | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print(d['loss'], d['pref_acc'])")
 [ "$a" = "$b" ] || { echo "DPO resume differs: $a vs $b"; exit 1; }
 
+# GRPO: rollouts held across a checkpoint (rollout_interval 2) resume exactly; samples older than
+# max_staleness are counted and dropped.
+g=("${common[@]}" --data.path "$dir/grpo_shards" --log-every 1 --save-every 3 --batch-size 4
+   --grpo.rollout-interval 2)
+"$VELA" train --config "$ROOT/examples/grpo_toy.json" "${g[@]}" --max-steps 4 --out-dir "$dir/q1" >/dev/null 2>&1
+"$VELA" train --config "$ROOT/examples/grpo_toy.json" "${g[@]}" --max-steps 3 --out-dir "$dir/q2" >/dev/null 2>&1
+"$VELA" train --config "$ROOT/examples/grpo_toy.json" "${g[@]}" --max-steps 4 --out-dir "$dir/q2" --resume >/dev/null 2>&1
+pick='import json,sys; d=json.loads(sys.stdin.read()); print(d["loss"], d["reward_mean"], d["grad_norm"], d["rollout_fresh"])'
+a=$(grep '"step":4,' "$dir/q1/metrics.jsonl" | python3 -c "$pick")
+b=$(grep '"step":4,' "$dir/q2/metrics.jsonl" | python3 -c "$pick")
+[ "$a" = "$b" ] || { echo "GRPO resume differs: $a vs $b"; exit 1; }
+grep '"step":2,' "$dir/q1/metrics.jsonl" | grep -q '"rollout_fresh":false' || { echo "step 2 did not reuse the rollout"; exit 1; }
+"$VELA" train --config "$ROOT/examples/grpo_toy.json" "${g[@]}" --max-steps 2 --grpo.max-staleness 0 \
+  --out-dir "$dir/st" >/dev/null 2>&1
+grep '"step":2,' "$dir/st/metrics.jsonl" | python3 -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+assert d["n_stale"] == d["n_samples"] > 0 and d["target_tokens"] == 0, d' || { echo "stale samples were trained"; exit 1; }
+
 # Bad input: each a clear error.
 set +e
 echo '{"prompt": "1", "chosen": "2"}' > "$dir/bad.jsonl"

@@ -22,7 +22,9 @@ TrainBatch pair_batch(int64_t vocab, int64_t n_pairs, int64_t seq, int64_t resp,
   Rng rng(seed);
   const int64_t rows = 2 * n_pairs;
   std::vector<int32_t> ids(rows * seq), targets(rows * seq, kIgnoreIndex);
-  auto tok = [&] { return static_cast<int32_t>(rng.uniform() * static_cast<float>(vocab)) % vocab; };
+  auto tok = [&] {
+    return static_cast<int32_t>(rng.uniform() * static_cast<float>(vocab)) % vocab;
+  };
   for (int64_t p = 0; p < n_pairs; ++p) {
     for (int64_t t = 0; t < seq; ++t) {
       const int32_t shared = tok();
@@ -33,7 +35,8 @@ TrainBatch pair_batch(int64_t vocab, int64_t n_pairs, int64_t seq, int64_t resp,
     }
     for (int64_t side = 0; side < 2; ++side) {
       const int64_t r = 2 * p + side;
-      for (int64_t t = seq - resp - 1; t + 1 < seq; ++t) targets[r * seq + t] = ids[r * seq + t + 1];
+      for (int64_t t = seq - resp - 1; t + 1 < seq; ++t)
+        targets[r * seq + t] = ids[r * seq + t + 1];
     }
   }
   TrainBatch b;

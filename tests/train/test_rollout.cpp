@@ -79,9 +79,10 @@ TEST(Rollout, BehaviourLogprobsEqualTrainerLogprobsAcrossAWeightPush) {
   const double e1 = max_logprob_error(model, s, prompts, out1, &n1);
   for (const auto& g : out1)
     for (const RolloutSample& smp : g) EXPECT_EQ(smp.policy_version, 1u);
-  std::printf("consistency: max |engine - trainer| log-prob %.3g over %lld tokens (v0), %.3g over "
-              "%lld tokens (v1)\n",
-              e0, static_cast<long long>(n0), e1, static_cast<long long>(n1));
+  std::printf(
+      "consistency: max |engine - trainer| log-prob %.3g over %lld tokens (v0), %.3g over "
+      "%lld tokens (v1)\n",
+      e0, static_cast<long long>(n0), e1, static_cast<long long>(n1));
   EXPECT_GT(n0, 0);
   EXPECT_LE(e0, 1e-5);
   EXPECT_LE(e1, 1e-5);

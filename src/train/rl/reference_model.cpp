@@ -52,8 +52,8 @@ ReferenceModel::ReferenceModel(Transformer weights, const Transformer& policy,
 }
 
 ReferenceModel ReferenceModel::for_policy(const std::string& dir, const TrainerConfig& config,
-                                          const Transformer& policy,
-                                          bool policy_from_config, bool resumed) {
+                                          const Transformer& policy, bool policy_from_config,
+                                          bool resumed) {
   const DType dt = policy.dtype();
   const Device dev = policy.device();
   if (!dir.empty()) return ReferenceModel(Transformer::load(dir, dt, dev), policy, "'" + dir + "'");
@@ -64,8 +64,8 @@ ReferenceModel ReferenceModel::for_policy(const std::string& dir, const TrainerC
     return ReferenceModel(
         Transformer::random(resolve_model_config(config.model), dt, dev, config.seed,
                             static_cast<float>(config.init_std)),
-        policy, "(the random init of '" + config.model + "', seed " +
-                    std::to_string(config.seed) + ")");
+        policy,
+        "(the random init of '" + config.model + "', seed " + std::to_string(config.seed) + ")");
   VELA_CHECK(!resumed,
              "the reference model cannot be rebuilt on resume: set the strategy's \"reference\" "
              "to the starting model's directory");

@@ -13,8 +13,8 @@ HttpReward::HttpReward(std::string url, double timeout_s)
     : url_(std::move(url)), timeout_s_(timeout_s) {
   VELA_CHECK(timeout_s_ > 0, "grpo.reward: http timeout_s must be > 0, got ", timeout_s_);
   const std::string scheme = "http://";
-  VELA_CHECK(url_.rfind(scheme, 0) == 0,
-             "grpo.reward: http url must start with http:// (got '", url_, "')");
+  VELA_CHECK(url_.rfind(scheme, 0) == 0, "grpo.reward: http url must start with http:// (got '",
+             url_, "')");
   std::string rest = url_.substr(scheme.size());
   const size_t slash = rest.find('/');
   path_ = slash == std::string::npos ? "/" : rest.substr(slash);
@@ -32,8 +32,8 @@ HttpReward::HttpReward(std::string url, double timeout_s)
 }
 
 std::vector<double> HttpReward::score(const std::vector<RewardInput>& batch) const {
-  json body = {{"prompts", json::array()}, {"completions", json::array()},
-               {"answers", json::array()}};
+  json body = {
+      {"prompts", json::array()}, {"completions", json::array()}, {"answers", json::array()}};
   for (const RewardInput& in : batch) {
     body["prompts"].push_back(in.prompt);
     body["completions"].push_back(in.completion);
@@ -51,8 +51,7 @@ std::vector<double> HttpReward::score(const std::vector<RewardInput>& batch) con
     VELA_CHECK_T(IoError, e != httplib::Error::Read && e != httplib::Error::ConnectionTimeout,
                  "reward endpoint ", url_, " did not answer within timeout_s = ", timeout_s_,
                  " s (", httplib::to_string(e), ")");
-    VELA_THROW(IoError, "reward endpoint ", url_, ": request failed (", httplib::to_string(e),
-               ")");
+    VELA_THROW(IoError, "reward endpoint ", url_, ": request failed (", httplib::to_string(e), ")");
   }
   VELA_CHECK_T(IoError, res->status >= 200 && res->status < 300, "reward endpoint ", url_,
                " answered HTTP ", res->status, ": ", res->body.substr(0, 200));
@@ -73,8 +72,8 @@ std::vector<double> HttpReward::score(const std::vector<RewardInput>& batch) con
   out.reserve(batch.size());
   for (size_t i = 0; i < scores->size(); ++i) {
     const json& s = (*scores)[i];
-    VELA_CHECK_T(IoError, s.is_number() && std::isfinite(s.get<double>()), "reward endpoint ",
-                 url_, ": score ", i, " is not a finite number (", s.dump(), ")");
+    VELA_CHECK_T(IoError, s.is_number() && std::isfinite(s.get<double>()), "reward endpoint ", url_,
+                 ": score ", i, " is not a finite number (", s.dump(), ")");
     out.push_back(s.get<double>());
   }
   return out;

@@ -105,14 +105,13 @@ std::pair<const RolloutResult&, bool> RolloutRunner::operator()(
       it.logprobs = std::move(s.logprobs);
       it.text = std::move(s.text);
       it.policy_version = version_offset_ + s.policy_version;
-      inputs.push_back({prompt_text, it.text, answers[i],
-                        static_cast<int64_t>(it.tokens.size())});
+      inputs.push_back({prompt_text, it.text, answers[i], static_cast<int64_t>(it.tokens.size())});
       r.items.push_back(std::move(it));
     }
   }
   std::vector<double> rewards = reward_.score(inputs);
-  VELA_CHECK(rewards.size() == r.items.size(), "reward returned ", rewards.size(),
-             " scores for ", r.items.size(), " samples");
+  VELA_CHECK(rewards.size() == r.items.size(), "reward returned ", rewards.size(), " scores for ",
+             r.items.size(), " samples");
   for (size_t k = 0; k < rewards.size(); ++k) r.items[k].reward = rewards[k];
   result_ = std::move(r);
   has_ = true;

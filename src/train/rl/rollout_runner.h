@@ -30,11 +30,11 @@ class Reward;
 class Tokenizer;
 
 struct RolloutItem {
-  int64_t prompt = 0;             // index into RolloutResult::prompts
-  std::vector<int32_t> tokens;    // the completion
-  std::vector<float> logprobs;    // behaviour log p of each completion token
+  int64_t prompt = 0;           // index into RolloutResult::prompts
+  std::vector<int32_t> tokens;  // the completion
+  std::vector<float> logprobs;  // behaviour log p of each completion token
   std::string text;
-  uint64_t policy_version = 0;    // global version (trainer step of the generating weights)
+  uint64_t policy_version = 0;  // global version (trainer step of the generating weights)
   double reward = 0;
 };
 
@@ -53,14 +53,13 @@ class RolloutRunner {
  public:
   // `engine`, `tokenizer`, `reward` must outlive the runner.
   RolloutRunner(Engine& engine, const Tokenizer& tokenizer, const Reward& reward,
-                SamplingParams params, int64_t group_size, int64_t rollout_interval,
-                uint64_t seed);
+                SamplingParams params, int64_t group_size, int64_t rollout_interval, uint64_t seed);
 
   // The rollouts for optimizer step `step` (steps completed so far): fresh ones generated from
   // `prompts` when step is a multiple of rollout_interval (or none are held), else the held ones.
-  std::pair<const RolloutResult&, bool> operator()(
-      int64_t step, const std::vector<std::vector<int32_t>>& prompts,
-      const std::vector<std::string>& answers);
+  std::pair<const RolloutResult&, bool> operator()(int64_t step,
+                                                   const std::vector<std::vector<int32_t>>& prompts,
+                                                   const std::vector<std::string>& answers);
   // Whether operator()(step, ...) would generate (so the trainer draws prompts only then).
   bool due(int64_t step) const;
 

@@ -12,8 +12,12 @@ namespace vela {
 namespace {
 
 // log(sigmoid(x)), stable for large |x|.
-double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
-double sigmoid(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
+double log_sigmoid(double x) {
+  return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
+}
+double sigmoid(double x) {
+  return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+}
 
 // Rows 2i and 2i + 1 form pair i; it counts when both sides have a target.
 std::vector<bool> valid_pairs(const TrainBatch& b) {
@@ -53,9 +57,9 @@ DpoStrategy::DpoStrategy(DpoConfig config) : config_(std::move(config)) { config
 void DpoStrategy::attach(Trainer& t) {
   chunk_rows_ = t.config().train.ce_chunk_tokens;
   if (!ref_)
-    ref_ = std::make_unique<ReferenceModel>(ReferenceModel::for_policy(
-        config_.reference, t.config(), t.model(), t.model_from_config(),
-        t.resumed_from_step() >= 0));
+    ref_ = std::make_unique<ReferenceModel>(
+        ReferenceModel::for_policy(config_.reference, t.config(), t.model(), t.model_from_config(),
+                                   t.resumed_from_step() >= 0));
 }
 
 int64_t DpoStrategy::loss_units(const TrainBatch& b) const {

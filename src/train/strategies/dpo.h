@@ -4,8 +4,8 @@
 //
 // Per pair, with sequence log-probs summed over the response tokens,
 //   h = (log pi(c) - log pi(r)) - (log ref(c) - log ref(r))
-//   sigmoid (DPO, cDPO with label smoothing eps):  L = -(1 - eps) log s(beta h) - eps log s(-beta h)
-//   ipo:                                           L = (h - 1 / (2 beta))^2
+//   sigmoid (DPO, cDPO with label smoothing eps):  L = -(1 - eps) log s(beta h) - eps log s(-beta
+//   h) ipo:                                           L = (h - 1 / (2 beta))^2
 // and the implicit rewards beta (log pi - log ref) of each side. The loss is the mean over the
 // step's pairs; metrics: pref_acc (reward_chosen > reward_rejected), reward_chosen,
 // reward_rejected, reward_margin, logp_chosen, logp_rejected (means over the step's pairs).

@@ -124,9 +124,8 @@ void GrpoStrategy::attach(Trainer& t) {
                              : t.dataset().batch_size() * config_.group_size * tc.grad_accum;
   ec.max_seqs = static_cast<int32_t>(n_seqs);
   ec.page_size = static_cast<int32_t>(config_.engine_page_size);
-  ec.max_ctx = static_cast<int32_t>(
-      std::min<int64_t>(t.dataset().seq_len() + config_.max_tokens,
-                        t.model().config.max_position_embeddings));
+  ec.max_ctx = static_cast<int32_t>(std::min<int64_t>(t.dataset().seq_len() + config_.max_tokens,
+                                                      t.model().config.max_position_embeddings));
   ec.seed = tc.seed;
   // A shallow copy: the engine reads the trainer's compute weights (same storage, device, dtype).
   engine_ = std::make_unique<Engine>(
@@ -138,8 +137,7 @@ void GrpoStrategy::attach(Trainer& t) {
   sp.max_tokens = static_cast<int32_t>(config_.max_tokens);
   sp.stop = config_.stop;
   runner_ = std::make_unique<RolloutRunner>(*engine_, *engine_->tokenizer(), *reward_, sp,
-                                            config_.group_size, config_.rollout_interval,
-                                            tc.seed);
+                                            config_.group_size, config_.rollout_interval, tc.seed);
   runner_->set_version_offset(static_cast<uint64_t>(t.step()));
   if (config_.kl_coef > 0)
     ref_ = std::make_unique<ReferenceModel>(ReferenceModel::for_policy(
@@ -157,8 +155,8 @@ TrainBatch GrpoStrategy::rollout_batch(const RolloutResult& r, const std::vector
   for (size_t k : items) {
     const RolloutItem& it = r.items[k];
     seq = std::max<int64_t>(
-        seq, static_cast<int64_t>(r.prompts[static_cast<size_t>(it.prompt)].size() +
-                                  it.tokens.size()));
+        seq,
+        static_cast<int64_t>(r.prompts[static_cast<size_t>(it.prompt)].size() + it.tokens.size()));
   }
   const auto rows = static_cast<int64_t>(items.size());
   TrainBatch b;
@@ -235,8 +233,8 @@ void GrpoStrategy::prepare_step(Trainer& t, std::vector<TrainBatch>& micro) {
     keep.push_back(k);
   }
   if (n_stale > 0 && !config_.drop_stale)
-    VELA_LOG_WARN("[grpo] step ", now + 1, ": training on ", n_stale,
-                  " stale samples (older than ", max_stale, " versions; drop_stale is false)");
+    VELA_LOG_WARN("[grpo] step ", now + 1, ": training on ", n_stale, " stale samples (older than ",
+                  max_stale, " versions; drop_stale is false)");
   // Split the kept samples into grad_accum micro-batches, whole groups where possible.
   micro.clear();
   const auto n_micro = static_cast<size_t>(std::max<int64_t>(1, grad_accum_));
@@ -286,8 +284,8 @@ MicroLoss GrpoStrategy::loss_of(const TrainBatch& b, const std::vector<float>& l
     for (int64_t s = 0; s < seq; ++s) {
       const int64_t i = r * seq + s;
       if (tg[i] == kIgnoreIndex) continue;
-      GrpoTokenLoss l = grpo_token_loss(config_, logp[i], blp[i], b.advantages[r],
-                                        ref.empty() ? 0.0 : ref[i]);
+      GrpoTokenLoss l =
+          grpo_token_loss(config_, logp[i], blp[i], b.advantages[r], ref.empty() ? 0.0 : ref[i]);
       out.loss_sum += w * l.loss;
       clipped_ += l.clipped;
       kl_sum_ += l.k3;
@@ -311,9 +309,9 @@ MicroLoss GrpoStrategy::forward_backward(TrainableModel& model, const TrainBatch
     out = loss_of(batch, logp, ref, loss_scale, &coef);
     return coef;
   });
-  metrics_["clip_frac"] =
-      n_loss_tokens_ > 0 ? clipped_ / static_cast<double>(n_loss_tokens_) : 0.0;
-  if (ref_) metrics_["kl"] = n_loss_tokens_ > 0 ? kl_sum_ / static_cast<double>(n_loss_tokens_) : 0.0;
+  metrics_["clip_frac"] = n_loss_tokens_ > 0 ? clipped_ / static_cast<double>(n_loss_tokens_) : 0.0;
+  if (ref_)
+    metrics_["kl"] = n_loss_tokens_ > 0 ? kl_sum_ / static_cast<double>(n_loss_tokens_) : 0.0;
   return out;
 }
 

@@ -16,8 +16,7 @@ std::unique_ptr<Strategy> make_strategy(const TrainerConfig& config) {
   if (s == "sft") return std::make_unique<SftStrategy>();
   if (s == "dpo") return std::make_unique<DpoStrategy>(config.dpo);
   if (s == "grpo") return std::make_unique<GrpoStrategy>(config.grpo);
-  VELA_THROW(InvalidArgument, "train config: unknown strategy '", s,
-             "' (seq, sft, dpo or grpo)");
+  VELA_THROW(InvalidArgument, "train config: unknown strategy '", s, "' (seq, sft, dpo or grpo)");
 }
 
 }  // namespace vela

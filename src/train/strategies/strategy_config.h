@@ -25,18 +25,18 @@ struct DpoConfig {
 };
 
 struct GrpoConfig {
-  int64_t group_size = 8;         // G samples per prompt (>= 2: advantages are group-relative)
-  int64_t max_tokens = 16;        // completion length limit
-  double temperature = 1.0;       // rollout sampling
+  int64_t group_size = 8;    // G samples per prompt (>= 2: advantages are group-relative)
+  int64_t max_tokens = 16;   // completion length limit
+  double temperature = 1.0;  // rollout sampling
   double top_p = 1.0;
   int64_t top_k = 0;
-  std::vector<std::string> stop;  // stop strings besides the model's EOS
-  int64_t rollout_interval = 1;   // optimizer steps per rollout (1 = on-policy)
-  double clip_eps = 0.2;          // ratio clip [1 - clip_eps, 1 + clip_eps_high]
-  double clip_eps_high = -1;      // < 0: = clip_eps
-  bool scale_rewards = true;      // advantages (r - mean) / (std + 1e-4); false: r - mean
-  double kl_coef = 0.0;           // k3 KL to a frozen reference (0 = no reference model)
-  std::string reference;          // as DpoConfig::reference
+  std::vector<std::string> stop;   // stop strings besides the model's EOS
+  int64_t rollout_interval = 1;    // optimizer steps per rollout (1 = on-policy)
+  double clip_eps = 0.2;           // ratio clip [1 - clip_eps, 1 + clip_eps_high]
+  double clip_eps_high = -1;       // < 0: = clip_eps
+  bool scale_rewards = true;       // advantages (r - mean) / (std + 1e-4); false: r - mean
+  double kl_coef = 0.0;            // k3 KL to a frozen reference (0 = no reference model)
+  std::string reference;           // as DpoConfig::reference
   std::string loss_agg = "token";  // "token" (mean over all response tokens) | "sequence"
   bool drop_stale = true;          // drop samples older than max_staleness versions
   int64_t max_staleness = -1;      // < 0: rollout_interval - 1

@@ -1,5 +1,6 @@
 // RolloutRunner: the generation half of the RL loop. It hands the prompts of a step to the
-// in-process Engine (Engine::run_batch with n = G: the G siblings of a prompt share its KV pages),
+// in-process Engine (run_batch's submit-then-wait with n = G, all prompts submitted while the
+// scheduler is held so they enter at one step; the G siblings of a prompt share its KV pages),
 // decodes the completions, scores them with the reward and keeps the result; every sample carries
 // the behaviour log-probs the engine recorded while sampling it and the policy version of the
 // weights that generated it. The runner refreshes its rollouts every `rollout_interval`

@@ -26,6 +26,7 @@ json StepMetrics::to_json() const {
          {"step_seconds", step_seconds},
          {"tokens_per_second", tokens_per_second}};
   if (skipped) j["skipped"] = true;
+  for (const auto& [k, v] : extra.items()) j[k] = v;
   return j;
 }
 
@@ -65,11 +66,19 @@ void ProgressCallback::after_optimizer_step(Trainer& t, const StepMetrics& m) {
   const double eta = per_step * static_cast<double>(t.total_steps() - m.step);
   const double tps = window_seconds_ > 0 ? window_tokens_ / window_seconds_ : 0;
   const double tflops = tps * t.flops_per_token() / 1e12;
+  std::string extra;
+  for (const char* k : {"pref_acc", "reward_margin", "reward_mean", "kl", "n_stale"}) {
+    if (!m.extra.contains(k) || !m.extra[k].is_number()) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "  %s %.4g", k, m.extra[k].get<double>());
+    extra += buf;
+  }
   std::fprintf(stderr,
-               "[train] step %lld/%lld  epoch %lld  loss %.4f  lr %.3g  gnorm %.3g  %.0f tok/s  "
+               "[train] step %lld/%lld  epoch %lld  loss %.4f%s  lr %.3g  gnorm %.3g  %.0f tok/s  "
                "%.2f TFLOP/s  ETA %s%s\n",
                static_cast<long long>(m.step), static_cast<long long>(t.total_steps()),
-               static_cast<long long>(m.epoch), window_loss_sum_ / window_steps_, m.lr, m.grad_norm,
+               static_cast<long long>(m.epoch), window_loss_sum_ / window_steps_, extra.c_str(),
+               m.lr, m.grad_norm,
                tps, tflops, format_duration(eta).c_str(),
                m.skipped ? "  (step skipped: non-finite gradients)" : "");
   window_seconds_ = 0;

@@ -44,6 +44,7 @@ struct StepMetrics {
   int64_t n_target_tokens = 0;  // tokens with a loss
   double step_seconds = 0;      // wall time of the step
   double tokens_per_second = 0;
+  json extra = json::object();  // the strategy's metrics (pref_acc, reward_mean, ...)
 
   json to_json() const;
 };

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -19,6 +20,13 @@ struct TrainBatch {
   Tensor doc_ids;   // [batch, seq] i32 or undefined (one document per row)
   Tensor positions; // [batch, seq] i32 or undefined (0..seq-1, restarting at document starts)
   int64_t n_target_tokens = 0;  // targets != kIgnoreIndex (for per-token loss normalisation)
+  std::vector<int64_t> rows;    // shard sequence of each row (-1: padding); empty when unknown
+
+  // RL rows (GRPO rollouts; undefined / empty otherwise):
+  Tensor behaviour_logprobs;  // [batch, seq] f32: log p(targets[b, t]) under the weights that
+                              // generated it, recorded by the engine at rollout time
+  std::vector<float> advantages;         // [batch] one per row (a sample)
+  std::vector<uint64_t> policy_versions;  // [batch] the policy version that generated each row
 };
 
 }  // namespace vela

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "nn/lm_head_loss.h"
+#include "train/logprob_head.h"
 #include "ops/embedding.h"
 #include "ops/rms_norm.h"
 
@@ -17,6 +18,7 @@ struct TrainableModel::Prepared {
   Tensor positions;  // [batch * seq] i32 on the model's device
   Tensor rope_table;
   int64_t n_targets = 0;
+  std::vector<int32_t> host_targets;  // [batch * seq]
 };
 
 namespace {
@@ -92,6 +94,11 @@ void TrainableModel::zero_grad() {
 }
 
 TrainableModel::Prepared TrainableModel::prepare(const TrainBatch& batch) const {
+  return prepare_for(model_, batch);
+}
+
+TrainableModel::Prepared TrainableModel::prepare_for(const Transformer& model_,
+                                                     const TrainBatch& batch) {
   VELA_CHECK(batch.ids.defined() && batch.ids.dim() == 2 && batch.ids.dtype() == DType::kI32,
              "TrainBatch: ids must be [batch, seq] i32, got ",
              batch.ids.defined() ? batch.ids.str() : std::string("undefined"));
@@ -147,6 +154,7 @@ TrainableModel::Prepared TrainableModel::prepare(const TrainBatch& batch) const 
   p.ids = Tensor::from_vector(ids).to(dev);
   p.targets = Tensor::from_vector(targets).to(dev);
   p.positions = Tensor::from_vector(pos).to(dev);
+  p.host_targets = std::move(targets);
   return p;
 }
 
@@ -211,6 +219,66 @@ LossStats TrainableModel::evaluate(const TrainBatch& batch) const {
   LmHeadLossResult loss =
       lm_head_loss(normed, model_.lm_head.weight, p.targets, lo, 0.0f, none_dh, none_dw);
   return {loss.loss_sum, loss.n_tokens};
+}
+
+std::vector<float> TrainableModel::token_logprobs(const TrainBatch& batch) const {
+  return model_token_logprobs(model_, batch, opts_.ce_chunk_tokens);
+}
+
+std::vector<float> TrainableModel::model_token_logprobs(const Transformer& model_,
+                                                        const TrainBatch& batch,
+                                                        int64_t chunk_rows) {
+  Prepared p = prepare_for(model_, batch);
+  const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
+  if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(n), 0.0f);
+  const DType dt = model_.dtype();
+  const Device dev = model_.device();
+  Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
+  Tensor flat = residual.view({n, hidden});
+  ops::embedding(model_.embed, p.ids, flat);
+  for (const DecoderBlock& block : model_.blocks)
+    block.forward_dense(residual, p.positions, p.rope_table, p.doc_ids);
+  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
+  ops::rms_norm(flat, model_.final_norm, model_.config.rms_norm_eps, normed);
+  return lm_head_logprobs(normed, model_.lm_head.weight, p.targets, p.host_targets, chunk_rows,
+                          kIgnoreIndex);
+}
+
+std::vector<float> TrainableModel::forward_backward_logprobs(const TrainBatch& batch,
+                                                             const LogprobLossFn& dloss) {
+  Prepared p = prepare(batch);
+  const ModelConfig& cfg = model_.config;
+  const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
+  if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(n), 0.0f);
+  const DType dt = model_.dtype();
+  const Device dev = model_.device();
+  Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
+  Tensor flat = residual.view({n, hidden});
+  ops::embedding(model_.embed, p.ids, flat);
+  std::vector<DecoderBlockSaved> saved(model_.blocks.size());
+  for (size_t l = 0; l < model_.blocks.size(); ++l)
+    model_.blocks[l].forward_dense_train(residual, p.positions, p.rope_table, p.doc_ids,
+                                         opts_.activation_checkpointing, saved[l]);
+  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
+  ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
+  std::vector<float> logp = lm_head_logprobs(normed, model_.lm_head.weight, p.targets,
+                                             p.host_targets, opts_.ce_chunk_tokens, kIgnoreIndex);
+  std::vector<float> coef = dloss(logp);
+  VELA_CHECK(coef.size() == logp.size(), "forward_backward_logprobs: the loss returned ",
+             coef.size(), " coefficients for ", logp.size(), " tokens");
+  Tensor dnormed = Tensor::empty({n, hidden}, dt, dev);
+  lm_head_logprobs_backward(normed, model_.lm_head.weight, p.targets, p.host_targets, coef,
+                            opts_.ce_chunk_tokens, kIgnoreIndex, dnormed, dlm_head_);
+  Tensor dresidual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
+  Tensor dflat = dresidual.view({n, hidden});
+  ops::rms_norm_backward(flat, model_.final_norm, cfg.rms_norm_eps, dnormed, dflat, dfinal_norm_);
+  for (size_t l = model_.blocks.size(); l-- > 0;) {
+    model_.blocks[l].backward_dense(saved[l], p.positions, p.rope_table, p.doc_ids, dresidual,
+                                    block_grads_[l]);
+    saved[l] = DecoderBlockSaved{};
+  }
+  ops::embedding_backward(p.ids, dflat, dembed_);
+  return logp;
 }
 
 }  // namespace vela

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,18 @@ class TrainableModel {
   // Forward only (no activations kept).
   LossStats evaluate(const TrainBatch& batch) const;
 
+  // Per-token log p(targets[b, t]) under the current weights, [batch * seq] row-major, 0 where
+  // the target is kIgnoreIndex (forward only; label smoothing does not apply).
+  std::vector<float> token_logprobs(const TrainBatch& batch) const;
+  // Forward + backward of a loss L over the per-token log-probs (DPO, GRPO: train/logprob_head.h):
+  // `dloss` gets logp ([batch * seq], as token_logprobs) and returns dL/dlogp per token (ignored
+  // tokens' entries are not used). Gradients accumulate. Returns logp.
+  using LogprobLossFn = std::function<std::vector<float>(const std::vector<float>& logp)>;
+  std::vector<float> forward_backward_logprobs(const TrainBatch& batch, const LogprobLossFn& dloss);
+  // token_logprobs of any model (a frozen reference: no gradients are allocated).
+  static std::vector<float> model_token_logprobs(const Transformer& model, const TrainBatch& batch,
+                                                 int64_t chunk_rows = 4096);
+
   Transformer& model() { return model_; }
   const Transformer& model() const { return model_; }
   const TrainOptions& options() const { return opts_; }
@@ -72,6 +85,7 @@ class TrainableModel {
  private:
   struct Prepared;  // the batch on the model's device: flat ids/targets, positions, rope table
   Prepared prepare(const TrainBatch& batch) const;
+  static Prepared prepare_for(const Transformer& model, const TrainBatch& batch);
 
   Transformer& model_;
   TrainOptions opts_;

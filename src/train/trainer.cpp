@@ -21,12 +21,6 @@ namespace {
 
 DType compute_dtype(const std::string& s) { return s == "bf16" ? DType::kBF16 : DType::kF32; }
 
-int64_t count_targets(const TrainBatch& b) {
-  if (b.n_target_tokens > 0) return b.n_target_tokens;
-  int64_t n = 0;
-  for (int32_t t : b.targets.to_vector<int32_t>()) n += t != kIgnoreIndex;
-  return n;
-}
 
 }  // namespace
 
@@ -52,6 +46,7 @@ Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
         Transformer::random(mc, dtype, device, config_.seed, static_cast<float>(config_.init_std)));
   }
   data_ = make_datasets(config_.data);
+  model_from_config_ = true;
   init(!resume_dir_.empty());
 }
 
@@ -77,6 +72,13 @@ void Trainer::init(bool from_checkpoint) {
     state = load_training_checkpoint(resume_dir_, *model_, config_.verify_checkpoints);
   }
   trainable_ = std::make_unique<TrainableModel>(*model_, config_.train);
+  strategy_ = make_strategy(config_);
+  VELA_CHECK(data_.train->state().at("kind").get<std::string>() == strategy_->data_kind() ||
+                 (std::string(strategy_->name()) == "seq" &&
+                  data_.train->state().at("kind").get<std::string>() == "sft"),
+             "train config: strategy '", strategy_->name(), "' trains on data.kind '",
+             strategy_->data_kind(), "', the dataset is '",
+             data_.train->state().at("kind").get<std::string>(), "'");
   optimizer_ = make_optimizer(config_.optimizer, trainable_->parameters());
   if (auto* muon = dynamic_cast<Muon*>(optimizer_.get())) {
     // Orthogonalize fused weights per logical matrix (as Muon on the HF layout would).
@@ -107,6 +109,9 @@ void Trainer::init(bool from_checkpoint) {
     resumed_from_ = step_;
     last_saved_step_ = step_;
   }
+  strategy_->attach(*this);
+  if (from_checkpoint && state.contains("strategy_state"))
+    strategy_->restore(state["strategy_state"]);
   if (config_.progress) add_callback(std::make_unique<ProgressCallback>(config_.log_every));
   fs::create_directories(config_.out_dir);
   auto metrics =
@@ -130,6 +135,8 @@ json Trainer::trainer_state() const {
       {"rng", {{"seed", rng_.seed()}, {"stream", rng_.stream()}, {"offset", rng_.offset()}}},
       {"optimizer_kind", optimizer_->kind()},
       {"dtype", config_.dtype},
+      {"strategy", strategy_->name()},
+      {"strategy_state", strategy_->state()},
       {"config", config_.to_json()}};
 }
 
@@ -167,7 +174,8 @@ StepMetrics Trainer::train_step() {
   trainable_->zero_grad();
   std::vector<TrainBatch> micro;
   int64_t n_targets = 0, n_tokens = 0;
-  for (int64_t i = 0; i < config_.grad_accum; ++i) {
+  const int64_t n_draw = strategy_->draws_data(*this) ? config_.grad_accum : 0;
+  for (int64_t i = 0; i < n_draw; ++i) {
     const int64_t e = data_.train->epoch();
     if (e != epoch_) {
       if (epoch_ >= 0)
@@ -176,17 +184,24 @@ StepMetrics Trainer::train_step() {
       for (auto& cb : callbacks_) cb->on_epoch_begin(*this, epoch_);
     }
     micro.push_back(data_.train->next_batch());
-    n_targets += count_targets(micro.back());
-    n_tokens += micro.back().ids.numel();
+  }
+  strategy_->prepare_step(*this, micro);
+  std::vector<int64_t> units(micro.size());
+  for (size_t i = 0; i < micro.size(); ++i) {
+    units[i] = strategy_->loss_units(micro[i]);
+    n_targets += units[i];
+    n_tokens += micro[i].ids.defined() ? micro[i].ids.numel() : 0;
   }
   double loss_sum = 0;
-  for (int64_t i = 0; i < config_.grad_accum; ++i) {
+  for (size_t k = 0; k < micro.size(); ++k) {
+    const auto i = static_cast<int64_t>(k);
     for (auto& cb : callbacks_) cb->on_batch_begin(*this, i);
-    const int64_t n_i = count_targets(micro[static_cast<size_t>(i)]);
+    const int64_t n_i = units[k];
     const float scale = n_targets > 0 ? static_cast<float>(n_i) / static_cast<float>(n_targets) : 0;
-    LossStats s = trainable_->forward_backward(micro[static_cast<size_t>(i)], scale);
+    MicroLoss s = n_i > 0 ? strategy_->forward_backward(*trainable_, micro[k], scale) : MicroLoss{};
     loss_sum += s.loss_sum;
-    for (auto& cb : callbacks_) cb->on_batch_end(*this, i, s.mean());
+    const double mean = s.n_units > 0 ? s.loss_sum / static_cast<double>(s.n_units) : 0.0;
+    for (auto& cb : callbacks_) cb->on_batch_end(*this, i, mean);
   }
   using Clock = std::chrono::steady_clock;
   const auto t_fwd_bwd = Clock::now();  // the loss read-back waits for the device
@@ -224,6 +239,7 @@ StepMetrics Trainer::train_step() {
   m.n_target_tokens = n_targets;
   m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_second = m.step_seconds > 0 ? n_tokens / m.step_seconds : 0;
+  m.extra = strategy_->step_metrics();
   for (auto& cb : callbacks_) cb->after_optimizer_step(*this, m);
   return m;
 }
@@ -236,9 +252,9 @@ double Trainer::validate() {
   double loss_sum = 0;
   int64_t n_targets = 0;
   for (int64_t i = 0; i < n; ++i) {
-    LossStats s = trainable_->evaluate(val->batch(0, i));
+    MicroLoss s = strategy_->evaluate(*trainable_, val->batch(0, i));
     loss_sum += s.loss_sum;
-    n_targets += s.n_tokens;
+    n_targets += s.n_units;
   }
   const double loss = n_targets > 0 ? loss_sum / static_cast<double>(n_targets) : std::nan("");
   for (auto& cb : callbacks_) cb->on_validation(*this, step_, loss);

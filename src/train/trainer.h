@@ -23,6 +23,7 @@
 #include "train/data/dataset.h"
 #include "train/lr_schedule.h"
 #include "train/optim/optimizer.h"
+#include "train/strategies/strategy.h"
 #include "train/trainable_model.h"
 #include "train/trainer_config.h"
 
@@ -60,6 +61,9 @@ class Trainer {
   Dataset& dataset() { return *data_.train; }
   Dataset* validation_dataset() { return data_.validation.get(); }
   Rng& rng() { return rng_; }
+  Strategy& strategy() { return *strategy_; }
+  // Whether the model was built from config.model / init_from (false: handed to the constructor).
+  bool model_from_config() const { return model_from_config_; }
   // Model FLOPs per trained token by TARGETS.md's convention (6 N + 12 L H T), for MFU.
   double flops_per_token() const;
 
@@ -77,6 +81,7 @@ class Trainer {
   DatasetSplit data_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<Strategy> strategy_;
   std::vector<std::unique_ptr<Callback>> callbacks_;
   class MetricsCallback* metrics_ = nullptr;  // owned by callbacks_
   Rng rng_;
@@ -86,6 +91,7 @@ class Trainer {
   int64_t epoch_ = -1;  // epoch of the last micro-batch drawn (-1 before the first)
   int64_t last_saved_step_ = -1;
   bool trained_ = false;
+  bool model_from_config_ = false;
 };
 
 }  // namespace vela

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/error.h"
 #include "model/model_presets.h"
@@ -27,8 +28,15 @@ void read(const json& value, const std::string& key, T& out) {
 TrainerConfig TrainerConfig::from_json(const json& j) {
   VELA_CHECK(j.is_object(), "train config: expected a JSON object, got ", j.dump());
   TrainerConfig c;
+  bool data_kind_given = false;
   for (const auto& [key, v] : j.items()) {
-    if (key == "out_dir")
+    if (key == "strategy")
+      read(v, key, c.strategy);
+    else if (key == "dpo")
+      c.dpo = DpoConfig::from_json(v);
+    else if (key == "grpo")
+      c.grpo = GrpoConfig::from_json(v);
+    else if (key == "out_dir")
       read(v, key, c.out_dir);
     else if (key == "model")
       read(v, key, c.model);
@@ -78,8 +86,10 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
       read(v, key, c.train.label_smoothing);
     else if (key == "ce_chunk_tokens")
       read(v, key, c.train.ce_chunk_tokens);
-    else if (key == "data")
+    else if (key == "data") {
       c.data = DatasetConfig::from_json(v);
+      data_kind_given = v.is_object() && v.contains("kind");
+    }
     else if (key == "optimizer")
       c.optimizer = OptimizerConfig::from_json(v);
     else if (key == "schedule")
@@ -88,11 +98,20 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
       VELA_THROW(InvalidArgument, "train config: unknown key '", key,
                  "' (see docs/training.md for the keys)");
   }
+  if (c.strategy.empty()) {
+    const std::string& k = c.data.kind;
+    c.strategy = k == "pair" ? "dpo" : k == "prompt" ? "grpo" : k;
+  } else if (!data_kind_given) {
+    if (c.strategy == "dpo") c.data.kind = "pair";
+    if (c.strategy == "grpo") c.data.kind = "prompt";
+    if (c.strategy == "sft") c.data.kind = "sft";
+  }
   return c;
 }
 
 json TrainerConfig::to_json() const {
-  return json{{"out_dir", out_dir},
+  return json{{"strategy", effective_strategy()},
+              {"out_dir", out_dir},
               {"model", model},
               {"init_from", init_from},
               {"resume", resume},
@@ -119,7 +138,9 @@ json TrainerConfig::to_json() const {
               {"ce_chunk_tokens", train.ce_chunk_tokens},
               {"data", data.to_json()},
               {"optimizer", optimizer.to_json()},
-              {"schedule", schedule.to_json()}};
+              {"schedule", schedule.to_json()},
+              {"dpo", dpo.to_json()},
+              {"grpo", grpo.to_json()}};
 }
 
 void TrainerConfig::validate() const {
@@ -138,6 +159,22 @@ void TrainerConfig::validate() const {
   VELA_CHECK(train.ce_chunk_tokens >= 1, "train config: ce_chunk_tokens must be >= 1");
   VELA_CHECK(threads >= 0, "train config: threads must be >= 0, got ", threads);
   optimizer.validate();
+  const std::string s = effective_strategy();
+  VELA_CHECK(s == "seq" || s == "sft" || s == "dpo" || s == "grpo",
+             "train config: strategy must be \"seq\", \"sft\", \"dpo\" or \"grpo\", got '", s,
+             "'");
+  static const std::map<std::string, std::string> kKind = {
+      {"seq", "seq"}, {"sft", "sft"}, {"dpo", "pair"}, {"grpo", "prompt"}};
+  VELA_CHECK(data.kind == kKind.at(s) || (s == "seq" && data.kind == "sft"), "train config: strategy '", s,
+             "' trains on data.kind \"", kKind.at(s), "\", got \"", data.kind, "\"");
+  if (s == "dpo") dpo.validate();
+  if (s == "grpo") grpo.validate();
+}
+
+std::string TrainerConfig::effective_strategy() const {
+  if (!strategy.empty()) return strategy;
+  const std::string& k = data.kind;
+  return k == "pair" ? "dpo" : k == "prompt" ? "grpo" : k;
 }
 
 ModelConfig resolve_model_config(const std::string& model) {

@@ -12,11 +12,16 @@
 #include "train/data/dataset.h"
 #include "train/lr_schedule.h"
 #include "train/optim/optimizer.h"
+#include "train/strategies/strategy_config.h"
 #include "train/trainable_model.h"
 
 namespace vela {
 
 struct TrainerConfig {
+  // The objective (train/strategies/strategy.h): "seq" | "sft" | "dpo" | "grpo". "" = from
+  // data.kind (seq -> seq, sft -> sft, pair -> dpo, prompt -> grpo); when data.kind is not given
+  // it follows the strategy (dpo -> pair, grpo -> prompt, sft -> sft).
+  std::string strategy;
   std::string out_dir;  // checkpoints (step-N/), metrics.jsonl, train_config.json
   // The model, one of: a config (config.json path, a directory holding one, or a preset name:
   // tiny, 100m, bench-1b) trained from random init; or init_from, a checkpoint or HF model
@@ -47,9 +52,13 @@ struct TrainerConfig {
   DatasetConfig data;
   OptimizerConfig optimizer;
   LrScheduleConfig schedule;
+  DpoConfig dpo;
+  GrpoConfig grpo;
 
   static TrainerConfig from_json(const json& j);
   json to_json() const;
+  // strategy, or the one data.kind implies when it is "".
+  std::string effective_strategy() const;
   void validate() const;
 };
 

@@ -66,10 +66,75 @@ class SftDataset final : public Dataset {
   const char* kind() const override { return "sft"; }
 };
 
+// Preference pairs: item k is the sequences 2k (prompt + chosen) and 2k + 1 (prompt + rejected),
+// each a masked-loss row like sft (only the response is a target).
+class PairDataset final : public Dataset {
+ public:
+  PairDataset(const DatasetConfig& c, std::shared_ptr<const ShardSet> s, std::vector<int64_t> items)
+      : Dataset(c, std::move(s), std::move(items)) {}
+
+ protected:
+  int64_t rows_per_item() const override { return 2; }
+  int64_t fill_row(int64_t seq_idx, int32_t* ids, int32_t* targets, int32_t* doc_ids,
+                   int32_t* positions) const override {
+    SequenceView v = shards_->sequence(seq_idx);
+    return fill_docs(v, ids, targets, doc_ids, positions, [&](int64_t t) {
+      return v.mask[t] ? static_cast<int32_t>(v.tokens[t]) : kIgnoreIndex;
+    });
+  }
+  const char* kind() const override { return "pair"; }
+};
+
+// Prompts for rollouts: the tokens of the rendered prompt, no targets (the trainer generates the
+// responses).
+class PromptDataset final : public Dataset {
+ public:
+  PromptDataset(const DatasetConfig& c, std::shared_ptr<const ShardSet> s,
+                std::vector<int64_t> items)
+      : Dataset(c, std::move(s), std::move(items)) {}
+
+ protected:
+  int64_t fill_row(int64_t seq_idx, int32_t* ids, int32_t* targets, int32_t* doc_ids,
+                   int32_t* positions) const override {
+    SequenceView v = shards_->sequence(seq_idx);
+    fill_docs(v, ids, targets, doc_ids, positions, [&](int64_t) { return kIgnoreIndex; });
+    return 0;
+  }
+  const char* kind() const override { return "prompt"; }
+};
+
+// The shard format a dataset kind needs (index.json "config"."format").
+const char* required_format(const std::string& kind) {
+  if (kind == "pair") return "preference";
+  if (kind == "prompt") return "prompt";
+  return nullptr;
+}
+
 std::unique_ptr<Dataset> make_one(const DatasetConfig& c, std::shared_ptr<const ShardSet> shards,
                                   std::vector<int64_t> items) {
   if (c.kind == "seq") return std::make_unique<SeqDataset>(c, std::move(shards), std::move(items));
+  if (c.kind == "pair")
+    return std::make_unique<PairDataset>(c, std::move(shards), std::move(items));
+  if (c.kind == "prompt")
+    return std::make_unique<PromptDataset>(c, std::move(shards), std::move(items));
   return std::make_unique<SftDataset>(c, std::move(shards), std::move(items));
+}
+
+// Items of a shard set for a kind: sequences, or pairs of sequences.
+int64_t n_items(const DatasetConfig& c, const ShardSet& shards) {
+  const std::string format =
+      shards.index().contains("config") ? shards.index()["config"].value("format", "") : "";
+  const char* need = required_format(c.kind);
+  const bool special = format == "preference" || format == "prompt";
+  VELA_CHECK(need == nullptr ? !special : format == need, "dataset.kind '", c.kind,
+             "' does not fit the shards in '", shards.dir(), "' (preprocessed with format '",
+             format, "'): ",
+             need == nullptr ? "preference / prompt data trains with kind pair / prompt"
+                             : std::string("kind ") + c.kind + " needs format " + need);
+  if (c.kind != "pair") return shards.n_sequences();
+  VELA_CHECK(shards.n_sequences() % 2 == 0, "preference shards '", shards.dir(), "' hold ",
+             shards.n_sequences(), " sequences, not chosen/rejected pairs");
+  return shards.n_sequences() / 2;
 }
 
 std::vector<int64_t> iota_items(int64_t n) {
@@ -178,24 +243,30 @@ TrainBatch Dataset::batch(int64_t epoch, int64_t batch_idx) const {
   VELA_CHECK(epoch >= 0 && batch_idx >= 0 && batch_idx < batches_per_epoch(), "batch ", batch_idx,
              " of epoch ", epoch, " out of range (", batches_per_epoch(), " batches per epoch)");
   const int64_t B = config_.batch_size, T = seq_len_, world = config_.world_size;
+  const int64_t rpi = rows_per_item(), R = B * rpi;
   TrainBatch b;
-  b.ids = Tensor::zeros({B, T}, DType::kI32);        // [batch, seq]
-  b.targets = Tensor::empty({B, T}, DType::kI32);    // [batch, seq]
-  b.doc_ids = Tensor::empty({B, T}, DType::kI32);    // [batch, seq]
-  b.positions = Tensor::zeros({B, T}, DType::kI32);  // [batch, seq]
+  b.ids = Tensor::zeros({R, T}, DType::kI32);        // [rows, seq]
+  b.targets = Tensor::empty({R, T}, DType::kI32);    // [rows, seq]
+  b.doc_ids = Tensor::empty({R, T}, DType::kI32);    // [rows, seq]
+  b.positions = Tensor::zeros({R, T}, DType::kI32);  // [rows, seq]
+  b.rows = std::vector<int64_t>(static_cast<size_t>(R), -1);
   int32_t* ids = b.ids.data<int32_t>();
   int32_t* targets = b.targets.data<int32_t>();
   int32_t* doc_ids = b.doc_ids.data<int32_t>();
   int32_t* positions = b.positions.data<int32_t>();
-  std::fill(targets, targets + B * T, kIgnoreIndex);
-  std::fill(doc_ids, doc_ids + B * T, -1);
+  std::fill(targets, targets + R * T, kIgnoreIndex);
+  std::fill(doc_ids, doc_ids + R * T, -1);
   const int64_t n = n_sequences();
-  for (int64_t r = 0; r < B; ++r) {
-    int64_t pos = batch_idx * B * world + config_.rank + r * world;
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t pos = batch_idx * B * world + config_.rank + i * world;
     if (pos >= n) continue;  // padding row of an epoch's last batch
-    int64_t seq_idx = items_[static_cast<size_t>(sampler_->item(epoch, pos))];
-    b.n_target_tokens +=
-        fill_row(seq_idx, ids + r * T, targets + r * T, doc_ids + r * T, positions + r * T);
+    int64_t item = items_[static_cast<size_t>(sampler_->item(epoch, pos))];
+    for (int64_t j = 0; j < rpi; ++j) {
+      const int64_t r = i * rpi + j, seq_idx = item * rpi + j;
+      b.rows[static_cast<size_t>(r)] = seq_idx;
+      b.n_target_tokens +=
+          fill_row(seq_idx, ids + r * T, targets + r * T, doc_ids + r * T, positions + r * T);
+    }
   }
   return b;
 }
@@ -243,7 +314,9 @@ void Dataset::restore(const json& s) {
 // ---- factory ----
 
 DatasetSplit make_datasets(const DatasetConfig& c) {
-  VELA_CHECK(c.kind == "seq" || c.kind == "sft", "dataset.kind must be \"seq\" or \"sft\", got '",
+  VELA_CHECK(c.kind == "seq" || c.kind == "sft" || c.kind == "pair" || c.kind == "prompt",
+             "dataset.kind must be \"seq\", \"sft\", \"pair\" (preference data) or \"prompt\" "
+             "(RL prompts), got '",
              c.kind, "'");
   VELA_CHECK(!c.path.empty(), "dataset.path is required (a `vela preprocess` output directory)");
   VELA_CHECK(c.batch_size > 0, "dataset.batch_size must be positive, got ", c.batch_size);
@@ -259,8 +332,9 @@ DatasetSplit make_datasets(const DatasetConfig& c) {
   vc.shuffle = false;
   vc.drop_last = false;
   DatasetSplit out;
+  const int64_t n_train_items = n_items(c, *shards);
   if (c.validation_fraction > 0) {
-    int64_t n = shards->n_sequences();
+    int64_t n = n_train_items;
     int64_t k = std::max<int64_t>(1, std::llround(c.validation_fraction * static_cast<double>(n)));
     VELA_CHECK(k < n, "validation_fraction ", c.validation_fraction, " of ", n,
                " sequences leaves none for training");
@@ -271,7 +345,7 @@ DatasetSplit make_datasets(const DatasetConfig& c) {
     out.train = make_one(c, shards, std::move(train));
     out.validation = make_one(vc, shards, std::move(val));
   } else {
-    out.train = make_one(c, shards, iota_items(shards->n_sequences()));
+    out.train = make_one(c, shards, iota_items(n_train_items));
     if (!c.validation_path.empty()) {
       auto vshards = ShardSet::open(c.validation_path);
       auto hash = [](const ShardSet& s) {
@@ -279,7 +353,7 @@ DatasetSplit make_datasets(const DatasetConfig& c) {
       };
       VELA_CHECK(hash(*shards) == hash(*vshards), "validation shards '", c.validation_path,
                  "' were made with a different tokenizer than '", c.path, "'");
-      out.validation = make_one(vc, vshards, iota_items(vshards->n_sequences()));
+      out.validation = make_one(vc, vshards, iota_items(n_items(vc, *vshards)));
     }
   }
   return out;

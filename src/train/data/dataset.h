@@ -4,6 +4,11 @@
 //        loss mask is ignored);
 //   sft  masked loss: targets[b, t] = kIgnoreIndex unless token t + 1 lies in a trained section
 //        (assistant turns in chat data).
+//   pair preference data (`vela preprocess` format "preference"): each item is two sft-style rows,
+//        prompt + chosen then prompt + rejected, so a batch of batch_size items has 2 * batch_size
+//        rows [c0, r0, c1, r1, ...] (DPO);
+//   prompt RL prompts (format "prompt"): the rendered prompt's tokens and no targets (GRPO
+//        generates the responses); TrainBatch::rows names each row's sequence (for its answer).
 // In both, a target never crosses a document boundary (the last token of a document predicts
 // nothing), positions restart at 0 at each document start and doc_ids number the documents of a
 // row 0, 1, ...; padding after a row's last sequence has id 0 (kPadTokenId), target kIgnoreIndex,
@@ -40,7 +45,7 @@ class EpochSampler;
 inline constexpr int32_t kPadTokenId = 0;
 
 struct DatasetConfig {
-  std::string kind = "seq";  // "seq" | "sft"
+  std::string kind = "seq";  // "seq" | "sft" | "pair" | "prompt"
   std::string path;          // a directory written by `vela preprocess` (holds index.json)
   int64_t batch_size = 8;    // rows per batch on this rank
   int64_t seq_len = 0;       // row length; 0 = the shards' seq_len (must be >= it)
@@ -93,6 +98,9 @@ class Dataset {
   virtual int64_t fill_row(int64_t seq_idx, int32_t* ids, int32_t* targets, int32_t* doc_ids,
                            int32_t* positions) const = 0;
   virtual const char* kind() const = 0;
+  // Batch rows per item (2 for preference pairs); item i fills rows i * n .. i * n + n - 1 from
+  // sequences items_[i] * n + j.
+  virtual int64_t rows_per_item() const { return 1; }
 
   DatasetConfig config_;
   std::shared_ptr<const ShardSet> shards_;

@@ -21,6 +21,16 @@
 namespace vela {
 namespace fs = std::filesystem;
 
+namespace {
+
+bool truncate_has_target(const EncodedDoc& d) {
+  for (uint8_t m : d.mask)
+    if (m) return true;
+  return false;
+}
+
+}  // namespace
+
 json PreprocessStats::to_json() const {
   json j;
   j["n_records"] = n_records;
@@ -61,7 +71,7 @@ PreprocessStats preprocess(const PreprocessConfig& config, const std::vector<std
   if (fs::exists(tok_json)) tok_info["sha256"] = sha256_file(tok_json.string());
   tok_info["vocab_size"] = tokenizer.vocab_size();
   std::unique_ptr<ChatTemplate> tpl;
-  if (config.format == RecordFormat::kChat) {
+  if (config.format != RecordFormat::kText) {
     tpl = std::make_unique<ChatTemplate>(ChatTemplate::from_tokenizer_config(tok_dir.string()));
     tok_info["chat_template_sha256"] = sha256_hex(tpl->source());
   }
@@ -73,6 +83,9 @@ PreprocessStats preprocess(const PreprocessConfig& config, const std::vector<std
   SequencePacker packer(config.seq_len, config.packing, writer, config.packing_window);
   const int n_threads = config.threads > 0 ? config.threads : num_threads();
   const int64_t max_length = config.effective_max_length();
+  const bool preference = config.format == RecordFormat::kPreference;
+  const bool prompt_only = config.format == RecordFormat::kPrompt;
+  std::vector<std::string> answers;  // prompt format: one per written sequence
   ProgressBar bar("preprocess", st.n_input_bytes, options.progress);
   uint64_t bytes_done = 0;
 
@@ -117,8 +130,31 @@ PreprocessStats preprocess(const PreprocessConfig& config, const std::vector<std
       for (int64_t i = 0; i < n; ++i) {
         st.n_records += 1;
         EncodeResult& r = results[i];
+        // A preference record without one of its responses is a broken dataset, not noise.
+        VELA_CHECK(r.bad_reason != "missing_chosen" && r.bad_reason != "missing_rejected", in,
+                   ":", line_nos[i], ": ", r.detail);
         if (!r.ok()) {
           count_bad(in, line_nos[i], r.bad_reason, r.detail);
+          continue;
+        }
+        if (preference || prompt_only) {
+          // Rows of their own, never cut: a cut response (or prompt) would train a different
+          // preference / ask a different question.
+          const size_t longest = std::max(r.doc.tokens.size(), r.rejected.tokens.size());
+          if (static_cast<int64_t>(longest) > max_length) {
+            count_bad(in, line_nos[i], "too_long",
+                      std::to_string(longest) + " tokens > max_length " +
+                          std::to_string(max_length));
+            continue;
+          }
+          if (preference && (!truncate_has_target(r.doc) || !truncate_has_target(r.rejected))) {
+            count_bad(in, line_nos[i], "no_trained_tokens", "an empty response");
+            continue;
+          }
+          st.n_ok += 1;
+          packer.add(std::move(r.doc));
+          if (preference) packer.add(std::move(r.rejected));
+          if (prompt_only) answers.push_back(std::move(r.answer));
           continue;
         }
         size_t n_tok = r.doc.tokens.size();
@@ -154,6 +190,19 @@ PreprocessStats preprocess(const PreprocessConfig& config, const std::vector<std
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   json extra;
+  if (prompt_only) {
+    // The reference answers, line i = sequence i (the reward's ground truth).
+    const fs::path ap = fs::path(out_dir) / "answers.jsonl";
+    {
+      std::ofstream f(ap, std::ios::binary | std::ios::trunc);
+      VELA_CHECK_T(IoError, f.good(), "cannot write '", ap.string(), "'");
+      for (const std::string& a : answers) f << json(a).dump() << "\n";
+      VELA_CHECK_T(IoError, f.good(), "error writing '", ap.string(), "'");
+    }
+    extra["answers"] = {{"file", "answers.jsonl"},
+                        {"n", static_cast<int64_t>(answers.size())},
+                        {"sha256", sha256_file(ap.string())}};
+  }
   extra["config"] = config.to_json();
   extra["tokenizer"] = tok_info;
   extra["inputs"] = input_list;

@@ -70,6 +70,16 @@ const char* truncation_name(Truncation t) {
   return "?";
 }
 
+const char* format_name(RecordFormat f) {
+  switch (f) {
+    case RecordFormat::kText: return "text";
+    case RecordFormat::kChat: return "chat";
+    case RecordFormat::kPreference: return "preference";
+    case RecordFormat::kPrompt: return "prompt";
+  }
+  return "?";
+}
+
 PreprocessConfig PreprocessConfig::from_json(const json& j) {
   const std::string w = "config";
   check_keys(j, w,
@@ -85,9 +95,16 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
     c.format = RecordFormat::kText;
   } else if (format == "chat") {
     c.format = RecordFormat::kChat;
+  } else if (format == "preference") {
+    c.format = RecordFormat::kPreference;
+  } else if (format == "prompt") {
+    c.format = RecordFormat::kPrompt;
   } else {
-    VELA_THROW(InvalidArgument, "config.format must be \"text\" or \"chat\", got '", format, "'");
+    VELA_THROW(InvalidArgument,
+               "config.format must be \"text\", \"chat\", \"preference\" or \"prompt\", got '",
+               format, "'");
   }
+  const bool rl = c.format == RecordFormat::kPreference || c.format == RecordFormat::kPrompt;
 
   if (j.contains("sections")) {
     VELA_CHECK(c.format == RecordFormat::kText, "config.sections applies to format \"text\" only");
@@ -115,8 +132,34 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
     VELA_CHECK(any_trained, "config.sections: at least one section must have \"train\": true");
   }
 
-  if (j.contains("chat")) {
-    VELA_CHECK(c.format == RecordFormat::kChat, "config.chat applies to format \"chat\" only");
+  if (rl) {
+    c.chat.messages_field = "messages";
+    c.chat.instruction_field = "instruction";
+    c.chat.input_field = "input";
+  }
+  if (j.contains("chat") && rl) {
+    const json& ch = j["chat"];
+    std::string cw = "config.chat";
+    check_keys(ch, cw,
+               {"messages_field", "prompt_field", "instruction_field", "input_field",
+                "chosen_field", "rejected_field", "answer_field", "template_vars"});
+    auto field = [&](const char* k, std::string& out) {
+      if (ch.contains(k)) out = get_string(ch, k, cw);
+    };
+    field("messages_field", c.chat.messages_field);
+    field("prompt_field", c.chat.prompt_field);
+    field("instruction_field", c.chat.instruction_field);
+    field("input_field", c.chat.input_field);
+    field("chosen_field", c.chat.chosen_field);
+    field("rejected_field", c.chat.rejected_field);
+    field("answer_field", c.chat.answer_field);
+    if (ch.contains("template_vars")) {
+      VELA_CHECK(ch["template_vars"].is_object(), "config.chat.template_vars must be an object");
+      c.chat.template_vars = ch["template_vars"];
+    }
+  } else if (j.contains("chat")) {
+    VELA_CHECK(c.format == RecordFormat::kChat,
+               "config.chat applies to format \"chat\" only (and to \"preference\" / \"prompt\")");
     const json& ch = j["chat"];
     std::string cw = "config.chat";
     check_keys(
@@ -152,7 +195,9 @@ PreprocessConfig PreprocessConfig::from_json(const json& j) {
   VELA_CHECK(c.max_length == 0 || c.max_length >= 2,
              "config.max_length must be >= 2 (or 0 for seq_len), got ", c.max_length);
   c.truncation = parse_truncation(get_string(j, "truncation", w, "truncate_right"));
-  c.packing = get_bool(j, "packing", w, true);
+  c.packing = get_bool(j, "packing", w, !rl);
+  VELA_CHECK(!rl || !c.packing, "config.packing must be false for format \"", format,
+             "\" (each record's sequences are rows of their own)");
   c.packing_window = get_int(j, "packing_window", w, 64, 1);
   VELA_CHECK(c.effective_max_length() <= c.seq_len, "config.max_length (", c.max_length,
              ") cannot exceed seq_len (", c.seq_len, "): a document must fit in one sequence");
@@ -180,7 +225,7 @@ PreprocessConfig PreprocessConfig::from_file(const std::string& path) {
 json PreprocessConfig::to_json() const {
   json j;
   j["tokenizer"] = tokenizer;
-  j["format"] = format == RecordFormat::kText ? "text" : "chat";
+  j["format"] = format_name(format);
   if (format == RecordFormat::kText) {
     j["sections"] = json::array();
     for (const auto& s : sections)
@@ -191,7 +236,18 @@ json PreprocessConfig::to_json() const {
                                {"suffix", s.suffix}});
   } else {
     json ch = json::object();
-    if (chat.uses_role_mapping()) {
+    if (format == RecordFormat::kPreference || format == RecordFormat::kPrompt) {
+      ch["messages_field"] = chat.messages_field;
+      ch["prompt_field"] = chat.prompt_field;
+      ch["instruction_field"] = chat.instruction_field;
+      ch["input_field"] = chat.input_field;
+      if (format == RecordFormat::kPreference) {
+        ch["chosen_field"] = chat.chosen_field;
+        ch["rejected_field"] = chat.rejected_field;
+      } else {
+        ch["answer_field"] = chat.answer_field;
+      }
+    } else if (chat.uses_role_mapping()) {
       ch["instruction_field"] = chat.instruction_field;
       ch["input_field"] = chat.input_field;
       ch["output_field"] = chat.output_field;

@@ -25,7 +25,12 @@
 
 namespace vela {
 
-enum class RecordFormat { kText, kChat };
+// text: sections; chat: conversations (SFT); preference: a prompt with a chosen and a rejected
+// response (DPO), written as two sequences per record; prompt: a prompt only, rendered with the
+// generation prompt, plus a reference answer for the reward (GRPO), written to answers.jsonl.
+enum class RecordFormat { kText, kChat, kPreference, kPrompt };
+
+const char* format_name(RecordFormat f);
 enum class Truncation { kDrop, kTruncateLeft, kTruncateRight, kSplit };
 
 const char* truncation_name(Truncation t);
@@ -45,6 +50,13 @@ struct ChatFields {
   // ... or the instruction -> system, input -> user, output -> assistant mapping.
   std::string instruction_field, input_field, output_field;
   json template_vars = json::object();  // extra chat-template variables (enable_thinking, ...)
+  // preference / prompt formats: the prompt is the record's messages_field (a message list), or
+  // prompt_field (a string: one user turn; or a message list), or instruction_field / input_field
+  // (system / user), the first one present; responses are chosen_field / rejected_field (a
+  // string: one assistant turn; or a message list appended to the prompt), the reward's reference
+  // answer answer_field (a string or a number).
+  std::string prompt_field = "prompt", chosen_field = "chosen", rejected_field = "rejected";
+  std::string answer_field = "answer";
   bool uses_role_mapping() const { return !output_field.empty(); }
 };
 

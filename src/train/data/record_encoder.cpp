@@ -41,8 +41,9 @@ RecordEncoder::RecordEncoder(const PreprocessConfig& config, const Tokenizer& to
   VELA_CHECK(!config.effective_add_eos() || eos_id_,
              "config.add_eos is true but the tokenizer has no EOS token: set config.eos_token "
              "(e.g. \"<|endoftext|>\") or add_eos false");
-  VELA_CHECK(config.format != RecordFormat::kChat || chat_template_ != nullptr,
-             "format \"chat\" needs the tokenizer's chat template (tokenizer_config.json)");
+  VELA_CHECK(config.format == RecordFormat::kText || chat_template_ != nullptr, "format \"",
+             format_name(config.format),
+             "\" needs the tokenizer's chat template (tokenizer_config.json)");
 }
 
 void RecordEncoder::append(EncodedDoc& doc, std::string_view text, bool train) const {
@@ -66,19 +67,27 @@ EncodeResult RecordEncoder::encode_record(const json& record) const {
   if (!record.is_object()) return bad("not_an_object", std::string("a ") + record.type_name());
   EncodeResult r;
   try {
-    r = config_.format == RecordFormat::kText ? encode_text(record) : encode_chat(record);
+    switch (config_.format) {
+      case RecordFormat::kText: r = encode_text(record); break;
+      case RecordFormat::kChat: r = encode_chat(record); break;
+      case RecordFormat::kPreference: r = encode_preference(record); break;
+      case RecordFormat::kPrompt: r = encode_prompt(record); break;
+    }
   } catch (const Error& e) {
     // The tokenizer rejects invalid UTF-8 (JSON escapes can produce lone surrogates).
     return bad("tokenize_error", e.what());
   }
   if (!r.ok()) return r;
-  if (config_.add_bos) {
-    r.doc.tokens.insert(r.doc.tokens.begin(), *bos_id_);
-    r.doc.mask.insert(r.doc.mask.begin(), 0);
-  }
-  if (config_.effective_add_eos()) {
-    r.doc.tokens.push_back(*eos_id_);
-    r.doc.mask.push_back(1);
+  for (EncodedDoc* d : {&r.doc, &r.rejected}) {
+    if (d == &r.rejected && config_.format != RecordFormat::kPreference) break;
+    if (config_.add_bos) {
+      d->tokens.insert(d->tokens.begin(), *bos_id_);
+      d->mask.insert(d->mask.begin(), 0);
+    }
+    if (config_.effective_add_eos() && config_.format != RecordFormat::kPrompt) {
+      d->tokens.push_back(*eos_id_);
+      d->mask.push_back(1);
+    }
   }
   return r;
 }
@@ -141,13 +150,125 @@ EncodeResult RecordEncoder::encode_chat(const json& record) const {
     }
     messages = *it;
   }
-
-  // A record's "tools" (a list of function schemas) go to the template, as transformers does.
-  json tools = nullptr;
+  json tools = nullptr;  // a record's "tools" (function schemas) go to the template
   if (auto t = record.find("tools"); t != record.end() && !t->is_null()) {
     if (!t->is_array()) return bad("wrong_type", "field 'tools' is not an array");
     tools = *t;
   }
+  return encode_messages(messages, tools);
+}
+
+EncodeResult RecordEncoder::prompt_messages(const json& record, json* messages) const {
+  const ChatFields& cf = config_.chat;
+  auto check_list = [&](const json& v, const std::string& field) -> EncodeResult {
+    if (!v.is_array() || v.empty())
+      return bad("wrong_type", "field '" + field + "' is not a non-empty array of messages");
+    for (const json& m : v)
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+          !m.contains("content") || !m["content"].is_string())
+        return bad("wrong_type", "a message of '" + field +
+                                     "' is not {\"role\": string, \"content\": string}");
+    return {};
+  };
+  *messages = json::array();
+  if (auto it = record.find(cf.messages_field); it != record.end() && !it->is_null()) {
+    EncodeResult r = check_list(*it, cf.messages_field);
+    if (!r.ok()) return r;
+    *messages = *it;
+    return {};
+  }
+  if (auto it = record.find(cf.prompt_field); it != record.end() && !it->is_null()) {
+    if (it->is_string()) {
+      messages->push_back({{"role", "user"}, {"content", *it}});
+      return {};
+    }
+    EncodeResult r = check_list(*it, cf.prompt_field);
+    if (!r.ok()) return r;
+    *messages = *it;
+    return {};
+  }
+  // The seeds' role mapping: instruction -> system, input -> user.
+  for (auto [field, role] :
+       {std::pair{cf.instruction_field, "system"}, std::pair{cf.input_field, "user"}}) {
+    auto it = record.find(field);
+    if (field.empty() || it == record.end() || it->is_null()) continue;
+    if (!it->is_string())
+      return bad("wrong_type",
+                 "field '" + field + "' is a " + it->type_name() + ", not a string");
+    if (!it->get_ref<const std::string&>().empty())
+      messages->push_back({{"role", role}, {"content", *it}});
+  }
+  if (messages->empty())
+    return bad("missing_prompt", "no prompt: none of the fields '" + cf.messages_field + "', '" +
+                                     cf.prompt_field + "', '" + cf.instruction_field + "', '" +
+                                     cf.input_field + "'");
+  return {};
+}
+
+EncodeResult RecordEncoder::encode_preference(const json& record) const {
+  const ChatFields& cf = config_.chat;
+  json prompt;
+  EncodeResult p = prompt_messages(record, &prompt);
+  if (!p.ok()) return p;
+  EncodeResult out;
+  for (auto [field, reason, doc] : {std::tuple{cf.chosen_field, "missing_chosen", &out.doc},
+                                    std::tuple{cf.rejected_field, "missing_rejected",
+                                               &out.rejected}}) {
+    auto it = record.find(field);
+    if (it == record.end() || it->is_null())
+      return bad(reason, "a preference record needs '" + cf.chosen_field + "' and '" +
+                             cf.rejected_field + "'; this one has no '" + field + "'");
+    json messages = prompt;
+    if (it->is_string()) {
+      messages.push_back({{"role", "assistant"}, {"content", *it}});
+    } else if (it->is_array() && !it->empty()) {
+      for (const json& m : *it) {
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+            !m.contains("content") || !m["content"].is_string())
+          return bad("wrong_type", "a message of '" + field +
+                                       "' is not {\"role\": string, \"content\": string}");
+        messages.push_back(m);
+      }
+    } else {
+      return bad("wrong_type", "field '" + field + "' is neither a string nor a message list");
+    }
+    if (messages.back()["role"] != "assistant")
+      return bad("wrong_type", "field '" + field + "' does not end with an assistant turn");
+    EncodeResult r = encode_messages(messages, nullptr);
+    if (!r.ok()) return r;
+    // Only the response (the last assistant turn) is trained.
+    std::vector<uint8_t>& mask = r.doc.mask;
+    size_t end = mask.size();
+    while (end > 0 && mask[end - 1] == 0) --end;
+    size_t start = end;
+    while (start > 0 && mask[start - 1] == 1) --start;
+    for (size_t i = 0; i < start; ++i) mask[i] = 0;
+    *doc = std::move(r.doc);
+  }
+  return out;
+}
+
+EncodeResult RecordEncoder::encode_prompt(const json& record) const {
+  json prompt;
+  EncodeResult r = prompt_messages(record, &prompt);
+  if (!r.ok()) return r;
+  std::string text;
+  try {
+    text = chat_template_->render(prompt, nullptr, /*add_generation_prompt=*/true,
+                                  config_.chat.template_vars);
+  } catch (const Error& e) {
+    return bad("template_error", e.what());
+  }
+  append(r.doc, text, false);
+  if (r.doc.tokens.empty()) return bad("empty", "the rendered prompt is empty");
+  if (auto it = record.find(config_.chat.answer_field); it != record.end() && !it->is_null())
+    r.answer = it->is_string() ? it->get<std::string>() : it->dump();
+  return r;
+}
+
+EncodeResult RecordEncoder::encode_messages(const json& messages, const json& tools) const {
+  // A record's "tools" (a list of function schemas) go to the template, as transformers does.
+  const ChatFields& cf = config_.chat;
   const ChatTemplate& tpl = *chat_template_;
   const json& vars = cf.template_vars;
   auto render = [&](size_t n, bool gen) {

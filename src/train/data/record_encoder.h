@@ -23,6 +23,11 @@
 //   the think block), the rest masked. Pieces are cut right after the assistant header, which ends
 //   at a special token or newline, so the concatenation equals tokenizing F whole for ChatML and
 //   Llama 3 templates (tests/train/data check it with the real Qwen3 tokenizer).
+// preference: prompt + chosen and prompt + rejected are each rendered like chat and only the last
+//   assistant turn (the response) is trained; a record without the chosen or the rejected field
+//   is bad ("missing_chosen" / "missing_rejected"; `vela preprocess` stops on those).
+// prompt: the prompt rendered with the generation prompt (add_generation_prompt = true), no
+//   trained tokens, and the record's reference answer.
 // encode() is const and thread-safe.
 #pragma once
 
@@ -41,7 +46,9 @@ class Tokenizer;
 class ChatTemplate;
 
 struct EncodeResult {
-  EncodedDoc doc;
+  EncodedDoc doc;       // preference: prompt + chosen; prompt: the rendered prompt (mask 0)
+  EncodedDoc rejected;  // preference: prompt + rejected
+  std::string answer;   // prompt: the reference answer ("" when the record has none)
   std::string bad_reason;  // empty = ok
   std::string detail;      // human-readable detail for the first few bad records
   bool ok() const { return bad_reason.empty(); }
@@ -62,6 +69,11 @@ class RecordEncoder {
  private:
   EncodeResult encode_text(const json& record) const;
   EncodeResult encode_chat(const json& record) const;
+  EncodeResult encode_messages(const json& messages, const json& tools) const;
+  // preference / prompt formats (see ChatFields): the prompt's messages, or a bad result.
+  EncodeResult prompt_messages(const json& record, json* messages) const;
+  EncodeResult encode_preference(const json& record) const;
+  EncodeResult encode_prompt(const json& record) const;
   void append(EncodedDoc& doc, std::string_view text, bool train) const;
 
   const PreprocessConfig& config_;

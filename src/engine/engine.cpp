@@ -169,13 +169,28 @@ std::vector<std::vector<RolloutSample>> Engine::run_batch(
     const std::vector<std::vector<int32_t>>& prompts, SamplingParams params) {
   params.logprobs = true;  // the behaviour log-probabilities
   if (!params.on_weight_update) params.on_weight_update = WeightUpdatePolicy::kFinishOld;
-  std::vector<Request> reqs;
-  for (const auto& p : prompts) reqs.push_back({p, params});
-  std::vector<RequestResult> results = generate(reqs);
+  // All prompts enter at one step boundary (submitted under the gate), each with its own seed
+  // (params.seed + its index, when a seed is given): the batch, and so the floats, are the same
+  // from run to run.
+  std::vector<RequestHandlePtr> handles;
+  {
+    StepGate::Hold together = pause();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Request r{prompts[i], params};
+      if (params.seed) r.params.seed = *params.seed + i;
+      RequestHandlePtr h = submit(std::move(r));
+      VELA_CHECK_T(OutOfMemory, h != nullptr, "the engine's waiting queue is full (",
+                   prompts.size(), " rollout prompts; raise max_waiting)");
+      handles.push_back(std::move(h));
+    }
+  }
+  std::vector<RequestResult> results;
+  for (auto& h : handles) results.push_back(h->wait());
   std::vector<std::vector<RolloutSample>> out;
   for (const RequestResult& r : results) {
     std::vector<RolloutSample> samples;
     for (const Completion& c : r.completions) {
+      VELA_CHECK(c.error.empty(), "rollout failed in the engine: ", c.error);
       RolloutSample s;
       s.tokens = c.tokens;
       for (const TokenLogprob& lp : c.logprobs) s.logprobs.push_back(lp.logprob);

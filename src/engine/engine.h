@@ -74,7 +74,9 @@ class Engine {
   StepGate::Hold pause() { return scheduler_->gate().enter_outside(); }
   EngineStats stats() const { return scheduler_->stats(); }
 
-  // Synchronous rollouts: n = params.n samples per prompt, behaviour logprobs always recorded.
+  // Synchronous rollouts: n = params.n samples per prompt, behaviour logprobs always recorded;
+  // all prompts enter at one step boundary, prompt i seeded params.seed + i (when set), so a
+  // batch is reproducible bit for bit. OutOfMemory when the waiting queue cannot take them all.
   // A mixed-version sample is never returned silently: an unset params.on_weight_update means
   // kFinishOld here (kRestart restarts instead; kMixed samples come back marked).
   std::vector<std::vector<RolloutSample>> run_batch(

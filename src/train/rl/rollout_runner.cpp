@@ -80,39 +80,12 @@ std::pair<const RolloutResult&, bool> RolloutRunner::operator()(
   if (!due(step)) return {result_, false};
   VELA_CHECK(!prompts.empty() && prompts.size() == answers.size(),
              "RolloutRunner: ", prompts.size(), " prompts with ", answers.size(), " answers");
-  // Every prompt of the batch enters the engine at the same step (submitted while the scheduler
-  // is held), so the batch composition, and with it every float, is the same in every run; each
-  // prompt gets its own seed derived from (seed, step, prompt) so a resumed run samples what the
-  // uninterrupted one did. (Engine::run_batch does the same submit-then-wait without the hold.)
-  std::vector<RequestHandlePtr> handles;
-  {
-    std::unique_lock<std::mutex> hold = engine_.pause();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      SamplingParams p = params_;
-      p.seed =
-          (seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) + 1) * 0x100000001B3ull +
-          static_cast<uint64_t>(i);
-      RequestHandlePtr h = engine_.submit(Request{prompts[i], p});
-      VELA_CHECK_T(OutOfMemory, h != nullptr, "the engine's waiting queue is full");
-      handles.push_back(std::move(h));
-    }
-  }
-  std::vector<std::vector<RolloutSample>> out;
-  for (RequestHandlePtr& h : handles) {
-    RequestResult res = h->wait();
-    std::vector<RolloutSample> samples;
-    for (Completion& c : res.completions) {
-      VELA_CHECK(c.error.empty(), "rollout failed in the engine: ", c.error);
-      RolloutSample smp;
-      smp.tokens = std::move(c.tokens);
-      for (const TokenLogprob& lp : c.logprobs) smp.logprobs.push_back(lp.logprob);
-      smp.text = std::move(c.text);
-      smp.finish_reason = c.finish_reason;
-      smp.policy_version = c.policy_version;
-      samples.push_back(std::move(smp));
-    }
-    out.push_back(std::move(samples));
-  }
+  // Engine::run_batch submits every prompt at one step boundary, so the batch composition, and
+  // with it every float, is the same in every run; prompt i gets the seed base + i, the base
+  // derived from (seed, step), so a resumed run samples what the uninterrupted one did.
+  SamplingParams p = params_;
+  p.seed = (seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) + 1) * 0x100000001B3ull;
+  std::vector<std::vector<RolloutSample>> out = engine_.run_batch(prompts, p);
   VELA_CHECK(out.size() == prompts.size(), "engine returned ", out.size(), " groups for ",
              prompts.size(), " prompts");
   RolloutResult r;
@@ -128,6 +101,10 @@ std::pair<const RolloutResult&, bool> RolloutRunner::operator()(
     for (RolloutSample& s : out[i]) {
       VELA_CHECK(s.logprobs.size() == s.tokens.size(), "engine sample has ", s.tokens.size(),
                  " tokens but ", s.logprobs.size(), " log-probs");
+      // run_batch finishes samples on the weights they started with (WeightUpdatePolicy
+      // kFinishOld): one behaviour policy per sample, never mixed silently.
+      VELA_CHECK(!s.mixed_versions, "rollout sample of prompt ", i,
+                 " mixes policy versions (on_weight_update must not be \"mixed\" for rollouts)");
       RolloutItem it;
       it.prompt = static_cast<int64_t>(i);
       it.tokens = std::move(s.tokens);

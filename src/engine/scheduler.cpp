@@ -256,8 +256,12 @@ void Scheduler::sample(const Tensor& logits) {
   bool identity = true;  // sample row j reads forward row j (every decode step)
   for (int64_t j = 0; j < n; ++j) identity = identity && sample_src_[static_cast<size_t>(j)] == j;
   if (device_sampler_ != nullptr) {
-    Tensor rows = logits.slice(0, 0, n);
-    if (!identity) {
+    // Not identity (forked n > 1 siblings share their leader's row): there may be more sample
+    // rows than forward rows, so gather into the workspace instead of slicing the logits.
+    Tensor rows;
+    if (identity) {
+      rows = logits.slice(0, 0, n);
+    } else {
       rows = ws_.logits.slice(0, 0, n);
       for (int64_t j = 0; j < n; ++j) {
         Tensor dst = rows.select(0, j);

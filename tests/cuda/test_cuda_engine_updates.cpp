@@ -175,5 +175,28 @@ TEST_F(CudaEngineUpdates, SharedStorageKeepsTheGraphs) {
   EXPECT_EQ(out.completions[0].policy_version, 1u);
 }
 
+// n > 1 forks the siblings off the leader's forward row: a step can sample more rows than the
+// forward produced (one prompt, G samples: GRPO's rollouts). The device sampler must gather them.
+TEST_F(CudaEngineUpdates, MoreSamplesThanForwardRows) {
+  Transformer m = Transformer::random(config(), DType::kBF16, gpu(), 8);
+  EngineConfig ec;
+  ec.max_seqs = 16;
+  ec.max_ctx = 256;
+  Engine engine(m, nullptr, ec);
+  SamplingParams p;
+  p.n = 8;
+  p.max_tokens = 16;
+  p.seed = 3;
+  std::vector<std::vector<RolloutSample>> out = engine.run_batch({{1, 2, 3}, {4, 5}}, p);
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& group : out) {
+    ASSERT_EQ(group.size(), 8u);
+    for (const RolloutSample& s : group) {
+      EXPECT_EQ(s.tokens.size(), 16u);
+      EXPECT_EQ(s.logprobs.size(), 16u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vela

@@ -2,6 +2,7 @@
 #include "train/strategies/grpo.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -145,7 +146,14 @@ void GrpoStrategy::attach(Trainer& t) {
   t.add_callback(std::make_unique<WeightPushCallback>(*this));
 }
 
-void GrpoStrategy::after_optimizer_step(Trainer&) { push_weights(*engine_, engine_model()); }
+void GrpoStrategy::after_optimizer_step(Trainer&) {
+  auto t0 = std::chrono::steady_clock::now();
+  push_weights(*engine_, engine_model());
+  VELA_LOG_DEBUG(
+      "[grpo] weight push (shared storage, no copy) ",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+      " ms");
+}
 
 bool GrpoStrategy::draws_data(const Trainer& t) const { return runner_->due(t.step()); }
 
@@ -211,7 +219,10 @@ void GrpoStrategy::prepare_step(Trainer& t, std::vector<TrainBatch>& micro) {
       answers.push_back(answers_[static_cast<size_t>(b.rows[r])]);
     }
   }
+  auto t_rollout = std::chrono::steady_clock::now();
   auto [result, fresh] = (*runner_)(t.step(), prompts, answers);
+  const double rollout_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_rollout).count();
   // Staleness at this step: the trainer's step is the version of the current weights.
   const auto now = static_cast<uint64_t>(t.step());
   VELA_CHECK(runner_->current_version() == now, "grpo: the engine holds policy version ",
@@ -256,6 +267,11 @@ void GrpoStrategy::prepare_step(Trainer& t, std::vector<TrainBatch>& micro) {
                   {"completion_tokens",
                    static_cast<double>(n_completion) / static_cast<double>(rewards.size())},
                   {"policy_version", now}};
+  if (fresh) {  // where a step's time goes (the trainer logs the rest at debug level)
+    metrics_["rollout_s"] = rollout_s;
+    metrics_["rollout_tok_per_s"] =
+        rollout_s > 0 ? static_cast<double>(n_completion) / rollout_s : 0.0;
+  }
   clipped_ = kl_sum_ = 0;
   n_loss_tokens_ = 0;
 }

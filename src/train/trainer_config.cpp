@@ -7,23 +7,10 @@
 
 #include "core/error.h"
 #include "model/model_presets.h"
+#include "train/config_value.h"
 
 namespace vela {
 namespace fs = std::filesystem;
-
-namespace {
-
-template <typename T>
-void read(const json& value, const std::string& key, T& out) {
-  try {
-    out = value.get<T>();
-  } catch (const json::exception& e) {
-    VELA_THROW(InvalidArgument, "train config: bad value for '", key, "': ", value.dump(), " (",
-               e.what(), ")");
-  }
-}
-
-}  // namespace
 
 TrainerConfig TrainerConfig::from_json(const json& j) {
   VELA_CHECK(j.is_object(), "train config: expected a JSON object, got ", j.dump());
@@ -31,66 +18,65 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
   bool data_kind_given = false;
   for (const auto& [key, v] : j.items()) {
     if (key == "strategy")
-      read(v, key, c.strategy);
+      read_config_value(v, key, c.strategy);
     else if (key == "dpo")
       c.dpo = DpoConfig::from_json(v);
     else if (key == "grpo")
       c.grpo = GrpoConfig::from_json(v);
     else if (key == "out_dir")
-      read(v, key, c.out_dir);
+      read_config_value(v, key, c.out_dir);
     else if (key == "model")
-      read(v, key, c.model);
+      read_config_value(v, key, c.model);
     else if (key == "init_from")
-      read(v, key, c.init_from);
+      read_config_value(v, key, c.init_from);
     else if (key == "resume")
-      read(v, key, c.resume);
+      read_config_value(v, key, c.resume);
     else if (key == "tokenizer")
-      read(v, key, c.tokenizer);
+      read_config_value(v, key, c.tokenizer);
     else if (key == "device")
-      read(v, key, c.device);
+      read_config_value(v, key, c.device);
     else if (key == "dtype")
-      read(v, key, c.dtype);
+      read_config_value(v, key, c.dtype);
     else if (key == "seed")
-      read(v, key, c.seed);
+      read_config_value(v, key, c.seed);
     else if (key == "init_std")
-      read(v, key, c.init_std);
+      read_config_value(v, key, c.init_std);
     else if (key == "epochs")
-      read(v, key, c.epochs);
+      read_config_value(v, key, c.epochs);
     else if (key == "max_steps")
-      read(v, key, c.max_steps);
+      read_config_value(v, key, c.max_steps);
     else if (key == "grad_accum")
-      read(v, key, c.grad_accum);
+      read_config_value(v, key, c.grad_accum);
     else if (key == "max_grad_norm")
-      read(v, key, c.max_grad_norm);
+      read_config_value(v, key, c.max_grad_norm);
     else if (key == "log_every")
-      read(v, key, c.log_every);
+      read_config_value(v, key, c.log_every);
     else if (key == "eval_every")
-      read(v, key, c.eval_every);
+      read_config_value(v, key, c.eval_every);
     else if (key == "eval_batches")
-      read(v, key, c.eval_batches);
+      read_config_value(v, key, c.eval_batches);
     else if (key == "save_every")
-      read(v, key, c.save_every);
+      read_config_value(v, key, c.save_every);
     else if (key == "save_final")
-      read(v, key, c.save_final);
+      read_config_value(v, key, c.save_final);
     else if (key == "keep_last")
-      read(v, key, c.keep_last);
+      read_config_value(v, key, c.keep_last);
     else if (key == "verify_checkpoints")
-      read(v, key, c.verify_checkpoints);
+      read_config_value(v, key, c.verify_checkpoints);
     else if (key == "progress")
-      read(v, key, c.progress);
+      read_config_value(v, key, c.progress);
     else if (key == "threads")
-      read(v, key, c.threads);
+      read_config_value(v, key, c.threads);
     else if (key == "activation_checkpointing")
-      read(v, key, c.train.activation_checkpointing);
+      read_config_value(v, key, c.train.activation_checkpointing);
     else if (key == "label_smoothing")
-      read(v, key, c.train.label_smoothing);
+      read_config_value(v, key, c.train.label_smoothing);
     else if (key == "ce_chunk_tokens")
-      read(v, key, c.train.ce_chunk_tokens);
+      read_config_value(v, key, c.train.ce_chunk_tokens);
     else if (key == "data") {
       c.data = DatasetConfig::from_json(v);
       data_kind_given = v.is_object() && v.contains("kind");
-    }
-    else if (key == "optimizer")
+    } else if (key == "optimizer")
       c.optimizer = OptimizerConfig::from_json(v);
     else if (key == "schedule")
       c.schedule = LrScheduleConfig::from_json(v);
@@ -161,12 +147,12 @@ void TrainerConfig::validate() const {
   optimizer.validate();
   const std::string s = effective_strategy();
   VELA_CHECK(s == "seq" || s == "sft" || s == "dpo" || s == "grpo",
-             "train config: strategy must be \"seq\", \"sft\", \"dpo\" or \"grpo\", got '", s,
-             "'");
+             "train config: strategy must be \"seq\", \"sft\", \"dpo\" or \"grpo\", got '", s, "'");
   static const std::map<std::string, std::string> kKind = {
       {"seq", "seq"}, {"sft", "sft"}, {"dpo", "pair"}, {"grpo", "prompt"}};
-  VELA_CHECK(data.kind == kKind.at(s) || (s == "seq" && data.kind == "sft"), "train config: strategy '", s,
-             "' trains on data.kind \"", kKind.at(s), "\", got \"", data.kind, "\"");
+  VELA_CHECK(data.kind == kKind.at(s) || (s == "seq" && data.kind == "sft"),
+             "train config: strategy '", s, "' trains on data.kind \"", kKind.at(s), "\", got \"",
+             data.kind, "\"");
   if (s == "dpo") dpo.validate();
   if (s == "grpo") grpo.validate();
 }

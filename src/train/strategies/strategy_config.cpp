@@ -2,22 +2,9 @@
 #include "train/strategies/strategy_config.h"
 
 #include "core/error.h"
+#include "train/config_value.h"
 
 namespace vela {
-
-namespace {
-
-template <typename T>
-void read(const json& value, const std::string& key, T& out) {
-  try {
-    out = value.get<T>();
-  } catch (const json::exception& e) {
-    VELA_THROW(InvalidArgument, "train config: bad value for '", key, "': ", value.dump(), " (",
-               e.what(), ")");
-  }
-}
-
-}  // namespace
 
 DpoConfig DpoConfig::from_json(const json& j) {
   VELA_CHECK(j.is_object(), "train config: 'dpo' must be an object, got ", j.dump());
@@ -25,13 +12,13 @@ DpoConfig DpoConfig::from_json(const json& j) {
   for (const auto& [key, v] : j.items()) {
     const std::string k = "dpo." + key;
     if (key == "beta")
-      read(v, k, c.beta);
+      read_config_value(v, k, c.beta);
     else if (key == "loss")
-      read(v, k, c.loss);
+      read_config_value(v, k, c.loss);
     else if (key == "label_smoothing")
-      read(v, k, c.label_smoothing);
+      read_config_value(v, k, c.label_smoothing);
     else if (key == "reference")
-      read(v, k, c.reference);
+      read_config_value(v, k, c.reference);
     else
       VELA_THROW(InvalidArgument, "train config: unknown key '", k, "' (see docs/rl.md)");
   }
@@ -61,41 +48,41 @@ GrpoConfig GrpoConfig::from_json(const json& j) {
   for (const auto& [key, v] : j.items()) {
     const std::string k = "grpo." + key;
     if (key == "group_size")
-      read(v, k, c.group_size);
+      read_config_value(v, k, c.group_size);
     else if (key == "max_tokens")
-      read(v, k, c.max_tokens);
+      read_config_value(v, k, c.max_tokens);
     else if (key == "temperature")
-      read(v, k, c.temperature);
+      read_config_value(v, k, c.temperature);
     else if (key == "top_p")
-      read(v, k, c.top_p);
+      read_config_value(v, k, c.top_p);
     else if (key == "top_k")
-      read(v, k, c.top_k);
+      read_config_value(v, k, c.top_k);
     else if (key == "stop")
-      read(v, k, c.stop);
+      read_config_value(v, k, c.stop);
     else if (key == "rollout_interval")
-      read(v, k, c.rollout_interval);
+      read_config_value(v, k, c.rollout_interval);
     else if (key == "clip_eps")
-      read(v, k, c.clip_eps);
+      read_config_value(v, k, c.clip_eps);
     else if (key == "clip_eps_high")
-      read(v, k, c.clip_eps_high);
+      read_config_value(v, k, c.clip_eps_high);
     else if (key == "scale_rewards")
-      read(v, k, c.scale_rewards);
+      read_config_value(v, k, c.scale_rewards);
     else if (key == "kl_coef")
-      read(v, k, c.kl_coef);
+      read_config_value(v, k, c.kl_coef);
     else if (key == "reference")
-      read(v, k, c.reference);
+      read_config_value(v, k, c.reference);
     else if (key == "loss_agg")
-      read(v, k, c.loss_agg);
+      read_config_value(v, k, c.loss_agg);
     else if (key == "drop_stale")
-      read(v, k, c.drop_stale);
+      read_config_value(v, k, c.drop_stale);
     else if (key == "max_staleness")
-      read(v, k, c.max_staleness);
+      read_config_value(v, k, c.max_staleness);
     else if (key == "reward")
       c.reward = v;
     else if (key == "engine_max_seqs")
-      read(v, k, c.engine_max_seqs);
+      read_config_value(v, k, c.engine_max_seqs);
     else if (key == "engine_page_size")
-      read(v, k, c.engine_page_size);
+      read_config_value(v, k, c.engine_page_size);
     else
       VELA_THROW(InvalidArgument, "train config: unknown key '", k, "' (see docs/rl.md)");
   }

@@ -12,7 +12,7 @@ Half of the configs are rewritten in the transformers 4.x dialect (top-level rop
 rope_scaling with "type" or "rope_type", torch_dtype), the rest keep the 5.x dialect
 (rope_parameters, dtype): vela must read both.
 
-usage: python3 tools/make_model_fixtures.py [--out tests/fixtures/models]
+usage: python3 tools/make_model_fixtures.py [--out tests/fixtures/models] [--only name,name]
 """
 import argparse
 import json
@@ -52,6 +52,17 @@ VARIANTS = {
                                             "use_sliding_window": False},
                        {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64,
                         "rope_theta": 10000.0}, "v4_type"),
+    # Head sizes other than the 16 / 32 of the variants above, as published models use them (the
+    # CUDA kernels run exact tiles for 64 / 128 / 256 and zero-padded tiles for the rest).
+    "qwen3_hd48": ("Qwen3ForCausalLM", {"head_dim": 48, "attention_bias": False, "use_sliding_window": False},
+                   {"rope_type": "default", "rope_theta": 1000000.0}, "v5"),
+    "llama_hd80_mha": ("LlamaForCausalLM", {"head_dim": 80, "num_key_value_heads": 4},
+                       {"rope_type": "default", "rope_theta": 10000.0}, "v4_plain"),
+    "mistral_hd96_mqa": ("MistralForCausalLM", {"sliding_window": None, "head_dim": 96, "num_key_value_heads": 1},
+                         {"rope_type": "default", "rope_theta": 1000000.0}, "v5"),
+    "qwen3_hd256": ("Qwen3ForCausalLM", {"head_dim": 256, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                         "attention_bias": False, "use_sliding_window": False},
+                    {"rope_type": "default", "rope_theta": 1000000.0}, "v4_plain"),
 }
 
 PROMPT_LEN = 24      # > 16 so dynamic NTK kicks in for llama_mqa_dynamic
@@ -78,9 +89,16 @@ def to_v4_dialect(cfg: dict, rope: dict, key: str) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "models"))
+    ap.add_argument("--only", default="", help="comma-separated variant names (default: all)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    unknown = only - set(VARIANTS)
+    if unknown:
+        raise SystemExit(f"unknown variants: {sorted(unknown)}")
     torch.manual_seed(0)
     for name, (arch, overrides, rope, dialect) in VARIANTS.items():
+        if only and name not in only:
+            continue
         torch.manual_seed(zlib.crc32(name.encode()))
         cls = getattr(transformers, arch)
         config_cls = cls.config_class

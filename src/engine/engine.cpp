@@ -15,6 +15,7 @@
 #include "engine/runtime/executor.h"
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
+#include "ops/attention.h"
 
 namespace vela {
 
@@ -32,6 +33,11 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
                  mc.rope.scaling.type == ops::RopeScaling::Type::kDynamic,
              "max_ctx ", cfg_.max_ctx, " exceeds the model's max_position_embeddings ",
              mc.max_position_embeddings);
+  // Checked here rather than per request: a model the CUDA kernels cannot run fails at start.
+  VELA_CHECK_T(Unsupported, !device_.is_cuda() || ops::cuda_attention_head_dim_ok(mc.head_dim),
+               "the CUDA attention kernels run head_dim a multiple of 8 up to ",
+               ops::kMaxCudaHeadDim, ", but this model has head_dim ", mc.head_dim,
+               " (serve it on the CPU, which takes any even head_dim)");
   VELA_CHECK(cfg_.kv_strategy == "paged" || cfg_.kv_strategy == "contiguous",
              "kv_strategy must be 'paged' or 'contiguous', got '", cfg_.kv_strategy, "'");
   VELA_CHECK(cfg_.max_seqs > 0, "max_seqs must be positive");

@@ -62,8 +62,9 @@ void check_paged(const char* op, const Tensor& q, const Tensor& k_cache, const T
                  ": on CUDA q and the caches must share one dtype, got ", dtype_name(q.dtype()),
                  " and ", dtype_name(k_cache.dtype()));
     const int64_t d = q.size(2);
-    VELA_CHECK_T(Unsupported, d == 16 || d == 32 || d == 64 || d == 128, op,
-                 ": CUDA kernels support head_dim 16, 32, 64 or 128, got ", d);
+    VELA_CHECK_T(Unsupported, cuda_attention_head_dim_ok(d), op,
+                 ": CUDA attention kernels support head_dim a multiple of 8 up to ",
+                 kMaxCudaHeadDim, ", got ", d);
   }
 }
 

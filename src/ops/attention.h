@@ -11,6 +11,15 @@
 
 namespace vela::ops {
 
+// The largest head_dim the CUDA attention kernels (paged decode / prefill, flash) run.
+inline constexpr int64_t kMaxCudaHeadDim = 256;
+
+// Whether the CUDA paged attention kernels run head_dim (a multiple of 8 up to kMaxCudaHeadDim);
+// the CPU kernels take any head_dim.
+inline constexpr bool cuda_attention_head_dim_ok(int64_t head_dim) {
+  return head_dim > 0 && head_dim % 8 == 0 && head_dim <= kMaxCudaHeadDim;
+}
+
 // Dense causal attention with optional document boundaries (packed training sequences).
 //   q: [batch, seq, n_heads, head_dim]   k, v: [batch, seq, n_kv_heads, head_dim]
 //   doc_ids: undefined, or [batch, seq] i32 — a query attends only to keys of the same doc id
@@ -19,8 +28,9 @@ namespace vela::ops {
 //        each row's natural-log log-sum-exp of the scaled scores, log(sum_p exp(scale * q.k_p))
 //        over the visible keys (head-major so that a query tile's entries are contiguous). The
 //        handle is const; the elements are written.
-// On CUDA, bf16/f16 with head_dim 32, 64 or 128 run the fused flash kernels
-// (ops/cuda/attention_flash.cu); VELA_CUDA_DENSE_ATTN=gemm|recompute|flash picks a path by hand.
+// On CUDA, bf16/f16 with head_dim a multiple of 8 in [32, 256] run the fused flash kernels
+// (ops/cuda/attention_flash.cu; other head sizes run the GEMM or recompute paths);
+// VELA_CUDA_DENSE_ATTN=gemm|recompute|flash picks a path by hand.
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
                       float scale, Tensor& out, const Tensor& lse = Tensor());
 
@@ -60,8 +70,9 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
 //
 // Both ops read seq_lens, req_pool_indices and req_to_token on the device only, allocate nothing
 // and never synchronize, so a CUDA graph captured once replays correctly while sequences grow.
-// Supported head_dim: 16, 32, 64, 128 (others: Unsupported). On CUDA q, caches and out share one
-// dtype (f32, bf16 or f16) and every tensor lives on q's device. Slots read through req_to_token
+// On CUDA, head_dim is any multiple of 8 up to kMaxCudaHeadDim (others: Unsupported; 16, 32,
+// 64, 128 and 256 are the exact-tile fast paths, the rest run zero-padded tiles). q, caches and
+// out share one dtype (f32, bf16 or f16) and every tensor lives on q's device. Slots read through req_to_token
 // are trusted on the device (the CPU versions range-check them).
 
 // The most splits paged_decode_attention accepts (and decode_num_splits returns).

@@ -1,8 +1,10 @@
 // CUDA attention ops against their CPU twins: kv_write (strided rows, shuffled slots), split-KV
 // paged decode (B 1 / 3 / 64, lengths 1..5000 with a padding row, GQA 1 / 2 / 6, pages of 1 and 16
-// slots in shuffled order, 1..64 splits, every supported head_dim, f32 / bf16 / f16), ragged
-// prefill through a host plan (q_len 1..700 with and without cached prefix) and through the
-// generic paged_attention, CUDA-graph replay of the decode kernel after the sequences grew, bad
+// slots in shuffled order, 1..64 splits, f32 / bf16 / f16), ragged prefill through a host plan
+// (q_len 1..700 with and without cached prefix) and through the generic paged_attention, every
+// head_dim class (exact tiles 16 / 32 / 64 / 128 / 256 and padded ones: 8, 24, 48, 80, 96, 136,
+// 200) for decode (row and GQA tensor-core kernels, split merge) and prefill, CUDA-graph replay of
+// the decode kernel after the sequences grew (bit-identical to eager, head_dim 64 / 80 / 256), bad
 // input errors, and opt-in benchmarks (DISABLED_*Bench*) of decode GB/s and prefill TFLOP/s.
 //
 // Unused cache slots hold NaN, so a kernel that reads a slot outside the table fails loudly.
@@ -154,7 +156,7 @@ std::vector<int> random_lens(int n, int lo, int hi, uint64_t seed) {
 
 TEST_F(CudaAttentionTest, KvWriteMatchesCpu) {
   for (DType dt : test::kCudaFloatDTypes) {
-    for (int64_t d : {16, 64, 128}) {
+    for (int64_t d : {16, 48, 64, 80, 128, 256}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d));
       const int64_t n_tok = 37, n_kv = 3, n_slots = 100;
       // K and V as column slices of a fused [n_tok, 3 * n_kv, d] projection (token stride free).
@@ -272,6 +274,70 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
   }
 }
 
+// Every head_dim class on decode and prefill: the exact tiles (fast paths) and the padded ones
+// (the next tile width with zero-filled columns). Decode covers MHA (row kernel), GQA 4 (the
+// tensor-core kernel for head_dim <= 64, the row kernel above) and GQA 6, 1 and 7 splits; prefill
+// a fresh prompt, prefixes with decode rows, and GQA 3 over pages of 1.
+const int64_t kHeadDims[] = {48, 80, 96, 128, 256, 64, 8, 24, 136, 200};
+
+TEST_F(CudaAttentionTest, DecodeAnyHeadDimMatchesCpu) {
+  struct Shape3 {
+    std::vector<int> lens;
+    int64_t n_heads, n_kv;
+    int page;
+  };
+  const std::vector<Shape3> shapes = {
+      {{1, 300, 1500}, 4, 4, 16}, {{777, 2}, 8, 2, 1}, {{0, 1200}, 12, 2, 16}};
+  for (int64_t d : kHeadDims) {
+    for (DType dt : test::kCudaFloatDTypes) {
+      for (size_t c = 0; c < shapes.size(); ++c) {
+        const Shape3& sh = shapes[c];
+        std::vector<int> q_lens(sh.lens.size(), 1);
+        Batch b = make_batch(dt, sh.lens, q_lens, sh.n_heads, sh.n_kv, d, sh.page,
+                             900 + c + static_cast<uint64_t>(d));
+        b.q = test::random_cpu({static_cast<int64_t>(sh.lens.size()), sh.n_heads, d}, dt, 9);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        Tensor want = Tensor::empty(b.q.shape(), dt);
+        Tensor none;
+        ops::paged_decode_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices,
+                                    b.seq_lens, scale, 1, none, none, want);
+        Batch g = to_gpu(b, gpu());
+        for (int n_splits : {1, 7}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d) + " shape " +
+                       std::to_string(c) + " splits " + std::to_string(n_splits));
+          test::expect_close(gpu_decode(g, scale, n_splits), want, attn_tol(dt), "decode");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttentionTest, PrefillAnyHeadDimMatchesCpu) {
+  const std::vector<PrefillCase> cases = {
+      {{200}, {200}, 2, 2, 0, 16},                          // one fresh prompt
+      {{300, 130, 64, 1}, {1, 65, 64, 1}, 4, 2, 0, 16},     // prefixes + decode rows
+      {{129, 77}, {100, 77}, 6, 2, 0, 1},                   // GQA 3, page 1
+  };
+  for (int64_t d : kHeadDims) {
+    for (DType dt : test::kCudaFloatDTypes) {
+      for (size_t c = 0; c < cases.size(); ++c) {
+        const PrefillCase& pc = cases[c];
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d) + " case " +
+                     std::to_string(c));
+        Batch b = make_batch(dt, pc.lens, pc.q_lens, pc.n_heads, pc.n_kv, d, pc.page_size,
+                             950 + c + static_cast<uint64_t>(d));
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        Tensor want = cpu_reference(b, scale);
+        Batch g = to_gpu(b, gpu());
+        Tensor got = Tensor::empty(b.q.shape(), dt, gpu());
+        ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                             g.seq_lens, g.qo_indptr, scale, got);
+        test::expect_close(got, want, attn_tol(dt), "paged_attention");
+      }
+    }
+  }
+}
+
 TEST_F(CudaAttentionTest, PrefillStridedQuery) {
   // q as a column slice of a fused qkv projection (token stride > n_heads * head_dim).
   const DType dt = DType::kBF16;
@@ -288,9 +354,12 @@ TEST_F(CudaAttentionTest, PrefillStridedQuery) {
   test::expect_close(got, want, attn_tol(dt), "strided q");
 }
 
-TEST_F(CudaAttentionTest, DecodeGraphReplayAfterGrowth) {
+class CudaDecodeGraphTest : public CudaAttentionTest,
+                            public ::testing::WithParamInterface<int64_t> {};
+
+TEST_P(CudaDecodeGraphTest, ReplayAfterGrowth) {
   const DType dt = DType::kBF16;
-  const int64_t n_heads = 24, n_kv = 4, d = 64;
+  const int64_t n_heads = 24, n_kv = 4, d = GetParam();
   const std::vector<int> lens0 = {1, 300, 2000};
   const int spare = 3000;
   Batch b = make_batch(dt, lens0, {1, 1, 1}, n_heads, n_kv, d, 16, 400, spare);
@@ -298,7 +367,7 @@ TEST_F(CudaAttentionTest, DecodeGraphReplayAfterGrowth) {
   b.k_cache = test::random_cpu(b.k_cache.shape(), dt, 401);
   b.v_cache = test::random_cpu(b.v_cache.shape(), dt, 402);
   Batch g = to_gpu(b, gpu());
-  const float scale = 0.125f;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int max_len = 2000 + spare;
   const int n_splits =
       ops::decode_num_splits(3, n_kv, max_len, cuda::device_properties().multiProcessorCount);
@@ -345,15 +414,24 @@ TEST_F(CudaAttentionTest, DecodeGraphReplayAfterGrowth) {
   cudaStreamDestroy(stream);
 }
 
+// d 64: the GQA tensor-core kernel; 80: a padded row-kernel tile; 256: the widest exact tile.
+INSTANTIATE_TEST_SUITE_P(HeadDims, CudaDecodeGraphTest, ::testing::Values(64, 80, 256));
+
 TEST_F(CudaAttentionTest, BadInputIsAnError) {
-  Batch b = make_batch(DType::kBF16, {10}, {1}, 4, 2, 48, 16, 600);
-  Batch g = to_gpu(b, gpu());
-  Tensor out = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
   Tensor none;
-  EXPECT_THROW(
-      ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                                  g.seq_lens, 1.0f, 1, none, none, out),
-      Unsupported);  // head_dim 48
+  for (int64_t d : {12, 264}) {  // not a multiple of 8; above 256
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    Batch b = make_batch(DType::kBF16, {10}, {1}, 4, 2, d, 16, 600);
+    Batch g = to_gpu(b, gpu());
+    Tensor out = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
+    EXPECT_THROW(
+        ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                    g.seq_lens, 1.0f, 1, none, none, out),
+        Unsupported);
+    EXPECT_THROW(ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                      g.req_pool_indices, g.seq_lens, g.qo_indptr, 1.0f, out),
+                 Unsupported);
+  }
   Batch b2 = make_batch(DType::kBF16, {10}, {1}, 4, 2, 64, 16, 601);
   Batch g2 = to_gpu(b2, gpu());
   Tensor out2 = Tensor::empty(g2.q.shape(), DType::kBF16, gpu());
@@ -471,6 +549,62 @@ TEST_F(CudaAttentionTest, DISABLED_BenchPrefill) {
         "x24 layers %.2f ms\n",
         c.n, static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
         static_cast<long long>(c.d), ms, tflops, 24 * ms);
+  }
+}
+
+// Decode and prefill per head size at a fixed width n_heads * head_dim = 2048 (GQA 4): exact
+// tiles 64 / 128 / 256 and the padded 80 / 96 (the tile-128 kernels at head_dim < 128).
+TEST_F(CudaAttentionTest, DISABLED_BenchHeadDims) {
+  const DType dt = DType::kBF16;
+  const int sms = cuda::device_properties().multiProcessorCount;
+  for (int64_t d : {64, 128, 256, 80, 96}) {
+    const int64_t n_heads = (2048 + d - 1) / d / 4 * 4, n_kv = n_heads / 4;
+    struct Shape2 {
+      int b, ctx;
+    };
+    for (Shape2 sh : {Shape2{1, 8192}, Shape2{1, 32768}, Shape2{64, 1024}}) {
+      std::vector<int> lens(static_cast<size_t>(sh.b), sh.ctx), q_lens(lens.size(), 1);
+      Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, 16, 710);
+      Batch g = to_gpu(b, gpu());
+      const int n_splits = ops::decode_num_splits(sh.b, n_kv, sh.ctx, sms);
+      Tensor o_part =
+          Tensor::empty({ops::decode_o_part_numel(sh.b, n_heads, d, n_splits)}, DType::kF32, gpu());
+      Tensor lse_part =
+          Tensor::empty({ops::decode_lse_part_numel(sh.b, n_heads, n_splits)}, DType::kF32, gpu());
+      Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      const double ms = time_ms([&] {
+        ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                    g.seq_lens, scale, n_splits, o_part, lse_part, out);
+      });
+      const double gbps = 2.0 * sh.b * sh.ctx * n_kv * d * 2 / (ms * 1e-3) / 1e9;
+      std::printf(
+          "headdim decode bf16 d=%lld (%lldq/%lldkv) B=%d ctx=%d: splits %d, %.2f us, %.0f GB/s "
+          "= %.1f%% of 4300 GB/s\n",
+          static_cast<long long>(d), static_cast<long long>(n_heads),
+          static_cast<long long>(n_kv), sh.b, sh.ctx, n_splits, ms * 1e3, gbps,
+          100.0 * gbps / 4300.0);
+    }
+    const int n = 8192;
+    Batch b = make_batch(dt, {n}, {n}, n_heads, n_kv, d, 16, 810);
+    Batch g = to_gpu(b, gpu());
+    const int64_t cap = ops::prefill_max_tiles(n, 1);
+    std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
+    const int64_t n_tiles = ops::plan_prefill_tiles(
+        b.qo_indptr.data<int32_t>(), 1, ops::kPrefillTileQ, seq_idx.data(), q_start.data(), cap);
+    Tensor ds = Tensor::from_vector(seq_idx).to(gpu()), dq = Tensor::from_vector(q_start).to(gpu());
+    Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
+    const double ms = time_ms(
+        [&] {
+          ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                       g.req_pool_indices, g.seq_lens, g.qo_indptr, ds, dq, n_tiles,
+                                       1.0f / std::sqrt(static_cast<float>(d)), out);
+        },
+        5, 4);
+    const double flops = 4.0 * n_heads * d * (static_cast<double>(n) * (n + 1) / 2);
+    std::printf("headdim prefill bf16 d=%lld (%lldq/%lldkv) causal n=%d: %.3f ms, %.1f TFLOP/s\n",
+                static_cast<long long>(d), static_cast<long long>(n_heads),
+                static_cast<long long>(n_kv), n, ms, flops / (ms * 1e-3) / 1e12);
   }
 }
 

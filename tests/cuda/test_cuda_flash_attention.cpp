@@ -3,9 +3,11 @@
 // forward out and lse, backward dq, dk, dv (with the saved lse and without it). Each tensor's
 // max abs error relative to max |reference| is printed and must stay below 2e-2 (bf16) / 5e-3
 // (f16). Shapes cover T = 1, T not a multiple of the 64-row tile, GQA n_rep 1 and 6, head_dim 32,
-// 64 and 128, batch > 1 and doc ids with many documents, 1-token documents and unsorted ids. Also:
-// the backward is bit-identical run to run, and opt-in benchmarks (DISABLED_*Bench*) print ms and
-// TFLOP/s of flash and the GEMM path at bench-1b's shape. Skipped without a GPU.
+// 64 and 128, batch > 1 and doc ids with many documents, 1-token documents and unsorted ids; every
+// other head_dim class (256, whose dK/dV is split over two blocks, and the padded 40, 48, 80, 96,
+// 136, 200). Also: the backward is bit-identical run to run (head_dim 64 and 256), and opt-in
+// benchmarks (DISABLED_*Bench*) print ms and TFLOP/s of flash and the GEMM path at bench-1b's
+// shape and at head_dim 256. Skipped without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -160,14 +162,26 @@ TEST_F(CudaFlashAttention, MatchesCpu) {
   check_case({2, 150, 4, 2, 64, Docs::kRuns}, DType::kF16, gpu());
 }
 
+TEST_F(CudaFlashAttention, AnyHeadDimMatchesCpu) {
+  for (int64_t d : {48, 80, 96, 256, 40, 136, 200}) {
+    check_case({1, 130, 4, 2, d, Docs::kNone}, DType::kBF16, gpu());
+    check_case({2, 100, 6, 1, d, Docs::kRuns}, DType::kBF16, gpu());
+  }
+  check_case({1, 150, 4, 4, 256, Docs::kTiny}, DType::kF16, gpu());
+  check_case({1, 150, 4, 2, 80, Docs::kNone}, DType::kF16, gpu());
+}
+
 // Long rows where the online softmax crosses many key tiles and doc skipping removes most of them.
 TEST_F(CudaFlashAttention, LongSequenceMatchesCpu) {
   check_case({1, 1100, 6, 1, 64, Docs::kRuns}, DType::kBF16, gpu());
   check_case({1, 700, 2, 2, 64, Docs::kNone}, DType::kBF16, gpu());
 }
 
-TEST_F(CudaFlashAttention, BackwardIsDeterministic) {
-  const Case c{2, 300, 6, 2, 64, Docs::kRuns};
+class CudaFlashDeterminism : public CudaFlashAttention,
+                             public ::testing::WithParamInterface<int64_t> {};
+
+TEST_P(CudaFlashDeterminism, BackwardIsDeterministic) {
+  const Case c{2, 300, 6, 2, GetParam(), Docs::kRuns};
   const DType dt = DType::kBF16;
   Tensor q = random_cpu({c.b, c.t, c.h, c.d}, dt, 1).to(gpu());
   Tensor k = random_cpu({c.b, c.t, c.hkv, c.d}, dt, 2).to(gpu());
@@ -191,6 +205,8 @@ TEST_F(CudaFlashAttention, BackwardIsDeterministic) {
   ops::causal_attention(q, k, v, docs, 0.125f, out2);
   test::expect_equal(out2, out, "forward run 2 vs run 1");
 }
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, CudaFlashDeterminism, ::testing::Values(64, 256, 80));
 
 // ---- benchmark (opt-in: --gtest_also_run_disabled_tests --gtest_filter='*Bench*') ----
 
@@ -219,7 +235,8 @@ TEST_F(CudaFlashAttention, DISABLED_BenchBench1b) {
     bool docs;
   };
   for (Cfg c : {Cfg{8, 2048, 24, 4, 64, false}, Cfg{8, 2048, 24, 4, 64, true},
-                Cfg{4, 2048, 16, 4, 128, false}}) {
+                Cfg{4, 2048, 16, 4, 128, false}, Cfg{2, 2048, 8, 2, 256, false},
+                Cfg{4, 2048, 16, 4, 96, false}}) {
     Tensor q = random_cpu({c.b, c.t, c.h, c.d}, dt, 1).to(gpu());
     Tensor k = random_cpu({c.b, c.t, c.hkv, c.d}, dt, 2).to(gpu());
     Tensor v = random_cpu({c.b, c.t, c.hkv, c.d}, dt, 3).to(gpu());

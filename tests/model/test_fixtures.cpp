@@ -20,9 +20,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kFixtures[] = {"llama_gqa",    "llama_mha_tied_linear", "llama_mqa_dynamic",
-                           "llama3_scaling", "llama_yarn",          "mistral_gqa",
-                           "qwen2_bias_tied", "qwen3_qknorm",       "qwen3_yarn_mha"};
+// head_dim 16 or 32 unless the name says otherwise (qwen3_hd48, llama_hd80_mha,
+// mistral_hd96_mqa, qwen3_hd256: the head sizes the CUDA kernels run on padded tiles / the
+// 256 tile).
+const char* kFixtures[] = {"llama_gqa",        "llama_mha_tied_linear", "llama_mqa_dynamic",
+                           "llama3_scaling",   "llama_yarn",            "mistral_gqa",
+                           "qwen2_bias_tied",  "qwen3_qknorm",          "qwen3_yarn_mha",
+                           "qwen3_hd48",       "llama_hd80_mha",        "mistral_hd96_mqa",
+                           "qwen3_hd256"};
 
 struct Reference {
   std::vector<int32_t> prompt, greedy;

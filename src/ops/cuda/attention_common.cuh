@@ -1,7 +1,7 @@
 // Device building blocks shared by the attention kernels (ops/cuda/attention_*.cu only): cp.async
 // copies into shared memory (with zero fill for masked rows), ldmatrix and the m16n8k16 bf16/f16
 // tensor-core mma with fp32 accumulation, the split-KV chunking rule both the decode kernel and its
-// merge use, and the head_dim dispatch.
+// merge use, and the head_dim dispatch (exact tiles and zero-padded ones).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -101,26 +101,44 @@ __host__ __device__ __forceinline__ int live_splits(int n_keys, int n_splits) {
   return chunk == 0 ? 0 : (n_keys + chunk - 1) / chunk;
 }
 
-// Calls f(std::integral_constant<int, D>{}) for a supported head_dim.
+// ---- head_dim dispatch ----
+// The kernels are compiled for tile widths D (the compile-time head size of their shared-memory
+// tiles and register fragments). head_dim 16, 32, 64, 128 and 256 run their exact tile (kExact:
+// the fast paths, every bound a constant); any other multiple of 8 up to 256 runs the next wider
+// tile of 32, 64, 128 or 256 with the columns at and past head_dim zero-filled on load (q and k
+// zero there add nothing to the scores, v zero there only feeds output columns that are never
+// stored) and global addressing by the runtime head_dim. A multiple of 8 keeps every 16-byte
+// (8 x 16-bit) chunk entirely inside or outside a row.
+inline constexpr int kMaxHeadDim = 256;  // ops::kMaxCudaHeadDim (ops/attention.h)
+
+// Calls f(std::integral_constant<int, D>{}, std::bool_constant<kExact>{}) for head_dim: D is the
+// tile width, kExact whether head_dim == D. Unsupported for head_dim not a multiple of 8 in
+// [8, 256].
 template <typename F>
 void dispatch_head_dim(int64_t head_dim, const char* op, F&& f) {
+  VELA_CHECK_T(Unsupported, head_dim > 0 && head_dim % 8 == 0 && head_dim <= kMaxHeadDim, op,
+               ": CUDA attention kernels support head_dim a multiple of 8 up to ", kMaxHeadDim,
+               ", got ", head_dim);
+  using exact = std::true_type;
+  using padded = std::false_type;
   switch (head_dim) {
     case 16:
-      f(std::integral_constant<int, 16>{});
-      break;
+      return f(std::integral_constant<int, 16>{}, exact{});
     case 32:
-      f(std::integral_constant<int, 32>{});
-      break;
+      return f(std::integral_constant<int, 32>{}, exact{});
     case 64:
-      f(std::integral_constant<int, 64>{});
-      break;
+      return f(std::integral_constant<int, 64>{}, exact{});
     case 128:
-      f(std::integral_constant<int, 128>{});
-      break;
+      return f(std::integral_constant<int, 128>{}, exact{});
+    case 256:
+      return f(std::integral_constant<int, 256>{}, exact{});
     default:
-      VELA_THROW(Unsupported, op, ": CUDA kernels support head_dim 16, 32, 64 or 128, got ",
-                 head_dim);
+      break;
   }
+  if (head_dim < 32) return f(std::integral_constant<int, 32>{}, padded{});
+  if (head_dim < 64) return f(std::integral_constant<int, 64>{}, padded{});
+  if (head_dim < 128) return f(std::integral_constant<int, 128>{}, padded{});
+  return f(std::integral_constant<int, 256>{}, padded{});
 }
 
 }  // namespace vela::ops::cuda

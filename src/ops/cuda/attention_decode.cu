@@ -2,14 +2,19 @@
 // ragged batch (the f32 prefill path), the split merge, and kv_write.
 //
 // Row kernel: one block = (row, KV head, group chunk, split). The block's 128 threads are split
-// into groups of kTpk = head_dim / (16 B of T) threads; each group owns one key row at a time (kTpk
-// 16-byte pieces) and scores it against all query heads of the KV head (GQA: one K/V load serves
+// into groups of kTpk = D / kVec threads (kVec = 16 B of T, or D / 32 where that is more: at most
+// 32 threads per row); each group owns one key row at a time (kVec features per thread) and scores it against all query heads of the KV head (GQA: one K/V load serves
 // the whole group). K/V rows are gathered by slot with cp.async into a 4-stage shared-memory
 // pipeline; each thread copies exactly the pieces it later reads, so the pipeline needs no block
 // barrier, and the slots of the next stage are prefetched into registers a stage ahead. Every
 // group keeps its own online-softmax state (fp32, log2 domain); the groups merge through shared
 // memory at the end. A row reads its key count from seq_lens on the device; splits past the end
 // exit at once and the merge kernel only combines live splits (graph replay with growing lengths).
+//
+// Head sizes: every kernel is compiled for a tile width D (16, 32, 64, 128, 256) and kExact; a
+// head_dim that is not a tile width runs the next wider tile with its columns past head_dim
+// zero-filled and never stored (attention_common.cuh, dispatch_head_dim). Global rows, o_part and
+// the outputs are addressed by the runtime head_dim.
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
@@ -41,6 +46,7 @@ struct RowsArgs {
   int32_t group;           // n_heads / n_kv_heads
   int32_t n_group_chunks;  // ceil(group / kG)
   int32_t n_splits;
+  int32_t head_dim;  // <= the kernel's tile width D
   float scale_log2;
   float* o_part;    // [n_rows, n_heads, n_splits, head_dim]
   float* lse_part;  // [n_rows, n_heads, n_splits]
@@ -70,7 +76,9 @@ __device__ __forceinline__ void row_info(const RowsArgs& a, int row, int& seq, i
 
 template <typename T, int D, int kG>
 struct RowsCfg {
-  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kVec = D / 32 > kVec16 ? D / 32 : kVec16;  // features per thread
+  static constexpr int kPieces = kVec / kVec16;                    // 16-byte copies per thread
   static constexpr int kTpk = D / kVec;            // threads per key row
   static constexpr int kKpp = kRowThreads / kTpk;  // key rows per pass
   static constexpr int kKps = kKpp * kUnroll;      // key rows per stage
@@ -83,10 +91,12 @@ struct RowsCfg {
 
 }  // namespace
 
-template <typename T, int D, int kG>
+template <typename T, int D, int kG, bool kExact>
 static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(RowsArgs a) {
   using Cfg = RowsCfg<T, D, kG>;
   constexpr int kVec = Cfg::kVec, kTpk = Cfg::kTpk, kKpp = Cfg::kKpp, kKps = Cfg::kKps;
+  constexpr int kVec16 = Cfg::kVec16;
+  const int hd = kExact ? D : a.head_dim;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sk = reinterpret_cast<T*>(smem_raw);  // [kStages][kKps][D]
   T* sv = sk + kStages * kKps * D;
@@ -100,6 +110,7 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   const bool direct = a.n_splits == 1;
   const int tid = threadIdx.x, kk = tid / kTpk, part = tid % kTpk;
   const int head0 = kv_head * a.group + g0;  // first query head of this block
+  const bool part_live = kExact || part * kVec < hd;  // this thread's features exist
 
   int seq, n_keys;
   row_info(a, row, seq, n_keys);
@@ -108,19 +119,19 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
     if (direct) {  // a padding row (no keys): zero output; with splits the merge writes it
-      T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * D;
-      for (int i = tid; i < n_g * D; i += kRowThreads) out[i] = from_float<T>(0.0f);
+      T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
+      for (int i = tid; i < n_g * hd; i += kRowThreads) out[i] = from_float<T>(0.0f);
     }
     return;
   }
 
   // Query heads of the group, this thread's kVec features, pre-scaled into the log2 domain.
   float q[kG][kVec];
-  const T* qp = static_cast<const T*>(a.q) + row * a.q_token_stride + head0 * D + part * kVec;
+  const T* qp = static_cast<const T*>(a.q) + row * a.q_token_stride + head0 * hd + part * kVec;
 #pragma unroll
   for (int g = 0; g < kG; ++g) {
-    if (g < n_g) {
-      load_float<kVec>(qp + g * D, q[g]);
+    if (g < n_g && part_live) {
+      load_float<kVec>(qp + g * hd, q[g]);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) q[g][i] *= a.scale_log2;
     } else {
@@ -130,9 +141,9 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   }
 
   const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
-  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
-  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * D + part * kVec;
-  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * D + part * kVec;
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd + part * kVec;
+  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd + part * kVec;
   float m[kG], l[kG], acc[kG][kVec];
 #pragma unroll
   for (int g = 0; g < kG; ++g) {
@@ -157,10 +168,16 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
       for (int j = 0; j < kUnroll; ++j) {
         const int key = step * kKps + j * kKpp + kk;  // within the window
         const int off = (stage * kKps + j * kKpp + kk) * D + part * kVec;
-        const bool valid = wb + key < we;
+        const bool valid = wb + key < we && part_live;
         const int64_t src = valid ? s_slots[key] * slot_stride : 0;
-        cp_async16(sk + off, kbase + src, valid);
-        cp_async16(sv + off, vbase + src, valid);
+#pragma unroll
+        for (int pc = 0; pc < Cfg::kPieces; ++pc) {
+          // An invalid copy reads nothing but still needs a mapped source: the cache base.
+          cp_async16(sk + off + pc * kVec16,
+                     valid ? kbase + src + pc * kVec16 : static_cast<const T*>(a.k_cache), valid);
+          cp_async16(sv + off + pc * kVec16,
+                     valid ? vbase + src + pc * kVec16 : static_cast<const T*>(a.v_cache), valid);
+        }
       }
     };
 #pragma unroll
@@ -258,17 +275,17 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
     for (int i = 0; i < kVec; ++i) s_acc[(kk * kG + g) * D + part * kVec + i] = acc[g][i] * f;
   }
   __syncthreads();
-  for (int idx = tid; idx < n_g * D; idx += kRowThreads) {
-    const int g = idx / D, d = idx % D;
+  for (int idx = tid; idx < n_g * hd; idx += kRowThreads) {
+    const int g = idx / hd, d = idx % hd;
     float o = 0.0f;
     for (int i = 0; i < kKpp; ++i) o += s_acc[(i * kG + g) * D + d];
     const float sum = s_tot[kG + g];
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head0 + g;
     if (direct) {
-      static_cast<T*>(a.out)[rh * D + d] = from_float<T>(o * inv);
+      static_cast<T*>(a.out)[rh * hd + d] = from_float<T>(o * inv);
     } else {
-      a.o_part[(rh * a.n_splits + split) * D + d] = o * inv;
+      a.o_part[(rh * a.n_splits + split) * hd + d] = o * inv;
       if (d == 0)
         a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? s_tot[g] + log2f(sum) : -INFINITY;
     }
@@ -293,10 +310,12 @@ struct MmaDecodeCfg {
   static_assert(kSmemBytes <= 48 * 1024, "mma decode shared memory above the default limit");
 };
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs a) {
   using Cfg = MmaDecodeCfg<D>;
   constexpr int kChunks = D / 8;
+  const int hd = kExact ? D : a.head_dim;
+  const int hc = hd / 8;  // live 16-byte chunks per row
   constexpr int kLoads = kMmaKeys * kChunks / kMmaThreads;
   static_assert(kLoads >= 1, "tile shape");
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -316,26 +335,26 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
     if (direct) {
-      T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * D;
-      for (int i = tid; i < group * D; i += kMmaThreads) out[i] = from_float<T>(0.0f);
+      T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
+      for (int i = tid; i < group * hd; i += kMmaThreads) out[i] = from_float<T>(0.0f);
     }
     return;
   }
 
   // Q rows = the group's heads (rows >= group are zero).
-  const T* qbase = static_cast<const T*>(a.q) + row * a.q_token_stride + head0 * D;
+  const T* qbase = static_cast<const T*>(a.q) + row * a.q_token_stride + head0 * hd;
   for (int idx = tid; idx < 16 * kChunks; idx += kMmaThreads) {
     const int r = idx / kChunks, c = idx % kChunks;
-    const bool valid = r < group;
-    cp_async16(sq + smem_swizzle<D>(r, c), qbase + (valid ? r * D + c * 8 : 0), valid);
+    const bool valid = r < group && (kExact || c < hc);
+    cp_async16(sq + smem_swizzle<D>(r, c), qbase + (valid ? r * hd + c * 8 : 0), valid);
   }
   cp_async_commit();  // waited for with the first window's slots (the loads overlap)
   uint32_t qf[D / 16][4];
 
   const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
-  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
-  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * D;
-  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * D;
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
+  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
 
   float o[D / 8][4];
 #pragma unroll
@@ -361,7 +380,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
       for (int i = 0; i < kLoads; ++i) {
         const int idx = tid + i * kMmaThreads, r = idx / kChunks, c = idx % kChunks;
         const int key = t * kMmaKeys + r;
-        const bool valid = wb + key < we;
+        const bool valid = wb + key < we && (kExact || c < hc);
         const int64_t src = valid ? s_slots[key] * slot_stride + c * 8 : 0;
         const int dst = buf * kMmaKeys * D + smem_swizzle<D>(r, c);
         cp_async16(sk + dst, kbase + src, valid);
@@ -456,8 +475,8 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
     }
   }
   __syncthreads();
-  for (int idx = tid; idx < group * D; idx += kMmaThreads) {
-    const int r = idx / D, d = idx % D;
+  for (int idx = tid; idx < group * hd; idx += kMmaThreads) {
+    const int r = idx / hd, d = idx % hd;
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < 4; ++w) mx = fmaxf(mx, s_ml[(w * 16 + r) * 2]);
@@ -475,9 +494,9 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head0 + r;
     if (direct) {
-      static_cast<T*>(a.out)[rh * D + d] = from_float<T>(acc * inv);
+      static_cast<T*>(a.out)[rh * hd + d] = from_float<T>(acc * inv);
     } else {
-      a.o_part[(rh * a.n_splits + split) * D + d] = acc * inv;
+      a.o_part[(rh * a.n_splits + split) * hd + d] = acc * inv;
       if (d == 0) a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
     }
   }
@@ -488,9 +507,10 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
 constexpr int kMergeThreads = 256;
 static_assert(kMaxDecodeSplits <= kMergeThreads, "one lse per merge thread");
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(RowsArgs a) {
   constexpr int kLanesD = D / 4, kWays = kMergeThreads / kLanesD;
+  const int hd = kExact ? D : a.head_dim;
   __shared__ float s_w[kMergeThreads];
   __shared__ float s_red[2][kMergeThreads / 32];
   __shared__ float4 s_acc[kMergeThreads];
@@ -516,11 +536,12 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
 #pragma unroll
   for (int i = 0; i < kMergeThreads / 32; ++i) sum += s_red[1][i];
   const int dl = tid % kLanesD, way = tid / kLanesD;
+  const bool live_d = kExact || dl * 4 < hd;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const float* op = a.o_part + rh * a.n_splits * D + dl * 4;
+  const float* op = a.o_part + rh * a.n_splits * hd + dl * 4;
 #pragma unroll 4
-  for (int i = way; i < n_live; i += kWays) {
-    const float4 o = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * D);
+  for (int i = way; i < (live_d ? n_live : 0); i += kWays) {
+    const float4 o = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
     const float wi = s_w[i];
     acc.x = fmaf(wi, o.x, acc.x);
     acc.y = fmaf(wi, o.y, acc.y);
@@ -529,7 +550,7 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
   }
   s_acc[tid] = acc;
   __syncthreads();
-  if (way == 0) {
+  if (way == 0 && live_d) {
     for (int k = 1; k < kWays; ++k) {
       const float4 o = s_acc[k * kLanesD + dl];
       acc.x += o.x;
@@ -539,7 +560,7 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
     }
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const float r[4] = {acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv};
-    T* out = static_cast<T*>(a.out) + rh * D + dl * 4;
+    T* out = static_cast<T*>(a.out) + rh * hd + dl * 4;
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[i] = from_float<T>(r[i]);
   }
@@ -547,36 +568,46 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
 
 namespace {
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   RowsArgs a = args;
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
-  decode_mma_kernel<T, D><<<grid, kMmaThreads, MmaDecodeCfg<D>::kSmemBytes, current_stream()>>>(a);
+  decode_mma_kernel<T, D, kExact>
+      <<<grid, kMmaThreads, MmaDecodeCfg<D>::kSmemBytes, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    merge_splits_kernel<T, D><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
+    merge_splits_kernel<T, D, kExact><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   }
 }
 
-template <typename T, int D, int kG>
+template <typename T, int D, int kG, bool kExact>
 void launch_rows(const RowsArgs& args, int64_t n_rows) {
   using Cfg = RowsCfg<T, D, kG>;
   RowsArgs a = args;
   a.n_group_chunks = (a.group + kG - 1) / kG;
   constexpr int kSmem = Cfg::kSmemBytes;
-  static_assert(kSmem <= 48 * 1024, "row kernel shared memory above the default limit");
+  // Only f32 at D = 256 needs more than the default 48 KiB (a 64 KiB pipeline).
+  static_assert(kSmem <= 96 * 1024, "row kernel shared memory");
+  if constexpr (kSmem > 48 * 1024) {
+    static const bool configured = [] {
+      VELA_CUDA_CHECK(cudaFuncSetAttribute(rows_attention_kernel<T, D, kG, kExact>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      return true;
+    }();
+    (void)configured;
+  }
   const dim3 grid(static_cast<unsigned>(n_rows),
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));
-  rows_attention_kernel<T, D, kG><<<grid, kRowThreads, kSmem, current_stream()>>>(a);
+  rows_attention_kernel<T, D, kG, kExact><<<grid, kRowThreads, kSmem, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    merge_splits_kernel<T, D><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
+    merge_splits_kernel<T, D, kExact><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   }
 }
@@ -611,6 +642,7 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   a.n_kv_heads = static_cast<int32_t>(k_cache.size(1));
   a.group = a.n_heads / a.n_kv_heads;
   a.n_splits = n_splits;
+  a.head_dim = static_cast<int32_t>(d);
   a.scale_log2 = scale * kLog2e;
   a.o_part = n_splits > 1 ? static_cast<float*>(o_part.data_ptr()) : nullptr;
   a.lse_part = n_splits > 1 ? static_cast<float*>(lse_part.data_ptr()) : nullptr;
@@ -618,23 +650,24 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   DeviceGuard guard(q.device().index);
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    dispatch_head_dim(d, op, [&](auto dim) {
+    dispatch_head_dim(d, op, [&](auto dim, auto exact) {
       constexpr int D = decltype(dim)::value;
+      constexpr bool kExact = decltype(exact)::value;
       if constexpr (sizeof(T) == 2 && D <= 64) {
         // Decode of a GQA group on tensor cores.
         if (qo_indptr == nullptr && a.group >= 2 && a.group <= 16) {
-          launch_decode_mma<T, D>(a, n_rows);
+          launch_decode_mma<T, D, kExact>(a, n_rows);
           return;
         }
       }
       if (a.group == 1) {
-        launch_rows<T, D, 1>(a, n_rows);
+        launch_rows<T, D, 1, kExact>(a, n_rows);
       } else if (a.group == 2) {
-        launch_rows<T, D, 2>(a, n_rows);
+        launch_rows<T, D, 2, kExact>(a, n_rows);
       } else if (a.group <= 4) {
-        launch_rows<T, D, 4>(a, n_rows);
+        launch_rows<T, D, 4, kExact>(a, n_rows);
       } else {
-        launch_rows<T, D, 8>(a, n_rows);
+        launch_rows<T, D, 8, kExact>(a, n_rows);
       }
     });
   });

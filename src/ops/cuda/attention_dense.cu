@@ -1,8 +1,8 @@
 // CUDA dense causal attention of the training path (documents, GQA): forward and backward, and
 // the dispatcher between the fused flash kernels (ops/cuda/attention_flash.cu: the default for
-// bf16/f16 with head_dim 32, 64, 128) and the two older paths below (f32, other head dims, or
-// VELA_CUDA_DENSE_ATTN=gemm|recompute|flash by hand). Both older paths write the optional
-// log-sum-exp [batch, n_heads, seq] in the forward and ignore a given one in the backward.
+// bf16/f16 with head_dim a multiple of 8 in [32, 256]) and the two older paths below (f32, other
+// head dims, or VELA_CUDA_DENSE_ATTN=gemm|recompute|flash by hand). Both older paths write the
+// optional log-sum-exp [batch, n_heads, seq] in the forward and ignore a given one in the backward.
 //
 // GEMM path (training lengths), forward: per (batch, kv head), S = Q K^T for the group's n_rep
 // query heads (cuBLASLt), P = masked softmax(scale * S) in place, O_h = P_h V per head.

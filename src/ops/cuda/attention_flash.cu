@@ -1,6 +1,7 @@
 // Fused flash-style dense causal attention of the training path (FlashAttention-2 algorithm, our
 // own code): forward and a deterministic backward on tensor cores (bf16 / f16 m16n8k16 mma.sync,
-// fp32 accumulation), head_dim 32, 64 or 128, GQA (kv head = h / n_rep), packed documents.
+// fp32 accumulation), any head_dim that is a multiple of 8 in [32, 256], GQA (kv head = h / n_rep),
+// packed documents.
 //
 // Tiles: 64 query rows x 64 keys everywhere (kTile), 4 warps of 16 rows per block. Operand tiles
 // go through swizzled shared memory with cp.async, double buffered (the next live tile loads while
@@ -24,6 +25,15 @@
 //                   registers; dK = scale * dK.
 //               No atomics and fixed loop orders: the gradients are bit-identical run to run.
 // Without a saved lse the backward first runs the forward kernel with the output store disabled.
+//
+// Head sizes: the kernels are compiled for tile widths D = 32, 64, 128, 256 (kExact: head_dim ==
+// D, the fast paths) and padded tiles 64, 128, 256 for the other multiples of 8 (columns past
+// head_dim zero-filled on load, skipped in the products where a whole 16-column step is padding,
+// never stored; attention_common.cuh). At D = 256 the A operands are not held in registers across
+// the key / query loop but re-read from shared memory per 16-column step (kFragRegs false), and
+// the dK/dV kernel splits the 256 output columns over two blocks (kDOut = 128 each: both compute
+// the full S^T and dP^T, each accumulates its half of dK and dV), since 2 x 128 fp32 accumulator
+// registers per thread do not fit. Shared memory at D = 256: 160 / 192 / 194 KiB (fwd / dQ / dKV).
 #include <cmath>
 
 #include "ops/cuda/attention_common.cuh"
@@ -54,8 +64,20 @@ struct FlashParams {
   void* dk;                // [B, T, Hkv, D]
   void* dv;                // [B, T, Hkv, D]
   int32_t n_seq, n_heads, n_kv_heads, group, n_tiles;
+  int32_t head_dim;  // <= the kernels' tile width D
   float scale, scale_log2;
 };
+
+// Whether the kernels keep their A fragments (Q, dO, K, V rows of the warp) in registers.
+template <int D>
+constexpr bool frags_in_registers() {
+  return D <= 128;
+}
+// Output columns of dK / dV per block (D / kDOut blocks per key tile and kv head).
+template <int D>
+constexpr int dkv_cols() {
+  return D <= 128 ? D : 128;
+}
 
 template <int D>
 constexpr int fwd_smem_bytes() {
@@ -75,31 +97,33 @@ __device__ __forceinline__ bool ranges_one_doc(int2 a, int2 b) {
   return a.x == a.y && b.x == b.y && a.x == b.x;
 }
 
-// Copies rows [row0, row0 + kTile) of a [T, row_stride] operand (columns 0..D-1 of each row, rows
-// past n_seq zero-filled) into a swizzled [kTile][D] shared tile.
+// Copies rows [row0, row0 + kTile) of a [T, row_stride] operand (columns 0..hd-1 of each row;
+// columns hd..D-1 and rows past n_seq zero-filled) into a swizzled [kTile][D] shared tile.
 template <typename T, int D>
 __device__ __forceinline__ void load_tile(T* dst, const T* base, int64_t row_stride, int row0,
-                                          int n_seq) {
+                                          int n_seq, int hd) {
   constexpr int kChunks = D / 8;
   constexpr int kLoads = kTile * kChunks / kFlashThreads;
   static_assert(kLoads >= 1, "tile shape");
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
     const int idx = threadIdx.x + i * kFlashThreads, r = idx / kChunks, c = idx % kChunks;
-    const bool valid = row0 + r < n_seq;
+    const bool valid = row0 + r < n_seq && c * 8 < hd;
     cp_async16(dst + smem_swizzle<D>(r, c),
                base + (valid ? static_cast<int64_t>(row0 + r) * row_stride + c * 8 : 0), valid);
   }
 }
 
 // acc[2 * nt2 + {0, 1}] += A (16 x D, fragments a[D / 16]) * B^T for the 64 rows of a row-major
-// [kTile][D] shared tile b_tile (B = keys / queries as the n dimension): a 16 x 64 product.
+// [kTile][D] shared tile b_tile (B = keys / queries as the n dimension): a 16 x 64 product. Only
+// the 16-column steps that hold some of the hd live columns are multiplied.
 template <typename T, int D>
 __device__ __forceinline__ void mma_rows_x_tile(float (&acc)[kTile / 8][4],
                                                 const uint32_t (&a)[D / 16][4], const T* b_tile,
-                                                int lane) {
+                                                int lane, int hd) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk * 16 >= hd) break;
 #pragma unroll
     for (int nt2 = 0; nt2 < kTile / 16; ++nt2) {
       uint32_t b[4];
@@ -111,22 +135,57 @@ __device__ __forceinline__ void mma_rows_x_tile(float (&acc)[kTile / 8][4],
   }
 }
 
-// acc (16 x D) += P (16 x 64, the C fragments of a 16 x 64 product) * B, B the row-major
-// [kTile][D] shared tile b_tile (its 64 rows are the k dimension).
+// The same product with A = the warp's 16 rows of the swizzled [kTile][D] shared tile a_tile,
+// read per 16-column step (D = 256: no registers for the whole A next to the accumulators).
 template <typename T, int D>
-__device__ __forceinline__ void mma_scores_x_tile(float (&acc)[D / 8][4],
+__device__ __forceinline__ void mma_smem_rows_x_tile(float (&acc)[kTile / 8][4], const T* a_tile,
+                                                     const T* b_tile, int warp, int lane, int hd) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk * 16 >= hd) break;
+    uint32_t a[4];
+    ldmatrix_x4(a, a_tile + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+#pragma unroll
+    for (int nt2 = 0; nt2 < kTile / 16; ++nt2) {
+      uint32_t b[4];
+      const int row = nt2 * 16 + (lane & 7) + ((lane >> 4) << 3);
+      ldmatrix_x4(b, b_tile + smem_swizzle<D>(row, 2 * kk + ((lane >> 3) & 1)));
+      mma_16816<T>(acc[2 * nt2], a, b[0], b[1]);
+      mma_16816<T>(acc[2 * nt2 + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// S = A B^T over the warp's 16 rows of a_tile (fragments `frags` when they are held in registers).
+template <typename T, int D, typename Frags>
+__device__ __forceinline__ void mma_a_x_tile(float (&acc)[kTile / 8][4], const Frags& frags,
+                                             const T* a_tile, const T* b_tile, int warp, int lane,
+                                             int hd) {
+  if constexpr (frags_in_registers<D>()) {
+    mma_rows_x_tile<T, D>(acc, frags, b_tile, lane, hd);
+  } else {
+    mma_smem_rows_x_tile<T, D>(acc, a_tile, b_tile, warp, lane, hd);
+  }
+}
+
+// acc (16 x kDOut) += P (16 x 64, the C fragments of a 16 x 64 product) * B[:, c0 : c0 + kDOut],
+// B the row-major [kTile][D] shared tile b_tile (its 64 rows are the k dimension); 16-column steps
+// entirely past hd are skipped (their accumulators stay zero).
+template <typename T, int D, int kDOut = D>
+__device__ __forceinline__ void mma_scores_x_tile(float (&acc)[kDOut / 8][4],
                                                   const float (&p)[kTile / 8][4], const T* b_tile,
-                                                  int lane) {
+                                                  int lane, int hd, int c0 = 0) {
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
     const uint32_t pa[4] = {
         pack2<T>(p[2 * kk][0], p[2 * kk][1]), pack2<T>(p[2 * kk][2], p[2 * kk][3]),
         pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
 #pragma unroll
-    for (int dt2 = 0; dt2 < D / 16; ++dt2) {
+    for (int dt2 = 0; dt2 < kDOut / 16; ++dt2) {
+      if (c0 + dt2 * 16 >= hd) break;
       uint32_t b[4];
       const int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-      ldmatrix_x4_trans(b, b_tile + smem_swizzle<D>(row, 2 * dt2 + (lane >> 4)));
+      ldmatrix_x4_trans(b, b_tile + smem_swizzle<D>(row, c0 / 8 + 2 * dt2 + (lane >> 4)));
       mma_16816<T>(acc[2 * dt2], pa, b[0], b[1]);
       mma_16816<T>(acc[2 * dt2 + 1], pa, b[2], b[3]);
     }
@@ -134,13 +193,20 @@ __device__ __forceinline__ void mma_scores_x_tile(float (&acc)[D / 8][4],
 }
 
 // A fragments of the warp's 16 rows of a swizzled [kTile][D] shared tile.
-template <int D, typename T>
-__device__ __forceinline__ void load_a_frags(uint32_t (&a)[D / 16][4], const T* tile, int warp,
+template <int D, typename T, int N>
+__device__ __forceinline__ void load_a_frags(uint32_t (&a)[N][4], const T* tile, int warp,
                                              int lane) {
+  if constexpr (frags_in_registers<D>()) {  // else read per step (mma_a_x_tile)
+    static_assert(N == D / 16, "fragment count");
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    ldmatrix_x4(a[kk], tile + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+    for (int kk = 0; kk < D / 16; ++kk)
+      ldmatrix_x4(a[kk], tile + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+  }
 }
+
+// A-fragment registers of one operand: D / 16 fragments, or a placeholder when read per step.
+template <int D>
+using AFrags = uint32_t[frags_in_registers<D>() ? D / 16 : 1][4];
 
 template <int N>
 __device__ __forceinline__ void zero(float (&x)[N][4]) {
@@ -184,8 +250,9 @@ static __global__ void flash_dot_kernel(const T* out, const T* dout, float* dval
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashParams a) {
+  const int hd = kExact ? D : a.head_dim;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);  // [kTile][D]
   T* sk = sq + kTile * D;                  // [2][kTile][D]
@@ -195,11 +262,13 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
   const int h = blockIdx.y, b = blockIdx.z, g = h / a.group;
   const int n_seq = a.n_seq, q0 = qt * kTile, n_rows = min(kTile, n_seq - q0);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t q_stride = static_cast<int64_t>(a.n_heads) * D;
-  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * D;
-  const T* qbase = static_cast<const T*>(a.q) + static_cast<int64_t>(b) * n_seq * q_stride + h * D;
-  const T* kbase = static_cast<const T*>(a.k) + static_cast<int64_t>(b) * n_seq * kv_stride + g * D;
-  const T* vbase = static_cast<const T*>(a.v) + static_cast<int64_t>(b) * n_seq * kv_stride + g * D;
+  const int64_t q_stride = static_cast<int64_t>(a.n_heads) * hd;
+  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const T* qbase = static_cast<const T*>(a.q) + static_cast<int64_t>(b) * n_seq * q_stride + h * hd;
+  const T* kbase =
+      static_cast<const T*>(a.k) + static_cast<int64_t>(b) * n_seq * kv_stride + g * hd;
+  const T* vbase =
+      static_cast<const T*>(a.v) + static_cast<int64_t>(b) * n_seq * kv_stride + g * hd;
   const int32_t* doc_row = a.docs ? a.docs + static_cast<int64_t>(b) * n_seq : nullptr;
   const int2* ranges = a.doc_ranges ? a.doc_ranges + static_cast<int64_t>(b) * a.n_tiles : nullptr;
   const int2 q_range = ranges ? ranges[qt] : make_int2(0, 0);
@@ -210,10 +279,10 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
     return kt;  // the diagonal tile always overlaps the query tile's own docs
   };
 
-  load_tile<T, D>(sq, qbase, q_stride, q0, n_seq);
+  load_tile<T, D>(sq, qbase, q_stride, q0, n_seq, hd);
   int kt = next_live(0);
-  load_tile<T, D>(sk, kbase, kv_stride, kt * kTile, n_seq);
-  load_tile<T, D>(sv, vbase, kv_stride, kt * kTile, n_seq);
+  load_tile<T, D>(sk, kbase, kv_stride, kt * kTile, n_seq, hd);
+  load_tile<T, D>(sv, vbase, kv_stride, kt * kTile, n_seq, hd);
   cp_async_commit();
 
   // This thread's rows (C-fragment rows lane/4 and lane/4 + 8 of the warp's 16) and positions;
@@ -222,7 +291,7 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
   const int pos_a = q0 + min(row_a, n_rows - 1), pos_b = q0 + min(row_b, n_rows - 1);
   const int doc_a = doc_row ? doc_row[pos_a] : 0, doc_b = doc_row ? doc_row[pos_b] : 0;
 
-  uint32_t qf[D / 16][4];
+  AFrags<D> qf;
   float o[D / 8][4];
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -233,14 +302,14 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
     if (first) load_a_frags<D>(qf, sq, warp, lane);
     const int kt_next = next_live(kt + 1);
     if (kt_next <= last_kt) {
-      load_tile<T, D>(sk + (buf ^ 1) * kTile * D, kbase, kv_stride, kt_next * kTile, n_seq);
-      load_tile<T, D>(sv + (buf ^ 1) * kTile * D, vbase, kv_stride, kt_next * kTile, n_seq);
+      load_tile<T, D>(sk + (buf ^ 1) * kTile * D, kbase, kv_stride, kt_next * kTile, n_seq, hd);
+      load_tile<T, D>(sv + (buf ^ 1) * kTile * D, vbase, kv_stride, kt_next * kTile, n_seq, hd);
     }
     cp_async_commit();
 
     float s[kTile / 8][4];
     zero(s);
-    mma_rows_x_tile<T, D>(s, qf, sk + buf * kTile * D, lane);
+    mma_a_x_tile<T, D>(s, qf, sq, sk + buf * kTile * D, warp, lane, hd);
 
     const int kb = kt * kTile;
     const bool causal = kt == qt;
@@ -285,7 +354,7 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
         o[dt][2 * r + 1] *= corr;
       }
     }
-    mma_scores_x_tile<T, D>(o, s, sv + buf * kTile * D, lane);
+    mma_scores_x_tile<T, D>(o, s, sv + buf * kTile * D, lane, hd);
     kt = kt_next;
   }
   cp_async_wait<0>();
@@ -305,9 +374,10 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
     if (a.out == nullptr) continue;
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     T* orow =
-        static_cast<T*>(a.out) + (static_cast<int64_t>(b) * n_seq + q0 + row) * q_stride + h * D;
+        static_cast<T*>(a.out) + (static_cast<int64_t>(b) * n_seq + q0 + row) * q_stride + h * hd;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
+      if (dt * 8 >= hd) break;
       *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * (lane & 3)) =
           pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
     }
@@ -326,9 +396,10 @@ constexpr int dq_min_blocks() {
   return D <= 64 ? 3 : 1;
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
     flash_bwd_dq_kernel(FlashParams a) {
+  const int hd = kExact ? D : a.head_dim;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);  // [kTile][D]
   T* sdo = sq + kTile * D;                 // [kTile][D]
@@ -339,10 +410,10 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
   const int h = blockIdx.y, b = blockIdx.z, g = h / a.group;
   const int n_seq = a.n_seq, q0 = qt * kTile, n_rows = min(kTile, n_seq - q0);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t q_stride = static_cast<int64_t>(a.n_heads) * D;
-  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * D;
-  const int64_t q_off = static_cast<int64_t>(b) * n_seq * q_stride + h * D;
-  const int64_t kv_off = static_cast<int64_t>(b) * n_seq * kv_stride + g * D;
+  const int64_t q_stride = static_cast<int64_t>(a.n_heads) * hd;
+  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const int64_t q_off = static_cast<int64_t>(b) * n_seq * q_stride + h * hd;
+  const int64_t kv_off = static_cast<int64_t>(b) * n_seq * kv_stride + g * hd;
   const T* kbase = static_cast<const T*>(a.k) + kv_off;
   const T* vbase = static_cast<const T*>(a.v) + kv_off;
   const int32_t* doc_row = a.docs ? a.docs + static_cast<int64_t>(b) * n_seq : nullptr;
@@ -354,11 +425,11 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
     return kt;
   };
 
-  load_tile<T, D>(sq, static_cast<const T*>(a.q) + q_off, q_stride, q0, n_seq);
-  load_tile<T, D>(sdo, static_cast<const T*>(a.dout) + q_off, q_stride, q0, n_seq);
+  load_tile<T, D>(sq, static_cast<const T*>(a.q) + q_off, q_stride, q0, n_seq, hd);
+  load_tile<T, D>(sdo, static_cast<const T*>(a.dout) + q_off, q_stride, q0, n_seq, hd);
   int kt = next_live(0);
-  load_tile<T, D>(sk, kbase, kv_stride, kt * kTile, n_seq);
-  load_tile<T, D>(sv, vbase, kv_stride, kt * kTile, n_seq);
+  load_tile<T, D>(sk, kbase, kv_stride, kt * kTile, n_seq, hd);
+  load_tile<T, D>(sv, vbase, kv_stride, kt * kTile, n_seq, hd);
   cp_async_commit();
 
   const int row_a = warp * 16 + (lane >> 2), row_b = row_a + 8;
@@ -374,7 +445,7 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
     dval[1] = a.dvals[stat_row + pos_b];
   }
 
-  uint32_t qf[D / 16][4], dof[D / 16][4];
+  AFrags<D> qf, dof;
   float dq[D / 8][4];
   zero(dq);
 
@@ -391,8 +462,8 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
     }
     const int kt_next = next_live(kt + 1);
     if (kt_next <= last_kt) {
-      load_tile<T, D>(sk + (buf ^ 1) * kTile * D, kbase, kv_stride, kt_next * kTile, n_seq);
-      load_tile<T, D>(sv + (buf ^ 1) * kTile * D, vbase, kv_stride, kt_next * kTile, n_seq);
+      load_tile<T, D>(sk + (buf ^ 1) * kTile * D, kbase, kv_stride, kt_next * kTile, n_seq, hd);
+      load_tile<T, D>(sv + (buf ^ 1) * kTile * D, vbase, kv_stride, kt_next * kTile, n_seq, hd);
     }
     cp_async_commit();
     const T* skb = sk + buf * kTile * D;
@@ -400,8 +471,8 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
     float s[kTile / 8][4], dp[kTile / 8][4];
     zero(s);
     zero(dp);
-    mma_rows_x_tile<T, D>(s, qf, skb, lane);
-    mma_rows_x_tile<T, D>(dp, dof, sv + buf * kTile * D, lane);
+    mma_a_x_tile<T, D>(s, qf, sq, skb, warp, lane, hd);
+    mma_a_x_tile<T, D>(dp, dof, sdo, sv + buf * kTile * D, warp, lane, hd);
 
     const int kb = kt * kTile;
     const bool causal = kt == qt;
@@ -421,7 +492,7 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
         s[nt][e] = p * (dp[nt][e] - dval[r]);  // dS (without the scale)
       }
     }
-    mma_scores_x_tile<T, D>(dq, s, skb, lane);
+    mma_scores_x_tile<T, D>(dq, s, skb, lane, hd);
     kt = kt_next;
   }
   cp_async_wait<0>();
@@ -434,6 +505,7 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
     T* drow = dqp + static_cast<int64_t>(q0 + row) * q_stride;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
+      if (dt * 8 >= hd) break;
       *reinterpret_cast<uint32_t*>(drow + dt * 8 + 2 * (lane & 3)) =
           pack2<T>(dq[dt][2 * r] * a.scale, dq[dt][2 * r + 1] * a.scale);
     }
@@ -445,8 +517,10 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
 // keys), minus the doc-disjoint ones. Warp w owns keys w*16..w*16+15 of the tile; per item it
 // computes S^T = K Q^T and dP^T = V dO^T (16 keys x 64 queries), P^T = exp(S^T - lse),
 // dS^T = P^T (dP^T - Dv), and accumulates dV += P^T dO, dK += dS^T Q in registers.
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(FlashParams a) {
+  constexpr int kDOut = dkv_cols<D>(), kColBlocks = D / kDOut;
+  const int hd = kExact ? D : a.head_dim;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sk = reinterpret_cast<T*>(smem_raw);                         // [kTile][D]
   T* sv = sk + kTile * D;                                         // [kTile][D]
@@ -457,12 +531,13 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
   int* s_doc = reinterpret_cast<int*>(s_dval + 2 * kTile);        // [2][kTile]
 
   const int kt = blockIdx.x;  // key tile 0 has the most query tiles: scheduled first
-  const int g = blockIdx.y, b = blockIdx.z;
+  const int g = blockIdx.y / kColBlocks, b = blockIdx.z;
+  const int c0 = (blockIdx.y % kColBlocks) * kDOut;  // this block's first dK / dV column
   const int n_seq = a.n_seq, k0 = kt * kTile;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t q_stride = static_cast<int64_t>(a.n_heads) * D;
-  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * D;
-  const int64_t kv_off = static_cast<int64_t>(b) * n_seq * kv_stride + g * D;
+  const int64_t q_stride = static_cast<int64_t>(a.n_heads) * hd;
+  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const int64_t kv_off = static_cast<int64_t>(b) * n_seq * kv_stride + g * hd;
   const int32_t* doc_row = a.docs ? a.docs + static_cast<int64_t>(b) * n_seq : nullptr;
   const int2* ranges = a.doc_ranges ? a.doc_ranges + static_cast<int64_t>(b) * a.n_tiles : nullptr;
   const int2 k_range = ranges ? ranges[kt] : make_int2(0, 0);
@@ -474,10 +549,11 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
   };
   auto load_item = [&](int buf, int i) {
     const int h = g * a.group + i / n_qt, q0 = (kt + i % n_qt) * kTile;
-    const int64_t q_off = static_cast<int64_t>(b) * n_seq * q_stride + h * D;
-    load_tile<T, D>(sq + buf * kTile * D, static_cast<const T*>(a.q) + q_off, q_stride, q0, n_seq);
+    const int64_t q_off = static_cast<int64_t>(b) * n_seq * q_stride + h * hd;
+    load_tile<T, D>(sq + buf * kTile * D, static_cast<const T*>(a.q) + q_off, q_stride, q0, n_seq,
+                    hd);
     load_tile<T, D>(sdo + buf * kTile * D, static_cast<const T*>(a.dout) + q_off, q_stride, q0,
-                    n_seq);
+                    n_seq, hd);
     if (tid < kTile) {  // plain stores: visible after the __syncthreads that starts the item
       const int t = q0 + tid;
       const bool valid = t < n_seq;
@@ -488,8 +564,8 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
     }
   };
 
-  load_tile<T, D>(sk, static_cast<const T*>(a.k) + kv_off, kv_stride, k0, n_seq);
-  load_tile<T, D>(sv, static_cast<const T*>(a.v) + kv_off, kv_stride, k0, n_seq);
+  load_tile<T, D>(sk, static_cast<const T*>(a.k) + kv_off, kv_stride, k0, n_seq, hd);
+  load_tile<T, D>(sv, static_cast<const T*>(a.v) + kv_off, kv_stride, k0, n_seq, hd);
   int i = next_live(0);
   load_item(0, i);
   cp_async_commit();
@@ -498,7 +574,7 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
   const int doc_ka = doc_row && key_a < n_seq ? doc_row[key_a] : 0;
   const int doc_kb = doc_row && key_b < n_seq ? doc_row[key_b] : 0;
 
-  float dk[D / 8][4], dv[D / 8][4];
+  float dk[kDOut / 8][4], dv[kDOut / 8][4];
   zero(dk);
   zero(dv);
   for (int buf = 0; i < n_items; buf ^= 1) {
@@ -518,11 +594,11 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
     zero(st);
     zero(dpt);
     {
-      uint32_t ka[D / 16][4];
+      AFrags<D> ka;
       load_a_frags<D>(ka, sk, warp, lane);
-      mma_rows_x_tile<T, D>(st, ka, sqb, lane);
+      mma_a_x_tile<T, D>(st, ka, sk, sqb, warp, lane, hd);
       load_a_frags<D>(ka, sv, warp, lane);
-      mma_rows_x_tile<T, D>(dpt, ka, sdob, lane);
+      mma_a_x_tile<T, D>(dpt, ka, sv, sdob, warp, lane, hd);
     }
     const bool causal = qt == kt;
     const bool by_doc = ranges != nullptr && !ranges_one_doc(k_range, ranges[qt]);
@@ -540,8 +616,8 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
         dpt[nt][e] = p * (dpt[nt][e] - dval[col]);
       }
     }
-    mma_scores_x_tile<T, D>(dv, st, sdob, lane);
-    mma_scores_x_tile<T, D>(dk, dpt, sqb, lane);
+    mma_scores_x_tile<T, D, kDOut>(dv, st, sdob, lane, hd, c0);
+    mma_scores_x_tile<T, D, kDOut>(dk, dpt, sqb, lane, hd, c0);
     i = i_next;
   }
   cp_async_wait<0>();
@@ -555,8 +631,9 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
     T* krow = dkp + static_cast<int64_t>(key) * kv_stride;
     T* vrow = dvp + static_cast<int64_t>(key) * kv_stride;
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      const int c = dt * 8 + 2 * (lane & 3);
+    for (int dt = 0; dt < kDOut / 8; ++dt) {
+      if (c0 + dt * 8 >= hd) break;
+      const int c = c0 + dt * 8 + 2 * (lane & 3);
       *reinterpret_cast<uint32_t*>(krow + c) =
           pack2<T>(dk[dt][2 * r] * a.scale, dk[dt][2 * r + 1] * a.scale);
       *reinterpret_cast<uint32_t*>(vrow + c) = pack2<T>(dv[dt][2 * r], dv[dt][2 * r + 1]);
@@ -585,6 +662,7 @@ FlashParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const
   a.n_kv_heads = static_cast<int32_t>(k.size(2));
   a.group = a.n_heads / a.n_kv_heads;
   a.n_tiles = (a.n_seq + kTile - 1) / kTile;
+  a.head_dim = static_cast<int32_t>(q.size(3));
   a.scale = scale;
   a.scale_log2 = scale * kLog2e;
   if (doc_ids.defined()) {
@@ -600,23 +678,31 @@ FlashParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const
   return a;
 }
 
+// f(T{}, integral_constant<D>, bool_constant<kExact>) for q's dtype and head_dim (a multiple of 8
+// in [32, 256]: exact tiles 32, 64, 128, 256, padded tiles 64, 128, 256).
 template <typename F>
 void dispatch_flash(const Tensor& q, F&& f) {
   auto by_dim = [&](auto tag) {
     using T = decltype(tag);
-    switch (q.size(3)) {
+    const int64_t d = q.size(3);
+    VELA_CHECK_T(Unsupported, d % 8 == 0 && d >= 32 && d <= kMaxHeadDim,
+                 "flash attention: head_dim must be a multiple of 8 in [32, ", kMaxHeadDim,
+                 "], got ", d);
+    switch (d) {
       case 32:
-        f(T{}, std::integral_constant<int, 32>{});
-        break;
+        return f(T{}, std::integral_constant<int, 32>{}, std::true_type{});
       case 64:
-        f(T{}, std::integral_constant<int, 64>{});
-        break;
+        return f(T{}, std::integral_constant<int, 64>{}, std::true_type{});
       case 128:
-        f(T{}, std::integral_constant<int, 128>{});
-        break;
+        return f(T{}, std::integral_constant<int, 128>{}, std::true_type{});
+      case 256:
+        return f(T{}, std::integral_constant<int, 256>{}, std::true_type{});
       default:
-        VELA_THROW(Unsupported, "flash attention: head_dim ", q.size(3));
+        break;
     }
+    if (d < 64) return f(T{}, std::integral_constant<int, 64>{}, std::false_type{});
+    if (d < 128) return f(T{}, std::integral_constant<int, 128>{}, std::false_type{});
+    return f(T{}, std::integral_constant<int, 256>{}, std::false_type{});
   };
   if (q.dtype() == DType::kBF16) {
     by_dim(bf16{});
@@ -627,16 +713,17 @@ void dispatch_flash(const Tensor& q, F&& f) {
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 void launch_forward(const FlashParams& a, int n_batch) {
   static const bool configured = [] {
-    set_smem(flash_fwd_kernel<T, D>, fwd_smem_bytes<D>());
+    set_smem(flash_fwd_kernel<T, D, kExact>, fwd_smem_bytes<D>());
     return true;
   }();
   (void)configured;
   const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.n_heads),
                   static_cast<unsigned>(n_batch));
-  flash_fwd_kernel<T, D><<<grid, kFlashThreads, fwd_smem_bytes<D>(), current_stream()>>>(a);
+  flash_fwd_kernel<T, D, kExact>
+      <<<grid, kFlashThreads, fwd_smem_bytes<D>(), current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
 }
 
@@ -645,7 +732,7 @@ void launch_forward(const FlashParams& a, int n_batch) {
 bool flash_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t d = q.size(3);
   if (q.dtype() != DType::kBF16 && q.dtype() != DType::kF16) return false;
-  if (d != 32 && d != 64 && d != 128) return false;
+  if (d % 8 != 0 || d < 32 || d > kMaxHeadDim) return false;
   if (q.size(0) > 65535 || q.size(2) > 65535 || q.size(1) >= (int64_t{1} << 30)) return false;
   return is_aligned(q.data_ptr(), 16) && is_aligned(k.data_ptr(), 16) &&
          is_aligned(v.data_ptr(), 16);
@@ -658,8 +745,9 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   FlashParams a = make_params(q, k, v, doc_ids, scale, ranges);
   a.out = out.data_ptr();
   a.lse = lse.defined() ? lse.data<float>() : nullptr;
-  dispatch_flash(q, [&](auto tag, auto dim) {
-    launch_forward<decltype(tag), decltype(dim)::value>(a, static_cast<int>(q.size(0)));
+  dispatch_flash(q, [&](auto tag, auto dim, auto exact) {
+    launch_forward<decltype(tag), decltype(dim)::value, decltype(exact)::value>(
+        a, static_cast<int>(q.size(0)));
   });
 }
 
@@ -682,28 +770,31 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   a.dk = dk.data_ptr();
   a.dv = dv.data_ptr();
   cudaStream_t stream = current_stream();
-  dispatch_flash(q, [&](auto tag, auto dim) {
+  dispatch_flash(q, [&](auto tag, auto dim, auto exact) {
     using T = decltype(tag);
     constexpr int D = decltype(dim)::value;
-    if (!lse.defined()) launch_forward<T, D>(a, n_batch);  // a.out is null: statistics only
-    const int64_t n_rows = q.numel() / D;
+    constexpr bool kExact = decltype(exact)::value;
+    if (!lse.defined()) launch_forward<T, D, kExact>(a, n_batch);  // a.out null: statistics only
+    const int64_t n_rows = q.numel() / a.head_dim;
     flash_dot_kernel<T><<<static_cast<unsigned>((n_rows * 32 + 255) / 256), 256, 0, stream>>>(
         static_cast<const T*>(out.data_ptr()), static_cast<const T*>(dout.data_ptr()),
-        stats.data<float>(), n_rows, a.n_seq, a.n_heads, D);
+        stats.data<float>(), n_rows, a.n_seq, a.n_heads, a.head_dim);
     VELA_CUDA_CHECK_LAUNCH();
     static const bool configured = [] {
-      set_smem(flash_bwd_dq_kernel<T, D>, dq_smem_bytes<D>());
-      set_smem(flash_bwd_dkv_kernel<T, D>, dkv_smem_bytes<D>());
+      set_smem(flash_bwd_dq_kernel<T, D, kExact>, dq_smem_bytes<D>());
+      set_smem(flash_bwd_dkv_kernel<T, D, kExact>, dkv_smem_bytes<D>());
       return true;
     }();
     (void)configured;
     const dim3 grid_q(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.n_heads),
                       static_cast<unsigned>(n_batch));
-    flash_bwd_dq_kernel<T, D><<<grid_q, kFlashThreads, dq_smem_bytes<D>(), stream>>>(a);
+    flash_bwd_dq_kernel<T, D, kExact><<<grid_q, kFlashThreads, dq_smem_bytes<D>(), stream>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
-    const dim3 grid_kv(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.n_kv_heads),
+    const dim3 grid_kv(static_cast<unsigned>(a.n_tiles),
+                       static_cast<unsigned>(a.n_kv_heads * (D / dkv_cols<D>())),
                        static_cast<unsigned>(n_batch));
-    flash_bwd_dkv_kernel<T, D><<<grid_kv, kFlashThreads, dkv_smem_bytes<D>(), stream>>>(a);
+    flash_bwd_dkv_kernel<T, D, kExact>
+        <<<grid_kv, kFlashThreads, dkv_smem_bytes<D>(), stream>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }

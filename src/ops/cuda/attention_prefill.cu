@@ -10,6 +10,12 @@
 // q_len queries and n cached keys sits at position n - q_len + i) is applied only to key tiles that
 // reach past the tile's first query position. Rows past the sequence's end are computed on zeros
 // and not stored.
+//
+// Head sizes: tile widths D = 16 .. 256 with kExact, padded tiles for the other multiples of 8
+// (attention_common.cuh). At D = 256 the Q fragments (64 registers) are not held across the key
+// loop but re-read from shared memory per 16-column step, and the slots of the tile after next are
+// staged in shared memory (2 x 64 ints) instead of 16 registers per thread, which keeps O (128 fp32
+// registers) and S in registers; shared memory is 160 KiB (opt-in above 48 KiB).
 #include <algorithm>
 #include <vector>
 
@@ -44,9 +50,16 @@ struct PrefillArgs {
   int32_t n_heads;
   int32_t n_kv_heads;
   int32_t group;
+  int32_t head_dim;  // <= the kernel's tile width D
   float scale_log2;
   void* out;  // [n_tokens, n_heads, head_dim], contiguous
 };
+
+// Whether the prefill kernel keeps Q's A fragments in registers for the whole key loop.
+template <int D>
+constexpr bool prefill_q_in_registers() {
+  return D <= 128;
+}
 
 template <int D>
 constexpr int prefill_smem_bytes() {
@@ -55,9 +68,12 @@ constexpr int prefill_smem_bytes() {
 
 }  // namespace
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PrefillArgs a) {
   constexpr int kChunks = D / 8;                           // 16-byte chunks per row
+  constexpr bool kQRegs = prefill_q_in_registers<D>();
+  const int hd = kExact ? D : a.head_dim;
+  const int hc = hd / 8;  // live chunks per row
   constexpr int kLoads = kBN * kChunks / kPrefillThreads;  // chunks per thread per tile
   static_assert(kLoads >= 1 && kBM == kBN, "tile shape");
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -76,45 +92,59 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   const int n_keys = pos_first + n_rows;  // keys any row of the tile can see
   const int kv_head = head / a.group;
   const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
-  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
-  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * D;
-  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * D;
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
+  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
   // Q tile (rows past the sequence are zero-filled).
   const T* qbase = static_cast<const T*>(a.q) +
-                   static_cast<int64_t>(qo0 + q_start) * a.q_token_stride + head * D;
+                   static_cast<int64_t>(qo0 + q_start) * a.q_token_stride + head * hd;
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
     const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
-    const bool valid = r < n_rows;
+    const bool valid = r < n_rows && (kExact || c < hc);
     cp_async16(sq + smem_swizzle<D>(r, c), qbase + (valid ? r * a.q_token_stride + c * 8 : 0),
                valid);
   }
-  auto load_slots = [&](int kt, int(&slots)[kLoads]) {
+  // Slots of key tile kt: into registers (kLoads per thread), or at D > 128 into the shared
+  // s_slots[kt & 1] (published by the __syncthreads before their use).
+  constexpr bool kSlotsSmem = !kQRegs;
+  __shared__ int32_t s_slots[kSlotsSmem ? 2 * kBN : 1];
+  auto load_slots = [&](int kt, int(&slots)[kSlotsSmem ? 1 : kLoads]) {
+    if constexpr (kSlotsSmem) {
+      const int p = kt * kBN + tid;
+      if (tid < kBN) s_slots[(kt & 1) * kBN + tid] = p < n_keys ? slots_of[p] : -1;
+    } else {
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int p = kt * kBN + (tid + i * kPrefillThreads) / kChunks;
-      slots[i] = p < n_keys ? slots_of[p] : -1;
+      for (int i = 0; i < kLoads; ++i) {
+        const int p = kt * kBN + (tid + i * kPrefillThreads) / kChunks;
+        slots[i] = p < n_keys ? slots_of[p] : -1;
+      }
     }
   };
-  auto load_kv = [&](int buf, const int(&slots)[kLoads]) {
+  auto load_kv = [&](int buf, const int(&slots)[kSlotsSmem ? 1 : kLoads]) {
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
-      const bool valid = slots[i] >= 0;
-      const int64_t src = valid ? slots[i] * slot_stride + c * 8 : 0;
+      const int slot = kSlotsSmem ? s_slots[buf * kBN + r] : slots[kSlotsSmem ? 0 : i];
+      const bool valid = slot >= 0 && (kExact || c < hc);
+      const int64_t src = valid ? slot * slot_stride + c * 8 : 0;
       const int dst = buf * kBN * D + smem_swizzle<D>(r, c);
       cp_async16(sk + dst, kbase + src, valid);
       cp_async16(sv + dst, vbase + src, valid);
     }
   };
   const int n_kt = (n_keys + kBN - 1) / kBN;
-  int slots[kLoads];
+  int slots[kSlotsSmem ? 1 : kLoads];
   load_slots(0, slots);
+  if constexpr (kSlotsSmem) {
+    if (n_kt > 1) load_slots(1, slots);
+    __syncthreads();
+  }
   load_kv(0, slots);
   cp_async_commit();
-  if (n_kt > 1) load_slots(1, slots);
+  if (!kSlotsSmem && n_kt > 1) load_slots(1, slots);
 
   // This thread's two rows of the warp's 16 (C-fragment rows lane/4 and lane/4 + 8), and their
   // positions (rows past the end take the last row's position: harmless, never stored).
@@ -122,7 +152,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   const int pos_a = pos_first + min(row_a, n_rows - 1);
   const int pos_b = pos_first + min(row_b, n_rows - 1);
 
-  uint32_t qf[D / 16][4];
+  uint32_t qf[kQRegs ? D / 16 : 1][4];
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -131,10 +161,12 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   for (int kt = 0; kt < n_kt; ++kt) {
     cp_async_wait<0>();
     __syncthreads();  // tile kt landed for all threads; everyone is done with tile kt - 1
-    if (kt == 0) {
+    if constexpr (kQRegs) {
+      if (kt == 0) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+        for (int kk = 0; kk < D / 16; ++kk)
+          ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+      }
     }
     if (kt + 1 < n_kt) {
       load_kv((kt + 1) & 1, slots);
@@ -150,13 +182,17 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
     for (int nt = 0; nt < kBN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qs[4];  // D > 128: this step's Q fragment, re-read from shared memory
+      if constexpr (!kQRegs)
+        ldmatrix_x4(qs, sq + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+      const uint32_t(&qa)[4] = kQRegs ? qf[kQRegs ? kk : 0] : qs;
 #pragma unroll
       for (int nt2 = 0; nt2 < kBN / 16; ++nt2) {
         uint32_t b[4];
         const int key = nt2 * 16 + (lane & 7) + ((lane >> 4) << 3);
         ldmatrix_x4(b, skb + smem_swizzle<D>(key, 2 * kk + ((lane >> 3) & 1)));
-        mma_16816<T>(s[2 * nt2], qf[kk], b[0], b[1]);
-        mma_16816<T>(s[2 * nt2 + 1], qf[kk], b[2], b[3]);
+        mma_16816<T>(s[2 * nt2], qa, b[0], b[1]);
+        mma_16816<T>(s[2 * nt2 + 1], qa, b[2], b[3]);
       }
     }
     const int kb = kt * kBN;
@@ -228,9 +264,10 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
     const int row = r == 0 ? row_a : row_b;
     if (row >= n_rows) continue;
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    T* orow = out + (static_cast<int64_t>(qo0 + q_start + row) * a.n_heads + head) * D;
+    T* orow = out + (static_cast<int64_t>(qo0 + q_start + row) * a.n_heads + head) * hd;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
+      if (!kExact && dt >= hc) break;
       *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * (lane & 3)) =
           pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
     }
@@ -239,19 +276,19 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
 
 namespace {
 
-template <typename T, int D>
+template <typename T, int D, bool kExact>
 void launch_prefill(const PrefillArgs& a, int64_t n_tiles) {
   constexpr int kSmem = prefill_smem_bytes<D>();
   if constexpr (kSmem > 48 * 1024) {
     static bool configured = [] {
-      VELA_CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<T, D>,
+      VELA_CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<T, D, kExact>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       return true;
     }();
     (void)configured;
   }
   const dim3 grid(static_cast<unsigned>(a.n_heads), static_cast<unsigned>(n_tiles));
-  prefill_kernel<T, D><<<grid, kPrefillThreads, kSmem, current_stream()>>>(a);
+  prefill_kernel<T, D, kExact><<<grid, kPrefillThreads, kSmem, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
 }
 
@@ -287,19 +324,21 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
   a.n_heads = static_cast<int32_t>(q.size(1));
   a.n_kv_heads = static_cast<int32_t>(k_cache.size(1));
   a.group = a.n_heads / a.n_kv_heads;
+  a.head_dim = static_cast<int32_t>(q.size(2));
   a.scale_log2 = scale * kLog2e;
   a.out = out.data_ptr();
   const bool aligned = is_aligned(q.data_ptr(), 16) && (q.stride(0) * 2) % 16 == 0 &&
                        is_aligned(k_cache.data_ptr(), 16) && is_aligned(v_cache.data_ptr(), 16);
   DeviceGuard guard(q.device().index);
-  dispatch_head_dim(q.size(2), op, [&](auto dim) {
+  dispatch_head_dim(q.size(2), op, [&](auto dim, auto exact) {
     constexpr int D = decltype(dim)::value;
+    constexpr bool kExact = decltype(exact)::value;
     VELA_CHECK(aligned, op,
                ": q rows and the caches must be 16-byte aligned for the tensor-core kernel");
     if (q.dtype() == DType::kBF16) {
-      launch_prefill<bf16, D>(a, n_tiles);
+      launch_prefill<bf16, D, kExact>(a, n_tiles);
     } else if (q.dtype() == DType::kF16) {
-      launch_prefill<f16, D>(a, n_tiles);
+      launch_prefill<f16, D, kExact>(a, n_tiles);
     } else {
       VELA_THROW(Unsupported, op, ": dtype ", dtype_name(q.dtype()));
     }

@@ -22,7 +22,7 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
                                const Tensor& lse);
 
 // The fused flash-style kernels behind the two above (ops/cuda/attention_flash.cu): bf16/f16,
-// head_dim 32, 64 or 128, rows 16-byte aligned (flash_attention_supported). lse: f32
+// head_dim a multiple of 8 in [32, 256], rows 16-byte aligned (flash_attention_supported). lse: f32
 // [batch, n_heads, seq]; the forward writes it when defined, the backward reads it when defined
 // and otherwise runs the forward's statistics pass itself. Deterministic (no atomics).
 bool flash_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v);

@@ -72,8 +72,8 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
 // and never synchronize, so a CUDA graph captured once replays correctly while sequences grow.
 // On CUDA, head_dim is any multiple of 8 up to kMaxCudaHeadDim (others: Unsupported; 16, 32,
 // 64, 128 and 256 are the exact-tile fast paths, the rest run zero-padded tiles). q, caches and
-// out share one dtype (f32, bf16 or f16) and every tensor lives on q's device. Slots read through req_to_token
-// are trusted on the device (the CPU versions range-check them).
+// out share one dtype (f32, bf16 or f16) and every tensor lives on q's device. Slots read through
+// req_to_token are trusted on the device (the CPU versions range-check them).
 
 // The most splits paged_decode_attention accepts (and decode_num_splits returns).
 inline constexpr int kMaxDecodeSplits = 128;

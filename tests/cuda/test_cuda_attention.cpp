@@ -314,9 +314,9 @@ TEST_F(CudaAttentionTest, DecodeAnyHeadDimMatchesCpu) {
 
 TEST_F(CudaAttentionTest, PrefillAnyHeadDimMatchesCpu) {
   const std::vector<PrefillCase> cases = {
-      {{200}, {200}, 2, 2, 0, 16},                          // one fresh prompt
-      {{300, 130, 64, 1}, {1, 65, 64, 1}, 4, 2, 0, 16},     // prefixes + decode rows
-      {{129, 77}, {100, 77}, 6, 2, 0, 1},                   // GQA 3, page 1
+      {{200}, {200}, 2, 2, 0, 16},                       // one fresh prompt
+      {{300, 130, 64, 1}, {1, 65, 64, 1}, 4, 2, 0, 16},  // prefixes + decode rows
+      {{129, 77}, {100, 77}, 6, 2, 0, 1},                // GQA 3, page 1
   };
   for (int64_t d : kHeadDims) {
     for (DType dt : test::kCudaFloatDTypes) {
@@ -428,8 +428,8 @@ TEST_F(CudaAttentionTest, BadInputIsAnError) {
         ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
                                     g.seq_lens, 1.0f, 1, none, none, out),
         Unsupported);
-    EXPECT_THROW(ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
-                                      g.req_pool_indices, g.seq_lens, g.qo_indptr, 1.0f, out),
+    EXPECT_THROW(ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                      g.seq_lens, g.qo_indptr, 1.0f, out),
                  Unsupported);
   }
   Batch b2 = make_batch(DType::kBF16, {10}, {1}, 4, 2, 64, 16, 601);
@@ -581,9 +581,8 @@ TEST_F(CudaAttentionTest, DISABLED_BenchHeadDims) {
       std::printf(
           "headdim decode bf16 d=%lld (%lldq/%lldkv) B=%d ctx=%d: splits %d, %.2f us, %.0f GB/s "
           "= %.1f%% of 4300 GB/s\n",
-          static_cast<long long>(d), static_cast<long long>(n_heads),
-          static_cast<long long>(n_kv), sh.b, sh.ctx, n_splits, ms * 1e3, gbps,
-          100.0 * gbps / 4300.0);
+          static_cast<long long>(d), static_cast<long long>(n_heads), static_cast<long long>(n_kv),
+          sh.b, sh.ctx, n_splits, ms * 1e3, gbps, 100.0 * gbps / 4300.0);
     }
     const int n = 8192;
     Batch b = make_batch(dt, {n}, {n}, n_heads, n_kv, d, 16, 810);

@@ -21,10 +21,10 @@ namespace {
 using test::CudaTest;
 
 // head_dim 16 / 32, and 48, 80, 96, 256 (the names with hdNN).
-const char* kFixtures[] = {"llama3_scaling",  "llama_gqa",    "llama_mha_tied_linear",
-                           "llama_mqa_dynamic", "llama_yarn", "mistral_gqa",
-                           "qwen2_bias_tied", "qwen3_qknorm", "qwen3_yarn_mha",
-                           "qwen3_hd48",      "llama_hd80_mha", "mistral_hd96_mqa",
+const char* kFixtures[] = {"llama3_scaling",    "llama_gqa",      "llama_mha_tied_linear",
+                           "llama_mqa_dynamic", "llama_yarn",     "mistral_gqa",
+                           "qwen2_bias_tied",   "qwen3_qknorm",   "qwen3_yarn_mha",
+                           "qwen3_hd48",        "llama_hd80_mha", "mistral_hd96_mqa",
                            "qwen3_hd256"};
 
 std::string fixture(const std::string& name) { return "fixtures/models/" + name; }

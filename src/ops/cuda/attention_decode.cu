@@ -3,13 +3,14 @@
 //
 // Row kernel: one block = (row, KV head, group chunk, split). The block's 128 threads are split
 // into groups of kTpk = D / kVec threads (kVec = 16 B of T, or D / 32 where that is more: at most
-// 32 threads per row); each group owns one key row at a time (kVec features per thread) and scores it against all query heads of the KV head (GQA: one K/V load serves
-// the whole group). K/V rows are gathered by slot with cp.async into a 4-stage shared-memory
-// pipeline; each thread copies exactly the pieces it later reads, so the pipeline needs no block
-// barrier, and the slots of the next stage are prefetched into registers a stage ahead. Every
-// group keeps its own online-softmax state (fp32, log2 domain); the groups merge through shared
-// memory at the end. A row reads its key count from seq_lens on the device; splits past the end
-// exit at once and the merge kernel only combines live splits (graph replay with growing lengths).
+// 32 threads per row); each group owns one key row at a time (kVec features per thread) and scores
+// it against all query heads of the KV head (GQA: one K/V load serves the whole group). K/V rows
+// are gathered by slot with cp.async into a 4-stage shared-memory pipeline; each thread copies
+// exactly the pieces it later reads, so the pipeline needs no block barrier, and the slots of the
+// next stage are prefetched into registers a stage ahead. Every group keeps its own online-softmax
+// state (fp32, log2 domain); the groups merge through shared memory at the end. A row reads its key
+// count from seq_lens on the device; splits past the end exit at once and the merge kernel only
+// combines live splits (graph replay with growing lengths).
 //
 // Head sizes: every kernel is compiled for a tile width D (16, 32, 64, 128, 256) and kExact; a
 // head_dim that is not a tile width runs the next wider tile with its columns past head_dim
@@ -78,10 +79,10 @@ template <typename T, int D, int kG>
 struct RowsCfg {
   static constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
   static constexpr int kVec = D / 32 > kVec16 ? D / 32 : kVec16;  // features per thread
-  static constexpr int kPieces = kVec / kVec16;                    // 16-byte copies per thread
-  static constexpr int kTpk = D / kVec;            // threads per key row
-  static constexpr int kKpp = kRowThreads / kTpk;  // key rows per pass
-  static constexpr int kKps = kKpp * kUnroll;      // key rows per stage
+  static constexpr int kPieces = kVec / kVec16;                   // 16-byte copies per thread
+  static constexpr int kTpk = D / kVec;                           // threads per key row
+  static constexpr int kKpp = kRowThreads / kTpk;                 // key rows per pass
+  static constexpr int kKps = kKpp * kUnroll;                     // key rows per stage
   static constexpr int kPipeBytes = kStages * kKps * D * static_cast<int>(sizeof(T)) * 2;
   static constexpr int kMergeBytes = (kKpp * kG * D + 2 * kKpp * kG + 2 * kG) * 4;
   static constexpr int kSlotsOffset = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
@@ -109,7 +110,7 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   const int split = blockIdx.z;
   const bool direct = a.n_splits == 1;
   const int tid = threadIdx.x, kk = tid / kTpk, part = tid % kTpk;
-  const int head0 = kv_head * a.group + g0;  // first query head of this block
+  const int head0 = kv_head * a.group + g0;           // first query head of this block
   const bool part_live = kExact || part * kVec < hd;  // this thread's features exist
 
   int seq, n_keys;

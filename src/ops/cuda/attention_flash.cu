@@ -722,8 +722,7 @@ void launch_forward(const FlashParams& a, int n_batch) {
   (void)configured;
   const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.n_heads),
                   static_cast<unsigned>(n_batch));
-  flash_fwd_kernel<T, D, kExact>
-      <<<grid, kFlashThreads, fwd_smem_bytes<D>(), current_stream()>>>(a);
+  flash_fwd_kernel<T, D, kExact><<<grid, kFlashThreads, fwd_smem_bytes<D>(), current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
 }
 
@@ -793,8 +792,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     const dim3 grid_kv(static_cast<unsigned>(a.n_tiles),
                        static_cast<unsigned>(a.n_kv_heads * (D / dkv_cols<D>())),
                        static_cast<unsigned>(n_batch));
-    flash_bwd_dkv_kernel<T, D, kExact>
-        <<<grid_kv, kFlashThreads, dkv_smem_bytes<D>(), stream>>>(a);
+    flash_bwd_dkv_kernel<T, D, kExact><<<grid_kv, kFlashThreads, dkv_smem_bytes<D>(), stream>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }

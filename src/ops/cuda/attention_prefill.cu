@@ -70,10 +70,10 @@ constexpr int prefill_smem_bytes() {
 
 template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PrefillArgs a) {
-  constexpr int kChunks = D / 8;                           // 16-byte chunks per row
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
   constexpr bool kQRegs = prefill_q_in_registers<D>();
   const int hd = kExact ? D : a.head_dim;
-  const int hc = hd / 8;  // live chunks per row
+  const int hc = hd / 8;                                   // live chunks per row
   constexpr int kLoads = kBN * kChunks / kPrefillThreads;  // chunks per thread per tile
   static_assert(kLoads >= 1 && kBM == kBN, "tile shape");
   extern __shared__ __align__(128) unsigned char smem_raw[];

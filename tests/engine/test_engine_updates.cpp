@@ -185,6 +185,7 @@ struct Spanned {
   int streamed_before = 0;
   bool saw_restart = false;
   uint64_t version = 0;
+  int64_t restarts = 0;  // engine.stats().restarts afterwards (landed_mid_run)
 };
 Spanned across_one_update(Engine& engine, const Transformer& next, const Request& r) {
   Spanned out;
@@ -192,11 +193,28 @@ Spanned across_one_update(Engine& engine, const Transformer& next, const Request
   StreamEvent ev;
   while (out.streamed_before < 5 && h->next(ev))
     out.streamed_before += static_cast<int>(ev.tokens.size());
-  std::thread t([&] { out.version = engine.update_weights(next); });
+  out.version = engine.update_weights(next);
   while (h->next(ev)) out.saw_restart = out.saw_restart || ev.restarted;
-  t.join();
   out.c = h->wait().completions[0];
   return out;
+}
+
+// The tiny model can produce all 120 tokens before this thread has read the fifth one (a loaded
+// 2-core box): then the update lands after the sample ended and there is nothing to check. Such
+// a run is repeated on a fresh engine (its tokens are still checked to be all old-version).
+Spanned landed_mid_run(const std::vector<Transformer>& models, const Request& r, int* attempts) {
+  Spanned s;
+  for (*attempts = 1; *attempts <= 10; ++*attempts) {
+    Engine engine(models[0], nullptr, small_engine());
+    s = across_one_update(engine, models[1], r);
+    s.restarts = engine.stats().restarts;
+    EXPECT_EQ(engine.check_integrity(), "");
+    const bool landed = s.saw_restart || s.c.versions.size() > 1;
+    if (landed) break;
+    EXPECT_EQ(s.c.policy_version, 0u);
+    EXPECT_LT(logprob_error(models[0], r.prompt, s.c, 0, s.c.tokens.size()), 1e-4);
+  }
+  return s;
 }
 
 Request long_request(WeightUpdatePolicy pol) {
@@ -207,9 +225,10 @@ Request long_request(WeightUpdatePolicy pol) {
 
 TEST(EngineUpdates, MixedPolicyMarksTheSample) {
   std::vector<Transformer> models = make_versions(2);
-  Engine engine(models[0], nullptr, small_engine());
   Request r = long_request(WeightUpdatePolicy::kMixed);
-  Spanned s = across_one_update(engine, models[1], r);
+  int attempts = 0;
+  Spanned s = landed_mid_run(models, r, &attempts);
+  ASSERT_LE(attempts, 10) << "the update never landed mid-generation";
   EXPECT_EQ(s.version, 1u);
   ASSERT_EQ(s.c.tokens.size(), 120u);
   EXPECT_TRUE(s.c.mixed_versions);
@@ -222,22 +241,21 @@ TEST(EngineUpdates, MixedPolicyMarksTheSample) {
   EXPECT_LT(
       logprob_error(models[0], r.prompt, s.c, 0, static_cast<size_t>(s.c.versions[1].first_token)),
       1e-4);
-  EXPECT_EQ(engine.check_integrity(), "");
 }
 
 TEST(EngineUpdates, RestartPolicyStartsAgainOnTheNewWeights) {
   std::vector<Transformer> models = make_versions(2);
-  Engine engine(models[0], nullptr, small_engine());
   Request r = long_request(WeightUpdatePolicy::kRestart);
-  Spanned s = across_one_update(engine, models[1], r);
+  int attempts = 0;
+  Spanned s = landed_mid_run(models, r, &attempts);
+  ASSERT_LE(attempts, 10) << "the update never landed mid-generation";
   EXPECT_TRUE(s.saw_restart);
   ASSERT_EQ(s.c.tokens.size(), 120u);
   EXPECT_FALSE(s.c.mixed_versions);
   ASSERT_EQ(s.c.versions.size(), 1u);
   EXPECT_EQ(s.c.policy_version, 1u);
   EXPECT_LT(logprob_error(models[1], r.prompt, s.c, 0, s.c.tokens.size()), 1e-4);
-  EXPECT_EQ(engine.stats().restarts, 1);
-  EXPECT_EQ(engine.check_integrity(), "");
+  EXPECT_EQ(s.restarts, 1);
 }
 
 TEST(EngineUpdates, FinishOldPolicyDelaysTheUpdate) {

@@ -79,7 +79,7 @@ TEST_P(MoeGrad, EveryGradientMatchesFiniteDifferencesOfTheFullLoss) {
     n_moe_params += p.name.find("mlp.gate.weight") != std::string::npos ||
                     p.name.find("experts") != std::string::npos ||
                     p.name.find("shared_expert") != std::string::npos;
-    const int64_t stride = std::max<int64_t>(1, p.value.numel() / 24);
+    const int64_t stride = std::max<int64_t>(1, p.value.numel() / 10);
     test::expect_grad_fd(p.value, grads[i], loss, p.name, 1e-3, 2e-3, 2e-2, stride);
   }
   EXPECT_EQ(n_moe_params, type == std::string("qwen2_moe") ? 12 : 6);
@@ -119,9 +119,10 @@ TEST(MoeTrain, RouterLossesOffLeaveTheRouterGradientToTheCrossEntropy) {
   const Parameter* b = off.find_parameter("model.layers.0.mlp.gate.weight");
   ASSERT_TRUE(a && b);
   EXPECT_NE(a->grad.to_vector<float>(), b->grad.to_vector<float>());
-  // Experts' gradients do not depend on the router losses.
-  EXPECT_EQ(on.find_parameter("model.layers.0.mlp.experts.down_proj")->grad.to_vector<float>(),
-            off.find_parameter("model.layers.0.mlp.experts.down_proj")->grad.to_vector<float>());
+  // The last layer's experts see only the cross-entropy's gradient (lower layers also get the
+  // router losses' gradient through the routers' inputs).
+  EXPECT_EQ(on.find_parameter("model.layers.1.mlp.experts.down_proj")->grad.to_vector<float>(),
+            off.find_parameter("model.layers.1.mlp.experts.down_proj")->grad.to_vector<float>());
 }
 
 }  // namespace

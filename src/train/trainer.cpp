@@ -240,7 +240,8 @@ StepMetrics Trainer::train_step() {
   m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_second = m.step_seconds > 0 ? n_tokens / m.step_seconds : 0;
   m.extra = strategy_->step_metrics();
-  for (const auto& [k, v] : trainable_->take_moe_metrics().items()) m.extra[k] = v;  // MoE
+  const json moe_metrics = trainable_->take_moe_metrics();  // MoE: router losses, expert loads
+  for (const auto& [k, v] : moe_metrics.items()) m.extra[k] = v;
   for (auto& cb : callbacks_) cb->after_optimizer_step(*this, m);
   return m;
 }

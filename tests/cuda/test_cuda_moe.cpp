@@ -15,6 +15,7 @@
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "core/rng.h"
+#include "model/contiguous_kv_cache.h"
 #include "model/transformer.h"
 #include "ops/cast.h"
 #include "ops/moe.h"
@@ -198,6 +199,19 @@ TEST_F(CudaMoe, EngineGreedyEqualsCpuEngineWithGraphs) {
   if (n_run == 0) GTEST_SKIP() << "no MoE fixtures (tools/make_moe_fixtures.py)";
 }
 
+// Device copy bandwidth (read + write counted) over 1 GiB: the rate HBM moves bytes.
+double copy_bytes_per_s() {
+  Tensor a = Tensor::zeros({1 << 29}, DType::kBF16, Device::cuda(0));
+  Tensor b = Tensor::empty({1 << 29}, DType::kBF16, Device::cuda(0));
+  b.copy_(a);
+  cuda::synchronize(0);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) b.copy_(a);
+  cuda::synchronize(0);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 5;
+  return 2.0 * (1 << 29) * 2 / s;
+}
+
 // Qwen3-30B-A3B MoE layer (hidden 2048, 128 experts, top-8, expert width 768, bf16): decode at
 // batch 1..128 and prefill of 2048 / 8192 tokens. Decode bytes = router + the experts the batch
 // actually routes to (counted from the routing) + activations; floor = bytes / HBM bandwidth
@@ -213,15 +227,7 @@ TEST_F(CudaMoe, DISABLED_Qwen3MoeLayerBench) {
   const Moe& moe = m.blocks[0].moe;
   const double H = 2048, I = 768, E = 128;
   const double expert_bytes = 3 * H * I * 2;
-  // Device copy bandwidth (read + write) of 1 GiB.
-  Tensor big = Tensor::empty({1 << 29}, DType::kBF16, gpu()), big2 = Tensor::empty({1 << 29}, DType::kBF16, gpu());
-  big2.copy_(big);
-  cuda::synchronize(0);
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 5; ++i) big2.copy_(big);
-  cuda::synchronize(0);
-  const double copy_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 5;
-  const double bw = 2.0 * (1 << 29) * 2 / copy_s;
+  const double bw = copy_bytes_per_s();
   std::printf("device copy %.0f GB/s\n", bw / 1e9);
   json results = json::array();
   std::printf("%-8s %7s %9s %10s %12s %10s\n", "case", "tokens", "experts", "us/layer", "achieved", "of floor");
@@ -262,6 +268,83 @@ TEST_F(CudaMoe, DISABLED_Qwen3MoeLayerBench) {
     std::ofstream f(path);
     f << json{{"benchmark", "moe_layer"}, {"shape", "Qwen3-30B-A3B (H 2048, E 128, k 8, I 768), bf16"},
               {"copy_gbps", bw / 1e9}, {"results", results}}.dump(2) << "\n";
+  }
+}
+
+// The 4-layer Qwen3-30B-A3B-shaped stack of bench/configs/qwen3_30b_a3b_4layers.json (real
+// vocabulary, bf16) through Transformer::forward_packed with a KV cache (eager, no graphs):
+// decode steps at batch 1 and 64 after a 512-token prompt each, and a 2048-token prefill. Decode
+// bytes = every non-expert weight + the expected experts a step touches (E * (1 - (1 - k/E)^b)
+// per layer, balanced routing) + the KV read; prefill FLOPs count the routed experts only.
+TEST_F(CudaMoe, DISABLED_Qwen3MoeStackBench) {
+  ModelConfig c = ModelConfig::from_file("../bench/configs/qwen3_30b_a3b_4layers.json");
+  Transformer m = Transformer::random(c, DType::kBF16, gpu(), 2, 0.02f);
+  const double H = c.hidden_size, I = c.moe_intermediate_size, E = c.n_experts, k = c.n_experts_per_tok;
+  const double expert_bytes = 3 * H * I * 2;
+  const double all_expert_bytes = c.n_layers * E * expert_bytes;
+  const double dense_bytes = static_cast<double>(c.n_params()) * 2 - all_expert_bytes;
+  const double kv_per_token = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 2;
+  json results = json::array();
+  const double bw = copy_bytes_per_s();
+  for (int batch : {1, 64}) {
+    const int prompt = 512, steps = 32;
+    ContiguousKVCache cache(c, batch, prompt + steps + 8, DType::kBF16, gpu());
+    std::vector<int32_t> seqs, lens, ids;
+    for (int b = 0; b < batch; ++b) {
+      seqs.push_back(b);
+      lens.push_back(prompt);
+      for (int t = 0; t < prompt; ++t) ids.push_back((b * 131 + t * 17) % 151936);
+    }
+    PackedStep st = cache.step(seqs, lens);
+    m.forward_packed(Tensor::from_vector(ids).to(gpu()), st.positions, st.kv, st.last_indices);
+    std::vector<int32_t> one(static_cast<size_t>(batch), 1), tok(static_cast<size_t>(batch), 7);
+    Tensor tok_dev = Tensor::from_vector(tok).to(gpu());
+    for (int w = 0; w < 2; ++w) {
+      PackedStep d = cache.step(seqs, one);
+      m.forward_packed(tok_dev, d.positions, d.kv, d.last_indices);
+    }
+    cuda::synchronize(0);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int s2 = 0; s2 < steps; ++s2) {
+      PackedStep d = cache.step(seqs, one);
+      m.forward_packed(tok_dev, d.positions, d.kv, d.last_indices);
+    }
+    cuda::synchronize(0);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+    const double touched = E * (1 - std::pow(1 - k / E, batch));
+    const double bytes = dense_bytes + c.n_layers * touched * expert_bytes +
+                         kv_per_token * (prompt + steps / 2.0) * batch;
+    std::printf("stack decode batch %3d: %.3f ms/step, %.0f tok/s, %.0f GB/s (floor %.3f ms at %.0f GB/s: %.1f%%)\n",
+                batch, s * 1e3, batch / s, bytes / s / 1e9, bytes / bw * 1e3, bw / 1e9, bytes / bw / s * 100);
+    results.push_back({{"case", "decode"}, {"batch", batch}, {"context", prompt}, {"ms_per_step", s * 1e3},
+                       {"bytes", bytes}, {"gbps", bytes / s / 1e9}, {"floor_ratio", bytes / bw / s}});
+  }
+  for (int n : {2048, 8192}) {
+    ContiguousKVCache cache(c, 1, n + 8, DType::kBF16, gpu());
+    std::vector<int32_t> ids;
+    for (int t = 0; t < n; ++t) ids.push_back((t * 37) % 151936);
+    Tensor ids_dev = Tensor::from_vector(ids).to(gpu());
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      cache.reset(0);
+      PackedStep st = cache.step({0}, {n});
+      cuda::synchronize(0);
+      auto t0 = std::chrono::steady_clock::now();
+      m.forward_packed(ids_dev, st.positions, st.kv, st.last_indices);
+      cuda::synchronize(0);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double flops = 2.0 * c.n_active_params() * n +
+                         2.0 * c.n_layers * c.n_heads * c.head_dim * static_cast<double>(n) * n;
+    std::printf("stack prefill %5d tokens: %.2f ms, %.0f tok/s, %.1f TFLOP/s (%.1f%% of 825)\n", n,
+                best * 1e3, n / best, flops / best / 1e12, flops / best / 825e12 * 100);
+    results.push_back({{"case", "prefill"}, {"tokens", n}, {"ms", best * 1e3}, {"tflops", flops / best / 1e12},
+                       {"floor_ratio", flops / best / 825e12}});
+  }
+  if (const char* path = std::getenv("VELA_MOE_STACK_JSON")) {
+    std::ofstream f(path);
+    f << json{{"benchmark", "moe_stack"}, {"config", "bench/configs/qwen3_30b_a3b_4layers.json"},
+              {"results", results}}.dump(2) << "\n";
   }
 }
 

@@ -158,8 +158,11 @@ TEST_P(FixtureTest, Bf16WeightsStayCloseToF32) {
   std::printf("[%s] bf16 max|err| %.4f (max|logit| %.2f, %.2f%%)\n", name.c_str(), err, scale,
               100 * err / scale);
   // bf16 activations (as transformers runs bf16) on these deliberately large random weights
-  // (init std 0.3) give 2-8% of the largest logit; 10% is the bound.
-  EXPECT_LE(err, 0.1 * scale) << name;
+  // (init std 0.3) give 2-8% of the largest logit; 10% is the bound. In a mixture of experts bf16
+  // rounding of the router logits can flip a token's top-k choice near a tie, a discontinuous
+  // change (measured 2.6-7.2% for the Qwen MoE fixtures, 13.5% and 17.0% for the two Mixtral ones,
+  // whose routers have the smallest margins): 20% for MoE.
+  EXPECT_LE(err, (m.config.is_moe() ? 0.2 : 0.1) * scale) << name;
 }
 
 TEST_P(FixtureTest, SaveLoadRoundTripKeepsLogits) {

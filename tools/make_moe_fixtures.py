@@ -154,11 +154,30 @@ def to_hub_config(cfg: dict, arch: str) -> dict:
     return cfg
 
 
-def load(path, dtype):
+def load(path, dtype, **extra):
     try:
-        return transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="eager")
+        return transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="eager", **extra)
     except TypeError:
-        return transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype, attn_implementation="eager")
+        return transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype, attn_implementation="eager", **extra)
+
+
+def load_for_grads(path):
+    """The model in float64 with the per-expert ("eager") expert loop: transformers 5's default
+    grouped_mm experts reject float64 (the first run of this script failed there)."""
+    for extra in ({"experts_implementation": "eager"}, {}):
+        try:
+            model = load(path, torch.float64, **extra)
+        except (TypeError, ValueError) as e:
+            print(f"load {extra}: {type(e).__name__}: {e}")
+            continue
+        for attr in ("_experts_implementation", "experts_implementation"):
+            if hasattr(model.config, attr):
+                try:
+                    setattr(model.config, attr, "eager")
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+        return model.double().eval()
+    raise RuntimeError(f"cannot load {path}")
 
 
 def make_model(name, arch, overrides, layout, coefs, out_root):
@@ -231,7 +250,7 @@ def make_model(name, arch, overrides, layout, coefs, out_root):
 
 
 def grad_fixture(name, arch, coefs, models_root, out_root):
-    model = load(os.path.join(models_root, name), torch.float64).double().eval()
+    model = load_for_grads(os.path.join(models_root, name))
     cfg = model.config
     E, k = n_experts_of(cfg), cfg.num_experts_per_tok
     routers = []  # (layer, router input) per MoE layer, in forward order

@@ -258,5 +258,44 @@ TEST(MoeModel, RandomModelSavesInHubLayoutAndLoadsBack) {
   std::filesystem::remove_all(dir);
 }
 
+// Checkpoints with fused expert stacks (mlp.experts.gate_up_proj [E, 2I, H] / down_proj
+// [E, H, I], as transformers 5 holds them in memory, or stored transposed) load to the same model.
+TEST(MoeModel, FusedExpertStacksLoadInBothOrientations) {
+  json j = qwen3_moe_json(false);
+  j["torch_dtype"] = "float32";
+  j["moe_intermediate_size"] = 6;  // 2I != H, I != H: the orientation is known from the shape
+  ModelConfig c = ModelConfig::from_json(j);
+  Transformer m = Transformer::random(c, DType::kF32, Device::cpu(), 5, 0.3f);
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("vela_moe_fused_" + std::to_string(::getpid())))
+          .string();
+  save_model(m, dir);
+  std::vector<int32_t> ids = {3, 9, 17, 4, 4, 30, 2};
+  Tensor want = m.forward_dense(Tensor::from_vector(ids, {1, 7}));
+  for (bool transposed : {false, true}) {
+    SafetensorsReader r = SafetensorsReader::open(dir);
+    std::vector<std::pair<std::string, Tensor>> t;
+    for (const std::string& n : r.names())
+      if (n.find(".experts.") == std::string::npos) t.emplace_back(n, r.get(n).clone());
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const Moe& moe = m.blocks[static_cast<size_t>(l)].moe;
+      if (!moe.defined()) continue;
+      const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+      t.emplace_back(p + "gate_up_proj", transposed ? moe.gate_up.transpose(1, 2).contiguous() : moe.gate_up);
+      t.emplace_back(p + "down_proj", transposed ? moe.down.transpose(1, 2).contiguous() : moe.down);
+    }
+    const std::string fused = dir + (transposed ? "_t" : "_f");
+    std::filesystem::create_directories(fused);
+    std::filesystem::copy_file(dir + "/config.json", fused + "/config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    save_safetensors(fused + "/model.safetensors", t, {{"format", "pt"}});
+    Transformer back = Transformer::load(fused);
+    Tensor got = back.forward_dense(Tensor::from_vector(ids, {1, 7}));
+    EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>()) << "transposed " << transposed;
+    std::filesystem::remove_all(fused);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace vela

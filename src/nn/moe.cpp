@@ -27,7 +27,7 @@ int64_t Moe::scratch_bytes(int64_t n, int64_t hidden, int64_t n_experts, int64_t
   const int64_t align = 12 * 256;  // one alignment pad per take
   const int64_t m = n * k;
   int64_t b = n * n_experts * 4 + n * k * 12 + (n_experts + 1) * 4 + m * 4;  // routing
-  b += m * e * (hidden + 3 * inter + hidden);                                 // xp, h, act, y
+  b += m * e * (hidden + 3 * inter + hidden);                                // xp, h, act, y
   if (shared_inter > 0) b += n * e * (3 * shared_inter + hidden) + n * 4;
   return b + align;
 }

@@ -32,16 +32,16 @@ struct MoeGrads {
 
 // What backward needs from the forward (all on the layer's device).
 struct MoeSaved {
-  Tensor logits;        // [n, E] f32 router logits
-  Tensor weights;       // [n, k] f32 routing weights
-  Tensor expert_ids;    // [n, k] i32
-  Tensor offsets;       // [E + 1] i32 expert segments of the permuted rows
-  Tensor src_rows;      // [n * k] i32 token of each permuted row
-  Tensor dst_rows;      // [n, k] i32 permuted row of each (token, slot)
-  Tensor xp;            // [n * k, hidden] permuted input rows
-  Tensor gate_up;       // [n * k, 2 * inter]
-  Tensor act;           // [n * k, inter]
-  Tensor y;             // [n * k, hidden] expert outputs before weighting
+  Tensor logits;      // [n, E] f32 router logits
+  Tensor weights;     // [n, k] f32 routing weights
+  Tensor expert_ids;  // [n, k] i32
+  Tensor offsets;     // [E + 1] i32 expert segments of the permuted rows
+  Tensor src_rows;    // [n * k] i32 token of each permuted row
+  Tensor dst_rows;    // [n, k] i32 permuted row of each (token, slot)
+  Tensor xp;          // [n * k, hidden] permuted input rows
+  Tensor gate_up;     // [n * k, 2 * inter]
+  Tensor act;         // [n * k, inter]
+  Tensor y;           // [n * k, hidden] expert outputs before weighting
   MlpSaved shared;
   Tensor shared_out;    // [n, hidden]
   Tensor shared_logit;  // [n, 1] f32
@@ -51,9 +51,9 @@ struct MoeSaved {
 // trainer's expert-load metrics are made of. Sums over the forward's tokens.
 struct MoeStats {
   int64_t n_tokens = 0;
-  std::vector<int64_t> counts;  // [E] (token, slot) pairs routed to each expert
-  std::vector<double> prob_sum; // [E] sum over tokens of softmax(router logits)
-  double lse_sq_sum = 0;        // sum over tokens of logsumexp(router logits)^2
+  std::vector<int64_t> counts;   // [E] (token, slot) pairs routed to each expert
+  std::vector<double> prob_sum;  // [E] sum over tokens of softmax(router logits)
+  double lse_sq_sum = 0;         // sum over tokens of logsumexp(router logits)^2
 
   void add(const MoeStats& o);
 };
@@ -61,16 +61,16 @@ struct MoeStats {
 // The router losses' gradient for one layer (set by the trainer after the whole forward, since
 // the load-balancing loss couples every MoE layer).
 struct MoeRouterGrad {
-  Tensor dprob_bias;   // [E] f32: d(loss) / d(p[t, e]), the same for every token; or undefined
-  float z_scale = 0;   // d(loss) / d(lse_t^2) for every token
+  Tensor dprob_bias;  // [E] f32: d(loss) / d(p[t, e]), the same for every token; or undefined
+  float z_scale = 0;  // d(loss) / d(lse_t^2) for every token
 };
 
 struct Moe {
-  Linear router;        // weight [n_experts, hidden]
-  Tensor gate_up;       // [n_experts, 2 * inter, hidden]: rows [0, inter) gate, then up
-  Tensor down;          // [n_experts, hidden, inter]
-  Mlp shared;           // optional shared expert (shared.gate_up.weight undefined: none)
-  Linear shared_gate;   // weight [1, hidden] when there is a shared expert
+  Linear router;       // weight [n_experts, hidden]
+  Tensor gate_up;      // [n_experts, 2 * inter, hidden]: rows [0, inter) gate, then up
+  Tensor down;         // [n_experts, hidden, inter]
+  Mlp shared;          // optional shared expert (shared.gate_up.weight undefined: none)
+  Linear shared_gate;  // weight [1, hidden] when there is a shared expert
   int64_t top_k = 1;
   bool norm_topk_prob = false;
 

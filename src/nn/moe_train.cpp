@@ -3,7 +3,8 @@
 //   dy, dweights          = combine_backward(dout)                (+ the shared expert's share)
 //   dact = dy @ down_e;   ddown_e += dy^T act;   dh = silu_and_mul_backward(h, dact)
 //   dgate_up_e += dh^T xp;  dxp = dh @ gate_up_e;  dx = sum over a token's slots of dxp
-//   dlogits = route_backward(dweights, aux bias, z)   drouter += dlogits^T x,  dx += dlogits @ router
+//   dlogits = route_backward(dweights, aux bias, z)   drouter += dlogits^T x,  dx += dlogits @
+//   router
 #include <cmath>
 
 #include "nn/moe.h"

@@ -75,7 +75,8 @@ void moe_permute(const Tensor& expert_ids, int64_t n_experts, Tensor& offsets, T
   check_dtype(op, "expert_ids", expert_ids, DType::kI32);
   VELA_CHECK(n_experts >= 1, op, ": n_experts must be positive, got ", n_experts);
   for (auto [name, t] : {std::pair<const char*, const Tensor*>{"offsets", &offsets},
-                         {"src_rows", &src_rows}, {"dst_rows", &dst_rows}}) {
+                         {"src_rows", &src_rows},
+                         {"dst_rows", &dst_rows}}) {
     check_plain(op, name, *t, expert_ids);
     check_dtype(op, name, *t, DType::kI32);
   }
@@ -142,8 +143,8 @@ void check_combine(const char* op, const Tensor& y, const Tensor& dst_rows, cons
   check_dtype(op, "dst_rows", dst_rows, DType::kI32);
   VELA_CHECK(dst_rows.size(0) == n_out, op, ": dst_rows ", dst_rows.str(), " must have ", n_out,
              " rows");
-  VELA_CHECK(dst_rows.numel() == y.size(0), op, ": y ", y.str(), " must have n * k = ",
-             dst_rows.numel(), " rows");
+  VELA_CHECK(dst_rows.numel() == y.size(0), op, ": y ", y.str(),
+             " must have n * k = ", dst_rows.numel(), " rows");
   if (weights.defined()) {
     check_plain(op, "weights", weights, y);
     check_dtype(op, "weights", weights, DType::kF32);
@@ -175,9 +176,8 @@ void moe_combine(const Tensor& y, const Tensor& dst_rows, const Tensor& weights,
 }
 
 void moe_combine_backward(const Tensor& dout, const Tensor& y, const Tensor& dst_rows,
-                          const Tensor& weights, const Tensor& shared,
-                          const Tensor& shared_logit, Tensor& dy, Tensor& dweights,
-                          Tensor& dshared, Tensor& dshared_logit) {
+                          const Tensor& weights, const Tensor& shared, const Tensor& shared_logit,
+                          Tensor& dy, Tensor& dweights, Tensor& dshared, Tensor& dshared_logit) {
   const char* op = "moe_combine_backward";
   check_plain(op, "dout", dout, y);
   check_rank(op, "dout", dout, 2);
@@ -200,8 +200,8 @@ void moe_combine_backward(const Tensor& dout, const Tensor& y, const Tensor& dst
     check_shape(op, "dshared_logit", dshared_logit, shared_logit.shape());
   }
   if (dout.size(0) == 0) return;
-  VELA_DISPATCH(y.device(), moe_combine_backward, dout, y, dst_rows, weights, shared,
-                shared_logit, dy, dweights, dshared, dshared_logit);
+  VELA_DISPATCH(y.device(), moe_combine_backward, dout, y, dst_rows, weights, shared, shared_logit,
+                dy, dweights, dshared, dshared_logit);
 }
 
 }  // namespace vela::ops

@@ -61,8 +61,7 @@ void moe_combine(const Tensor& y, const Tensor& dst_rows, const Tensor& weights,
 //   when shared is given: dshared [n, H] (out) = sigmoid(s) * dout,
 //                         dshared_logit [n] f32 (out) = sigmoid'(s) * (dout . shared)
 void moe_combine_backward(const Tensor& dout, const Tensor& y, const Tensor& dst_rows,
-                          const Tensor& weights, const Tensor& shared,
-                          const Tensor& shared_logit, Tensor& dy, Tensor& dweights,
-                          Tensor& dshared, Tensor& dshared_logit);
+                          const Tensor& weights, const Tensor& shared, const Tensor& shared_logit,
+                          Tensor& dy, Tensor& dweights, Tensor& dshared, Tensor& dshared_logit);
 
 }  // namespace vela::ops

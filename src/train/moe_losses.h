@@ -19,8 +19,8 @@
 namespace vela {
 
 struct RouterLosses {
-  double aux = 0;  // unweighted load-balancing loss (0 without MoE layers)
-  double z = 0;    // unweighted z-loss
+  double aux = 0;       // unweighted load-balancing loss (0 without MoE layers)
+  double z = 0;         // unweighted z-loss
   double weighted = 0;  // what was added to the loss: aux_coef * aux (when on) + z_coef * z
 };
 

@@ -12,9 +12,9 @@
 
 #include "core/cuda/cuda_api.h"
 #include "core/json.h"
+#include "core/rng.h"
 #include "cuda_test_util.h"
 #include "engine/engine.h"
-#include "core/rng.h"
 #include "model/contiguous_kv_cache.h"
 #include "model/transformer.h"
 #include "ops/cast.h"
@@ -66,7 +66,8 @@ TEST_F(CudaMoe, RouteMatchesCpu) {
     Tensor w = Tensor::empty({n, k}, DType::kF32), ids = Tensor::empty({n, k}, DType::kI32);
     ops::moe_route(logits, k, norm, w, ids);
     Tensor gl = logits.to(gpu());
-    Tensor gw = Tensor::empty({n, k}, DType::kF32, gpu()), gi = Tensor::empty({n, k}, DType::kI32, gpu());
+    Tensor gw = Tensor::empty({n, k}, DType::kF32, gpu()),
+           gi = Tensor::empty({n, k}, DType::kI32, gpu());
     ops::moe_route(gl, k, norm, gw, gi);
     EXPECT_EQ(gi.to(Device::cpu()).to_vector<int32_t>(), ids.to_vector<int32_t>());
     expect_close(gw, w, {1e-6, 1e-5}, "weights");
@@ -81,12 +82,16 @@ TEST_F(CudaMoe, RouteMatchesCpu) {
 }
 
 TEST_F(CudaMoe, PermuteIsBitIdenticalToCpu) {
-  for (auto [n, k, e, skew] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
-           {1, 1, 4, false}, {1, 8, 128, false}, {64, 8, 128, true}, {4096, 8, 128, false},
-           {1000, 2, 7, true}}) {
+  for (auto [n, k, e, skew] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{{1, 1, 4, false},
+                                                                {1, 8, 128, false},
+                                                                {64, 8, 128, true},
+                                                                {4096, 8, 128, false},
+                                                                {1000, 2, 7, true}}) {
     Tensor ids = random_ids(n, k, e, n * 31 + e, skew);
     Routed c = permute_cpu(ids, e);
-    Tensor off = Tensor::empty({e + 1}, DType::kI32, gpu()), src = Tensor::empty({n * k}, DType::kI32, gpu()),
+    Tensor off = Tensor::empty({e + 1}, DType::kI32, gpu()),
+           src = Tensor::empty({n * k}, DType::kI32, gpu()),
            dst = Tensor::empty({n, k}, DType::kI32, gpu());
     ops::moe_permute(ids.to(gpu()), e, off, src, dst);
     EXPECT_EQ(off.to(Device::cpu()).to_vector<int32_t>(), c.offsets.to_vector<int32_t>()) << n;
@@ -98,18 +103,23 @@ TEST_F(CudaMoe, PermuteIsBitIdenticalToCpu) {
 TEST_F(CudaMoe, GroupedGemmMatchesCpuInEveryPath) {
   // (tokens, k, experts, K, N): decode rows (GEMV path), many rows (tiled / tensor cores), odd
   // sizes, skewed routing that leaves experts empty.
-  for (auto [n, k, e, kd, nd] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{
-           {1, 8, 16, 128, 96}, {5, 2, 8, 40, 72}, {3, 2, 8, 37, 20}, {200, 4, 8, 128, 200}, {300, 2, 6, 37, 53}}) {
+  for (auto [n, k, e, kd, nd] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{{1, 8, 16, 128, 96},
+                                                                            {5, 2, 8, 40, 72},
+                                                                            {3, 2, 8, 37, 20},
+                                                                            {200, 4, 8, 128, 200},
+                                                                            {300, 2, 6, 37, 53}}) {
     Tensor ids = random_ids(n, k, e, 7 * n + kd, true);
     Routed r = permute_cpu(ids, e);
     for (DType dt : {DType::kF32, DType::kBF16}) {
       for (bool trans : {true, false}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + (trans ? " trans" : " plain") + " n=" +
-                     std::to_string(n) + " K=" + std::to_string(kd));
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (trans ? " trans" : " plain") +
+                     " n=" + std::to_string(n) + " K=" + std::to_string(kd));
         Tensor a = random_cpu({n * k, kd}, dt, 1 + kd);
         Tensor w = trans ? random_cpu({e, nd, kd}, dt, 2) : random_cpu({e, kd, nd}, dt, 2);
         Tensor want = Tensor::empty({n * k, nd}, DType::kF32);
-        Tensor a32 = Tensor::empty(a.shape(), DType::kF32), w32 = Tensor::empty(w.shape(), DType::kF32);
+        Tensor a32 = Tensor::empty(a.shape(), DType::kF32),
+               w32 = Tensor::empty(w.shape(), DType::kF32);
         ops::cast(a, a32);
         ops::cast(w, w32);
         ops::grouped_gemm(a32, w32, r.offsets, trans, want);
@@ -141,8 +151,8 @@ TEST_F(CudaMoe, WgradCombineAndBackwardMatchCpu) {
     Tensor y = random_cpu({n * k, h}, dt, 9), weights = random_cpu({n, k}, DType::kF32, 10, 0, 1);
     Tensor shared = random_cpu({n, h}, dt, 11), sl = random_cpu({n, 1}, DType::kF32, 12, -2, 2);
     Tensor out = Tensor::empty({n, h}, dt), gout = Tensor::empty({n, h}, dt, gpu());
-    Tensor gy = y.to(gpu()), gdst = r.dst.to(gpu()), gwt = weights.to(gpu()), gsh = shared.to(gpu()),
-           gsl = sl.to(gpu());
+    Tensor gy = y.to(gpu()), gdst = r.dst.to(gpu()), gwt = weights.to(gpu()),
+           gsh = shared.to(gpu()), gsl = sl.to(gpu());
     ops::moe_combine(y, r.dst, weights, shared, sl, out);
     ops::moe_combine(gy, gdst, gwt, gsh, gsl, gout);
     expect_close(gout, out, test::tol_for(dt), "combine");
@@ -152,8 +162,9 @@ TEST_F(CudaMoe, WgradCombineAndBackwardMatchCpu) {
     Tensor dout = random_cpu({n, h}, dt, 13);
     Tensor dyc = Tensor::empty({n * k, h}, dt), dwc = Tensor::empty({n, k}, DType::kF32),
            dsc = Tensor::empty({n, h}, dt), dslc = Tensor::empty({n, 1}, DType::kF32);
-    Tensor dyg = Tensor::empty({n * k, h}, dt, gpu()), dwg = Tensor::empty({n, k}, DType::kF32, gpu()),
-           dsg = Tensor::empty({n, h}, dt, gpu()), dslg = Tensor::empty({n, 1}, DType::kF32, gpu());
+    Tensor dyg = Tensor::empty({n * k, h}, dt, gpu()),
+           dwg = Tensor::empty({n, k}, DType::kF32, gpu()), dsg = Tensor::empty({n, h}, dt, gpu()),
+           dslg = Tensor::empty({n, 1}, DType::kF32, gpu());
     ops::moe_combine_backward(dout, y, r.dst, weights, shared, sl, dyc, dwc, dsc, dslc);
     ops::moe_combine_backward(dout.to(gpu()), gy, gdst, gwt, gsh, gsl, dyg, dwg, dsg, dslg);
     expect_close(dyg, dyc, test::tol_for(dt), "dy");
@@ -176,7 +187,8 @@ TEST_F(CudaMoe, EngineGreedyEqualsCpuEngineWithGraphs) {
     std::vector<Request> reqs;
     for (int len : {1, 3, 24, 7, 16, 17, 2, 11}) {
       Request r;
-      for (int i = 0; i < len; ++i) r.prompt.push_back(base[static_cast<size_t>((i * 5 + len) % base.size())]);
+      for (int i = 0; i < len; ++i)
+        r.prompt.push_back(base[static_cast<size_t>((i * 5 + len) % base.size())]);
       r.params.temperature = 0;
       r.params.max_tokens = 10;
       r.params.ignore_eos = true;
@@ -217,11 +229,13 @@ double copy_bytes_per_s() {
 // actually routes to (counted from the routing) + activations; floor = bytes / HBM bandwidth
 // measured by a device copy. Prefill floor = 2 * tokens * k * 3 * H * I FLOPs at 825 TFLOP/s.
 TEST_F(CudaMoe, DISABLED_Qwen3MoeLayerBench) {
-  json j = {{"model_type", "qwen3_moe"}, {"vocab_size", 1024}, {"hidden_size", 2048},
-            {"num_hidden_layers", 1}, {"intermediate_size", 6144}, {"moe_intermediate_size", 768},
-            {"num_attention_heads", 32}, {"num_key_value_heads", 4}, {"head_dim", 128},
-            {"num_experts", 128}, {"num_experts_per_tok", 8}, {"norm_topk_prob", true},
-            {"rope_theta", 1e6}, {"max_position_embeddings", 4096}};
+  json j = {{"model_type", "qwen3_moe"}, {"vocab_size", 1024},
+            {"hidden_size", 2048},       {"num_hidden_layers", 1},
+            {"intermediate_size", 6144}, {"moe_intermediate_size", 768},
+            {"num_attention_heads", 32}, {"num_key_value_heads", 4},
+            {"head_dim", 128},           {"num_experts", 128},
+            {"num_experts_per_tok", 8},  {"norm_topk_prob", true},
+            {"rope_theta", 1e6},         {"max_position_embeddings", 4096}};
   ModelConfig c = ModelConfig::from_json(j);
   Transformer m = Transformer::random(c, DType::kBF16, gpu(), 1, 0.02f);
   const Moe& moe = m.blocks[0].moe;
@@ -230,7 +244,8 @@ TEST_F(CudaMoe, DISABLED_Qwen3MoeLayerBench) {
   const double bw = copy_bytes_per_s();
   std::printf("device copy %.0f GB/s\n", bw / 1e9);
   json results = json::array();
-  std::printf("%-8s %7s %9s %10s %12s %10s\n", "case", "tokens", "experts", "us/layer", "achieved", "of floor");
+  std::printf("%-8s %7s %9s %10s %12s %10s\n", "case", "tokens", "experts", "us/layer", "achieved",
+              "of floor");
   for (int64_t n : {1, 8, 32, 64, 128, 2048, 8192}) {
     Tensor x = random_cpu({n, 2048}, DType::kBF16, 5 + n).to(gpu());
     Tensor out = Tensor::empty({n, 2048}, DType::kBF16, gpu());
@@ -240,34 +255,44 @@ TEST_F(CudaMoe, DISABLED_Qwen3MoeLayerBench) {
     auto s0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) moe.forward(x, out);
     cuda::synchronize(0);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count() / reps;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count() / reps;
     // Experts the batch routes to (the routing is recomputed on the CPU from the same logits).
     Tensor logits = Tensor::empty({n, 128}, DType::kF32, gpu());
     moe.router.forward(x, logits);
-    Tensor w = Tensor::empty({n, 8}, DType::kF32, gpu()), ids = Tensor::empty({n, 8}, DType::kI32, gpu());
+    Tensor w = Tensor::empty({n, 8}, DType::kF32, gpu()),
+           ids = Tensor::empty({n, 8}, DType::kI32, gpu());
     ops::moe_route(logits, 8, true, w, ids);
     std::vector<int32_t> v = ids.to(Device::cpu()).to_vector<int32_t>();
     const double active = static_cast<double>(std::set<int32_t>(v.begin(), v.end()).size());
     json row = {{"tokens", n}, {"experts_touched", active}, {"us_per_layer", s * 1e6}};
     if (n <= 128) {
-      const double bytes = active * expert_bytes + E * H * 2 + n * H * 2 * 2 + n * 8 * (H + 3 * I + H) * 2 * 2;
+      const double bytes =
+          active * expert_bytes + E * H * 2 + n * H * 2 * 2 + n * 8 * (H + 3 * I + H) * 2 * 2;
       const double floor_s = bytes / bw;
-      std::printf("%-8s %7lld %9.0f %10.1f %7.0f GB/s %9.1f%%\n", "decode", static_cast<long long>(n),
-                  active, s * 1e6, bytes / s / 1e9, floor_s / s * 100);
-      row.update({{"case", "decode"}, {"bytes", bytes}, {"gbps", bytes / s / 1e9}, {"floor_ratio", floor_s / s}});
+      std::printf("%-8s %7lld %9.0f %10.1f %7.0f GB/s %9.1f%%\n", "decode",
+                  static_cast<long long>(n), active, s * 1e6, bytes / s / 1e9, floor_s / s * 100);
+      row.update({{"case", "decode"},
+                  {"bytes", bytes},
+                  {"gbps", bytes / s / 1e9},
+                  {"floor_ratio", floor_s / s}});
     } else {
       const double flops = 2.0 * n * 8 * 3 * H * I + 2.0 * n * H * E;
       const double floor_s = flops / 825e12;
-      std::printf("%-8s %7lld %9.0f %10.1f %7.1f TF/s %9.1f%%\n", "prefill", static_cast<long long>(n),
-                  active, s * 1e6, flops / s / 1e12, floor_s / s * 100);
+      std::printf("%-8s %7lld %9.0f %10.1f %7.1f TF/s %9.1f%%\n", "prefill",
+                  static_cast<long long>(n), active, s * 1e6, flops / s / 1e12, floor_s / s * 100);
       row.update({{"case", "prefill"}, {"tflops", flops / s / 1e12}, {"floor_ratio", floor_s / s}});
     }
     results.push_back(row);
   }
   if (const char* path = std::getenv("VELA_MOE_BENCH_JSON")) {
     std::ofstream f(path);
-    f << json{{"benchmark", "moe_layer"}, {"shape", "Qwen3-30B-A3B (H 2048, E 128, k 8, I 768), bf16"},
-              {"copy_gbps", bw / 1e9}, {"results", results}}.dump(2) << "\n";
+    f << json{{"benchmark", "moe_layer"},
+              {"shape", "Qwen3-30B-A3B (H 2048, E 128, k 8, I 768), bf16"},
+              {"copy_gbps", bw / 1e9},
+              {"results", results}}
+             .dump(2)
+      << "\n";
   }
 }
 
@@ -279,7 +304,8 @@ TEST_F(CudaMoe, DISABLED_Qwen3MoeLayerBench) {
 TEST_F(CudaMoe, DISABLED_Qwen3MoeStackBench) {
   ModelConfig c = ModelConfig::from_file("../bench/configs/qwen3_30b_a3b_4layers.json");
   Transformer m = Transformer::random(c, DType::kBF16, gpu(), 2, 0.02f);
-  const double H = c.hidden_size, I = c.moe_intermediate_size, E = c.n_experts, k = c.n_experts_per_tok;
+  const double H = c.hidden_size, I = c.moe_intermediate_size, E = c.n_experts,
+               k = c.n_experts_per_tok;
   const double expert_bytes = 3 * H * I * 2;
   const double all_expert_bytes = c.n_layers * E * expert_bytes;
   const double dense_bytes = static_cast<double>(c.n_params()) * 2 - all_expert_bytes;
@@ -310,14 +336,23 @@ TEST_F(CudaMoe, DISABLED_Qwen3MoeStackBench) {
       m.forward_packed(tok_dev, d.positions, d.kv, d.last_indices);
     }
     cuda::synchronize(0);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
     const double touched = E * (1 - std::pow(1 - k / E, batch));
     const double bytes = dense_bytes + c.n_layers * touched * expert_bytes +
                          kv_per_token * (prompt + steps / 2.0) * batch;
-    std::printf("stack decode batch %3d: %.3f ms/step, %.0f tok/s, %.0f GB/s (floor %.3f ms at %.0f GB/s: %.1f%%)\n",
-                batch, s * 1e3, batch / s, bytes / s / 1e9, bytes / bw * 1e3, bw / 1e9, bytes / bw / s * 100);
-    results.push_back({{"case", "decode"}, {"batch", batch}, {"context", prompt}, {"ms_per_step", s * 1e3},
-                       {"bytes", bytes}, {"gbps", bytes / s / 1e9}, {"floor_ratio", bytes / bw / s}});
+    std::printf(
+        "stack decode batch %3d: %.3f ms/step, %.0f tok/s, %.0f GB/s (floor %.3f ms at %.0f GB/s: "
+        "%.1f%%)\n",
+        batch, s * 1e3, batch / s, bytes / s / 1e9, bytes / bw * 1e3, bw / 1e9,
+        bytes / bw / s * 100);
+    results.push_back({{"case", "decode"},
+                       {"batch", batch},
+                       {"context", prompt},
+                       {"ms_per_step", s * 1e3},
+                       {"bytes", bytes},
+                       {"gbps", bytes / s / 1e9},
+                       {"floor_ratio", bytes / bw / s}});
   }
   for (int n : {2048, 8192}) {
     ContiguousKVCache cache(c, 1, n + 8, DType::kBF16, gpu());
@@ -332,19 +367,26 @@ TEST_F(CudaMoe, DISABLED_Qwen3MoeStackBench) {
       auto t0 = std::chrono::steady_clock::now();
       m.forward_packed(ids_dev, st.positions, st.kv, st.last_indices);
       cuda::synchronize(0);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double flops = 2.0 * c.n_active_params() * n +
                          2.0 * c.n_layers * c.n_heads * c.head_dim * static_cast<double>(n) * n;
     std::printf("stack prefill %5d tokens: %.2f ms, %.0f tok/s, %.1f TFLOP/s (%.1f%% of 825)\n", n,
                 best * 1e3, n / best, flops / best / 1e12, flops / best / 825e12 * 100);
-    results.push_back({{"case", "prefill"}, {"tokens", n}, {"ms", best * 1e3}, {"tflops", flops / best / 1e12},
+    results.push_back({{"case", "prefill"},
+                       {"tokens", n},
+                       {"ms", best * 1e3},
+                       {"tflops", flops / best / 1e12},
                        {"floor_ratio", flops / best / 825e12}});
   }
   if (const char* path = std::getenv("VELA_MOE_STACK_JSON")) {
     std::ofstream f(path);
-    f << json{{"benchmark", "moe_stack"}, {"config", "bench/configs/qwen3_30b_a3b_4layers.json"},
-              {"results", results}}.dump(2) << "\n";
+    f << json{{"benchmark", "moe_stack"},
+              {"config", "bench/configs/qwen3_30b_a3b_4layers.json"},
+              {"results", results}}
+             .dump(2)
+      << "\n";
   }
 }
 

@@ -38,7 +38,8 @@ TEST_P(EngineMoe, GreedyMatchesTransformersAloneAndPlainForwardInBusyBatches) {
       const int64_t t = static_cast<int64_t>(seq.size());
       Tensor l = plain.forward_dense(Tensor::from_vector(seq, {1, t}));
       const float* row = l.data<float>() + (t - 1) * plain.config.vocab_size;
-      out.push_back(static_cast<int32_t>(std::max_element(row, row + plain.config.vocab_size) - row));
+      out.push_back(
+          static_cast<int32_t>(std::max_element(row, row + plain.config.vocab_size) - row));
       seq.push_back(out.back());
     }
     return out;
@@ -56,7 +57,8 @@ TEST_P(EngineMoe, GreedyMatchesTransformersAloneAndPlainForwardInBusyBatches) {
   std::vector<std::vector<int32_t>> prompts;
   for (int len : {1, 3, 24, 7, 16, 17, 2, 11}) {
     std::vector<int32_t> p;
-    for (int i = 0; i < len; ++i) p.push_back(prompt[static_cast<size_t>((i * 5 + len) % prompt.size())]);
+    for (int i = 0; i < len; ++i)
+      p.push_back(prompt[static_cast<size_t>((i * 5 + len) % prompt.size())]);
     prompts.push_back(p);
     reqs.push_back(request(p, 6));
   }

@@ -17,13 +17,24 @@ namespace vela {
 namespace {
 
 json qwen3_moe_json(bool v5) {
-  json j = {{"model_type", "qwen3_moe"}, {"vocab_size", 50},        {"hidden_size", 16},
-            {"num_hidden_layers", 4},    {"intermediate_size", 24}, {"moe_intermediate_size", 8},
-            {"num_attention_heads", 2},  {"num_key_value_heads", 1}, {"head_dim", 8},
-            {"num_experts_per_tok", 2},  {"norm_topk_prob", true},  {"decoder_sparse_step", 1},
-            {"mlp_only_layers", {2}},    {"router_aux_loss_coef", 0.001},
-            {"output_router_logits", false}, {"use_sliding_window", false},
-            {"sliding_window", nullptr}, {"max_window_layers", 4}};
+  json j = {{"model_type", "qwen3_moe"},
+            {"vocab_size", 50},
+            {"hidden_size", 16},
+            {"num_hidden_layers", 4},
+            {"intermediate_size", 24},
+            {"moe_intermediate_size", 8},
+            {"num_attention_heads", 2},
+            {"num_key_value_heads", 1},
+            {"head_dim", 8},
+            {"num_experts_per_tok", 2},
+            {"norm_topk_prob", true},
+            {"decoder_sparse_step", 1},
+            {"mlp_only_layers", {2}},
+            {"router_aux_loss_coef", 0.001},
+            {"output_router_logits", false},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr},
+            {"max_window_layers", 4}};
   if (v5) {
     j["num_local_experts"] = 6;
     j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
@@ -70,9 +81,9 @@ TEST(MoeConfig, Qwen3MoeReadsBothDialects) {
 }
 
 TEST(MoeConfig, MixtralAndQwen2Moe) {
-  json m = {{"model_type", "mixtral"}, {"vocab_size", 50}, {"hidden_size", 16},
-            {"num_hidden_layers", 2}, {"intermediate_size", 12}, {"num_attention_heads", 2},
-            {"num_key_value_heads", 1}, {"num_local_experts", 4}, {"num_experts_per_tok", 2},
+  json m = {{"model_type", "mixtral"},    {"vocab_size", 50},          {"hidden_size", 16},
+            {"num_hidden_layers", 2},     {"intermediate_size", 12},   {"num_attention_heads", 2},
+            {"num_key_value_heads", 1},   {"num_local_experts", 4},    {"num_experts_per_tok", 2},
             {"router_jitter_noise", 0.0}, {"sliding_window", nullptr}, {"rope_theta", 1e6}};
   ModelConfig c = ModelConfig::from_json(m);
   EXPECT_EQ(c.n_experts, 4);
@@ -177,10 +188,10 @@ std::vector<float> naive_moe(const Moe& moe, const Tensor& x) {
 }
 
 ModelConfig tiny_moe(const std::string& type, int64_t shared) {
-  json j = {{"model_type", type}, {"vocab_size", 40}, {"hidden_size", 16},
-            {"num_hidden_layers", 1}, {"intermediate_size", 12}, {"moe_intermediate_size", 10},
+  json j = {{"model_type", type},       {"vocab_size", 40},         {"hidden_size", 16},
+            {"num_hidden_layers", 1},   {"intermediate_size", 12},  {"moe_intermediate_size", 10},
             {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 8},
-            {"num_experts", 7}, {"num_experts_per_tok", 3}, {"norm_topk_prob", shared == 0},
+            {"num_experts", 7},         {"num_experts_per_tok", 3}, {"norm_topk_prob", shared == 0},
             {"rope_theta", 10000.0}};
   if (shared > 0) j["shared_expert_intermediate_size"] = shared;
   return ModelConfig::from_json(j);
@@ -281,8 +292,10 @@ TEST(MoeModel, FusedExpertStacksLoadInBothOrientations) {
       const Moe& moe = m.blocks[static_cast<size_t>(l)].moe;
       if (!moe.defined()) continue;
       const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
-      t.emplace_back(p + "gate_up_proj", transposed ? moe.gate_up.transpose(1, 2).contiguous() : moe.gate_up);
-      t.emplace_back(p + "down_proj", transposed ? moe.down.transpose(1, 2).contiguous() : moe.down);
+      t.emplace_back(p + "gate_up_proj",
+                     transposed ? moe.gate_up.transpose(1, 2).contiguous() : moe.gate_up);
+      t.emplace_back(p + "down_proj",
+                     transposed ? moe.down.transpose(1, 2).contiguous() : moe.down);
     }
     const std::string fused = dir + (transposed ? "_t" : "_f");
     std::filesystem::create_directories(fused);

@@ -138,8 +138,7 @@ void grouped_gemm_wgrad(const Tensor& dy, const Tensor& x, const Tensor& offsets
   for (int64_t e = 0; e < dw.size(0); ++e) {
     if (o[e + 1] == o[e]) continue;
     Tensor c = dw.select(0, e);
-    ops::gemm(dy.slice(0, o[e], o[e + 1]), x.slice(0, o[e], o[e + 1]), c, true, false, 1.0f,
-              1.0f);
+    ops::gemm(dy.slice(0, o[e], o[e + 1]), x.slice(0, o[e], o[e + 1]), c, true, false, 1.0f, 1.0f);
   }
 }
 
@@ -160,30 +159,29 @@ void combine_typed(const Tensor& y, const Tensor& dst_rows, const Tensor& weight
   for (int64_t i = 0; i < n * k; ++i)
     VELA_CHECK(dst[i] >= 0 && dst[i] < m, "moe_combine: dst_rows[", i, "] = ", dst[i],
                " is outside the ", m, " rows of y");
-  parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(h, 1)), [&](int64_t t0,
-                                                                           int64_t t1) {
-    std::vector<float> acc(static_cast<size_t>(h));
-    for (int64_t t = t0; t < t1; ++t) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        const float wj = w ? w[t * k + j] : 1.0f;
-        const T* row = py + static_cast<int64_t>(dst[t * k + j]) * h;
-        for (int64_t c = 0; c < h; ++c) acc[c] += wj * to_f32(row[c]);
-      }
-      if (ps) {
-        const float g = sigmoid(sl[t]);
-        for (int64_t c = 0; c < h; ++c) acc[c] += g * to_f32(ps[t * h + c]);
-      }
-      for (int64_t c = 0; c < h; ++c) po[t * h + c] = from_f32<T>(acc[c]);
-    }
-  });
+  parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(h, 1)),
+               [&](int64_t t0, int64_t t1) {
+                 std::vector<float> acc(static_cast<size_t>(h));
+                 for (int64_t t = t0; t < t1; ++t) {
+                   std::fill(acc.begin(), acc.end(), 0.0f);
+                   for (int64_t j = 0; j < k; ++j) {
+                     const float wj = w ? w[t * k + j] : 1.0f;
+                     const T* row = py + static_cast<int64_t>(dst[t * k + j]) * h;
+                     for (int64_t c = 0; c < h; ++c) acc[c] += wj * to_f32(row[c]);
+                   }
+                   if (ps) {
+                     const float g = sigmoid(sl[t]);
+                     for (int64_t c = 0; c < h; ++c) acc[c] += g * to_f32(ps[t * h + c]);
+                   }
+                   for (int64_t c = 0; c < h; ++c) po[t * h + c] = from_f32<T>(acc[c]);
+                 }
+               });
 }
 
 template <typename T>
 void combine_backward_typed(const Tensor& dout, const Tensor& y, const Tensor& dst_rows,
-                            const Tensor& weights, const Tensor& shared,
-                            const Tensor& shared_logit, Tensor& dy, Tensor& dweights,
-                            Tensor& dshared, Tensor& dshared_logit) {
+                            const Tensor& weights, const Tensor& shared, const Tensor& shared_logit,
+                            Tensor& dy, Tensor& dweights, Tensor& dshared, Tensor& dshared_logit) {
   const int64_t n = dst_rows.size(0), k = dst_rows.size(1), h = y.size(1);
   const T* pd = dout.data<T>();
   const T* py = y.data<T>();
@@ -191,35 +189,35 @@ void combine_backward_typed(const Tensor& dout, const Tensor& y, const Tensor& d
   const float* w = weights.data<float>();
   T* pdy = dy.data<T>();
   float* pdw = dweights.data<float>();
-  parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(h, 1)), [&](int64_t t0,
-                                                                           int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const T* d = pd + t * h;
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t row = dst[t * k + j];
-        const float wj = w[t * k + j];
-        double dot = 0;
-        for (int64_t c = 0; c < h; ++c) {
-          const float dv = to_f32(d[c]);
-          dot += static_cast<double>(dv) * to_f32(py[row * h + c]);
-          pdy[row * h + c] = from_f32<T>(wj * dv);
-        }
-        pdw[t * k + j] = static_cast<float>(dot);
-      }
-      if (shared.defined()) {
-        const T* s = shared.data<T>() + t * h;
-        const float g = sigmoid(shared_logit.data<float>()[t]);
-        T* ds = dshared.data<T>() + t * h;
-        double dot = 0;
-        for (int64_t c = 0; c < h; ++c) {
-          const float dv = to_f32(d[c]);
-          dot += static_cast<double>(dv) * to_f32(s[c]);
-          ds[c] = from_f32<T>(g * dv);
-        }
-        dshared_logit.data<float>()[t] = static_cast<float>(dot) * g * (1.0f - g);
-      }
-    }
-  });
+  parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(h, 1)),
+               [&](int64_t t0, int64_t t1) {
+                 for (int64_t t = t0; t < t1; ++t) {
+                   const T* d = pd + t * h;
+                   for (int64_t j = 0; j < k; ++j) {
+                     const int64_t row = dst[t * k + j];
+                     const float wj = w[t * k + j];
+                     double dot = 0;
+                     for (int64_t c = 0; c < h; ++c) {
+                       const float dv = to_f32(d[c]);
+                       dot += static_cast<double>(dv) * to_f32(py[row * h + c]);
+                       pdy[row * h + c] = from_f32<T>(wj * dv);
+                     }
+                     pdw[t * k + j] = static_cast<float>(dot);
+                   }
+                   if (shared.defined()) {
+                     const T* s = shared.data<T>() + t * h;
+                     const float g = sigmoid(shared_logit.data<float>()[t]);
+                     T* ds = dshared.data<T>() + t * h;
+                     double dot = 0;
+                     for (int64_t c = 0; c < h; ++c) {
+                       const float dv = to_f32(d[c]);
+                       dot += static_cast<double>(dv) * to_f32(s[c]);
+                       ds[c] = from_f32<T>(g * dv);
+                     }
+                     dshared_logit.data<float>()[t] = static_cast<float>(dot) * g * (1.0f - g);
+                   }
+                 }
+               });
 }
 
 }  // namespace
@@ -232,13 +230,11 @@ void moe_combine(const Tensor& y, const Tensor& dst_rows, const Tensor& weights,
 }
 
 void moe_combine_backward(const Tensor& dout, const Tensor& y, const Tensor& dst_rows,
-                          const Tensor& weights, const Tensor& shared,
-                          const Tensor& shared_logit, Tensor& dy, Tensor& dweights,
-                          Tensor& dshared, Tensor& dshared_logit) {
+                          const Tensor& weights, const Tensor& shared, const Tensor& shared_logit,
+                          Tensor& dy, Tensor& dweights, Tensor& dshared, Tensor& dshared_logit) {
   visit_float(y.dtype(), [&](auto tag) {
-    combine_backward_typed<typename decltype(tag)::type>(dout, y, dst_rows, weights, shared,
-                                                         shared_logit, dy, dweights, dshared,
-                                                         dshared_logit);
+    combine_backward_typed<typename decltype(tag)::type>(
+        dout, y, dst_rows, weights, shared, shared_logit, dy, dweights, dshared, dshared_logit);
   });
 }
 

@@ -20,8 +20,7 @@ void grouped_gemm_wgrad(const Tensor& dy, const Tensor& x, const Tensor& offsets
 void moe_combine(const Tensor& y, const Tensor& dst_rows, const Tensor& weights,
                  const Tensor& shared, const Tensor& shared_logit, Tensor& out);
 void moe_combine_backward(const Tensor& dout, const Tensor& y, const Tensor& dst_rows,
-                          const Tensor& weights, const Tensor& shared,
-                          const Tensor& shared_logit, Tensor& dy, Tensor& dweights,
-                          Tensor& dshared, Tensor& dshared_logit);
+                          const Tensor& weights, const Tensor& shared, const Tensor& shared_logit,
+                          Tensor& dy, Tensor& dweights, Tensor& dshared, Tensor& dshared_logit);
 
 }  // namespace vela::ops::cuda

@@ -154,8 +154,8 @@ static __global__ void route_backward_kernel(const float* __restrict__ logits,
 
 constexpr int kPermuteWarps = 16;
 
-static __global__ void permute_kernel(const int32_t* __restrict__ ids, int32_t* __restrict__ offsets,
-                                      int32_t* __restrict__ src_rows,
+static __global__ void permute_kernel(const int32_t* __restrict__ ids,
+                                      int32_t* __restrict__ offsets, int32_t* __restrict__ src_rows,
                                       int32_t* __restrict__ dst_rows, int m, int k, int n_exp) {
   __shared__ int s_eq[kPermuteWarps], s_lt[kPermuteWarps];
   const int e = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -298,21 +298,22 @@ static __global__ void __launch_bounds__(128)
       for (int idx = threadIdx.x; idx < kTileM * kTileK; idx += blockDim.x) {
         const int r = idx / kTileK, kk = idx % kTileK;
         const int64_t gr = m0 + r, gk = k0 + kk;
-        sa[r][kk] = (gr < hi && gk < args.k) ? Native<T>::of(a[gr * args.k + gk]) : Native<T>::zero();
+        sa[r][kk] =
+            (gr < hi && gk < args.k) ? Native<T>::of(a[gr * args.k + gk]) : Native<T>::zero();
       }
       if (args.trans_w) {
         for (int idx = threadIdx.x; idx < kTileN * kTileK; idx += blockDim.x) {
           const int cc = idx / kTileK, kk = idx % kTileK;  // k fastest: coalesced along w rows
           const int64_t gc = c0 + cc, gk = k0 + kk;
           sb[cc][kk] = (gc < args.n && gk < args.k) ? Native<T>::of(load_b(we, args, gk, gc))
-                                                   : Native<T>::zero();
+                                                    : Native<T>::zero();
         }
       } else {
         for (int idx = threadIdx.x; idx < kTileN * kTileK; idx += blockDim.x) {
           const int cc = idx % kTileN, kk = idx / kTileN;  // n fastest: coalesced along w rows
           const int64_t gc = c0 + cc, gk = k0 + kk;
           sb[cc][kk] = (gc < args.n && gk < args.k) ? Native<T>::of(load_b(we, args, gk, gc))
-                                                   : Native<T>::zero();
+                                                    : Native<T>::zero();
         }
       }
       __syncthreads();
@@ -423,7 +424,8 @@ static __global__ void __launch_bounds__(256)
   const int lo = offsets[e], hi = offsets[e + 1];
   if (lo >= hi) return;
   const int tr = (threadIdx.x / 16) * 4, tc = (threadIdx.x % 16) * 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN, k0 = static_cast<int64_t>(blockIdx.y) * kTileN;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN,
+                k0 = static_cast<int64_t>(blockIdx.y) * kTileN;
   float acc[4][4] = {};
   for (int r0 = lo; r0 < hi; r0 += kWgradRows) {
     for (int idx = threadIdx.x; idx < kWgradRows * kTileN; idx += blockDim.x) {
@@ -456,7 +458,8 @@ static __global__ void __launch_bounds__(256)
 
 template <typename T>
 static __global__ void combine_kernel(const T* __restrict__ y, const int32_t* __restrict__ dst,
-                                      const float* __restrict__ weights, const T* __restrict__ shared,
+                                      const float* __restrict__ weights,
+                                      const T* __restrict__ shared,
                                       const float* __restrict__ shared_logit, T* __restrict__ out,
                                       int64_t h, int k) {
   const int64_t t = blockIdx.x;
@@ -474,14 +477,11 @@ static __global__ void combine_kernel(const T* __restrict__ y, const int32_t* __
 }
 
 template <typename T>
-static __global__ void combine_backward_kernel(const T* __restrict__ dout, const T* __restrict__ y,
-                                               const int32_t* __restrict__ dst,
-                                               const float* __restrict__ weights,
-                                               const T* __restrict__ shared,
-                                               const float* __restrict__ shared_logit,
-                                               T* __restrict__ dy, float* __restrict__ dweights,
-                                               T* __restrict__ dshared,
-                                               float* __restrict__ dshared_logit, int64_t h, int k) {
+static __global__ void combine_backward_kernel(
+    const T* __restrict__ dout, const T* __restrict__ y, const int32_t* __restrict__ dst,
+    const float* __restrict__ weights, const T* __restrict__ shared,
+    const float* __restrict__ shared_logit, T* __restrict__ dy, float* __restrict__ dweights,
+    T* __restrict__ dshared, float* __restrict__ dshared_logit, int64_t h, int k) {
   __shared__ float red[32];
   const int64_t t = blockIdx.x;
   const T* d = dout + t * h;
@@ -565,8 +565,8 @@ void launch_grouped_gemm(const Tensor& a, const Tensor& w, const Tensor& offsets
   if (trans_w && args.m <= kGemvRows * static_cast<int64_t>(n_exp)) {
     const bool vec = args.k % kVec16<T> == 0 && is_aligned(pa, 16) && is_aligned(pw, 16);
     dim3 grid(static_cast<unsigned>(ceil_div(args.n, kGemvCols)), n_exp);
-    grouped_gemv_kernel<T, Tout><<<grid, 32 * kGemvWarps, 0, current_stream()>>>(pa, pw, po_off,
-                                                                                po, args, vec);
+    grouped_gemv_kernel<T, Tout>
+        <<<grid, 32 * kGemvWarps, 0, current_stream()>>>(pa, pw, po_off, po, args, vec);
   } else if constexpr (std::is_same_v<T, float>) {
     dim3 grid(static_cast<unsigned>(ceil_div(args.n, kTileN)), n_exp);
     grouped_gemm_simt_kernel<T, Tout><<<grid, 256, 0, current_stream()>>>(pa, pw, po_off, po, args);
@@ -616,30 +616,29 @@ void moe_combine(const Tensor& y, const Tensor& dst_rows, const Tensor& weights,
         static_cast<const T*>(y.data_ptr()), dst_rows.data<int32_t>(),
         weights.defined() ? weights.data<float>() : nullptr,
         shared.defined() ? static_cast<const T*>(shared.data_ptr()) : nullptr,
-        shared.defined() ? shared_logit.data<float>() : nullptr, static_cast<T*>(out.data_ptr()),
-        h, static_cast<int>(dst_rows.size(1)));
+        shared.defined() ? shared_logit.data<float>() : nullptr, static_cast<T*>(out.data_ptr()), h,
+        static_cast<int>(dst_rows.size(1)));
   });
   VELA_CUDA_CHECK_LAUNCH();
 }
 
 void moe_combine_backward(const Tensor& dout, const Tensor& y, const Tensor& dst_rows,
-                          const Tensor& weights, const Tensor& shared,
-                          const Tensor& shared_logit, Tensor& dy, Tensor& dweights,
-                          Tensor& dshared, Tensor& dshared_logit) {
+                          const Tensor& weights, const Tensor& shared, const Tensor& shared_logit,
+                          Tensor& dy, Tensor& dweights, Tensor& dshared, Tensor& dshared_logit) {
   DeviceGuard guard(y.device().index);
   const int64_t h = y.size(1);
   const int threads = row_block_threads(h, 2, 256);
   dispatch_float(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const bool s = shared.defined();
-    combine_backward_kernel<T><<<static_cast<unsigned>(dout.size(0)), threads, 0,
-                                 current_stream()>>>(
-        static_cast<const T*>(dout.data_ptr()), static_cast<const T*>(y.data_ptr()),
-        dst_rows.data<int32_t>(), weights.data<float>(),
-        s ? static_cast<const T*>(shared.data_ptr()) : nullptr,
-        s ? shared_logit.data<float>() : nullptr, static_cast<T*>(dy.data_ptr()),
-        dweights.data<float>(), s ? static_cast<T*>(dshared.data_ptr()) : nullptr,
-        s ? dshared_logit.data<float>() : nullptr, h, static_cast<int>(dst_rows.size(1)));
+    combine_backward_kernel<T>
+        <<<static_cast<unsigned>(dout.size(0)), threads, 0, current_stream()>>>(
+            static_cast<const T*>(dout.data_ptr()), static_cast<const T*>(y.data_ptr()),
+            dst_rows.data<int32_t>(), weights.data<float>(),
+            s ? static_cast<const T*>(shared.data_ptr()) : nullptr,
+            s ? shared_logit.data<float>() : nullptr, static_cast<T*>(dy.data_ptr()),
+            dweights.data<float>(), s ? static_cast<T*>(dshared.data_ptr()) : nullptr,
+            s ? dshared_logit.data<float>() : nullptr, h, static_cast<int>(dst_rows.size(1)));
   });
   VELA_CUDA_CHECK_LAUNCH();
 }

@@ -26,7 +26,7 @@ own aux_loss is printed next to it. Gradients are stored in vela's parameter lay
 (grad.model.layers.<l>.mlp.gate.weight, grad...mlp.experts.gate_up_proj [E, 2I, H],
 grad...mlp.experts.down_proj [E, H, I]; everything else under its HF name).
 
-usage: python3 tools/make_moe_fixtures.py [--models DIR] [--grads DIR]
+usage: python3 tools/make_moe_fixtures.py [--models DIR] [--grads DIR] [--only a,b] [--grads-only]
 """
 import argparse
 import json
@@ -329,6 +329,8 @@ def main():
     ap.add_argument("--models", default=os.path.join(here, "..", "tests", "fixtures", "models"))
     ap.add_argument("--grads", default=os.path.join(here, "..", "tests", "fixtures", "grads"))
     ap.add_argument("--only", default="")
+    ap.add_argument("--grads-only", action="store_true",
+                    help="keep the model fixtures in --models, make only the gradient fixtures")
     args = ap.parse_args()
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     failed = []
@@ -336,7 +338,8 @@ def main():
         if args.only and name not in args.only.split(","):
             continue
         try:
-            make_model(name, arch, overrides, layout, coefs, args.models)
+            if not args.grads_only:
+                make_model(name, arch, overrides, layout, coefs, args.models)
             if coefs is not None:
                 grad_fixture(name, arch, coefs, args.models, args.grads)
         except Exception as e:  # noqa: BLE001 - the other variants still get made

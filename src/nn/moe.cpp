@@ -24,7 +24,7 @@ void MoeStats::add(const MoeStats& o) {
 
 int64_t Moe::scratch_bytes(int64_t n, int64_t hidden, int64_t n_experts, int64_t k, int64_t inter,
                            int64_t shared_inter, int64_t e) {
-  const int64_t align = 12 * 256;  // one alignment pad per take
+  const int64_t align = 16 * 256;  // one alignment pad per take (14 takes)
   const int64_t m = n * k;
   int64_t b = n * n_experts * 4 + n * k * 12 + (n_experts + 1) * 4 + m * 4;  // routing
   b += m * e * (hidden + 3 * inter + hidden);                                // xp, h, act, y

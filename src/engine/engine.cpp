@@ -218,7 +218,8 @@ uint64_t Engine::update_weights(Transformer new_model) {
   VELA_CHECK(a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
                  a.n_layers == b.n_layers && a.n_heads == b.n_heads &&
                  a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
-                 a.intermediate_size == b.intermediate_size,
+                 a.intermediate_size == b.intermediate_size && a.n_experts == b.n_experts &&
+                 a.moe_intermediate_size == b.moe_intermediate_size,
              "update_weights: the new model's architecture differs from the served one");
   VELA_CHECK(new_model.dtype() == dtype_ && new_model.device() == device_,
              "update_weights: the new weights must have the served dtype and device");

@@ -71,6 +71,21 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
       g.attn.dk_norm = add(pre + "self_attn.k_norm.weight", blk.attn.k_norm, ParamKind::kNorm);
     }
     g.dpost_norm = add(pre + "post_attention_layernorm.weight", blk.post_norm, ParamKind::kNorm);
+    if (blk.moe.defined()) {
+      const Moe& moe = blk.moe;
+      g.moe.drouter = add(pre + "mlp.gate.weight", moe.router.weight, ParamKind::kMatrix);
+      g.moe.dgate_up = add(pre + "mlp.experts.gate_up_proj", moe.gate_up, ParamKind::kMatrix);
+      g.moe.ddown = add(pre + "mlp.experts.down_proj", moe.down, ParamKind::kMatrix);
+      if (moe.has_shared()) {
+        g.moe.shared.dgate_up = add(pre + "mlp.shared_expert.gate_up_proj.weight",
+                                    moe.shared.gate_up.weight, ParamKind::kMatrix);
+        g.moe.shared.ddown = add(pre + "mlp.shared_expert.down_proj.weight",
+                                 moe.shared.down.weight, ParamKind::kMatrix);
+        g.moe.dshared_gate = add(pre + "mlp.shared_expert_gate.weight", moe.shared_gate.weight,
+                                 ParamKind::kMatrix);
+      }
+      continue;
+    }
     g.mlp.dgate_up =
         add(pre + "mlp.gate_up_proj.weight", blk.mlp.gate_up.weight, ParamKind::kMatrix);
     g.mlp.ddown = add(pre + "mlp.down_proj.weight", blk.mlp.down.weight, ParamKind::kMatrix);
@@ -173,6 +188,9 @@ LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_s
   for (size_t l = 0; l < model_.blocks.size(); ++l)
     model_.blocks[l].forward_dense_train(residual, p.positions, p.rope_table, p.doc_ids,
                                          opts_.activation_checkpointing, saved[l]);
+  // MoE: the router losses couple every layer, so their gradients are known only now.
+  const RouterLosses router = apply_router_losses(cfg, saved, loss_scale, dev);
+  moe_metrics_.add(saved, router);
   Tensor normed = Tensor::empty({n, hidden}, dt, dev);
   ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
   // Fused LM head + loss, backward through it.

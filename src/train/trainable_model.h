@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "model/transformer.h"
+#include "train/moe_losses.h"
 #include "train/parameter.h"
 #include "train/train_batch.h"
 
@@ -49,7 +50,9 @@ class TrainableModel {
   //   input_layernorm.weight, self_attn.qkv_proj.weight, [self_attn.qkv_proj.bias],
   //   self_attn.o_proj.weight, [self_attn.o_proj.bias], [self_attn.q_norm.weight,
   //   self_attn.k_norm.weight], post_attention_layernorm.weight, mlp.gate_up_proj.weight,
-  //   mlp.down_proj.weight,
+  //   mlp.down_proj.weight (MoE layers instead: mlp.gate.weight, mlp.experts.gate_up_proj
+  //   [E, 2I, H], mlp.experts.down_proj [E, H, I], [mlp.shared_expert.gate_up_proj.weight,
+  //   mlp.shared_expert.down_proj.weight, mlp.shared_expert_gate.weight]),
   // then model.norm.weight and (untied only) lm_head.weight. A tied LM head has no parameter of
   // its own: its gradient lands in model.embed_tokens.weight.
   ParameterList& parameters() { return params_; }
@@ -78,6 +81,10 @@ class TrainableModel {
   static std::vector<float> model_token_logprobs(const Transformer& model, const TrainBatch& batch,
                                                  int64_t chunk_rows = 4096);
 
+  // MoE models: the router losses and per-layer expert loads of the forward_backward calls since
+  // the last call (moe_losses.h MoeMetrics::take); an empty object for dense models.
+  json take_moe_metrics() { return moe_metrics_.take(); }
+
   Transformer& model() { return model_; }
   const Transformer& model() const { return model_; }
   const TrainOptions& options() const { return opts_; }
@@ -96,6 +103,7 @@ class TrainableModel {
   Tensor dembed_;       // [vocab, hidden]
   Tensor dfinal_norm_;  // [hidden]
   Tensor dlm_head_;     // [vocab, hidden]; the same storage as dembed_ when tied
+  MoeMetrics moe_metrics_;
 };
 
 }  // namespace vela

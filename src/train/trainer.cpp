@@ -166,7 +166,7 @@ double Trainer::flops_per_token() const {
   const ModelConfig& c = model_->config;
   const double attn = 12.0 * static_cast<double>(c.n_layers * c.hidden_size) *
                       static_cast<double>(data_.train->seq_len());
-  return 6.0 * static_cast<double>(c.n_params()) + attn;
+  return 6.0 * static_cast<double>(c.n_active_params()) + attn;  // MoE: the routed experts only
 }
 
 StepMetrics Trainer::train_step() {
@@ -240,6 +240,8 @@ StepMetrics Trainer::train_step() {
   m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_second = m.step_seconds > 0 ? n_tokens / m.step_seconds : 0;
   m.extra = strategy_->step_metrics();
+  const json moe_metrics = trainable_->take_moe_metrics();  // MoE: router losses, expert loads
+  for (const auto& [k, v] : moe_metrics.items()) m.extra[k] = v;
   for (auto& cb : callbacks_) cb->after_optimizer_step(*this, m);
   return m;
 }

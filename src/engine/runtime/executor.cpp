@@ -21,6 +21,9 @@ int64_t Executor::activation_bytes(const ModelConfig& c, DType dtype, int64_t n_
   // output + the MLP's gate_up and activation, counted without reuse; then the gathered rows and
   // f32 logits.
   int64_t block = n_tokens * e * (2 * h + qkv + c.n_heads * d + 3 * c.intermediate_size);
+  if (c.is_moe())  // the expert path's routing tables and permuted rows (nn/moe.h)
+    block += Moe::scratch_bytes(n_tokens, h, c.n_experts, c.n_experts_per_tok,
+                                c.moe_intermediate_size, c.shared_expert_intermediate_size, e);
   int64_t residual = 2 * n_tokens * e * h;
   int64_t head = n_seqs * (2 * h * e + c.vocab_size * static_cast<int64_t>(sizeof(float)));
   return residual + block + head + slack;

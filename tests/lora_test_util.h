@@ -1,0 +1,31 @@
+// Shared by the LoRA engine tests (CPU and CUDA): a PEFT adapter with random A and B (B large
+// enough to change greedy tokens) for a base model directory, saved the way training saves one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/lora_adapter.h"
+
+namespace vela::test {
+
+inline void make_lora_adapter(const std::string& dir, const std::string& base_dir, int64_t r,
+                              double alpha, std::vector<std::string> modules, uint64_t seed) {
+  Transformer m = Transformer::load(base_dir);
+  LoraConfig c;
+  c.r = r;
+  c.alpha = alpha;
+  c.target_modules = std::move(modules);
+  c = LoraConfig::from_train_json(c.to_train_json());
+  std::vector<LoraParam> params = attach_lora_for_training(m, c, seed);
+  Rng rng(seed + 10);
+  for (LoraParam& p : params) {
+    if (p.name.find("lora_B") == std::string::npos) continue;
+    float* d = p.value.data<float>();
+    for (int64_t i = 0; i < p.value.numel(); ++i) d[i] = (2 * rng.uniform() - 1) * 0.8f;
+  }
+  save_lora_adapter(m, c, dir, base_dir);
+}
+
+}  // namespace vela::test

@@ -28,4 +28,20 @@ inline void make_lora_adapter(const std::string& dir, const std::string& base_di
   save_lora_adapter(m, c, dir, base_dir);
 }
 
+// The committed PEFT-parity fixture (tests/fixtures/lora/qwen3_qknorm_r4): the prompt, and vela's
+// logits [n_prompt, vocab] for base + adapter through the serving path (per-row slots, CPU f32).
+inline const std::vector<int32_t> kLoraFixturePrompt = {5, 17, 99, 3, 42, 8, 120, 64, 1, 77, 31};
+inline const char* const kLoraFixtureDir = "fixtures/lora/qwen3_qknorm_r4";
+
+inline std::vector<float> lora_fixture_logits(const std::string& base_dir,
+                                              const std::string& adapter_dir) {
+  Transformer m = Transformer::load(base_dir);
+  attach_lora_adapters(m, {{"x", adapter_dir}});
+  m.lora_adapters->reserve_rows(64, Device::cpu());
+  int32_t* s = m.lora_adapters->rows->host.data<int32_t>();
+  for (int i = 0; i < 64; ++i) s[i] = 0;
+  const auto t = static_cast<int64_t>(kLoraFixturePrompt.size());
+  return m.forward_dense(Tensor::from_vector(kLoraFixturePrompt, {1, t})).to_vector<float>();
+}
+
 }  // namespace vela::test

@@ -4,9 +4,12 @@
 // CPU engine's greedy tokens.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
+#include "core/json.h"
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "lora_test_util.h"
@@ -139,6 +142,24 @@ TEST_F(CudaLora, EngineMixedAdapterBatchesEqualAloneAndTheCpuEngine) {
     EXPECT_EQ(gpu_engine->check_integrity(), "");
   }
   fs::remove_all(root);
+}
+
+// Writes the PEFT-parity fixture (no GPU needed; it lives in test_cuda because the GPU machine,
+// which has peft, builds this binary): VELA_WRITE_LORA_FIXTURE=DIR gets DIR/adapter (random A and
+// B, saved by save_lora_adapter as training saves one) and DIR/vela_logits.json. Without the
+// variable it is skipped; test_engine's LoraEngine.PeftFixtureLogitsStillMatch checks the
+// committed copy on every CPU run.
+TEST(LoraFixture, WritePeftFixture) {
+  const char* out = std::getenv("VELA_WRITE_LORA_FIXTURE");
+  if (out == nullptr) GTEST_SKIP() << "set VELA_WRITE_LORA_FIXTURE=DIR to write the fixture";
+  const std::string dir = std::string(out) + "/adapter";
+  test::make_lora_adapter(dir, kModel, 4, 8.0, {"all-linear"}, 7);
+  json j = {{"base", kModel},
+            {"prompt_ids", test::kLoraFixturePrompt},
+            {"vocab", 128},
+            {"logits", test::lora_fixture_logits(kModel, dir)}};
+  std::ofstream(std::string(out) + "/vela_logits.json") << j.dump() << "\n";
+  EXPECT_TRUE(fs::exists(dir + "/adapter_config.json"));
 }
 
 }  // namespace

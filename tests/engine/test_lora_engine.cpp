@@ -5,7 +5,6 @@
 // (or to the base); unknown adapter names are errors.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -88,6 +87,7 @@ TEST(LoraEngine, MixedAdapterBatchesEqualEachRequestAloneAndTheOracle) {
   Adapters ad;
   EngineConfig cfg;
   cfg.page_size = 4;
+  cfg.max_seqs = 8;
   cfg.max_tokens_per_step = 24;  // chunked prefill across steps, mixed with decodes
   auto engine = Engine::load(kModel, cfg, DType::kF32, Device::cpu(), {{"a", ad.a}, {"b", ad.b}});
   EXPECT_EQ(engine->lora_names(), (std::vector<std::string>{"a", "b"}));
@@ -147,33 +147,16 @@ TEST(LoraEngine, UnknownAdaptersAndBadDirectoriesAreErrors) {
   EXPECT_EQ(parse_lora_arg("/x/adapter/").first, "adapter");
 }
 
-// The committed PEFT-parity fixture (tests/fixtures/lora/): an adapter vela saved and vela's logits
-// for it. tools/lora_peft_check.py loads the adapter into transformers + peft on the GPU machine and
-// compares. VELA_WRITE_LORA_FIXTURE=DIR re-makes it; otherwise this checks that vela still
-// computes the committed logits from the committed adapter.
-TEST(LoraEngine, PeftFixtureLogits) {
-  const std::vector<int32_t> prompt = {5, 17, 99, 3, 42, 8, 120, 64, 1, 77, 31};
-  auto logits_for = [&](const std::string& dir) {
-    Transformer m = Transformer::load(kModel);
-    attach_lora_adapters(m, {{"x", dir}});
-    m.lora_adapters->reserve_rows(64, Device::cpu());
-    int32_t* s = m.lora_adapters->rows->host.data<int32_t>();
-    for (int i = 0; i < 64; ++i) s[i] = 0;
-    const auto t = static_cast<int64_t>(prompt.size());
-    return m.forward_dense(Tensor::from_vector(prompt, {1, t})).to_vector<float>();
-  };
-  if (const char* out = std::getenv("VELA_WRITE_LORA_FIXTURE")) {
-    const std::string dir = std::string(out) + "/adapter";
-    Adapters::make(dir, 4, 8.0, {"all-linear"}, 7);
-    json j = {{"base", kModel}, {"prompt_ids", prompt}, {"vocab", 128}, {"logits", logits_for(dir)}};
-    std::ofstream(std::string(out) + "/vela_logits.json") << j.dump() << "\n";
-    GTEST_SKIP() << "wrote the fixture into " << out;
-  }
-  const std::string dir = "fixtures/lora/qwen3_qknorm_r4";
+// The committed PEFT-parity fixture (written on the GPU machine by test_cuda's
+// LoraFixture.WritePeftFixture, checked there against transformers + peft by
+// tools/lora_peft_check.py): vela still computes the committed logits from the committed adapter.
+TEST(LoraEngine, PeftFixtureLogitsStillMatch) {
+  const std::string dir = test::kLoraFixtureDir;
   if (!fs::exists(dir + "/adapter/adapter_model.safetensors")) GTEST_SKIP() << "no " << dir;
   json j = json::parse(std::ifstream(dir + "/vela_logits.json"));
+  EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), test::kLoraFixturePrompt);
   const std::vector<float> want = j["logits"].get<std::vector<float>>();
-  const std::vector<float> got = logits_for(dir + "/adapter");
+  const std::vector<float> got = test::lora_fixture_logits(kModel, dir + "/adapter");
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << i;
 }

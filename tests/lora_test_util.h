@@ -2,9 +2,11 @@
 // enough to change greedy tokens) for a base model directory, saved the way training saves one.
 #pragma once
 
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/rng.h"
 #include "model/lora_adapter.h"
 
@@ -42,6 +44,18 @@ inline std::vector<float> lora_fixture_logits(const std::string& base_dir,
   for (int i = 0; i < 64; ++i) s[i] = 0;
   const auto t = static_cast<int64_t>(kLoraFixturePrompt.size());
   return m.forward_dense(Tensor::from_vector(kLoraFixturePrompt, {1, t})).to_vector<float>();
+}
+
+// Writes the fixture: DIR/adapter (random A and B, seed 7, saved by save_lora_adapter as training
+// saves one: deterministic, the same bytes on any machine) and DIR/vela_logits.json.
+inline void write_lora_fixture(const std::string& out, const std::string& base_dir) {
+  const std::string dir = out + "/adapter";
+  make_lora_adapter(dir, base_dir, 4, 8.0, {"all-linear"}, 7);
+  json j = {{"base", base_dir},
+            {"prompt_ids", kLoraFixturePrompt},
+            {"vocab", 128},
+            {"logits", lora_fixture_logits(base_dir, dir)}};
+  std::ofstream(out + "/vela_logits.json") << j.dump() << "\n";
 }
 
 }  // namespace vela::test

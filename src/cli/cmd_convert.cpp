@@ -3,6 +3,7 @@
 // and what transformers loads. --merge-lora DIR folds PEFT LoRA adapters into the weights first
 // (W += alpha / r * B A per adapted projection), so the output is a plain model.
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -34,6 +35,14 @@ int cmd_convert(int argc, char** argv) {
     m = Transformer::load(out, dtype);
   }
   save_model(m, out);
+  // The tokenizer and generation files travel with the weights (a merged model is self-contained).
+  namespace fs = std::filesystem;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                        "generation_config.json", "chat_template.jinja"}) {
+    const fs::path src = fs::path(in) / f, dst = fs::path(out) / f;
+    if (fs::is_regular_file(src) && fs::absolute(src) != fs::absolute(dst))
+      fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
+  }
   std::printf("wrote %s (%lld params, %s)\n", out.c_str(),
               static_cast<long long>(m.config.n_params()), dtype_name(dtype));
   return 0;

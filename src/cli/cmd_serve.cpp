@@ -84,6 +84,7 @@ int cmd_serve(int argc, char** argv) {
     return 0;
   }
   json file = args.has("config") ? read_config_file(args.get("config", "")) : json::object();
+  const std::vector<std::string> lora_args = args.get_all("lora");  // NAME=DIR, repeatable
   std::string dir =
       args.has("model") ? args.require("model") : config_value<std::string>(file, "model", "");
   VELA_CHECK(!dir.empty(), "--model DIR is required");
@@ -172,7 +173,7 @@ int cmd_serve(int argc, char** argv) {
   }
 
   std::vector<std::pair<std::string, std::string>> adapters;
-  for (const std::string& a : args.get_all("lora")) adapters.push_back(parse_lora_arg(a));
+  for (const std::string& a : lora_args) adapters.push_back(parse_lora_arg(a));
   if (adapters.empty() && file.contains("lora")) {
     VELA_CHECK(file["lora"].is_array(), "serve config: \"lora\" must be a list of \"NAME=DIR\"");
     for (const json& a : file["lora"]) {

@@ -51,7 +51,7 @@ cat > "$dir/lora.json" <<JSON
  "optimizer": {"kind": "adamw", "weight_decay": 0.0},
  "schedule": {"kind": "constant", "lr": 0.01}}
 JSON
-log=$("$VELA" train --config "$dir/lora.json" --max-steps 15 2>&1)
+log=$(VELA_LOG_LEVEL=info "$VELA" train --config "$dir/lora.json" --max-steps 15 2>&1)
 grep -q "LoRA r=8" <<<"$log" || { echo "$log"; exit 1; }
 "$VELA" train --config "$dir/lora.json" --resume >/dev/null 2>&1
 CK="$dir/ft/step-00000030"
@@ -78,17 +78,20 @@ print(f"lora: val_loss {val[0]:.3f} -> {val[-1]:.3f}; adapter {len(ad)} tensors;
 PY
 
 # Generation with the adapter == generation from the merged model.
-gen() { "$VELA" generate --prompt "the lord said" --max-tokens 8 --ignore-eos --json "$@" | tail -1; }
+gen() { "$VELA" generate --prompt "the lord said" --max-tokens 8 --ignore-eos --json --top-logprobs 1 "$@" | tail -1; }
 a=$(gen --model "$BASE" --lora "$CK")
 "$VELA" convert --model "$BASE" --merge-lora "$CK" --out "$dir/merged" >/dev/null
 m=$(gen --model "$dir/merged")
 b=$(gen --model "$BASE")
 python3 - "$a" "$m" "$b" <<'PY'
 import json, sys
-a, m, b = (json.loads(x)["tokens"] for x in sys.argv[1:4])
-assert a == m, f"--lora {a} != merged {m}"
-assert a != b, "the adapter changed nothing"
-print("generate --lora == convert --merge-lora:", a)
+a, m, b = (json.loads(x) for x in sys.argv[1:4])
+lp = lambda r: [s[0]["logprob"] for s in r["top_logprobs"]]
+assert a["tokens"] == m["tokens"], f"--lora {a['tokens']} != merged {m['tokens']}"
+d_merge = max(abs(x - y) for x, y in zip(lp(a), lp(m)))
+d_base = max(abs(x - y) for x, y in zip(lp(a), lp(b)))
+assert d_merge < 1e-3 and d_base > 1e-2, (d_merge, d_base)
+print(f"generate --lora == convert --merge-lora: {a['tokens']} (|dlogprob| {d_merge:.1e}; vs base {d_base:.2f})")
 PY
 
 # Serve the base and two adapters (the final and the step-15 checkpoint).
@@ -106,13 +109,13 @@ done
 a15=$(gen --model "$BASE" --lora "$dir/ft/step-00000015")
 python3 - "http://127.0.0.1:$PORT" "$a" "$a15" "$b" <<'PY'
 import json, sys, threading, urllib.request, urllib.error
-url, want_ft, want_ft15, want_base = sys.argv[1], *(json.loads(x)["text"] for x in sys.argv[2:5])
+url, want_ft, want_ft15, want_base = sys.argv[1], *(json.loads(x) for x in sys.argv[2:5])
 ids = json.loads(urllib.request.urlopen(url + "/v1/models").read())
 names = [m["id"] for m in ids["data"]]
 assert names == ["base", "ft", "ft15"], names
 def complete(model, out, i):
     body = json.dumps({"model": model, "prompt": "the lord said", "max_tokens": 8, "temperature": 0,
-                       "ignore_eos": True}).encode()
+                       "ignore_eos": True, "logprobs": 1}).encode()
     r = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
     out[i] = json.loads(urllib.request.urlopen(r).read())
 # Concurrent requests: base and both adapters batched together by the engine.
@@ -124,8 +127,13 @@ ts = [threading.Thread(target=complete, args=(m, out, i)) for i, m in enumerate(
 want = {"ft": want_ft, "ft15": want_ft15, "base": want_base}
 for m, o in zip(models, out):
     assert o["model"] == m, o["model"]
-    assert o["choices"][0]["text"] == want[m], (m, o["choices"][0]["text"], want[m])
-assert len(set(want.values())) == 3, want
+    c = o["choices"][0]
+    assert c["text"] == want[m]["text"], (m, c["text"], want[m]["text"])
+    got = c["logprobs"]["token_logprobs"]
+    ref = [s[0]["logprob"] for s in want[m]["top_logprobs"]]
+    assert max(abs(x - y) for x, y in zip(got, ref)) < 1e-4, (m, got, ref)
+lps = {m: tuple(round(s[0]["logprob"], 3) for s in w["top_logprobs"]) for m, w in want.items()}
+assert len(set(lps.values())) == 3, lps
 try:
     complete("nope", [None], 0)
     raise SystemExit("unknown model accepted")
@@ -159,7 +167,8 @@ for f, extra in (("dpo", {}), ("grpo", {"grpo": {"group_size": 16, "max_tokens":
     json.dump(c, open(f"{d}/{f}_lora.json", "w"))
 PY
 for f in dpo grpo; do
-  "$VELA" train --config "$dir/${f}_lora.json" >"$dir/$f.log" 2>&1 || { cat "$dir/$f.log"; exit 1; }
+  VELA_LOG_LEVEL=info "$VELA" train --config "$dir/${f}_lora.json" >"$dir/$f.log" 2>&1 ||
+    { cat "$dir/$f.log"; exit 1; }
   grep -q "the frozen base" "$dir/$f.log" || { echo "$f: no frozen-base reference"; cat "$dir/$f.log"; exit 1; }
 done
 python3 - "$dir" <<'PY'

@@ -13,6 +13,8 @@
 #include "cuda_test_util.h"
 #include "engine/engine.h"
 #include "lora_test_util.h"
+#include "nn/linear.h"
+#include "nn/lora.h"
 #include "ops/lora.h"
 
 namespace vela {
@@ -88,6 +90,55 @@ TEST_F(CudaLora, ShrinkExpandDropoutMatchTheCpuTwins) {
   }
 }
 
+// The training path on CUDA (a fused Linear with two LoRA segments, dropout on): forward, the
+// frozen base's dx and the adapter's dA / dB against the CPU.
+TEST_F(CudaLora, TrainingForwardBackwardMatchesTheCpu) {
+  const int64_t n = 29, in = 48, out = 40, r = 4;
+  auto make = [&](Device dev) {
+    Linear lin;
+    lin.weight = test::random_cpu({out, in}, DType::kF32, 11).to(dev);
+    auto lora = std::make_shared<LoraLinear>();
+    lora->in_features = in;
+    lora->r = r;
+    lora->scales = {1.5f};
+    lora->scales_dev = Tensor::from_vector(lora->scales).to(dev);
+    lora->dropout = 0.2f;
+    lora->id = 3;
+    for (int k = 0; k < 2; ++k) {
+      LoraSegment seg;
+      seg.module = k == 0 ? "q_proj" : "v_proj";
+      seg.col_begin = k == 0 ? 0 : 24;
+      seg.n_cols = k == 0 ? 16 : 16;
+      seg.a = test::random_cpu({1, r, in}, DType::kF32, 20 + k).to(dev);
+      seg.b = test::random_cpu({1, seg.n_cols, r}, DType::kF32, 30 + k).to(dev);
+      seg.da = Tensor::zeros({r, in}, DType::kF32, dev);
+      seg.db = Tensor::zeros({seg.n_cols, r}, DType::kF32, dev);
+      lora->segments.push_back(seg);
+    }
+    lin.lora = lora;
+    return lin;
+  };
+  Linear cpu = make(Device::cpu()), gpu_lin = make(gpu());
+  const Tensor x = test::random_cpu({n, in}, DType::kF32, 40);
+  const Tensor dy = test::random_cpu({n, out}, DType::kF32, 41);
+  Tensor y_c = Tensor::empty({n, out}, DType::kF32), y_g = Tensor::empty({n, out}, DType::kF32, gpu());
+  Tensor dx_c = Tensor::empty({n, in}, DType::kF32), dx_g = Tensor::empty({n, in}, DType::kF32, gpu());
+  Tensor none_c, none_g;
+  {
+    LoraDropoutScope scope(1234);
+    cpu.forward(x, y_c);
+    gpu_lin.forward(x.to(gpu()), y_g);
+    cpu.backward(x, dy, dx_c, none_c, none_c);
+    gpu_lin.backward(x.to(gpu()), dy.to(gpu()), dx_g, none_g, none_g);
+  }
+  expect_close(y_g, y_c, 1e-4, 1e-4, "train forward");
+  expect_close(dx_g, dx_c, 1e-4, 1e-4, "train dx");
+  for (int k = 0; k < 2; ++k) {
+    expect_close(gpu_lin.lora->segments[k].da, cpu.lora->segments[k].da, 1e-3, 1e-4, "dA");
+    expect_close(gpu_lin.lora->segments[k].db, cpu.lora->segments[k].db, 1e-3, 1e-4, "dB");
+  }
+}
+
 const std::string kModel = "fixtures/models/qwen3_qknorm";
 
 Request greedy(std::vector<int32_t> prompt, int max_tokens, const std::string& lora) {
@@ -152,14 +203,8 @@ TEST_F(CudaLora, EngineMixedAdapterBatchesEqualAloneAndTheCpuEngine) {
 TEST(LoraFixture, WritePeftFixture) {
   const char* out = std::getenv("VELA_WRITE_LORA_FIXTURE");
   if (out == nullptr) GTEST_SKIP() << "set VELA_WRITE_LORA_FIXTURE=DIR to write the fixture";
-  const std::string dir = std::string(out) + "/adapter";
-  test::make_lora_adapter(dir, kModel, 4, 8.0, {"all-linear"}, 7);
-  json j = {{"base", kModel},
-            {"prompt_ids", test::kLoraFixturePrompt},
-            {"vocab", 128},
-            {"logits", test::lora_fixture_logits(kModel, dir)}};
-  std::ofstream(std::string(out) + "/vela_logits.json") << j.dump() << "\n";
-  EXPECT_TRUE(fs::exists(dir + "/adapter_config.json"));
+  test::write_lora_fixture(out, kModel);
+  EXPECT_TRUE(fs::exists(std::string(out) + "/adapter/adapter_config.json"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // (or to the base); unknown adapter names are errors.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -151,6 +152,10 @@ TEST(LoraEngine, UnknownAdaptersAndBadDirectoriesAreErrors) {
 // LoraFixture.WritePeftFixture, checked there against transformers + peft by
 // tools/lora_peft_check.py): vela still computes the committed logits from the committed adapter.
 TEST(LoraEngine, PeftFixtureLogitsStillMatch) {
+  if (const char* out = std::getenv("VELA_WRITE_LORA_FIXTURE")) {  // the same writer as test_cuda's
+    test::write_lora_fixture(out, kModel);
+    GTEST_SKIP() << "wrote the fixture into " << out;
+  }
   const std::string dir = test::kLoraFixtureDir;
   if (!fs::exists(dir + "/adapter/adapter_model.safetensors")) GTEST_SKIP() << "no " << dir;
   json j = json::parse(std::ifstream(dir + "/vela_logits.json"));
@@ -158,7 +163,8 @@ TEST(LoraEngine, PeftFixtureLogitsStillMatch) {
   const std::vector<float> want = j["logits"].get<std::vector<float>>();
   const std::vector<float> got = test::lora_fixture_logits(kModel, dir + "/adapter");
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << i;
+  // Written by the GPU machine's CPU (another OpenBLAS build): equal to ~1e-5.
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << i;
 }
 
 }  // namespace

@@ -38,13 +38,20 @@ Site site_of(Transformer& m, int64_t layer, const std::string& module) {
   const int64_t qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size, h = c.hidden_size;
   const std::string pre = "model.layers." + std::to_string(layer) + ".";
   Site s;
-  if (module == "q_proj") s = {&b.attn.qkv, 0, qd, h, pre + "self_attn.q_proj"};
-  else if (module == "k_proj") s = {&b.attn.qkv, qd, kvd, h, pre + "self_attn.k_proj"};
-  else if (module == "v_proj") s = {&b.attn.qkv, qd + kvd, kvd, h, pre + "self_attn.v_proj"};
-  else if (module == "o_proj") s = {&b.attn.o, 0, h, qd, pre + "self_attn.o_proj"};
-  else if (module == "gate_proj") s = {&b.mlp.gate_up, 0, inter, h, pre + "mlp.gate_proj"};
-  else if (module == "up_proj") s = {&b.mlp.gate_up, inter, inter, h, pre + "mlp.up_proj"};
-  else if (module == "down_proj") s = {&b.mlp.down, 0, h, inter, pre + "mlp.down_proj"};
+  if (module == "q_proj")
+    s = {&b.attn.qkv, 0, qd, h, pre + "self_attn.q_proj"};
+  else if (module == "k_proj")
+    s = {&b.attn.qkv, qd, kvd, h, pre + "self_attn.k_proj"};
+  else if (module == "v_proj")
+    s = {&b.attn.qkv, qd + kvd, kvd, h, pre + "self_attn.v_proj"};
+  else if (module == "o_proj")
+    s = {&b.attn.o, 0, h, qd, pre + "self_attn.o_proj"};
+  else if (module == "gate_proj")
+    s = {&b.mlp.gate_up, 0, inter, h, pre + "mlp.gate_proj"};
+  else if (module == "up_proj")
+    s = {&b.mlp.gate_up, inter, inter, h, pre + "mlp.up_proj"};
+  else if (module == "down_proj")
+    s = {&b.mlp.down, 0, h, inter, pre + "mlp.down_proj"};
   else
     VELA_THROW(InvalidArgument, "LoRA target module '", module, "' is not one of q_proj, k_proj, ",
                "v_proj, o_proj, gate_proj, up_proj, down_proj (or \"all-linear\")");
@@ -121,8 +128,10 @@ void LoraConfig::validate() const {
 }
 
 LoraConfig LoraConfig::from_train_json(const json& j) {
-  VELA_CHECK(j.is_object(), "train config: \"lora\" must be an object {\"r\", \"alpha\", "
-                            "\"dropout\", \"target_modules\"}, got ", j.dump());
+  VELA_CHECK(j.is_object(),
+             "train config: \"lora\" must be an object {\"r\", \"alpha\", "
+             "\"dropout\", \"target_modules\"}, got ",
+             j.dump());
   LoraConfig c;
   bool alpha_given = false;
   for (const auto& [key, v] : j.items()) {
@@ -276,7 +285,8 @@ std::vector<LoraParam> attach_lora_for_training(Transformer& m, const LoraConfig
 
 void write_lora_files(const Transformer& m_in, const LoraConfig& config, const std::string& dir,
                       const std::string& base_model) {
-  Transformer& m = const_cast<Transformer&>(m_in);  // site_of walks mutable blocks; nothing is written
+  Transformer& m =
+      const_cast<Transformer&>(m_in);  // site_of walks mutable blocks; nothing is written
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (int64_t l = 0; l < m.config.n_layers; ++l) {
     for (const std::string& mod : canonical_modules(config.target_modules)) {
@@ -337,8 +347,8 @@ LoraAdapterWeights read_lora_adapter(const std::string& dir, const ModelConfig& 
                  " has only one of lora_A / lora_B");
       Tensor a = reader.get(ka), b = reader.get(kb);
       VELA_CHECK(a.dim() == 2 && a.size(0) == out.config.r && a.size(1) == s.in, "LoRA adapter ",
-                 dir, ": ", ka, " has shape ", a.shape().str(), ", expected [", out.config.r,
-                 ", ", s.in, "]");
+                 dir, ": ", ka, " has shape ", a.shape().str(), ", expected [", out.config.r, ", ",
+                 s.in, "]");
       VELA_CHECK(b.dim() == 2 && b.size(0) == s.n_cols && b.size(1) == out.config.r,
                  "LoRA adapter ", dir, ": ", kb, " has shape ", b.shape().str(), ", expected [",
                  s.n_cols, ", ", out.config.r, "]");
@@ -351,20 +361,19 @@ LoraAdapterWeights read_lora_adapter(const std::string& dir, const ModelConfig& 
   }
   for (const std::string& n : reader.names())
     VELA_CHECK(used.count(n), "LoRA adapter ", dir, ": tensor '", n,
-               "' does not belong to a target module of this model (",
-               mc.n_layers, " layers, target_modules ", json(out.config.target_modules).dump(),
-               ")");
+               "' does not belong to a target module of this model (", mc.n_layers,
+               " layers, target_modules ", json(out.config.target_modules).dump(), ")");
   VELA_CHECK(!out.modules.empty(), "LoRA adapter ", dir, " holds no tensors");
   return out;
 }
 
 void load_lora_into(Transformer& m, const LoraConfig& config, const std::string& dir) {
   LoraAdapterWeights w = read_lora_adapter(dir, m.config);
-  VELA_CHECK(w.config.r == config.r && w.config.target_modules ==
-                                           canonical_modules(config.target_modules),
-             "LoRA adapter ", dir, " (r ", w.config.r, ", target_modules ",
-             json(w.config.target_modules).dump(), ") does not match the run's lora config (r ",
-             config.r, ", target_modules ", json(config.target_modules).dump(), ")");
+  VELA_CHECK(
+      w.config.r == config.r && w.config.target_modules == canonical_modules(config.target_modules),
+      "LoRA adapter ", dir, " (r ", w.config.r, ", target_modules ",
+      json(w.config.target_modules).dump(), ") does not match the run's lora config (r ", config.r,
+      ", target_modules ", json(config.target_modules).dump(), ")");
   for (int64_t l = 0; l < m.config.n_layers; ++l) {
     for (const std::string& mod : w.config.target_modules) {
       Site s = site_of(m, l, mod);
@@ -389,7 +398,8 @@ std::pair<std::string, std::string> parse_lora_arg(const std::string& arg) {
   if (eq == std::string::npos) {
     dir = arg;
     name = fs::path(arg).lexically_normal().filename().string();
-    if (name.empty() || name == ".") name = fs::path(arg).lexically_normal().parent_path().filename().string();
+    if (name.empty() || name == ".")
+      name = fs::path(arg).lexically_normal().parent_path().filename().string();
   } else {
     name = arg.substr(0, eq);
     dir = arg.substr(eq + 1);

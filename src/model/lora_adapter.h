@@ -29,7 +29,7 @@ namespace vela {
 
 struct LoraConfig {
   int64_t r = 8;
-  double alpha = 8;    // lora_alpha; the update is scaled by alpha / r (alpha / sqrt(r) with rsLoRA)
+  double alpha = 8;  // lora_alpha; the update is scaled by alpha / r (alpha / sqrt(r) with rsLoRA)
   double dropout = 0;  // lora_dropout on the adapter input, training only
   std::vector<std::string> target_modules = {"q_proj", "v_proj"};  // PEFT's Llama default
   bool use_rslora = false;

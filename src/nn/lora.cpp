@@ -45,8 +45,8 @@ int64_t lora_scratch_bytes(const LoraLinear* lora, int64_t n_rows) {
 }
 
 void LoraLinear::forward_add(const Tensor& x, Tensor& y, int64_t col_begin, int64_t col_end) const {
-  VELA_CHECK(x.dim() == 2 && x.size(1) == in_features && y.dim() == 2 &&
-                 y.size(0) == x.size(0) && y.size(1) == col_end - col_begin,
+  VELA_CHECK(x.dim() == 2 && x.size(1) == in_features && y.dim() == 2 && y.size(0) == x.size(0) &&
+                 y.size(1) == col_end - col_begin,
              "LoraLinear::forward_add: x ", x.str(), " / y ", y.str(), " do not fit in_features ",
              in_features, " and columns [", col_begin, ", ", col_end, ")");
   const int64_t n = x.size(0);
@@ -57,9 +57,9 @@ void LoraLinear::forward_add(const Tensor& x, Tensor& y, int64_t col_begin, int6
     const LoraSegment& seg = segments[si];
     const int64_t end = seg.col_begin + seg.n_cols;
     if (seg.col_begin >= col_end || end <= col_begin) continue;
-    VELA_CHECK(seg.col_begin >= col_begin && end <= col_end, "LoRA segment ", seg.module,
-               " [", seg.col_begin, ", ", end, ") straddles the output block [", col_begin, ", ",
-               col_end, ")");
+    VELA_CHECK(seg.col_begin >= col_begin && end <= col_end, "LoRA segment ", seg.module, " [",
+               seg.col_begin, ", ", end, ") straddles the output block [", col_begin, ", ", col_end,
+               ")");
     Tensor ys = y.slice(1, seg.col_begin - col_begin, end - col_begin);  // [n, n_cols]
     ScratchMark mark;
     if (rows) {

@@ -28,7 +28,7 @@ namespace vela {
 // Per-row adapter slots of the batch in flight (serving). Owned by the adapter set
 // (model/lora_adapter.h); the scheduler writes `host`, the executor uploads it before a forward.
 struct LoraRowSlots {
-  Tensor host;  // [max_rows] i32 (CPU)
+  Tensor host;   // [max_rows] i32 (CPU)
   Tensor slots;  // [max_rows] i32 on the model's device (== host on the CPU)
   int64_t max_rows() const { return host.defined() ? host.size(0) : 0; }
   // Copies host[0, n) to the device (no-op on the CPU).
@@ -36,8 +36,8 @@ struct LoraRowSlots {
 };
 
 struct LoraSegment {
-  std::string module;      // HF target module name: q_proj, k_proj, ..., down_proj
-  int64_t col_begin = 0;   // first output column of the host Linear this segment adds to
+  std::string module;     // HF target module name: q_proj, k_proj, ..., down_proj
+  int64_t col_begin = 0;  // first output column of the host Linear this segment adds to
   int64_t n_cols = 0;
   Tensor a;   // [n_slots, r, in]
   Tensor b;   // [n_slots, n_cols, r]
@@ -47,13 +47,13 @@ struct LoraSegment {
 
 struct LoraLinear {
   int64_t in_features = 0;
-  int64_t r = 0;        // rank (the largest over the slots)
+  int64_t r = 0;  // rank (the largest over the slots)
   int64_t n_slots = 1;
   std::vector<LoraSegment> segments;
-  std::vector<float> scales;  // [n_slots] alpha / r (or alpha / sqrt(r) with rsLoRA)
-  Tensor scales_dev;          // [n_slots] f32 on the device (per-row path)
-  float dropout = 0.0f;       // probability (training only)
-  uint64_t id = 0;            // distinguishes dropout masks of different layers
+  std::vector<float> scales;           // [n_slots] alpha / r (or alpha / sqrt(r) with rsLoRA)
+  Tensor scales_dev;                   // [n_slots] f32 on the device (per-row path)
+  float dropout = 0.0f;                // probability (training only)
+  uint64_t id = 0;                     // distinguishes dropout masks of different layers
   std::shared_ptr<LoraRowSlots> rows;  // per-row slots, or null (every row uses slot 0)
 
   // Adds the segments that lie inside output columns [col_begin, col_end) of the host Linear to y,

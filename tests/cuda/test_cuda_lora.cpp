@@ -1,13 +1,13 @@
 // CUDA LoRA: the shrink / expand / dropout kernels against their CPU twins (f32, bf16, f16; mixed
-// slots with base rows; column-block outputs), and the CUDA engine serving two adapters and the base
-// in one batch (decode graphs on): every request gets exactly what it gets alone, and (f32) the
-// CPU engine's greedy tokens.
+// slots with base rows; column-block outputs), and the CUDA engine serving two adapters and the
+// base in one batch (decode graphs on): every request gets exactly what it gets alone, and (f32)
+// the CPU engine's greedy tokens.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "core/json.h"
 #include "cuda_test_util.h"
@@ -31,10 +31,17 @@ std::vector<double> host(const Tensor& t) {
   for (int64_t i = 0; i < cc.numel(); ++i) {
     double v = 0;
     switch (cc.dtype()) {
-      case DType::kF32: v = static_cast<const float*>(cc.data_ptr())[i]; break;
-      case DType::kBF16: v = static_cast<float>(static_cast<const bf16*>(cc.data_ptr())[i]); break;
-      case DType::kF16: v = static_cast<float>(static_cast<const f16*>(cc.data_ptr())[i]); break;
-      default: break;
+      case DType::kF32:
+        v = static_cast<const float*>(cc.data_ptr())[i];
+        break;
+      case DType::kBF16:
+        v = static_cast<float>(static_cast<const bf16*>(cc.data_ptr())[i]);
+        break;
+      case DType::kF16:
+        v = static_cast<float>(static_cast<const f16*>(cc.data_ptr())[i]);
+        break;
+      default:
+        break;
     }
     out.push_back(v);
   }
@@ -121,8 +128,10 @@ TEST_F(CudaLora, TrainingForwardBackwardMatchesTheCpu) {
   Linear cpu = make(Device::cpu()), gpu_lin = make(gpu());
   const Tensor x = test::random_cpu({n, in}, DType::kF32, 40);
   const Tensor dy = test::random_cpu({n, out}, DType::kF32, 41);
-  Tensor y_c = Tensor::empty({n, out}, DType::kF32), y_g = Tensor::empty({n, out}, DType::kF32, gpu());
-  Tensor dx_c = Tensor::empty({n, in}, DType::kF32), dx_g = Tensor::empty({n, in}, DType::kF32, gpu());
+  Tensor y_c = Tensor::empty({n, out}, DType::kF32),
+         y_g = Tensor::empty({n, out}, DType::kF32, gpu());
+  Tensor dx_c = Tensor::empty({n, in}, DType::kF32),
+         dx_g = Tensor::empty({n, in}, DType::kF32, gpu());
   Tensor none_c, none_g;
   {
     LoraDropoutScope scope(1234);
@@ -153,7 +162,8 @@ Request greedy(std::vector<int32_t> prompt, int max_tokens, const std::string& l
 }
 
 TEST_F(CudaLora, EngineMixedAdapterBatchesEqualAloneAndTheCpuEngine) {
-  const fs::path root = fs::temp_directory_path() / ("vela_cuda_lora_" + std::to_string(::getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("vela_cuda_lora_" + std::to_string(::getpid()));
   fs::remove_all(root);
   const std::string da = (root / "a").string(), db = (root / "b").string();
   test::make_lora_adapter(da, kModel, 4, 8.0, {"all-linear"}, 1);
@@ -184,8 +194,10 @@ TEST_F(CudaLora, EngineMixedAdapterBatchesEqualAloneAndTheCpuEngine) {
       const auto& la = alone.completions[0].logprobs;
       ASSERT_EQ(lt.size(), la.size());
       for (size_t t = 0; t < lt.size(); ++t) {
-        if (dt == DType::kF32) EXPECT_NEAR(lt[t].logprob, la[t].logprob, 1e-4);
-        else EXPECT_NEAR(lt[t].logprob, la[t].logprob, 0.05);
+        if (dt == DType::kF32)
+          EXPECT_NEAR(lt[t].logprob, la[t].logprob, 1e-4);
+        else
+          EXPECT_NEAR(lt[t].logprob, la[t].logprob, 0.05);
       }
       if (dt == DType::kF32)
         EXPECT_EQ(together[i].completions[0].tokens, want[i].completions[0].tokens);

@@ -4,11 +4,11 @@
 // base + that adapter gives (the oracle); the prefix cache never hands one adapter's KV to another
 // (or to the base); unknown adapter names are errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "core/rng.h"
 #include "engine/engine.h"

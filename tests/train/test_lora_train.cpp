@@ -3,10 +3,10 @@
 // init leaves the model unchanged, save / load in PEFT's layout, merge == adapter forward, and a
 // Trainer run that resumes exactly with only the adapter in the checkpoint.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "../ops/grad_check_util.h"
 #include "model/lora_adapter.h"
@@ -88,8 +88,8 @@ TEST(LoraTrain, OnlyAdapterParametersWithPeftNamesAndTheBaseIsFrozen) {
   for (int l = 0; l < 2; ++l)
     for (const char* mod : {"self_attn.q_proj", "self_attn.v_proj", "mlp.down_proj"})
       for (const char* ab : {"lora_A", "lora_B"})
-        want.push_back("base_model.model.model.layers." + std::to_string(l) + "." + mod + "." +
-                       ab + ".weight");
+        want.push_back("base_model.model.model.layers." + std::to_string(l) + "." + mod + "." + ab +
+                       ".weight");
   EXPECT_EQ(names, want);
   EXPECT_EQ(tm.find_parameter("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight")
                 ->value.shape(),
@@ -254,7 +254,10 @@ TEST(LoraTrain, TrainerLowersValidationLossAndResumesExactly) {
   // Stop after step 4 (its checkpoint), resume on a fresh base: the same bits at step 8.
   TrainerConfig cb = lora_trainer_config(data, (tmp.path / "b").string());
   cb.max_steps = 4;
-  { Trainer b(cb, base(), make_datasets(cb.data)); b.train(); }
+  {
+    Trainer b(cb, base(), make_datasets(cb.data));
+    b.train();
+  }
   cb.max_steps = 8;
   cb.resume = true;
   Trainer c(cb, base(), make_datasets(cb.data));

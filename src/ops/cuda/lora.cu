@@ -11,8 +11,7 @@ namespace vela::ops::cuda {
 
 template <typename T>
 static __global__ void lora_shrink_kernel(const T* x, int64_t x_stride, const T* a,
-                                          const int32_t* slots, int64_t in, int64_t r,
-                                          float* xa) {
+                                          const int32_t* slots, int64_t in, int64_t r, float* xa) {
   const int64_t i = blockIdx.x;
   const int s = slots[i];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;

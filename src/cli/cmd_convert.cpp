@@ -17,7 +17,8 @@ int cmd_convert(int argc, char** argv) {
   Args args(argc, argv, {"help"});
   if (args.has("help")) {
     std::printf(
-        "usage: vela convert --model DIR --out DIR [--dtype f32|bf16|f16] [--merge-lora DIR ...]\n");
+        "usage: vela convert --model DIR --out DIR [--dtype f32|bf16|f16] [--merge-lora DIR "
+        "...]\n");
     return 0;
   }
   std::string in = args.require("model"), out = args.require("out");

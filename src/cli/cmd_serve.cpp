@@ -185,8 +185,9 @@ int cmd_serve(int argc, char** argv) {
     VELA_CHECK(name != sc.model_name, "--lora name '", name, "' is the served model's own name");
   std::unique_ptr<Engine> engine = Engine::load(dir, ec, dtype, device, adapters);
   if (!adapters.empty())
-    VELA_LOG_INFO("[serve] ", adapters.size(), " LoRA adapter(s): ",
-                  json(engine->lora_names()).dump(), " (request \"model\" picks one)");
+    VELA_LOG_INFO("[serve] ", adapters.size(),
+                  " LoRA adapter(s): ", json(engine->lora_names()).dump(),
+                  " (request \"model\" picks one)");
   HttpServer server(*engine, sc, std::move(tpl));
   int port = server.bind();
   // SIGTERM / SIGINT: a handler (whichever thread receives the signal — threads that libraries

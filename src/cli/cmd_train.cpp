@@ -9,9 +9,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/lora_adapter.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "model/lora_adapter.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

@@ -127,9 +127,9 @@ Engine::~Engine() {
   if (loop_.joinable()) loop_.join();
 }
 
-std::unique_ptr<Engine> Engine::load(
-    const std::string& dir, const EngineConfig& cfg, DType dtype, Device device,
-    const std::vector<std::pair<std::string, std::string>>& lora) {
+std::unique_ptr<Engine> Engine::load(const std::string& dir, const EngineConfig& cfg, DType dtype,
+                                     Device device,
+                                     const std::vector<std::pair<std::string, std::string>>& lora) {
   Transformer m = Transformer::load(dir, dtype, device);
   if (!lora.empty()) attach_lora_adapters(m, lora);
   std::unique_ptr<Tokenizer> tok;
@@ -157,8 +157,8 @@ RequestHandlePtr Engine::submit(Request request) {
   if (!request.lora.empty()) {
     for (size_t i = 0; i < lora_names_.size(); ++i)
       if (lora_names_[i] == request.lora) request.lora_slot = static_cast<int32_t>(i);
-    VELA_CHECK(request.lora_slot >= 0, "unknown LoRA adapter '", request.lora, "' (loaded: ",
-               json(lora_names()).dump(), ")");
+    VELA_CHECK(request.lora_slot >= 0, "unknown LoRA adapter '", request.lora,
+               "' (loaded: ", json(lora_names()).dump(), ")");
   }
   VELA_CHECK(request.params.stop.empty() || tokenizer_ != nullptr,
              "stop strings need a tokenizer (the model directory has no tokenizer.json)");

@@ -415,7 +415,8 @@ bool Scheduler::step() {
     int32_t* slots = lora->rows->host.data<int32_t>();
     off = 0;
     for (size_t k = 0; k < items_.size(); ++k)
-      for (int32_t i = 0; i < items_[k].n_new; ++i) slots[off++] = item_tasks_[k]->request->lora_slot;
+      for (int32_t i = 0; i < items_[k].n_new; ++i)
+        slots[off++] = item_tasks_[k]->request->lora_slot;
   }
   Tensor logits = executor_.forward(batch);
 

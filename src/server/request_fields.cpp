@@ -96,7 +96,8 @@ std::string check_model(const ServerContext& ctx, const json& body) {
   if (std::find(adapters.begin(), adapters.end(), name) != adapters.end()) return name;
   std::string served = "`" + ctx.cfg.model_name + "`";
   for (const std::string& a : adapters) served += ", `" + a + "`";
-  throw ApiError(404, "The model `" + name + "` does not exist (this server serves " + served + ").",
+  throw ApiError(404,
+                 "The model `" + name + "` does not exist (this server serves " + served + ").",
                  "model", "model_not_found");
 }
 

@@ -85,7 +85,7 @@ void recover_checkpoints(const std::string& out_dir);
 // ---- training checkpoint contents ----
 
 struct CheckpointPayload {
-  const Transformer* model = nullptr;    // required (unless write_model is given)
+  const Transformer* model = nullptr;  // required (unless write_model is given)
   // Writes the model part instead of save_model (a LoRA run: adapter_config.json +
   // adapter_model.safetensors, the PEFT layout) into the staging directory.
   std::function<void(const std::string& staging_dir)> write_model;

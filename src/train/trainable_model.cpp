@@ -5,9 +5,9 @@
 #include <optional>
 
 #include "nn/lm_head_loss.h"
-#include "train/logprob_head.h"
 #include "ops/embedding.h"
 #include "ops/rms_norm.h"
+#include "train/logprob_head.h"
 
 namespace vela {
 

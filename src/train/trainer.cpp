@@ -77,12 +77,12 @@ void Trainer::init(bool from_checkpoint) {
   if (config_.train.lora) {
     int64_t n = 0;
     for (const Parameter& p : trainable_->parameters()) n += p.value.numel();
-    VELA_LOG_INFO("[train] LoRA r=", config_.train.lora_config.r, " alpha=",
-                  config_.train.lora_config.alpha, " on ",
+    VELA_LOG_INFO("[train] LoRA r=", config_.train.lora_config.r,
+                  " alpha=", config_.train.lora_config.alpha, " on ",
                   json(config_.train.lora_config.target_modules).dump(), ": ", n,
-                  " trainable parameters (", 100.0 * static_cast<double>(n) /
-                  static_cast<double>(model_->config.n_params()), "% of the frozen base's ",
-                  model_->config.n_params(), ")");
+                  " trainable parameters (",
+                  100.0 * static_cast<double>(n) / static_cast<double>(model_->config.n_params()),
+                  "% of the frozen base's ", model_->config.n_params(), ")");
   }
   if (from_checkpoint && config_.train.lora) {
     // LoRA: the base came from init_from / model as at the start; the checkpoint holds the adapter.

@@ -76,8 +76,7 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
     else if (key == "lora") {
       c.train.lora = !v.is_null();
       if (c.train.lora) c.train.lora_config = LoraConfig::from_train_json(v);
-    }
-    else if (key == "data") {
+    } else if (key == "data") {
       c.data = DatasetConfig::from_json(v);
       data_kind_given = v.is_object() && v.contains("kind");
     } else if (key == "optimizer")

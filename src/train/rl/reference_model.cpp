@@ -62,8 +62,9 @@ ReferenceModel ReferenceModel::for_policy(const std::string& dir, const TrainerC
   // LoRA: the frozen base is the starting policy exactly (B = 0 at init) and stays frozen, so the
   // reference is the policy's own base weights without the adapter: no copy, valid on resume.
   if (config.train.lora) {
-    VELA_LOG_INFO("[train] reference model: the frozen base without the LoRA adapter (its weights "
-                  "are shared with the policy: no extra memory)");
+    VELA_LOG_INFO(
+        "[train] reference model: the frozen base without the LoRA adapter (its weights "
+        "are shared with the policy: no extra memory)");
     return ReferenceModel(without_lora(policy), policy, "(the frozen base)");
   }
   if (policy_from_config && !config.init_from.empty())

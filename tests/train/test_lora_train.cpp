@@ -181,7 +181,8 @@ TEST(LoraTrain, ConfigErrors) {
 }
 
 // Shards of a learnable rule (next = (3 cur + 1) mod 23), as test_trainer.cpp writes them.
-std::string write_shards(const fs::path& dir) {
+// With `sft`, the first 4 tokens of each sequence are a prompt (mask 0: not trained).
+std::string write_shards(const fs::path& dir, bool sft = false) {
   ShardWriter w(dir.string(), 200);
   Rng rng(11);
   for (int i = 0; i < 48; ++i) {
@@ -190,7 +191,7 @@ std::string write_shards(const fs::path& dir) {
     int32_t tok = static_cast<int32_t>(1 + rng.next_u32() % 22);
     for (int t = 0; t < 12; ++t) {
       s.tokens.push_back(tok);
-      s.mask.push_back(1);
+      s.mask.push_back(sft && t < 4 ? 0 : 1);
       tok = (3 * tok + 1) % 23;
     }
     w.add(s);
@@ -269,6 +270,24 @@ TEST(LoraTrain, TrainerLowersValidationLossAndResumesExactly) {
               file_bytes(fc / "adapter_model.safetensors"))
       << "the resumed adapter differs";
   EXPECT_TRUE(file_bytes(fa / "optimizer.safetensors") == file_bytes(fc / "optimizer.safetensors"));
+}
+
+TEST(LoraTrain, SftStrategyTrainsTheAdapterOnResponseTokens) {
+  TmpDir tmp;
+  const std::string data = write_shards(tmp.path / "data", /*sft=*/true);
+  TrainerConfig c = lora_trainer_config(data, (tmp.path / "sft").string());
+  c.strategy = "sft";
+  c.data.kind = "sft";
+  c.save_every = 0;
+  Trainer t(c, std::make_unique<Transformer>(
+                   test::tiny_model(test::tiny_config(true, false, false), 31)),
+            make_datasets(c.data));
+  const std::vector<float> down0 = t.model().blocks[0].mlp.down.weight.to_vector<float>();
+  const double val0 = t.validate();
+  t.train();
+  EXPECT_LT(t.validate(), val0 - 0.05);
+  EXPECT_EQ(t.model().blocks[0].mlp.down.weight.to_vector<float>(), down0) << "base changed";
+  EXPECT_TRUE(fs::exists(fs::path(latest_checkpoint(c.out_dir)) / "adapter_model.safetensors"));
 }
 
 }  // namespace

@@ -124,7 +124,7 @@ TEST(LoraEngine, ThePrefixCacheKeepsAdaptersApart) {
   std::vector<int32_t> p = prompts()[4];  // 33 tokens: 8 full pages
   // Base first (its pages enter the radix), then each adapter on the same prompt, then the base
   // again (which may reuse its own pages).
-  for (const std::string& name : {"", "a", "b", "a", ""}) {
+  for (const std::string name : {"", "a", "b", "a", ""}) {
     SCOPED_TRACE("adapter '" + name + "'");
     RequestResult r = engine->generate({greedy(p, 5, name)})[0];
     const std::string dir = name == "a" ? ad.a : name == "b" ? ad.b : "";

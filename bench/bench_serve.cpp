@@ -9,7 +9,7 @@
 //
 // The client is event-driven (Boost.Asio, one thread): thousands of concurrent streams cost no
 // thread each. Optionally it also holds --slow-connections open, each with half a request sent,
-// to measure what slow clients do to everyone else. Output tokens come from the stream's usage
+// to measure what slow clients do to everyone else (the run starts a second after they are open). Output tokens come from the stream's usage
 // (stream_options.include_usage); a server that sends none gets one token counted per chunk.
 #include <sys/resource.h>
 
@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/args.h"
@@ -76,19 +77,19 @@ int64_t draw(const Range& r, Rng& rng) {
 
 // Plain English words for random prompts (a real tokenizer turns each into one or two tokens).
 const char* const kWords[] = {
-    "the",     "of",      "and",    "to",       "in",      "is",      "that",    "for",
-    "it",      "as",      "was",    "with",     "be",      "by",      "on",      "not",
-    "he",      "this",    "are",    "or",       "his",     "from",    "at",      "which",
-    "but",     "have",    "an",     "had",      "they",    "you",     "were",    "their",
-    "one",     "all",     "we",     "can",      "her",     "has",     "there",   "been",
-    "if",      "more",    "when",   "will",     "would",   "who",     "so",      "no",
-    "river",   "mountain", "light", "house",    "window",  "garden",  "winter",  "summer",
-    "city",    "road",    "market", "music",    "paper",   "stone",   "cloud",   "engine",
-    "signal",  "answer",  "number", "letter",   "history", "science", "system",  "machine",
-    "language", "question", "story", "problem", "morning", "evening", "ocean",   "forest",
-    "quickly", "slowly",  "bright", "quiet",    "ancient", "modern",  "simple",  "careful",
-    "explain", "describe", "compare", "imagine", "remember", "consider", "follow", "build",
-    "measure", "travel",  "write",  "read",     "listen",  "carry",   "open",    "close"};
+    "the",      "of",       "and",     "to",      "in",       "is",       "that",   "for",
+    "it",       "as",       "was",     "with",    "be",       "by",       "on",     "not",
+    "he",       "this",     "are",     "or",      "his",      "from",     "at",     "which",
+    "but",      "have",     "an",      "had",     "they",     "you",      "were",   "their",
+    "one",      "all",      "we",      "can",     "her",      "has",      "there",  "been",
+    "if",       "more",     "when",    "will",    "would",    "who",      "so",     "no",
+    "river",    "mountain", "light",   "house",   "window",   "garden",   "winter", "summer",
+    "city",     "road",     "market",  "music",   "paper",    "stone",    "cloud",  "engine",
+    "signal",   "answer",   "number",  "letter",  "history",  "science",  "system", "machine",
+    "language", "question", "story",   "problem", "morning",  "evening",  "ocean",  "forest",
+    "quickly",  "slowly",   "bright",  "quiet",   "ancient",  "modern",   "simple", "careful",
+    "explain",  "describe", "compare", "imagine", "remember", "consider", "follow", "build",
+    "measure",  "travel",   "write",   "read",    "listen",   "carry",    "open",   "close"};
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
 struct Workload {
@@ -156,12 +157,9 @@ json percentiles_ms(std::vector<double> v) {
   };
   double sum = 0;
   for (double x : v) sum += x;
-  return json{{"count", v.size()},
-              {"mean", 1e3 * sum / static_cast<double>(v.size())},
-              {"p50", pct(0.5)},
-              {"p90", pct(0.9)},
-              {"p99", pct(0.99)},
-              {"max", 1e3 * v.back()}};
+  return json{{"count", v.size()}, {"mean", 1e3 * sum / static_cast<double>(v.size())},
+              {"p50", pct(0.5)},   {"p90", pct(0.9)},
+              {"p99", pct(0.99)},  {"max", 1e3 * v.back()}};
 }
 
 // ---- the event-driven client --------------------------------------------------------------
@@ -172,8 +170,7 @@ struct Target {
 
 Target parse_url(const std::string& url) {
   const std::string scheme = "http://";
-  VELA_CHECK(url.rfind(scheme, 0) == 0, "--url must start with http:// (no TLS), got '", url,
-             "'");
+  VELA_CHECK(url.rfind(scheme, 0) == 0, "--url must start with http:// (no TLS), got '", url, "'");
   std::string rest = url.substr(scheme.size());
   size_t slash = rest.find('/');
   std::string hostport = rest.substr(0, slash);
@@ -206,8 +203,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   void start() {
     out_.start = since(t0_, Clock::now());
-    timer_.expires_after(std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(timeout_s_)));
+    timer_.expires_after(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_)));
     timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->fail("timed out after " + std::to_string(self->timeout_s_) + " s");
     });
@@ -484,8 +481,8 @@ int bench_serve_main(int argc, char** argv) {
   int64_t n_slow = args.get_int("slow-connections", 0);
   std::string out_path = args.get("out", "");
   args.check_all_used();
-  VELA_CHECK(api == "completions" || api == "chat", "--api must be completions or chat, got '",
-             api, "'");
+  VELA_CHECK(api == "completions" || api == "chat", "--api must be completions or chat, got '", api,
+             "'");
   VELA_CHECK(n_requests >= 1, "--num-requests must be >= 1, got ", n_requests);
   VELA_CHECK(!open_loop || rate > 0, "--request-rate must be > 0, got ", rate);
   VELA_CHECK(!(open_loop && concurrency > 0),
@@ -514,10 +511,11 @@ int bench_serve_main(int argc, char** argv) {
     }
     size_t body = resp.find("\r\n\r\n");
     json j = json::parse(body == std::string::npos ? "" : resp.substr(body + 4), nullptr, false);
-    VELA_CHECK_T(IoError, !j.is_discarded() && j.contains("data") && j["data"].is_array() &&
-                              !j["data"].empty(),
-                 "GET /v1/models on ", url, " did not list a model; pass --model (",
-                 resp.substr(0, 200), ")");
+    VELA_CHECK_T(
+        IoError,
+        !j.is_discarded() && j.contains("data") && j["data"].is_array() && !j["data"].empty(),
+        "GET /v1/models on ", url, " did not list a model; pass --model (", resp.substr(0, 200),
+        ")");
     model = j["data"][0].value("id", "");
   }
 
@@ -588,6 +586,8 @@ int bench_serve_main(int argc, char** argv) {
     asio::write(*s, asio::buffer(partial), ec);
     slow.push_back(std::move(s));
   }
+  // Let the server take them in (accept, read the partial headers) before measuring.
+  if (n_slow > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
 
   std::printf("bench serve: %s %s, model %s, %lld requests, %s\n", url.c_str(), path.c_str(),
               model.c_str(), static_cast<long long>(n_requests),
@@ -609,13 +609,12 @@ int bench_serve_main(int argc, char** argv) {
   auto launch = [&](size_t i) {
     ++in_flight;
     peak_in_flight = std::max(peak_in_flight, in_flight);
-    auto s = std::make_shared<Stream>(io, eps, requests[i], chat, t0, timeout_s,
-                                      [&, i](Outcome o) {
-                                        outcomes[i] = std::move(o);
-                                        --in_flight;
-                                        ++n_done;
-                                        asio::post(io, [&] { pump(); });
-                                      });
+    auto s = std::make_shared<Stream>(io, eps, requests[i], chat, t0, timeout_s, [&, i](Outcome o) {
+      outcomes[i] = std::move(o);
+      --in_flight;
+      ++n_done;
+      asio::post(io, [&] { pump(); });
+    });
     s->start();
   };
   pump = [&] {
@@ -637,8 +636,8 @@ int bench_serve_main(int argc, char** argv) {
     if (next >= requests.size()) return;
     double u = std::max(1e-12, static_cast<double>(arrival_rng.uniform()));
     t_arrival += -std::log(u) / rate;
-    arrivals.expires_at(t0 + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(t_arrival)));
+    arrivals.expires_at(
+        t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t_arrival)));
     arrivals.async_wait([&](boost::system::error_code e) {
       if (e) return;
       released.push_back(next++);
@@ -688,8 +687,8 @@ int bench_serve_main(int argc, char** argv) {
       {"model", model},
       {"mode", open_loop ? "open_loop" : "closed_loop"},
       {"request_rate", open_loop ? json(rate) : json(nullptr)},
-      {"concurrency", open_loop ? json(max_conc > 0 ? json(max_conc) : json(nullptr))
-                                : json(concurrency)},
+      {"concurrency",
+       open_loop ? json(max_conc > 0 ? json(max_conc) : json(nullptr)) : json(concurrency)},
       {"num_requests", n_requests},
       {"prompts", prompt_file.empty() ? json{{"random_words", {words.lo, words.hi}}}
                                       : json{{"file", prompt_file}}},
@@ -718,9 +717,10 @@ int bench_serve_main(int argc, char** argv) {
   std::printf("  completed %lld, failed %lld in %.2f s (peak %lld concurrent)\n",
               static_cast<long long>(n_ok), static_cast<long long>(n_failed), dur,
               static_cast<long long>(peak_in_flight));
-  std::printf("  request throughput %.2f req/s, output %.1f tok/s (%lld output, %lld input tokens)\n",
-              static_cast<double>(n_ok) / dur, static_cast<double>(out_total) / dur,
-              static_cast<long long>(out_total), static_cast<long long>(in_total));
+  std::printf(
+      "  request throughput %.2f req/s, output %.1f tok/s (%lld output, %lld input tokens)\n",
+      static_cast<double>(n_ok) / dur, static_cast<double>(out_total) / dur,
+      static_cast<long long>(out_total), static_cast<long long>(in_total));
   for (const char* k : {"ttft_ms", "itl_ms", "tpot_ms", "e2e_latency_ms"}) {
     const json& p = res[k];
     if (p["count"] == 0) continue;

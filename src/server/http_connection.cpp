@@ -119,10 +119,9 @@ void HttpConnection::read_next() {
 void HttpConnection::read_header() {
   first_ = false;
   arm_read(svc_.limits().header_timeout_s);
-  http::async_read_header(socket_, buf_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, size_t) {
-                            self->on_header(ec);
-                          });
+  http::async_read_header(
+      socket_, buf_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
 }
 
 void HttpConnection::on_header(beast::error_code ec) {
@@ -152,10 +151,9 @@ void HttpConnection::on_header(beast::error_code ec) {
   }
   if (parser_->is_done()) return on_request();
   arm_read(svc_.limits().body_timeout_s);
-  http::async_read(socket_, buf_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec2, size_t) {
-                     self->on_body(ec2);
-                   });
+  http::async_read(
+      socket_, buf_, *parser_,
+      [self = shared_from_this()](beast::error_code ec2, size_t) { self->on_body(ec2); });
 }
 
 // The path of the request being parsed (for the flavour of an early error object), if its start
@@ -196,9 +194,8 @@ void HttpConnection::on_request() {
   req_ = req;
   watch_for_hangup();
   svc_.serve(req, [self = shared_from_this()](HttpResponse res) {
-    asio::post(self->socket_.get_executor(), [self, res = std::move(res)]() mutable {
-      self->respond(std::move(res));
-    });
+    asio::post(self->socket_.get_executor(),
+               [self, res = std::move(res)]() mutable { self->respond(std::move(res)); });
   });
 }
 
@@ -207,22 +204,22 @@ void HttpConnection::on_request() {
 void HttpConnection::watch_for_hangup() {
   if (buf_.size() > 0 || closed_) return;
   watching_ = true;
-  socket_.async_read_some(buf_.prepare(4096), [self = shared_from_this()](beast::error_code ec,
-                                                                          size_t n) {
-    self->watching_ = false;
-    if (!ec) {
-      self->buf_.commit(n);
-    } else if (ec != asio::error::operation_aborted && !self->closed_) {
-      VELA_LOG_DEBUG("[http] client hung up while its request was answered");
-      self->client_.mark_gone();
-      self->close();
-      return;
-    }
-    if (self->want_next_) {
-      self->want_next_ = false;
-      self->read_next();
-    }
-  });
+  socket_.async_read_some(
+      buf_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+        self->watching_ = false;
+        if (!ec) {
+          self->buf_.commit(n);
+        } else if (ec != asio::error::operation_aborted && !self->closed_) {
+          if (self->busy_) VELA_LOG_DEBUG("[http] client hung up while its request was answered");
+          self->client_.mark_gone();
+          self->close();
+          return;
+        }
+        if (self->want_next_) {
+          self->want_next_ = false;
+          self->read_next();
+        }
+      });
 }
 
 // ---- writing --------------------------------------------------------------------------------
@@ -350,6 +347,7 @@ void HttpConnection::flush() {
 
 void HttpConnection::finish_response() {
   response_queued_ = false;
+  client_ = ClientConnection();  // answered: a hang-up from now on cancels nothing
   if (!keep_alive_ || stopping_) {
     busy_ = false;
     return linger_close();

@@ -13,13 +13,13 @@
 // to max_buffered_bytes (a client that stops reading is dropped past that or the write timeout).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <array>
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>

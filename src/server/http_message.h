@@ -18,9 +18,9 @@ namespace vela {
 class SseStream;
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // percent-decoded, without the query
-  std::map<std::string, std::string> params;                // query parameters, decoded
+  std::string method;                                        // "GET", "POST", ...
+  std::string path;                                          // percent-decoded, without the query
+  std::map<std::string, std::string> params;                 // query parameters, decoded
   std::vector<std::pair<std::string, std::string>> headers;  // as received
   std::string body;
   ClientConnection client;  // marked gone when the peer leaves while this request is answered

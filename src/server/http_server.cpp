@@ -5,13 +5,13 @@
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <atomic>
 #include <functional>
 #include <future>
 #include <thread>
@@ -174,17 +174,17 @@ void HttpServer::Impl::install_routes() {
                       res.set_content(R"({"status":"ok"})", "application/json");
                     },
                     true});
-  routes.push_back({"GET", "/stats", [](ServerContext& ctx, const HttpRequest& req,
-                                        HttpResponse& res) {
-                      json j = ctx.metrics.stats_json(ctx.engine.stats());
-                      if (req.has_param("check")) {  // /stats?check=1: the KV integrity check too
-                        std::string broken = ctx.engine.check_integrity();
-                        j["kv_integrity"] = broken.empty() ? "ok" : broken;
-                      }
-                      j["model"] = ctx.cfg.model_name;
-                      j["max_context"] = ctx.engine.max_context();
-                      res.set_content(dump_json(j), "application/json");
-                    }});
+  routes.push_back(
+      {"GET", "/stats", [](ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
+         json j = ctx.metrics.stats_json(ctx.engine.stats());
+         if (req.has_param("check")) {  // /stats?check=1: the KV integrity check too
+           std::string broken = ctx.engine.check_integrity();
+           j["kv_integrity"] = broken.empty() ? "ok" : broken;
+         }
+         j["model"] = ctx.cfg.model_name;
+         j["max_context"] = ctx.engine.max_context();
+         res.set_content(dump_json(j), "application/json");
+       }});
   routes.push_back({"GET", "/metrics",
                     [](ServerContext& ctx, const HttpRequest&, HttpResponse& res) {
                       res.set_content(ctx.metrics.prometheus(ctx.engine.stats()),
@@ -289,9 +289,9 @@ HttpResponse HttpServer::Impl::protocol_error(const std::string& path, int statu
   ApiFlavor fl = flavor_of(path);
   switch (status) {
     case 413:
-      set_error(res, fl, 413,
-                "the request body is too large (limit " + std::to_string(lim.max_body_bytes) +
-                    " bytes)");
+      set_error(
+          res, fl, 413,
+          "the request body is too large (limit " + std::to_string(lim.max_body_bytes) + " bytes)");
       break;
     case 431:
       set_error(res, fl, 431, "the request header is too large");
@@ -309,33 +309,34 @@ HttpResponse HttpServer::Impl::protocol_error(const std::string& path, int statu
 }
 
 void HttpServer::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](boost::system::error_code ec,
-                                                      tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (ec) {
-      // Out of descriptors (EMFILE / ENFILE) or a transient error: back off instead of spinning.
-      if (!accept_error_logged)
-        VELA_LOG_WARN("[server] accept failed: ", ec.message(),
-                      " (raise the open-file limit, `ulimit -n`, or lower max_connections)");
-      accept_error_logged = true;
-      accept_retry.expires_after(std::chrono::milliseconds(50));
-      accept_retry.async_wait([this](boost::system::error_code e) {
-        if (!e) accept();
+  acceptor.async_accept(
+      asio::make_strand(io), [this](boost::system::error_code ec, tcp::socket socket) {
+        if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+        if (ec) {
+          // Out of descriptors (EMFILE / ENFILE) or a transient error: back off instead of
+          // spinning.
+          if (!accept_error_logged)
+            VELA_LOG_WARN("[server] accept failed: ", ec.message(),
+                          " (raise the open-file limit, `ulimit -n`, or lower max_connections)");
+          accept_error_logged = true;
+          accept_retry.expires_after(std::chrono::milliseconds(50));
+          accept_retry.async_wait([this](boost::system::error_code e) {
+            if (!e) accept();
+          });
+          return;
+        }
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto c = std::make_shared<HttpConnection>(std::move(socket), *this);
+        bool refuse;
+        {
+          std::lock_guard<std::mutex> lock(conns_mu);
+          refuse = static_cast<int64_t>(conns.size()) >= max_connections;
+          conns.emplace(c.get(), c);
+        }
+        c->start(refuse);
+        accept();
       });
-      return;
-    }
-    boost::system::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    auto c = std::make_shared<HttpConnection>(std::move(socket), *this);
-    bool refuse;
-    {
-      std::lock_guard<std::mutex> lock(conns_mu);
-      refuse = static_cast<int64_t>(conns.size()) >= max_connections;
-      conns.emplace(c.get(), c);
-    }
-    c->start(refuse);
-    accept();
-  });
 }
 
 // ---- HttpServer ---------------------------------------------------------------------------
@@ -359,8 +360,8 @@ int HttpServer::bind() {
   // Keep descriptors for the model files, the engine and the listener.
   if (nofile > 0 && impl_->max_connections > nofile - 64) {
     impl_->max_connections = std::max<int64_t>(1, nofile - 64);
-    VELA_LOG_WARN("[server] the open-file limit is ", nofile, ": at most ",
-                  impl_->max_connections, " connections (max_connections ", cfg.max_connections,
+    VELA_LOG_WARN("[server] the open-file limit is ", nofile, ": at most ", impl_->max_connections,
+                  " connections (max_connections ", cfg.max_connections,
                   "); raise it with `ulimit -n`");
   }
   boost::system::error_code ec;

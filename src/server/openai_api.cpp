@@ -361,8 +361,7 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, HttpRes
 
   auto st = std::make_shared<ChatState>();
   st->ctx = &ctx;
-  st->session =
-      std::make_unique<GenerationSession>(ctx, std::move(request), req.client, arrival);
+  st->session = std::make_unique<GenerationSession>(ctx, std::move(request), req.client, arrival);
   // One parser per choice (not copies): each announces its own tool-call ids.
   for (int32_t k = 0; k < params.n; ++k) st->parsers.emplace_back(rp.output);
   st->role_sent.assign(static_cast<size_t>(params.n), false);

@@ -59,10 +59,10 @@ void ServerConfig::validate() const {
   VELA_CHECK(io_threads >= 1 && io_threads <= 256, "io_threads must be in [1, 256], got ",
              io_threads);
   VELA_CHECK(max_connections >= 1, "max_connections must be >= 1, got ", max_connections);
-  for (auto [name, v] : {std::pair{"header_timeout_s", header_timeout_s},
-                         std::pair{"body_timeout_s", body_timeout_s},
-                         std::pair{"idle_timeout_s", idle_timeout_s},
-                         std::pair{"write_timeout_s", write_timeout_s}})
+  for (auto [name, v] :
+       {std::pair{"header_timeout_s", header_timeout_s},
+        std::pair{"body_timeout_s", body_timeout_s}, std::pair{"idle_timeout_s", idle_timeout_s},
+        std::pair{"write_timeout_s", write_timeout_s}})
     VELA_CHECK(v > 0 && v <= 86400, name, " must be in (0, 86400] seconds, got ", v);
   VELA_CHECK(retry_after_s >= 0, "retry_after_s must be >= 0, got ", retry_after_s);
   VELA_CHECK(shutdown_grace_s >= 0, "shutdown_grace_s must be >= 0, got ", shutdown_grace_s);

@@ -21,17 +21,17 @@ struct ServerConfig {
   int32_t max_n = 16;                // samples per request (also bounded by the engine's max_seqs)
   // Connections cost no thread (event-driven I/O); request handlers run on a worker pool. A
   // non-streaming generation holds a worker until it is done, a streamed one does not.
-  int32_t http_threads = 128;           // worker threads at most (started on demand)
-  int32_t max_pending_requests = 256;   // requests waiting for a worker; beyond it 503
-  int32_t io_threads = 2;               // threads running the sockets (and SSE formatting)
-  int32_t max_connections = 16384;      // open connections; beyond it requests get 503
-  double header_timeout_s = 10.0;       // a request header must arrive within this
-  double body_timeout_s = 30.0;         // ... and its body within this after the header
-  double idle_timeout_s = 60.0;         // a kept-alive connection may idle this long
-  double write_timeout_s = 30.0;        // a client that reads nothing for this long is dropped
-  int32_t retry_after_s = 1;              // Retry-After on 429 / 503
-  double shutdown_grace_s = 10.0;         // SIGTERM: in-flight requests may finish for this long
-  bool web_ui = true;                     // serve the chat page at /
+  int32_t http_threads = 128;          // worker threads at most (started on demand)
+  int32_t max_pending_requests = 256;  // requests waiting for a worker; beyond it 503
+  int32_t io_threads = 2;              // threads running the sockets (and SSE formatting)
+  int32_t max_connections = 16384;     // open connections; beyond it requests get 503
+  double header_timeout_s = 10.0;      // a request header must arrive within this
+  double body_timeout_s = 30.0;        // ... and its body within this after the header
+  double idle_timeout_s = 60.0;        // a kept-alive connection may idle this long
+  double write_timeout_s = 30.0;       // a client that reads nothing for this long is dropped
+  int32_t retry_after_s = 1;           // Retry-After on 429 / 503
+  double shutdown_grace_s = 10.0;      // SIGTERM: in-flight requests may finish for this long
+  bool web_ui = true;                  // serve the chat page at /
 
   // Applies the server keys present in `j` (host, port, api_key, served_model_name,
   // max_body_bytes, max_messages, max_n, http_threads, max_pending_requests, io_threads,

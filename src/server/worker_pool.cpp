@@ -19,11 +19,11 @@ bool WorkerPool::submit(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return false;
-    size_t waiting = jobs_.size();
-    bool can_grow = threads_.size() < max_threads_;
-    if (waiting >= n_idle_ && !can_grow && waiting - n_idle_ >= max_pending_) return false;
+    // Running + queued tasks: at most one per thread (the cap) plus max_pending.
+    if (n_running_ + jobs_.size() >= max_threads_ + max_pending_) return false;
     jobs_.push_back(std::move(fn));
-    if (jobs_.size() > n_idle_ && can_grow) threads_.emplace_back([this] { work(); });
+    if (jobs_.size() > n_idle_ && threads_.size() < max_threads_)
+      threads_.emplace_back([this] { work(); });
   }
   cv_.notify_one();
   return true;
@@ -43,10 +43,12 @@ void WorkerPool::work() {
     if (jobs_.empty()) return;  // stopping and drained
     std::function<void()> fn = std::move(jobs_.front());
     jobs_.pop_front();
+    ++n_running_;
     lock.unlock();
     fn();
     fn = nullptr;  // release captures before sleeping again
     lock.lock();
+    --n_running_;
   }
 }
 

@@ -33,7 +33,7 @@ class WorkerPool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   std::vector<std::thread> threads_;
-  size_t n_idle_ = 0;
+  size_t n_idle_ = 0, n_running_ = 0;
   bool stop_ = false;
   void work();
 };

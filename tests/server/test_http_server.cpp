@@ -12,14 +12,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <tuple>
 #include <thread>
+#include <tuple>
 
 #include "core/json.h"
 #include "engine/engine.h"
@@ -324,8 +324,8 @@ TEST_F(ServerFixture, TimeoutsCloseStalledConnections) {
   int half_header = connect_to(port_);
   ASSERT_TRUE(send_all(half_header, "GET /health HTTP/1.1\r\nHost: x\r\n"));
   int half_body = connect_to(port_);
-  ASSERT_TRUE(send_all(half_body,
-                       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pr"));
+  ASSERT_TRUE(send_all(
+      half_body, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pr"));
   int idle = connect_to(port_);
   ASSERT_TRUE(send_all(idle, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
   auto t0 = steady_clock::now();
@@ -361,15 +361,16 @@ TEST_F(ServerFixture, ThousandConcurrentSseStreamsComplete) {
   sc.http_threads = 16;  // handlers only parse and submit: a few workers serve every stream
   start(ec, sc);
   int64_t rss0 = rss_kib();
-  std::string body = json{{"prompt", "count"},
-                          {"max_tokens", kTokens},
-                          {"ignore_eos", true},
-                          {"temperature", 0},
-                          {"stream", true}}
-                         .dump();
-  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    "Connection: close\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::string body = json{
+      {"prompt", "count"},
+      {"max_tokens", kTokens},
+      {"ignore_eos", true},
+      {"temperature", 0},
+      {"stream", true}}.dump();
+  std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   std::vector<pollfd> fds;
   std::vector<std::string> got(kStreams);
   auto t0 = steady_clock::now();
@@ -397,8 +398,9 @@ TEST_F(ServerFixture, ThousandConcurrentSseStreamsComplete) {
       --open;
     }
     peak_rss = std::max(peak_rss, rss_kib());
-    peak_threads = std::max<size_t>(peak_threads, std::distance(
-        std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator()));
+    peak_threads = std::max<size_t>(
+        peak_threads, std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                    std::filesystem::directory_iterator()));
   }
   double wall = duration<double>(steady_clock::now() - t0).count();
   ASSERT_EQ(open, 0u) << "streams still open after 120 s";
@@ -408,14 +410,17 @@ TEST_F(ServerFixture, ThousandConcurrentSseStreamsComplete) {
               r.size() >= 5 && r.compare(r.size() - 5, 5, "0\r\n\r\n") == 0 &&
               r.find("\"finish_reason\":\"length\"") != std::string::npos &&
               r.find("\"error\"") == std::string::npos;
-    if (ok) ++n_ok;
-    else ADD_FAILURE() << "a malformed stream: " << r.substr(0, 400);
+    if (ok)
+      ++n_ok;
+    else
+      ADD_FAILURE() << "a malformed stream: " << r.substr(0, 400);
     if (!ok) break;
   }
-  std::printf("%d SSE streams x %d tokens: %d complete in %.2f s; RSS %lld -> peak %lld MiB; "
-              "peak %zu threads\n",
-              kStreams, kTokens, n_ok, wall, static_cast<long long>(rss0 / 1024),
-              static_cast<long long>(peak_rss / 1024), peak_threads);
+  std::printf(
+      "%d SSE streams x %d tokens: %d complete in %.2f s; RSS %lld -> peak %lld MiB; "
+      "peak %zu threads\n",
+      kStreams, kTokens, n_ok, wall, static_cast<long long>(rss0 / 1024),
+      static_cast<long long>(peak_rss / 1024), peak_threads);
   EXPECT_EQ(n_ok, kStreams);
   EXPECT_LT(peak_rss - rss0, 512 * 1024) << "memory grew by more than 512 MiB";
   EXPECT_LT(peak_threads, 64u) << "threads grew with the streams";

@@ -44,9 +44,16 @@ echo "== 1. the same while 2,000 slow connections are open"
 "$VELA" bench serve --url "$URL" --concurrency 1 --num-requests 50 --prompt-words 2:4 \
   --output-tokens 4 --slow-connections 2000 --out "$OUT/slow_2000.json" &
 B=$!
-sleep 1.5
-echo "   server during: RSS $(proc VmRSS) kB, $(proc Threads) threads, $(ls /proc/$PID/fd | wc -l) descriptors"
+peak_fd=0 peak_rss=0 peak_thr=0
+while kill -0 $B 2>/dev/null; do
+  f=$(ls /proc/$PID/fd | wc -l) r=$(proc VmRSS) t=$(proc Threads)
+  [ "$f" -gt "$peak_fd" ] && peak_fd=$f
+  [ "$r" -gt "$peak_rss" ] && peak_rss=$r
+  [ "$t" -gt "$peak_thr" ] && peak_thr=$t
+  sleep 0.05
+done
 wait $B
+echo "   server peak during the run: $peak_fd descriptors, RSS $peak_rss kB, $peak_thr threads"
 
 echo "== 2. 1,000 concurrent SSE streams (1,000 requests x 16 tokens) plus 2,000 slow connections"
 "$VELA" bench serve --url "$URL" --concurrency 1000 --num-requests 1000 --prompt-words 2:4 \

@@ -349,36 +349,46 @@ void handle_messages(ServerContext& ctx, const HttpRequest& req, HttpResponse& r
     start_sse_stream(res, std::move(cb));
     return;
   }
-  StreamEvent ev;
-  while (st->session->next(ev)) st->parser->push(ev.text);
-  st->parser->finish();
-  RequestResult r = st->session->result();
-  const Completion& c = r.completions[0];
-  if (c.finish_reason == FinishReason::kError) throw ApiError(500, "generation failed: " + c.error);
-  const ChatOutputParser& p = *st->parser;
-  bool calls = !p.tool_calls().empty();
-  json content = json::array();
-  if (!p.reasoning().empty())
-    content.push_back({{"type", "thinking"}, {"thinking", p.reasoning()}, {"signature", ""}});
-  bool blank = p.content().find_first_not_of(" \n\r\t") == std::string::npos;
-  if (!(blank && (calls || !content.empty())) || (content.empty() && !calls))
-    content.push_back({{"type", "text"}, {"text", p.content()}});
-  for (const ToolCall& tc : p.tool_calls())
-    content.push_back(
-        {{"type", "tool_use"}, {"id", tc.id}, {"name", tc.name}, {"input", tool_input(tc)}});
-  json out = {
-      {"id", st->id},
-      {"type", "message"},
-      {"role", "assistant"},
-      {"model", st->model},
-      {"content", content},
-      {"stop_reason", stop_reason(c, calls)},
-      {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)},
-      {"usage",
-       {{"input_tokens", r.prompt_tokens},
-        {"output_tokens", c.tokens.size()},
-        {"cache_read_input_tokens", c.cached_tokens}}}};
-  res.set_content(dump_json(out), "application/json");
+  // Not streamed: the events feed the parser; the response is built once the request ends.
+  SseCallbacks cb;
+  cb.sessions = {st->session.get()};
+  cb.on_event = [p = st.get()](size_t, const StreamEvent& ev, SseWriter&) {
+    p->parser->push(ev.text);
+    return true;
+  };
+  cb.respond = [st](HttpResponse& res) {
+    st->parser->finish();
+    RequestResult r = st->session->result();
+    const Completion& c = r.completions[0];
+    if (c.finish_reason == FinishReason::kError)
+      throw ApiError(500, "generation failed: " + c.error);
+    const ChatOutputParser& p = *st->parser;
+    bool calls = !p.tool_calls().empty();
+    json content = json::array();
+    if (!p.reasoning().empty())
+      content.push_back({{"type", "thinking"}, {"thinking", p.reasoning()}, {"signature", ""}});
+    bool blank = p.content().find_first_not_of(" \n\r\t") == std::string::npos;
+    if (!(blank && (calls || !content.empty())) || (content.empty() && !calls))
+      content.push_back({{"type", "text"}, {"text", p.content()}});
+    for (const ToolCall& tc : p.tool_calls())
+      content.push_back(
+          {{"type", "tool_use"}, {"id", tc.id}, {"name", tc.name}, {"input", tool_input(tc)}});
+    json out = {
+        {"id", st->id},
+        {"type", "message"},
+        {"role", "assistant"},
+        {"model", st->model},
+        {"content", content},
+        {"stop_reason", stop_reason(c, calls)},
+        {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)},
+        {"usage",
+         {{"input_tokens", r.prompt_tokens},
+          {"output_tokens", c.tokens.size()},
+          {"cache_read_input_tokens", c.cached_tokens}}}};
+    res.set_content(dump_json(out), "application/json");
+  };
+  cb.state = st;
+  defer_response(res, std::move(cb));
 }
 
 void handle_count_tokens(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {

@@ -239,6 +239,11 @@ void HttpConnection::refuse_with(int status) {
 }
 
 void HttpConnection::respond(HttpResponse res) {
+  if (res.stream && res.stream->deferred()) {  // answered when the generation ends (pump())
+    stream_ = std::move(res.stream);
+    stream_->set_wake([self = shared_from_this()] { self->wake(); });
+    return pump();
+  }
   svc_.answered(*req_, res.status);
   for (const auto& [k, v] : res.headers)
     if (beast::iequals(k, "Connection") && beast::iequals(v, "close")) keep_alive_ = false;
@@ -277,6 +282,14 @@ void HttpConnection::wake() {
 
 void HttpConnection::pump() {
   if (!stream_ || !stream_->pump(writer_)) return;
+  if (stream_->deferred()) {
+    std::shared_ptr<SseStream> done = std::move(stream_);
+    HttpResponse res;
+    svc_.finish_deferred(
+        *req_, [&done](HttpResponse& r) { done->respond(r); }, res);
+    done.reset();  // the sessions end here (and leave the in-flight set)
+    return respond(std::move(res));
+  }
   stream_.reset();  // drops the handles' listeners (and with them the cycle back to us)
   if (chunked_) queue("0\r\n\r\n");
   response_queued_ = true;

@@ -11,6 +11,8 @@
 // marks the request's ClientConnection gone, which cancels its generation). A streamed response
 // (SseStream) is pumped on the strand whenever an engine event wakes it; its output is buffered up
 // to max_buffered_bytes (a client that stops reading is dropped past that or the write timeout).
+// A non-streaming generation is pumped the same way and its response written when it ends, so no
+// thread waits for it either.
 #pragma once
 
 #include <array>
@@ -49,6 +51,11 @@ class HttpService {
   // A refusal the HTTP layer makes itself (400, 413, 431, 503 over the connection cap), as an
   // error object in the flavour of `path` ("" when unknown).
   virtual HttpResponse protocol_error(const std::string& path, int status) = 0;
+  // Fills the response of a deferred (non-streaming) generation with `fill`, turning what it
+  // throws into an error object like a handler's.
+  virtual void finish_deferred(const HttpRequest& req,
+                               const std::function<void(HttpResponse&)>& fill,
+                               HttpResponse& res) = 0;
   // A response's status is known (metrics, debug log).
   virtual void answered(const HttpRequest& req, int status) = 0;
   // The connection is gone (from its destructor).

@@ -115,6 +115,10 @@ class HttpServer::Impl : public HttpService {
   const HttpLimits& limits() const override { return lim; }
   void serve(std::shared_ptr<HttpRequest> req, std::function<void(HttpResponse)> done) override;
   HttpResponse protocol_error(const std::string& path, int status) override;
+  void finish_deferred(const HttpRequest& req, const std::function<void(HttpResponse&)>& fill,
+                       HttpResponse& res) override {
+    guarded(req, fill, res);
+  }
   void answered(const HttpRequest& req, int status) override {
     ctx->metrics.count_request(route_label(req.path), status);
     VELA_LOG_DEBUG("[server] ", req.method, " ", req.path, " -> ", status);
@@ -155,7 +159,13 @@ class HttpServer::Impl : public HttpService {
  private:
   void install_routes();
   bool pre_route(const HttpRequest& req, HttpResponse& res);
-  void run_handler(const Route& r, const HttpRequest& req, HttpResponse& res);
+  void run_handler(const Route& r, const HttpRequest& req, HttpResponse& res) {
+    guarded(
+        req, [&](HttpResponse& out) { r.fn(*ctx, req, out); }, res);
+  }
+  // Runs `fn`; what it throws becomes an error object in the route's flavor.
+  void guarded(const HttpRequest& req, const std::function<void(HttpResponse&)>& fn,
+               HttpResponse& res);
 };
 
 void HttpServer::Impl::install_routes() {
@@ -226,10 +236,11 @@ bool HttpServer::Impl::pre_route(const HttpRequest& req, HttpResponse& res) {
   return false;
 }
 
-void HttpServer::Impl::run_handler(const Route& r, const HttpRequest& req, HttpResponse& res) {
+void HttpServer::Impl::guarded(const HttpRequest& req, const std::function<void(HttpResponse&)>& fn,
+                               HttpResponse& res) {
   ApiFlavor fl = flavor_of(req.path);
   try {
-    r.fn(*ctx, req, res);
+    fn(res);
   } catch (const ApiError& e) {
     res = HttpResponse();
     int ra = e.status() == 429 || e.status() == 503 ? ctx->cfg.retry_after_s : -1;

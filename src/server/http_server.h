@@ -9,8 +9,8 @@
 //
 // Threading: event-driven I/O on Boost.Asio (HttpConnection; io_threads threads, one of them the
 // caller of run()), so idle or slow connections cost no thread. Handlers that may block run on a
-// WorkerPool (up to http_threads threads); cheap GET routes run on the I/O threads; a streamed
-// response is pumped on the I/O threads by engine events. shutdown() may be called from any other
+// WorkerPool (up to http_threads threads); cheap GET routes run on the I/O threads; generations,
+// streamed or not, are pumped on the I/O threads by engine events (no thread waits for one). shutdown() may be called from any other
 // thread (e.g. a signal-waiting thread). bind() raises RLIMIT_NOFILE to its hard limit.
 #pragma once
 

@@ -382,40 +382,50 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, HttpRes
     start_sse_stream(res, std::move(cb));
     return;
   }
-  StreamEvent ev;
-  while (st->session->next(ev)) st->parsers[static_cast<size_t>(ev.index)].push(ev.text);
-  RequestResult r = st->session->result();
-  json choices = json::array();
-  int64_t completion = 0, cached = 0;
-  for (size_t i = 0; i < r.completions.size(); ++i) {
-    const Completion& c = r.completions[i];
-    if (c.finish_reason == FinishReason::kError)
-      throw ApiError(500, "generation failed: " + c.error);
-    ChatOutputParser& p = st->parsers[i];
-    p.finish();
-    bool has_calls = !p.tool_calls().empty();
-    json msg = {{"role", "assistant"}, {"content", content_value(p.content(), has_calls)}};
-    if (!p.reasoning().empty()) msg["reasoning_content"] = p.reasoning();
-    if (has_calls) {
-      json calls = json::array();
-      for (const ToolCall& tc : p.tool_calls())
-        calls.push_back({{"id", tc.id},
-                         {"type", "function"},
-                         {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
-      msg["tool_calls"] = calls;
+  // Not streamed: the events feed the parsers; the response is built once the request ends.
+  SseCallbacks cb;
+  cb.sessions = {st->session.get()};
+  cb.on_event = [p = st.get()](size_t, const StreamEvent& ev, SseWriter&) {
+    p->parsers[static_cast<size_t>(ev.index)].push(ev.text);
+    return true;
+  };
+  cb.respond = [st, &ctx, params](HttpResponse& res) {
+    RequestResult r = st->session->result();
+    json choices = json::array();
+    int64_t completion = 0, cached = 0;
+    for (size_t i = 0; i < r.completions.size(); ++i) {
+      const Completion& c = r.completions[i];
+      if (c.finish_reason == FinishReason::kError)
+        throw ApiError(500, "generation failed: " + c.error);
+      ChatOutputParser& p = st->parsers[i];
+      p.finish();
+      bool has_calls = !p.tool_calls().empty();
+      json msg = {{"role", "assistant"}, {"content", content_value(p.content(), has_calls)}};
+      if (!p.reasoning().empty()) msg["reasoning_content"] = p.reasoning();
+      if (has_calls) {
+        json calls = json::array();
+        for (const ToolCall& tc : p.tool_calls())
+          calls.push_back({{"id", tc.id},
+                           {"type", "function"},
+                           {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+        msg["tool_calls"] = calls;
+      }
+      choices.push_back({{"index", i},
+                         {"message", msg},
+                         {"logprobs", params.logprobs ? chat_logprobs(ctx.tokenizer(), c.logprobs)
+                                                      : json(nullptr)},
+                         {"finish_reason", finish_name(c.finish_reason, has_calls)}});
+      completion += static_cast<int64_t>(c.tokens.size());
+      cached = std::max<int64_t>(cached, c.cached_tokens);
     }
-    choices.push_back(
-        {{"index", i},
-         {"message", msg},
-         {"logprobs", params.logprobs ? chat_logprobs(ctx.tokenizer(), c.logprobs) : json(nullptr)},
-         {"finish_reason", finish_name(c.finish_reason, has_calls)}});
-    completion += static_cast<int64_t>(c.tokens.size());
-    cached = std::max<int64_t>(cached, c.cached_tokens);
-  }
-  json out = {{"id", st->id},           {"object", "chat.completion"},
-              {"created", st->created}, {"model", st->model},
-              {"choices", choices},     {"usage", usage_json(r.prompt_tokens, completion, cached)}};
-  res.set_content(dump_json(out), "application/json");
+    json out = {
+        {"id", st->id},           {"object", "chat.completion"},
+        {"created", st->created}, {"model", st->model},
+        {"choices", choices},     {"usage", usage_json(r.prompt_tokens, completion, cached)}};
+    res.set_content(dump_json(out), "application/json");
+  };
+  cb.state = st;
+  defer_response(res, std::move(cb));
 }
 
 // ---- /v1/completions ----------------------------------------------------------------------
@@ -622,33 +632,38 @@ void handle_completions(ServerContext& ctx, const HttpRequest& req, HttpResponse
     start_sse_stream(res, std::move(cb));
     return;
   }
-  json choices = json::array();
-  int64_t prompt_total = 0, completion = 0, cached = 0;
-  for (size_t p = 0; p < st->sessions.size(); ++p) {
-    StreamEvent ev;
-    while (st->sessions[p]->next(ev)) {
+  // Not streamed: the response is built once every prompt's request has ended.
+  SseCallbacks cb;
+  for (auto& s : st->sessions) cb.sessions.push_back(s.get());
+  cb.on_event = [](size_t, const StreamEvent&, SseWriter&) { return true; };
+  cb.respond = [st, &ctx, params](HttpResponse& res) {
+    json choices = json::array();
+    int64_t prompt_total = 0, completion = 0, cached = 0;
+    for (size_t p = 0; p < st->sessions.size(); ++p) {
+      RequestResult r = st->sessions[p]->result();
+      prompt_total += r.prompt_tokens;
+      for (size_t k = 0; k < r.completions.size(); ++k) {
+        const Completion& c = r.completions[k];
+        if (c.finish_reason == FinishReason::kError)
+          throw ApiError(500, "generation failed: " + c.error);
+        std::string prefix = st->echo ? st->prompt_texts[p] : "";
+        choices.push_back(
+            {{"index", p * static_cast<size_t>(params.n) + k},
+             {"text", prefix + c.text},
+             {"logprobs", params.logprobs ? completion_logprobs(ctx.tokenizer(), c.logprobs, 0)
+                                          : json(nullptr)},
+             {"finish_reason", finish_name(c.finish_reason, false)}});
+        completion += static_cast<int64_t>(c.tokens.size());
+        cached += c.cached_tokens;
+      }
     }
-    RequestResult r = st->sessions[p]->result();
-    prompt_total += r.prompt_tokens;
-    for (size_t k = 0; k < r.completions.size(); ++k) {
-      const Completion& c = r.completions[k];
-      if (c.finish_reason == FinishReason::kError)
-        throw ApiError(500, "generation failed: " + c.error);
-      std::string prefix = st->echo ? st->prompt_texts[p] : "";
-      choices.push_back(
-          {{"index", p * static_cast<size_t>(params.n) + k},
-           {"text", prefix + c.text},
-           {"logprobs",
-            params.logprobs ? completion_logprobs(ctx.tokenizer(), c.logprobs, 0) : json(nullptr)},
-           {"finish_reason", finish_name(c.finish_reason, false)}});
-      completion += static_cast<int64_t>(c.tokens.size());
-      cached += c.cached_tokens;
-    }
-  }
-  json out = {{"id", st->id},           {"object", "text_completion"},
-              {"created", st->created}, {"model", st->model},
-              {"choices", choices},     {"usage", usage_json(prompt_total, completion, cached)}};
-  res.set_content(dump_json(out), "application/json");
+    json out = {{"id", st->id},           {"object", "text_completion"},
+                {"created", st->created}, {"model", st->model},
+                {"choices", choices},     {"usage", usage_json(prompt_total, completion, cached)}};
+    res.set_content(dump_json(out), "application/json");
+  };
+  cb.state = st;
+  defer_response(res, std::move(cb));
 }
 
 json models_list(const ServerContext& ctx) {

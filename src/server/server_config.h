@@ -19,10 +19,10 @@ struct ServerConfig {
   int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413
   int32_t max_messages = 4096;       // chat messages per request
   int32_t max_n = 16;                // samples per request (also bounded by the engine's max_seqs)
-  // Connections cost no thread (event-driven I/O); request handlers run on a worker pool. A
-  // non-streaming generation holds a worker until it is done, a streamed one does not.
-  int32_t http_threads = 128;          // worker threads at most (started on demand)
-  int32_t max_pending_requests = 256;  // requests waiting for a worker; beyond it 503
+  // Connections cost no thread (event-driven I/O); request handlers (parse, tokenize, submit)
+  // run on a worker pool; no worker waits for a generation.
+  int32_t http_threads = 16;            // worker threads at most (started on demand)
+  int32_t max_pending_requests = 1024;  // requests waiting for a worker; beyond it 503
   int32_t io_threads = 2;              // threads running the sockets (and SSE formatting)
   int32_t max_connections = 16384;     // open connections; beyond it requests get 503
   double header_timeout_s = 10.0;      // a request header must arrive within this

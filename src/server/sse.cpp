@@ -45,7 +45,7 @@ bool SseStream::pump(SseWriter& w) {
     if (done_[i]) ++n_done;
   }
   if (n_done < cb_.sessions.size()) return false;
-  if (!gone_ && cb_.on_end) cb_.on_end(w);
+  if (!gone_ && cb_.on_end && !cb_.respond) cb_.on_end(w);
   ended_ = true;
   return true;
 }
@@ -54,6 +54,11 @@ void start_sse_stream(HttpResponse& res, SseCallbacks cb) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.content_type = "text/event-stream";
+  res.stream = std::make_shared<SseStream>(std::move(cb));
+}
+
+void defer_response(HttpResponse& res, SseCallbacks cb) {
+  VELA_CHECK(static_cast<bool>(cb.respond), "defer_response needs a respond callback");
   res.stream = std::make_shared<SseStream>(std::move(cb));
 }
 

@@ -1,8 +1,8 @@
 // WorkerPool: the threads route handlers run on, off the HTTP I/O threads — parsing and
-// tokenizing a request, rendering its chat template, submitting it, and for a non-streaming
-// request waiting for its completion. Threads start on demand up to `max_threads` (a streamed
-// response holds none: its events are pumped on the I/O threads); at most `max_pending` more tasks
-// wait. submit() refuses past that (the server answers 503), so neither threads nor queued work
+// tokenizing a request, rendering its chat template, submitting it. No worker waits for a
+// generation (streamed or not, its events are pumped on the I/O threads), so a few serve
+// thousands of requests. Threads start on demand up to `max_threads`; at most `max_pending` more
+// tasks wait. submit() refuses past that (the server answers 503), so neither threads nor queued work
 // grow without bound under a flood. Thread-safe.
 #pragma once
 

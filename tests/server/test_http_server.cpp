@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <tuple>
 
@@ -112,6 +113,53 @@ int64_t rss_kib() {
     f.ignore(1 << 20, '\n');
   }
   return -1;
+}
+
+// Sends `req` on `n` connections at once and reads every response until the server closes
+// (requests carry `Connection: close`); watches this process's RSS and thread count meanwhile.
+struct Exchange {
+  std::vector<std::string> responses;
+  size_t n_open = 0, peak_threads = 0;
+  int64_t peak_rss_kib = 0;
+};
+Exchange exchange_all(int port, int n, const std::string& req, double limit_s,
+                      const std::function<void()>& on_tick = {}) {
+  Exchange ex;
+  ex.responses.resize(static_cast<size_t>(n));
+  std::vector<pollfd> fds;
+  auto t0 = steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    int fd = connect_to(port);
+    if (fd < 0 || !send_all(fd, req)) {
+      ADD_FAILURE() << "connection " << i << " failed";
+      break;
+    }
+    fds.push_back({fd, POLLIN, 0});
+  }
+  ex.n_open = fds.size();
+  char buf[16384];
+  while (ex.n_open > 0 && duration<double>(steady_clock::now() - t0).count() < limit_s) {
+    if (poll(fds.data(), fds.size(), 100) < 0) break;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t r = recv(fds[i].fd, buf, sizeof(buf), 0);
+      if (r > 0) {
+        ex.responses[i].append(buf, static_cast<size_t>(r));
+        continue;
+      }
+      close(fds[i].fd);
+      fds[i].fd = -1;
+      --ex.n_open;
+    }
+    if (on_tick) on_tick();
+    ex.peak_rss_kib = std::max(ex.peak_rss_kib, rss_kib());
+    ex.peak_threads = std::max<size_t>(
+        ex.peak_threads, std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                       std::filesystem::directory_iterator()));
+  }
+  for (pollfd& p : fds)
+    if (p.fd >= 0) close(p.fd);
+  return ex;
 }
 
 class ServerFixture : public ::testing::Test {
@@ -371,37 +419,11 @@ TEST_F(ServerFixture, ThousandConcurrentSseStreamsComplete) {
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Connection: close\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  std::vector<pollfd> fds;
-  std::vector<std::string> got(kStreams);
   auto t0 = steady_clock::now();
-  for (int i = 0; i < kStreams; ++i) {
-    int fd = connect_to(port_);
-    ASSERT_GE(fd, 0);
-    ASSERT_TRUE(send_all(fd, req));
-    fds.push_back({fd, POLLIN, 0});
-  }
-  size_t open = fds.size();
-  size_t peak_threads = 0;
-  int64_t peak_rss = rss0;
-  char buf[16384];
-  while (open > 0 && steady_clock::now() - t0 < seconds(120)) {
-    if (poll(fds.data(), fds.size(), 100) < 0) break;
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = recv(fds[i].fd, buf, sizeof(buf), 0);
-      if (n > 0) {
-        got[i].append(buf, static_cast<size_t>(n));
-        continue;
-      }
-      close(fds[i].fd);
-      fds[i].fd = -1;
-      --open;
-    }
-    peak_rss = std::max(peak_rss, rss_kib());
-    peak_threads = std::max<size_t>(
-        peak_threads, std::distance(std::filesystem::directory_iterator("/proc/self/task"),
-                                    std::filesystem::directory_iterator()));
-  }
+  Exchange ex = exchange_all(port_, kStreams, req, 120);
+  std::vector<std::string>& got = ex.responses;
+  size_t open = ex.n_open, peak_threads = ex.peak_threads;
+  int64_t peak_rss = std::max(rss0, ex.peak_rss_kib);
   double wall = duration<double>(steady_clock::now() - t0).count();
   ASSERT_EQ(open, 0u) << "streams still open after 120 s";
   int n_ok = 0;
@@ -427,6 +449,48 @@ TEST_F(ServerFixture, ThousandConcurrentSseStreamsComplete) {
   EXPECT_EQ(server_->context().n_in_flight(), 0);
   EngineStats s = engine_->stats();
   EXPECT_EQ(s.kv_pages_used, s.kv_pages_cached) << "KV pages leaked";
+}
+
+// Non-streaming generations hold no worker either (their response is built when they end): 1,000
+// at once on 4 workers run far more than 4 generations at a time, and all complete.
+TEST_F(ServerFixture, ThousandConcurrentNonStreamingRequestsComplete) {
+  constexpr int kRequests = 1000;
+  if (raise_nofile() < 2 * kRequests + 200) GTEST_SKIP() << "open-file limit too low for the test";
+  EngineConfig ec;
+  ec.max_seqs = 128;
+  ec.max_ctx = 64;
+  ec.max_waiting = 2 * kRequests;
+  ServerConfig sc;
+  sc.http_threads = 4;
+  sc.max_pending_requests = kRequests;  // the burst waits for a worker to parse and submit it
+  start(ec, sc);
+  std::string body =
+      json{{"prompt", "count"}, {"max_tokens", 4}, {"ignore_eos", true}, {"temperature", 0}}.dump();
+  std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  int64_t peak_in_flight = 0;
+  Exchange ex = exchange_all(port_, kRequests, req, 120, [&] {
+    peak_in_flight = std::max(peak_in_flight, server_->context().n_in_flight());
+  });
+  ASSERT_EQ(ex.n_open, 0u) << "requests still open after 120 s";
+  int n_ok = 0, n_503 = 0;
+  for (const std::string& r : ex.responses) {
+    if (r.rfind("HTTP/1.1 503", 0) == 0) ++n_503;
+    size_t b = r.find("\r\n\r\n");
+    if (r.rfind("HTTP/1.1 200", 0) != 0 || b == std::string::npos) continue;
+    json j = json::parse(r.substr(b + 4), nullptr, false);
+    if (!j.is_discarded() && j["usage"]["completion_tokens"] == 4) ++n_ok;
+  }
+  std::printf(
+      "%d concurrent non-streaming requests on 4 workers: %d complete, %d refused; peak "
+      "%lld generations in flight, %zu threads\n",
+      kRequests, n_ok, n_503, static_cast<long long>(peak_in_flight), ex.peak_threads);
+  EXPECT_EQ(n_ok, kRequests);
+  EXPECT_GT(peak_in_flight, 64) << "generations waited for workers";
+  EXPECT_LT(ex.peak_threads, 32u);
+  EXPECT_EQ(server_->context().n_in_flight(), 0);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ PY
 
 "$VELA" serve --model "$M" --port 0 --max-batch 8 --served-model-name fixture 2>"$W/serve.log" &
 PID=$!
-trap 'kill -9 $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$W"' EXIT
+trap 'kill -9 $PID 2>/dev/null; wait $PID 2>/dev/null || true; rm -rf "$W"' EXIT
 PORT=""
 for _ in $(seq 1 150); do
   PORT=$(sed -n 's|.* on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$W/serve.log" | head -n 1)

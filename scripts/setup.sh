@@ -5,9 +5,10 @@
 #   scripts/setup.sh --main   only what building and serving the `vela` binary needs (scripts/run.sh)
 set -euo pipefail
 
-# The `vela` binary (python3 and curl: scripts/run.sh's first exchange with the server).
+# The `vela` binary (python3 and curl: scripts/run.sh's first exchange with the server; Boost for
+# the server's HTTP layer, Beast + Asio, header-only; cpp-httplib for HTTP clients).
 PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-json3-dev
-          libcpp-httplib-dev libpcre2-dev libutf8proc-dev python3 curl)
+          libcpp-httplib-dev libboost1.81-dev libpcre2-dev libutf8proc-dev python3 curl)
 NEED_NODE=0
 if [ "${1:-}" != "--main" ]; then
   PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev python3-jinja2)

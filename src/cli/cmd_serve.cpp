@@ -78,6 +78,8 @@ int cmd_serve(int argc, char** argv) {
         "f32|bf16]\n"
         "                  [--shutdown-grace S] [--max-body-bytes N] [--http-threads N] "
         "[--no-web-ui]\n"
+        "                  [--io-threads N] [--max-connections N] [--header-timeout S]\n"
+        "                  [--body-timeout S] [--idle-timeout S] [--write-timeout S]\n"
         "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
         "/v1/completions, /v1/models, /v1/messages, /v1/messages/count_tokens, /health, /stats,\n"
         "/metrics, / (chat page). See docs/serving.md.\n");
@@ -102,7 +104,13 @@ int cmd_serve(int argc, char** argv) {
                                                "max_messages",
                                                "max_n",
                                                "http_threads",
-                                               "max_pending_connections",
+                                               "max_pending_requests",
+                                               "io_threads",
+                                               "max_connections",
+                                               "header_timeout_s",
+                                               "body_timeout_s",
+                                               "idle_timeout_s",
+                                               "write_timeout_s",
                                                "retry_after_s",
                                                "shutdown_grace_s",
                                                "web_ui"};
@@ -119,6 +127,12 @@ int cmd_serve(int argc, char** argv) {
   sc.shutdown_grace_s = args.get_double("shutdown-grace", sc.shutdown_grace_s);
   sc.max_body_bytes = args.get_int("max-body-bytes", sc.max_body_bytes);
   sc.http_threads = static_cast<int32_t>(args.get_int("http-threads", sc.http_threads));
+  sc.io_threads = static_cast<int32_t>(args.get_int("io-threads", sc.io_threads));
+  sc.max_connections = static_cast<int32_t>(args.get_int("max-connections", sc.max_connections));
+  sc.header_timeout_s = args.get_double("header-timeout", sc.header_timeout_s);
+  sc.body_timeout_s = args.get_double("body-timeout", sc.body_timeout_s);
+  sc.idle_timeout_s = args.get_double("idle-timeout", sc.idle_timeout_s);
+  sc.write_timeout_s = args.get_double("write-timeout", sc.write_timeout_s);
   if (args.has("no-web-ui")) sc.web_ui = false;
   if (sc.model_name.empty())
     sc.model_name = std::filesystem::path(dir).lexically_normal().filename().string();

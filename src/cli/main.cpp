@@ -22,7 +22,7 @@ const Command kCommands[] = {
     {"chat", vela::cli::cmd_chat, "interactive chat with a model directory (streams replies)"},
     {"serve", vela::cli::cmd_serve, "OpenAI / Anthropic-compatible HTTP server with a web chat page"},
     {"convert", vela::cli::cmd_convert, "rewrite a checkpoint in the HF layout (optionally another dtype)"},
-    {"bench", vela::cli::cmd_bench, "benchmarks: `vela bench ops [--device cpu|cuda] [--json F]`"},
+    {"bench", vela::cli::cmd_bench, "benchmarks: `vela bench ops|model|engine|serve` (serve: load-test an OpenAI-compatible server)"},
     {"preprocess", vela::cli::cmd_preprocess, "JSONL -> token shards for training: `vela preprocess --config prep.json IN.jsonl -o DIR`"},
     {"train", vela::cli::cmd_train, "train or fine-tune a model: `vela train --config train.json [--resume]`"},
     {"eval", vela::cli::cmd_eval, "evaluate a model: `vela eval ppl|choice|generate --model DIR --data F.jsonl`"},

@@ -7,22 +7,36 @@ namespace vela {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
 
 void RequestHandle::push(StreamEvent ev, const Completion* final_completion) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (final_completion != nullptr) {
-    result_.completions[static_cast<size_t>(ev.index)] = *final_completion;
-    --n_open_;
+  std::function<void()> listener;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (final_completion != nullptr) {
+      result_.completions[static_cast<size_t>(ev.index)] = *final_completion;
+      --n_open_;
+    }
+    events_.push_back(std::move(ev));
+    cv_.notify_all();
+    listener = listener_;
   }
-  events_.push_back(std::move(ev));
-  cv_.notify_all();
+  if (listener) listener();
+}
+
+void RequestHandle::set_listener(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_ = std::move(fn);
 }
 
 bool RequestHandle::next(StreamEvent& ev) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -27,6 +28,10 @@ class RequestHandle {
   // Blocks until every sample finished and returns the accumulated result (consumes events).
   RequestResult wait();
   void cancel() { cancel_requested_.store(true); }
+  // `fn` runs after every pushed event (on the engine's thread, without the handle's lock held),
+  // so an event-driven reader can be woken instead of blocking in next(). It must be cheap and
+  // never block; an empty function removes it.
+  void set_listener(std::function<void()> fn);
   bool cancel_requested() const { return cancel_requested_.load(); }
 
   // Scheduler side.
@@ -40,6 +45,7 @@ class RequestHandle {
   int32_t n_open_;
   RequestResult result_;
   std::atomic<bool> cancel_requested_{false};
+  std::function<void()> listener_;
 };
 
 using RequestHandlePtr = std::shared_ptr<RequestHandle>;

@@ -203,62 +203,102 @@ struct MessageState {
   std::string id, model;
 };
 
-bool stream_message(MessageState& st, httplib::DataSink& sink) {
-  bool gone = false;
-  auto write = [&](const std::string& name, const json& payload) {
-    if (gone) return false;
-    std::string s = sse_event(name, payload);
-    if (!sink.write(s.data(), s.size())) {
-      gone = true;
-      st.session->mark_client_gone();
+// The SSE writer of one streamed message: blocks are sequential, an open block closes when
+// output of another kind arrives.
+class MessageStream {
+ public:
+  explicit MessageStream(MessageState& st) : st_(st) {}
+
+  bool start(SseWriter& w) {
+    w_ = &w;
+    json message = {
+        {"id", st_.id},
+        {"type", "message"},
+        {"role", "assistant"},
+        {"content", json::array()},
+        {"model", st_.model},
+        {"stop_reason", nullptr},
+        {"stop_sequence", nullptr},
+        {"usage", {{"input_tokens", st_.session->prompt_tokens()}, {"output_tokens", 0}}}};
+    write("message_start", {{"type", "message_start"}, {"message", message}});
+    return write("ping", {{"type", "ping"}});
+  }
+
+  bool event(const StreamEvent& ev, SseWriter& w) {
+    w_ = &w;
+    if (ev.finish == FinishReason::kError) {
+      error_ = true;
+      return write("error",
+                   error_body(ApiFlavor::kAnthropic, 500, "generation failed: " + ev.error));
+    }
+    emit(st_.parser->push(ev.text));
+    if (ev.finish) emit(st_.parser->finish());
+    return !gone_;
+  }
+
+  bool end(SseWriter& w) {
+    w_ = &w;
+    if (error_) return true;
+    close_block();
+    RequestResult r = st_.session->result();
+    const Completion& c = r.completions[0];
+    bool calls = !st_.parser->tool_calls().empty();
+    json delta = {
+        {"stop_reason", stop_reason(c, calls)},
+        {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)}};
+    write("message_delta", {{"type", "message_delta"},
+                            {"delta", delta},
+                            {"usage", {{"output_tokens", c.tokens.size()}}}});
+    return write("message_stop", {{"type", "message_stop"}});
+  }
+
+ private:
+  MessageState& st_;
+  SseWriter* w_ = nullptr;
+  bool gone_ = false, error_ = false;
+  int index_ = -1;
+  std::string open_;  // "", "thinking", "text", "tool_use"
+
+  bool write(const std::string& name, const json& payload) {
+    if (gone_) return false;
+    if (!w_->write(sse_event(name, payload))) {
+      gone_ = true;
+      st_.session->mark_client_gone();
       return false;
     }
     return true;
-  };
-  json message = {{"id", st.id},
-                  {"type", "message"},
-                  {"role", "assistant"},
-                  {"content", json::array()},
-                  {"model", st.model},
-                  {"stop_reason", nullptr},
-                  {"stop_sequence", nullptr},
-                  {"usage", {{"input_tokens", st.session->prompt_tokens()}, {"output_tokens", 0}}}};
-  write("message_start", {{"type", "message_start"}, {"message", message}});
-  write("ping", {{"type", "ping"}});
-  // Blocks are sequential: an open block closes when output of another kind arrives.
-  int index = -1;
-  std::string open;  // "", "thinking", "text", "tool_use"
-  auto close_block = [&]() {
-    if (open.empty()) return;
-    if (open == "thinking")
+  }
+  void close_block() {
+    if (open_.empty()) return;
+    if (open_ == "thinking")
       write("content_block_delta", {{"type", "content_block_delta"},
-                                    {"index", index},
+                                    {"index", index_},
                                     {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
-    write("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
-    open.clear();
-  };
-  auto open_block = [&](const std::string& kind, json block) {
+    write("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
+    open_.clear();
+  }
+  void open_block(const std::string& kind, json block) {
     close_block();
-    ++index;
-    open = kind;
+    ++index_;
+    open_ = kind;
     write("content_block_start",
-          {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
-  };
-  auto emit = [&](const ChatDelta& d) {
+          {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+  }
+  void emit(const ChatDelta& d) {
     if (!d.reasoning.empty()) {
-      if (open != "thinking")
+      if (open_ != "thinking")
         open_block("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
       write("content_block_delta",
             {{"type", "content_block_delta"},
-             {"index", index},
+             {"index", index_},
              {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
     }
     if (!d.content.empty() &&
-        !(open != "text" && d.content.find_first_not_of(" \n\r\t") == std::string::npos &&
-          !st.parser->tool_calls().empty())) {
-      if (open != "text") open_block("text", {{"type", "text"}, {"text", ""}});
+        !(open_ != "text" && d.content.find_first_not_of(" \n\r\t") == std::string::npos &&
+          !st_.parser->tool_calls().empty())) {
+      if (open_ != "text") open_block("text", {{"type", "text"}, {"text", ""}});
       write("content_block_delta", {{"type", "content_block_delta"},
-                                    {"index", index},
+                                    {"index", index_},
                                     {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
     }
     for (const ToolCallDelta& c : d.calls) {
@@ -269,40 +309,15 @@ bool stream_message(MessageState& st, httplib::DataSink& sink) {
       if (!c.arguments.empty())
         write("content_block_delta",
               {{"type", "content_block_delta"},
-               {"index", index},
+               {"index", index_},
                {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}});
     }
-  };
-  StreamEvent ev;
-  bool error = false;
-  while (st.session->next(ev)) {
-    if (gone) continue;
-    if (ev.finish == FinishReason::kError) {
-      write("error", error_body(ApiFlavor::kAnthropic, 500, "generation failed: " + ev.error));
-      error = true;
-      continue;
-    }
-    emit(st.parser->push(ev.text));
-    if (ev.finish) emit(st.parser->finish());
   }
-  if (gone) return false;
-  if (error) return true;
-  close_block();
-  RequestResult r = st.session->result();
-  const Completion& c = r.completions[0];
-  bool calls = !st.parser->tool_calls().empty();
-  json delta = {
-      {"stop_reason", stop_reason(c, calls)},
-      {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)}};
-  write("message_delta", {{"type", "message_delta"},
-                          {"delta", delta},
-                          {"usage", {{"output_tokens", c.tokens.size()}}}});
-  return write("message_stop", {{"type", "message_stop"}});
-}
+};
 
 }  // namespace
 
-void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_messages(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
   Clock::time_point arrival = Clock::now();
   json body = parse_json_body(req.body);
   const std::string lora = check_model(ctx, body);
@@ -320,49 +335,64 @@ void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::R
   st->ctx = &ctx;
   Request request{rp.ids, params};
   request.lora = lora;
-  st->session = std::make_unique<GenerationSession>(
-      ctx, std::move(request), ClientConnection(req.local_port, req.remote_addr, req.remote_port),
-      arrival);
+  st->session = std::make_unique<GenerationSession>(ctx, std::move(request), req.client, arrival);
   st->parser = std::make_unique<ChatOutputParser>(rp.output);
   st->id = random_id("msg_");
   st->model = lora.empty() ? ctx.cfg.model_name : lora;
   if (stream) {
-    start_sse_stream(res, [st](httplib::DataSink& sink) { return stream_message(*st, sink); });
+    auto ms = std::make_shared<MessageStream>(*st);
+    SseCallbacks cb;
+    cb.sessions = {st->session.get()};
+    cb.on_start = [ms](SseWriter& w) { return ms->start(w); };
+    cb.on_event = [ms](size_t, const StreamEvent& ev, SseWriter& w) { return ms->event(ev, w); };
+    cb.on_end = [ms](SseWriter& w) { return ms->end(w); };
+    cb.state = st;
+    start_sse_stream(res, std::move(cb));
     return;
   }
-  StreamEvent ev;
-  while (st->session->next(ev)) st->parser->push(ev.text);
-  st->parser->finish();
-  RequestResult r = st->session->result();
-  const Completion& c = r.completions[0];
-  if (c.finish_reason == FinishReason::kError) throw ApiError(500, "generation failed: " + c.error);
-  const ChatOutputParser& p = *st->parser;
-  bool calls = !p.tool_calls().empty();
-  json content = json::array();
-  if (!p.reasoning().empty())
-    content.push_back({{"type", "thinking"}, {"thinking", p.reasoning()}, {"signature", ""}});
-  bool blank = p.content().find_first_not_of(" \n\r\t") == std::string::npos;
-  if (!(blank && (calls || !content.empty())) || (content.empty() && !calls))
-    content.push_back({{"type", "text"}, {"text", p.content()}});
-  for (const ToolCall& tc : p.tool_calls())
-    content.push_back(
-        {{"type", "tool_use"}, {"id", tc.id}, {"name", tc.name}, {"input", tool_input(tc)}});
-  json out = {
-      {"id", st->id},
-      {"type", "message"},
-      {"role", "assistant"},
-      {"model", st->model},
-      {"content", content},
-      {"stop_reason", stop_reason(c, calls)},
-      {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)},
-      {"usage",
-       {{"input_tokens", r.prompt_tokens},
-        {"output_tokens", c.tokens.size()},
-        {"cache_read_input_tokens", c.cached_tokens}}}};
-  res.set_content(dump_json(out), "application/json");
+  // Not streamed: the events feed the parser; the response is built once the request ends.
+  SseCallbacks cb;
+  cb.sessions = {st->session.get()};
+  cb.on_event = [p = st.get()](size_t, const StreamEvent& ev, SseWriter&) {
+    p->parser->push(ev.text);
+    return true;
+  };
+  cb.respond = [st](HttpResponse& res) {
+    st->parser->finish();
+    RequestResult r = st->session->result();
+    const Completion& c = r.completions[0];
+    if (c.finish_reason == FinishReason::kError)
+      throw ApiError(500, "generation failed: " + c.error);
+    const ChatOutputParser& p = *st->parser;
+    bool calls = !p.tool_calls().empty();
+    json content = json::array();
+    if (!p.reasoning().empty())
+      content.push_back({{"type", "thinking"}, {"thinking", p.reasoning()}, {"signature", ""}});
+    bool blank = p.content().find_first_not_of(" \n\r\t") == std::string::npos;
+    if (!(blank && (calls || !content.empty())) || (content.empty() && !calls))
+      content.push_back({{"type", "text"}, {"text", p.content()}});
+    for (const ToolCall& tc : p.tool_calls())
+      content.push_back(
+          {{"type", "tool_use"}, {"id", tc.id}, {"name", tc.name}, {"input", tool_input(tc)}});
+    json out = {
+        {"id", st->id},
+        {"type", "message"},
+        {"role", "assistant"},
+        {"model", st->model},
+        {"content", content},
+        {"stop_reason", stop_reason(c, calls)},
+        {"stop_sequence", c.stop_reason.empty() || calls ? json(nullptr) : json(c.stop_reason)},
+        {"usage",
+         {{"input_tokens", r.prompt_tokens},
+          {"output_tokens", c.tokens.size()},
+          {"cache_read_input_tokens", c.cached_tokens}}}};
+    res.set_content(dump_json(out), "application/json");
+  };
+  cb.state = st;
+  defer_response(res, std::move(cb));
 }
 
-void handle_count_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_count_tokens(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
   json body = parse_json_body(req.body);
   check_model(ctx, body);
   ChatPrompt cp = convert_request(ctx, body);

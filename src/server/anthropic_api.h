@@ -4,13 +4,12 @@
 // Anthropic error objects on these routes.
 #pragma once
 
-#include <httplib.h>
-
+#include "server/http_message.h"
 #include "server/server_context.h"
 
 namespace vela {
 
-void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_count_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_messages(ServerContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_count_tokens(ServerContext& ctx, const HttpRequest& req, HttpResponse& res);
 
 }  // namespace vela

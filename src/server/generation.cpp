@@ -78,6 +78,10 @@ GenerationSession::GenerationSession(ServerContext& ctx, Request request, Client
                    "", "queue_full");
   }
   ctx.add(handle_);
+  // A departed client stops the engine request at once, even while nobody polls.
+  conn_.on_gone([h = std::weak_ptr<RequestHandle>(handle_)] {
+    if (auto p = h.lock()) p->cancel();
+  });
 }
 
 GenerationSession::~GenerationSession() {

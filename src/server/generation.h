@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -41,6 +42,9 @@ class GenerationSession {
   // After the end: the accumulated result (final completions, prompt token count).
   RequestResult result();
   void cancel();
+  // Event-driven readers: `fn` runs (on the engine's thread) after each new event; see
+  // RequestHandle::set_listener. poll(ev, 0) then reads without blocking.
+  void set_listener(std::function<void()> fn) { handle_->set_listener(std::move(fn)); }
   // The client went away (checked by poll / next, or a failed write reported by the caller).
   bool client_gone() const { return client_gone_; }
   void mark_client_gone();

@@ -15,8 +15,6 @@ namespace vela {
 
 namespace {
 
-constexpr int64_t kPollMs = 20;
-
 // ---- request parsing ----------------------------------------------------------------------
 
 std::string content_text(const json& content, const std::string& param, bool allow_null) {
@@ -254,68 +252,69 @@ json chunk(const ChatState& st, json choices) {
               {"choices", std::move(choices)}};
 }
 
-// Streams one chat request; returns false when the client is gone.
-bool stream_chat(ChatState& st, httplib::DataSink& sink) {
-  auto write = [&](const std::string& s) {
-    if (!sink.write(s.data(), s.size())) {
-      st.session->mark_client_gone();
-      return false;
-    }
-    return true;
-  };
-  StreamEvent ev;
-  while (st.session->next(ev)) {
-    if (st.session->client_gone()) continue;  // drain the cancelled request
-    size_t i = static_cast<size_t>(ev.index);
-    ChatDelta d = st.parsers[i].push(ev.text);
-    if (ev.finish) {
-      ChatDelta f = st.parsers[i].finish();
-      d.reasoning += f.reasoning;
-      d.content += f.content;
-      for (auto& c : f.calls) d.calls.push_back(std::move(c));
-    }
-    if (ev.finish == FinishReason::kError) {
-      json err = error_body(ApiFlavor::kOpenAI, 500, "generation failed: " + ev.error);
-      write(sse_data(err));
-      continue;
-    }
-    json delta = json::object();
-    if (!st.role_sent[i]) {
-      delta["role"] = "assistant";
-      delta["content"] = "";
-      st.role_sent[i] = true;
-    }
-    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-    if (!d.content.empty()) delta["content"] = d.content;
-    if (!d.calls.empty()) {
-      json calls = json::array();
-      for (const ToolCallDelta& c : d.calls) {
-        if (!c.start && !calls.empty() && calls.back()["index"] == c.index) {
-          calls.back()["function"]["arguments"] =
-              calls.back()["function"]["arguments"].get<std::string>() + c.arguments;
-        } else {
-          calls.push_back(tool_call_delta_json(c));
-        }
-      }
-      delta["tool_calls"] = calls;
-    }
-    bool has_lp = st.logprobs && !ev.logprobs.empty();
-    if (!delta.empty() || has_lp) {
-      json c = {
-          {"index", ev.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-      if (has_lp) c["logprobs"] = chat_logprobs(st.ctx->tokenizer(), ev.logprobs);
-      if (!write(sse_data(chunk(st, json::array({c}))))) continue;
-    }
-    if (ev.finish) {
-      bool calls = !st.parsers[i].tool_calls().empty();
-      json c = {{"index", ev.index},
-                {"delta", json::object()},
-                {"logprobs", nullptr},
-                {"finish_reason", finish_name(*ev.finish, calls)}};
-      write(sse_data(chunk(st, json::array({c}))));
-    }
+// Writes one SSE payload; false (and the session marked) when the client is gone.
+bool write_or_mark(GenerationSession& session, SseWriter& w, const std::string& s) {
+  if (w.write(s)) return true;
+  session.mark_client_gone();
+  return false;
+}
+
+// One engine event of a streamed chat request; false when the client is gone.
+bool chat_event(ChatState& st, const StreamEvent& ev, SseWriter& w) {
+  auto write = [&](const std::string& s) { return write_or_mark(*st.session, w, s); };
+  size_t i = static_cast<size_t>(ev.index);
+  ChatDelta d = st.parsers[i].push(ev.text);
+  if (ev.finish) {
+    ChatDelta f = st.parsers[i].finish();
+    d.reasoning += f.reasoning;
+    d.content += f.content;
+    for (auto& c : f.calls) d.calls.push_back(std::move(c));
   }
-  if (st.session->client_gone()) return false;
+  if (ev.finish == FinishReason::kError) {
+    json err = error_body(ApiFlavor::kOpenAI, 500, "generation failed: " + ev.error);
+    return write(sse_data(err));
+  }
+  json delta = json::object();
+  if (!st.role_sent[i]) {
+    delta["role"] = "assistant";
+    delta["content"] = "";
+    st.role_sent[i] = true;
+  }
+  if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!d.calls.empty()) {
+    json calls = json::array();
+    for (const ToolCallDelta& c : d.calls) {
+      if (!c.start && !calls.empty() && calls.back()["index"] == c.index) {
+        calls.back()["function"]["arguments"] =
+            calls.back()["function"]["arguments"].get<std::string>() + c.arguments;
+      } else {
+        calls.push_back(tool_call_delta_json(c));
+      }
+    }
+    delta["tool_calls"] = calls;
+  }
+  bool has_lp = st.logprobs && !ev.logprobs.empty();
+  if (!delta.empty() || has_lp) {
+    json c = {
+        {"index", ev.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (has_lp) c["logprobs"] = chat_logprobs(st.ctx->tokenizer(), ev.logprobs);
+    if (!write(sse_data(chunk(st, json::array({c}))))) return false;
+  }
+  if (ev.finish) {
+    bool calls = !st.parsers[i].tool_calls().empty();
+    json c = {{"index", ev.index},
+              {"delta", json::object()},
+              {"logprobs", nullptr},
+              {"finish_reason", finish_name(*ev.finish, calls)}};
+    return write(sse_data(chunk(st, json::array({c}))));
+  }
+  return true;
+}
+
+// The end of a streamed chat request: the usage chunk when asked for, then [DONE].
+bool chat_end(ChatState& st, SseWriter& w) {
+  auto write = [&](const std::string& s) { return write_or_mark(*st.session, w, s); };
   if (st.include_usage) {
     RequestResult r = st.session->result();
     int64_t completion = 0, cached = 0;
@@ -330,14 +329,9 @@ bool stream_chat(ChatState& st, httplib::DataSink& sink) {
   return write(kSseDone);
 }
 
-ClientConnection connection_of(const httplib::Request& req) {
-  return ClientConnection(req.local_port, req.remote_addr, req.remote_port);
-}
-
 }  // namespace
 
-void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
-                             httplib::Response& res) {
+void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
   Clock::time_point arrival = Clock::now();
   json body = parse_json_body(req.body);
   const std::string lora = check_model(ctx, body);
@@ -368,8 +362,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
 
   auto st = std::make_shared<ChatState>();
   st->ctx = &ctx;
-  st->session =
-      std::make_unique<GenerationSession>(ctx, std::move(request), connection_of(req), arrival);
+  st->session = std::make_unique<GenerationSession>(ctx, std::move(request), req.client, arrival);
   // One parser per choice (not copies): each announces its own tool-call ids.
   for (int32_t k = 0; k < params.n; ++k) st->parsers.emplace_back(rp.output);
   st->role_sent.assign(static_cast<size_t>(params.n), false);
@@ -380,43 +373,60 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
   st->include_usage = include_usage;
 
   if (stream) {
-    start_sse_stream(res, [st](httplib::DataSink& sink) { return stream_chat(*st, sink); });
+    SseCallbacks cb;
+    cb.sessions = {st->session.get()};
+    cb.on_event = [p = st.get()](size_t, const StreamEvent& ev, SseWriter& w) {
+      return chat_event(*p, ev, w);
+    };
+    cb.on_end = [p = st.get()](SseWriter& w) { return chat_end(*p, w); };
+    cb.state = st;
+    start_sse_stream(res, std::move(cb));
     return;
   }
-  StreamEvent ev;
-  while (st->session->next(ev)) st->parsers[static_cast<size_t>(ev.index)].push(ev.text);
-  RequestResult r = st->session->result();
-  json choices = json::array();
-  int64_t completion = 0, cached = 0;
-  for (size_t i = 0; i < r.completions.size(); ++i) {
-    const Completion& c = r.completions[i];
-    if (c.finish_reason == FinishReason::kError)
-      throw ApiError(500, "generation failed: " + c.error);
-    ChatOutputParser& p = st->parsers[i];
-    p.finish();
-    bool has_calls = !p.tool_calls().empty();
-    json msg = {{"role", "assistant"}, {"content", content_value(p.content(), has_calls)}};
-    if (!p.reasoning().empty()) msg["reasoning_content"] = p.reasoning();
-    if (has_calls) {
-      json calls = json::array();
-      for (const ToolCall& tc : p.tool_calls())
-        calls.push_back({{"id", tc.id},
-                         {"type", "function"},
-                         {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
-      msg["tool_calls"] = calls;
+  // Not streamed: the events feed the parsers; the response is built once the request ends.
+  SseCallbacks cb;
+  cb.sessions = {st->session.get()};
+  cb.on_event = [p = st.get()](size_t, const StreamEvent& ev, SseWriter&) {
+    p->parsers[static_cast<size_t>(ev.index)].push(ev.text);
+    return true;
+  };
+  cb.respond = [st, &ctx, params](HttpResponse& res) {
+    RequestResult r = st->session->result();
+    json choices = json::array();
+    int64_t completion = 0, cached = 0;
+    for (size_t i = 0; i < r.completions.size(); ++i) {
+      const Completion& c = r.completions[i];
+      if (c.finish_reason == FinishReason::kError)
+        throw ApiError(500, "generation failed: " + c.error);
+      ChatOutputParser& p = st->parsers[i];
+      p.finish();
+      bool has_calls = !p.tool_calls().empty();
+      json msg = {{"role", "assistant"}, {"content", content_value(p.content(), has_calls)}};
+      if (!p.reasoning().empty()) msg["reasoning_content"] = p.reasoning();
+      if (has_calls) {
+        json calls = json::array();
+        for (const ToolCall& tc : p.tool_calls())
+          calls.push_back({{"id", tc.id},
+                           {"type", "function"},
+                           {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+        msg["tool_calls"] = calls;
+      }
+      choices.push_back({{"index", i},
+                         {"message", msg},
+                         {"logprobs", params.logprobs ? chat_logprobs(ctx.tokenizer(), c.logprobs)
+                                                      : json(nullptr)},
+                         {"finish_reason", finish_name(c.finish_reason, has_calls)}});
+      completion += static_cast<int64_t>(c.tokens.size());
+      cached = std::max<int64_t>(cached, c.cached_tokens);
     }
-    choices.push_back(
-        {{"index", i},
-         {"message", msg},
-         {"logprobs", params.logprobs ? chat_logprobs(ctx.tokenizer(), c.logprobs) : json(nullptr)},
-         {"finish_reason", finish_name(c.finish_reason, has_calls)}});
-    completion += static_cast<int64_t>(c.tokens.size());
-    cached = std::max<int64_t>(cached, c.cached_tokens);
-  }
-  json out = {{"id", st->id},           {"object", "chat.completion"},
-              {"created", st->created}, {"model", st->model},
-              {"choices", choices},     {"usage", usage_json(r.prompt_tokens, completion, cached)}};
-  res.set_content(dump_json(out), "application/json");
+    json out = {
+        {"id", st->id},           {"object", "chat.completion"},
+        {"created", st->created}, {"model", st->model},
+        {"choices", choices},     {"usage", usage_json(r.prompt_tokens, completion, cached)}};
+    res.set_content(dump_json(out), "application/json");
+  };
+  cb.state = st;
+  defer_response(res, std::move(cb));
 }
 
 // ---- /v1/completions ----------------------------------------------------------------------
@@ -501,65 +511,58 @@ struct CompletionState {
   int64_t created = 0;
   int32_t n = 1;
   bool echo = false, logprobs = false, include_usage = false;
+  std::vector<size_t> offsets;  // streaming: text offset per choice (logprobs)
 };
 
-bool stream_completions(CompletionState& st, httplib::DataSink& sink) {
-  bool gone = false;
-  auto write = [&](const std::string& s) {
-    if (gone || !sink.write(s.data(), s.size())) {
-      if (!gone)
-        for (auto& s2 : st.sessions) s2->mark_client_gone();
-      gone = true;
-      return false;
-    }
-    return true;
-  };
-  auto make_chunk = [&](json choice) {
-    return json{{"id", st.id},
-                {"object", "text_completion"},
-                {"created", st.created},
-                {"model", st.model},
-                {"choices", json::array({std::move(choice)})}};
-  };
-  std::vector<size_t> offsets(st.sessions.size() * static_cast<size_t>(st.n), 0);
+json completion_chunk(const CompletionState& st, json choice) {
+  return json{{"id", st.id},
+              {"object", "text_completion"},
+              {"created", st.created},
+              {"model", st.model},
+              {"choices", json::array({std::move(choice)})}};
+}
+
+// A write of a streamed completions request; on failure every session is marked.
+bool completion_write(CompletionState& st, SseWriter& w, const std::string& s) {
+  if (w.write(s)) return true;
+  for (auto& s2 : st.sessions) s2->mark_client_gone();
+  return false;
+}
+
+// The echoed prompts, before any event.
+bool completions_start(CompletionState& st, SseWriter& w) {
+  st.offsets.assign(st.sessions.size() * static_cast<size_t>(st.n), 0);
   if (st.echo)
     for (size_t p = 0; p < st.sessions.size(); ++p)
       for (int32_t k = 0; k < st.n; ++k)
-        write(sse_data(make_chunk({{"index", p * st.n + k},
-                                   {"text", st.prompt_texts[p]},
-                                   {"logprobs", nullptr},
-                                   {"finish_reason", nullptr}})));
-  size_t n_done = 0;
-  std::vector<bool> done(st.sessions.size(), false);
-  while (n_done < st.sessions.size()) {
-    for (size_t p = 0; p < st.sessions.size(); ++p) {
-      if (done[p]) continue;
-      StreamEvent ev;
-      GenerationSession::Poll r = st.sessions[p]->poll(ev, st.sessions.size() == 1 ? kPollMs : 2);
-      if (r == GenerationSession::Poll::kDone) {
-        done[p] = true;
-        ++n_done;
-        continue;
-      }
-      if (r != GenerationSession::Poll::kEvent || gone) continue;
-      size_t idx = p * static_cast<size_t>(st.n) + static_cast<size_t>(ev.index);
-      if (ev.finish == FinishReason::kError) {
-        write(sse_data(error_body(ApiFlavor::kOpenAI, 500, "generation failed: " + ev.error)));
-        continue;
-      }
-      json choice = {
-          {"index", idx},
-          {"text", ev.text},
-          {"logprobs", nullptr},
-          {"finish_reason", ev.finish ? json(finish_name(*ev.finish, false)) : json(nullptr)}};
-      if (st.logprobs && !ev.logprobs.empty())
-        choice["logprobs"] = completion_logprobs(st.ctx->tokenizer(), ev.logprobs, offsets[idx]);
-      offsets[idx] += ev.text.size();
-      if (ev.text.empty() && !ev.finish && !(st.logprobs && !ev.logprobs.empty())) continue;
-      write(sse_data(make_chunk(choice)));
-    }
-  }
-  if (gone) return false;
+        if (!completion_write(st, w,
+                              sse_data(completion_chunk(st, {{"index", p * st.n + k},
+                                                             {"text", st.prompt_texts[p]},
+                                                             {"logprobs", nullptr},
+                                                             {"finish_reason", nullptr}}))))
+          return false;
+  return true;
+}
+
+// One engine event of prompt `p`.
+bool completions_event(CompletionState& st, size_t p, const StreamEvent& ev, SseWriter& w) {
+  size_t idx = p * static_cast<size_t>(st.n) + static_cast<size_t>(ev.index);
+  if (ev.finish == FinishReason::kError)
+    return completion_write(
+        st, w, sse_data(error_body(ApiFlavor::kOpenAI, 500, "generation failed: " + ev.error)));
+  json choice = {
+      {"index", idx},
+      {"text", ev.text},
+      {"logprobs", nullptr},
+      {"finish_reason", ev.finish ? json(finish_name(*ev.finish, false)) : json(nullptr)}};
+  if (st.logprobs && !ev.logprobs.empty())
+    choice["logprobs"] = completion_logprobs(st.ctx->tokenizer(), ev.logprobs, st.offsets[idx]);
+  st.offsets[idx] += ev.text.size();
+  if (ev.text.empty() && !ev.finish && !(st.logprobs && !ev.logprobs.empty())) return true;
+  return completion_write(st, w, sse_data(completion_chunk(st, choice)));
+}
+
+bool completions_end(CompletionState& st, SseWriter& w) {
   if (st.include_usage) {
     int64_t prompt = 0, completion = 0;
     for (auto& s : st.sessions) {
@@ -573,14 +576,14 @@ bool stream_completions(CompletionState& st, httplib::DataSink& sink) {
               {"model", st.model},
               {"choices", json::array()},
               {"usage", usage_json(prompt, completion, 0)}};
-    if (!write(sse_data(u))) return false;
+    if (!completion_write(st, w, sse_data(u))) return false;
   }
-  return write(kSseDone);
+  return completion_write(st, w, kSseDone);
 }
 
 }  // namespace
 
-void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
   Clock::time_point arrival = Clock::now();
   json body = parse_json_body(req.body);
   const std::string lora = check_model(ctx, body);
@@ -615,42 +618,55 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
     Request r{ids, p};
     r.lora = lora;
     st->sessions.push_back(
-        std::make_unique<GenerationSession>(ctx, std::move(r), connection_of(req), arrival));
+        std::make_unique<GenerationSession>(ctx, std::move(r), req.client, arrival));
   }
   st->id = random_id("cmpl-");
   st->model = lora.empty() ? ctx.cfg.model_name : lora;
   st->created = unix_time();
   if (stream) {
-    start_sse_stream(res, [st](httplib::DataSink& sink) { return stream_completions(*st, sink); });
+    SseCallbacks cb;
+    for (auto& s : st->sessions) cb.sessions.push_back(s.get());
+    cb.on_start = [p = st.get()](SseWriter& w) { return completions_start(*p, w); };
+    cb.on_event = [p = st.get()](size_t i, const StreamEvent& ev, SseWriter& w) {
+      return completions_event(*p, i, ev, w);
+    };
+    cb.on_end = [p = st.get()](SseWriter& w) { return completions_end(*p, w); };
+    cb.state = st;
+    start_sse_stream(res, std::move(cb));
     return;
   }
-  json choices = json::array();
-  int64_t prompt_total = 0, completion = 0, cached = 0;
-  for (size_t p = 0; p < st->sessions.size(); ++p) {
-    StreamEvent ev;
-    while (st->sessions[p]->next(ev)) {
+  // Not streamed: the response is built once every prompt's request has ended.
+  SseCallbacks cb;
+  for (auto& s : st->sessions) cb.sessions.push_back(s.get());
+  cb.on_event = [](size_t, const StreamEvent&, SseWriter&) { return true; };
+  cb.respond = [st, &ctx, params](HttpResponse& res) {
+    json choices = json::array();
+    int64_t prompt_total = 0, completion = 0, cached = 0;
+    for (size_t p = 0; p < st->sessions.size(); ++p) {
+      RequestResult r = st->sessions[p]->result();
+      prompt_total += r.prompt_tokens;
+      for (size_t k = 0; k < r.completions.size(); ++k) {
+        const Completion& c = r.completions[k];
+        if (c.finish_reason == FinishReason::kError)
+          throw ApiError(500, "generation failed: " + c.error);
+        std::string prefix = st->echo ? st->prompt_texts[p] : "";
+        choices.push_back(
+            {{"index", p * static_cast<size_t>(params.n) + k},
+             {"text", prefix + c.text},
+             {"logprobs", params.logprobs ? completion_logprobs(ctx.tokenizer(), c.logprobs, 0)
+                                          : json(nullptr)},
+             {"finish_reason", finish_name(c.finish_reason, false)}});
+        completion += static_cast<int64_t>(c.tokens.size());
+        cached += c.cached_tokens;
+      }
     }
-    RequestResult r = st->sessions[p]->result();
-    prompt_total += r.prompt_tokens;
-    for (size_t k = 0; k < r.completions.size(); ++k) {
-      const Completion& c = r.completions[k];
-      if (c.finish_reason == FinishReason::kError)
-        throw ApiError(500, "generation failed: " + c.error);
-      std::string prefix = st->echo ? st->prompt_texts[p] : "";
-      choices.push_back(
-          {{"index", p * static_cast<size_t>(params.n) + k},
-           {"text", prefix + c.text},
-           {"logprobs",
-            params.logprobs ? completion_logprobs(ctx.tokenizer(), c.logprobs, 0) : json(nullptr)},
-           {"finish_reason", finish_name(c.finish_reason, false)}});
-      completion += static_cast<int64_t>(c.tokens.size());
-      cached += c.cached_tokens;
-    }
-  }
-  json out = {{"id", st->id},           {"object", "text_completion"},
-              {"created", st->created}, {"model", st->model},
-              {"choices", choices},     {"usage", usage_json(prompt_total, completion, cached)}};
-  res.set_content(dump_json(out), "application/json");
+    json out = {{"id", st->id},           {"object", "text_completion"},
+                {"created", st->created}, {"model", st->model},
+                {"choices", choices},     {"usage", usage_json(prompt_total, completion, cached)}};
+    res.set_content(dump_json(out), "application/json");
+  };
+  cb.state = st;
+  defer_response(res, std::move(cb));
 }
 
 json models_list(const ServerContext& ctx) {

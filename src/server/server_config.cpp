@@ -34,7 +34,13 @@ void ServerConfig::apply_json(const json& j) {
   read(j, "max_messages", max_messages);
   read(j, "max_n", max_n);
   read(j, "http_threads", http_threads);
-  read(j, "max_pending_connections", max_pending_connections);
+  read(j, "max_pending_requests", max_pending_requests);
+  read(j, "io_threads", io_threads);
+  read(j, "max_connections", max_connections);
+  read(j, "header_timeout_s", header_timeout_s);
+  read(j, "body_timeout_s", body_timeout_s);
+  read(j, "idle_timeout_s", idle_timeout_s);
+  read(j, "write_timeout_s", write_timeout_s);
   read(j, "retry_after_s", retry_after_s);
   read(j, "shutdown_grace_s", shutdown_grace_s);
   read(j, "web_ui", web_ui);
@@ -48,8 +54,16 @@ void ServerConfig::validate() const {
   VELA_CHECK(max_n >= 1, "max_n must be >= 1, got ", max_n);
   VELA_CHECK(http_threads >= 2 && http_threads <= 4096, "http_threads must be in [2, 4096], got ",
              http_threads);
-  VELA_CHECK(max_pending_connections >= 0, "max_pending_connections must be >= 0, got ",
-             max_pending_connections);
+  VELA_CHECK(max_pending_requests >= 0, "max_pending_requests must be >= 0, got ",
+             max_pending_requests);
+  VELA_CHECK(io_threads >= 1 && io_threads <= 256, "io_threads must be in [1, 256], got ",
+             io_threads);
+  VELA_CHECK(max_connections >= 1, "max_connections must be >= 1, got ", max_connections);
+  for (auto [name, v] :
+       {std::pair{"header_timeout_s", header_timeout_s},
+        std::pair{"body_timeout_s", body_timeout_s}, std::pair{"idle_timeout_s", idle_timeout_s},
+        std::pair{"write_timeout_s", write_timeout_s}})
+    VELA_CHECK(v > 0 && v <= 86400, name, " must be in (0, 86400] seconds, got ", v);
   VELA_CHECK(retry_after_s >= 0, "retry_after_s must be >= 0, got ", retry_after_s);
   VELA_CHECK(shutdown_grace_s >= 0, "shutdown_grace_s must be >= 0, got ", shutdown_grace_s);
 }

@@ -187,7 +187,7 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* bits) {
   if (s.n_tops > 0) {
     for (size_t i = 0; i < n;) {
       const int32_t id = sorted[i];
-      const std::string& tb = v.bytes(id);
+      const std::string_view tb = v.sorted_bytes(i);
       const size_t len = tb.size();
       size_t p = std::min(static_cast<size_t>(lcp[i]), valid);
       // Drop the levels past p.
@@ -214,7 +214,7 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* bits) {
         // Dead after p bytes: every following token sharing those bytes is dead too, except
         // duplicates of an allowed token.
         while (i < n && static_cast<size_t>(lcp[i]) >= p) {
-          if (ok && v.bytes(sorted[i]).size() == len) allow(sorted[i]);
+          if (ok && v.sorted_bytes(i).size() == len) allow(sorted[i]);
           ++i;
         }
       }

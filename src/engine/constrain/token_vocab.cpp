@@ -27,6 +27,11 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
     const std::string& y = bytes_[static_cast<size_t>(b)];
     return x != y ? x < y : a < b;
   });
+  flat_off_.push_back(0);
+  for (int32_t id : sorted_) {
+    flat_ += bytes_[static_cast<size_t>(id)];
+    flat_off_.push_back(flat_.size());
+  }
   lcp_.assign(sorted_.size(), 0);
   for (size_t i = 1; i < sorted_.size(); ++i) {
     const std::string& x = bytes_[static_cast<size_t>(sorted_[i - 1])];

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vela {
@@ -33,6 +34,10 @@ class TokenVocab {
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   const std::vector<int32_t>& sorted() const { return sorted_; }  // ids ordered by bytes
   const std::vector<int32_t>& lcp() const { return lcp_; }  // lcp of sorted[i-1] and sorted[i]
+  // The bytes of sorted()[i], stored contiguously in sorted order (a sequential walk).
+  std::string_view sorted_bytes(size_t i) const {
+    return std::string_view(flat_.data() + flat_off_[i], flat_off_[i + 1] - flat_off_[i]);
+  }
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
   bool is_end(int32_t id) const;
   size_t max_token_bytes() const { return max_len_; }
@@ -40,6 +45,8 @@ class TokenVocab {
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> sorted_, lcp_, end_ids_;
+  std::string flat_;               // sorted tokens' bytes back to back
+  std::vector<size_t> flat_off_;  // [sorted.size() + 1]
   size_t max_len_ = 0;
 };
 

@@ -41,6 +41,9 @@ class TaskCacheManager;
 class Executor;
 class Sampler;
 class DeviceSampler;
+namespace constrain {
+class GrammarCompiler;
+}
 
 // One rollout sample for RL: tokens with the behaviour policy's log-probabilities.
 struct RolloutSample {
@@ -106,6 +109,11 @@ class Engine {
   int32_t max_context() const { return cfg_.max_ctx; }
   // Every id that ends generation unless ignore_eos (model config + tokenizer).
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  // Compiles a constraint for this model's vocabulary (cached by its text; the vocabulary's byte
+  // strings are built on first use). submit() calls it for params.constraint; servers may call it
+  // first to reject a bad schema early. Throws InvalidArgument naming the unsupported construct,
+  // or when the model has no tokenizer.
+  std::shared_ptr<const constrain::CompiledGrammar> compile_constraint(const Constraint& c);
 
  private:
   EngineConfig cfg_;
@@ -123,6 +131,8 @@ class Engine {
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<DeviceSampler> device_sampler_;  // CUDA: sampling on the logits' device
   std::unique_ptr<Scheduler> scheduler_;
+  std::mutex grammar_mu_;  // creates grammar_compiler_ once
+  std::unique_ptr<constrain::GrammarCompiler> grammar_compiler_;
   std::thread loop_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<uint64_t> policy_version_{0};

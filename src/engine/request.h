@@ -3,11 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/sampling_params.h"
+
+namespace vela::constrain {
+class CompiledGrammar;
+}
 
 namespace vela {
 
@@ -23,6 +28,9 @@ struct TokenLogprob {
 struct Request {
   std::vector<int32_t> prompt;  // token ids (the server renders chat templates and tokenizes)
   SamplingParams params;
+  // params.constraint compiled for the model's vocabulary: set by Engine::submit (callers leave
+  // it empty, or pass one from Engine::compile_constraint).
+  std::shared_ptr<const constrain::CompiledGrammar> grammar;
 };
 
 // One increment of one sample (index < params.n) of a request.

@@ -1,0 +1,47 @@
+// BatchMasks: host fill, one upload and one ops::apply_token_bitmask per step.
+#include "engine/constrain/batch_masks.h"
+
+#include "core/error.h"
+#include "ops/token_bitmask.h"
+
+namespace vela::constrain {
+
+BatchMasks::BatchMasks(int64_t vocab_size, int32_t max_rows, Device device)
+    : vocab_size_(vocab_size), n_words_((vocab_size + 31) / 32), max_rows_(max_rows),
+      device_(device) {
+  if (device.is_cuda()) {
+    host_bits_ = Tensor::zeros_pinned({max_rows, n_words_}, DType::kI32);
+    host_rows_ = Tensor::zeros_pinned({max_rows}, DType::kI32);
+    device_bits_ = Tensor::zeros({max_rows, n_words_}, DType::kI32, device);
+    device_rows_ = Tensor::zeros({max_rows}, DType::kI32, device);
+  } else {
+    host_bits_ = Tensor::zeros({max_rows, n_words_}, DType::kI32);
+    host_rows_ = Tensor::zeros({max_rows}, DType::kI32);
+  }
+}
+
+void BatchMasks::add(GrammarMatcher& m, int32_t row) {
+  VELA_ASSERT(n_masks_ < max_rows_, "more constrained rows than max_rows");
+  VELA_CHECK(m.grammar().vocab().size() == vocab_size_, "constrained decoding: the grammar's "
+             "vocabulary (", m.grammar().vocab().size(), ") differs from the model's (", vocab_size_,
+             ")");
+  auto* bits = reinterpret_cast<uint32_t*>(host_bits_.data<int32_t>()) + n_masks_ * n_words_;
+  m.fill_next_token_bitmask(bits);
+  host_rows_.data<int32_t>()[n_masks_] = row;
+  ++n_masks_;
+}
+
+void BatchMasks::apply(Tensor& logits) {
+  if (n_masks_ == 0) return;
+  if (!device_.is_cuda()) {
+    Tensor bits = host_bits_.slice(0, 0, n_masks_), rows = host_rows_.slice(0, 0, n_masks_);
+    ops::apply_token_bitmask(logits, bits, rows);
+    return;
+  }
+  Tensor bits = device_bits_.slice(0, 0, n_masks_), rows = device_rows_.slice(0, 0, n_masks_);
+  bits.copy_(host_bits_.slice(0, 0, n_masks_));
+  rows.copy_(host_rows_.slice(0, 0, n_masks_));
+  ops::apply_token_bitmask(logits, bits, rows);
+}
+
+}  // namespace vela::constrain

@@ -262,6 +262,7 @@ json SamplingParams::to_json() const {
     case Constraint::Kind::kRegex: j["guided_regex"] = constraint.text; break;
     case Constraint::Kind::kGrammar: j["guided_grammar"] = constraint.text; break;
     case Constraint::Kind::kChoice: j["guided_choice"] = json::parse(constraint.text); break;
+    case Constraint::Kind::kToolCalls: j["tool_calls_constraint"] = json::parse(constraint.text); break;
   }
   return j;
 }

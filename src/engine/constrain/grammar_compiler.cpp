@@ -6,6 +6,7 @@
 #include "engine/constrain/ebnf.h"
 #include "engine/constrain/json_schema.h"
 #include "engine/constrain/regex.h"
+#include "engine/constrain/tool_call_grammar.h"
 
 namespace vela {
 
@@ -17,6 +18,7 @@ const char* constraint_kind_name(Constraint::Kind k) {
     case Constraint::Kind::kRegex: return "regex";
     case Constraint::Kind::kGrammar: return "grammar";
     case Constraint::Kind::kChoice: return "choice";
+    case Constraint::Kind::kToolCalls: return "tool_calls";
   }
   return "none";
 }
@@ -51,6 +53,15 @@ Grammar build_grammar(const Constraint& c) {
         choices.push_back(s.get<std::string>());
       }
       return choice_grammar(choices);
+    }
+    case Constraint::Kind::kToolCalls: {
+      json spec;
+      try {
+        spec = json::parse(c.text);
+      } catch (const std::exception& e) {
+        VELA_THROW(InvalidArgument, "tool_calls constraint: not valid JSON: ", e.what());
+      }
+      return tool_call_grammar(spec);
     }
     case Constraint::Kind::kNone: break;
   }

@@ -73,25 +73,21 @@ Expr int_range(int64_t lo, int64_t hi) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const json& root, const JsonGrammarOptions& opt) : root_(root), opt_(opt) {
+  SchemaCompiler(Grammar& g, const json& root, const JsonGrammarOptions& opt)
+      : root_(root), opt_(opt), g_(g) {
     ByteSet w;
     for (char c : {' ', '\t', '\n', '\r'}) w.set(static_cast<uint8_t>(c));
     ws_ = opt.max_whitespace > 0 ? Expr::repeat(Expr::byte_set(w), 0, opt.max_whitespace)
                                  : Expr::empty();
   }
 
-  Grammar run() {
-    int32_t root = g_.add_rule("root", Expr::empty());
-    g_.root = root;
+  // The schema as a rule of g_ (its id).
+  int32_t run() {
+    int32_t root = g_.add_rule("schema", Expr::empty());
     g_.bodies[static_cast<size_t>(root)] = schema(root_, "#", 0);
-    return std::move(g_);
+    return root;
   }
-
-  Grammar run_object() {
-    g_.root = g_.add_rule("root", Expr::empty());
-    g_.bodies[static_cast<size_t>(g_.root)] = Expr::seq({generic_object(), ws_});
-    return std::move(g_);
-  }
+  int32_t run_object() { return g_.add_rule("object", generic_object()); }
 
  private:
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
@@ -510,7 +506,7 @@ class SchemaCompiler {
 
   const json& root_;
   JsonGrammarOptions opt_;
-  Grammar g_;
+  Grammar& g_;
   Expr ws_;
   int32_t value_rule_ = -1, object_rule_ = -1;
   std::map<std::string, int32_t> refs_;
@@ -518,13 +514,21 @@ class SchemaCompiler {
 
 }  // namespace
 
+int32_t add_json_schema_rule(Grammar& g, const json& schema, const JsonGrammarOptions& opt) {
+  return SchemaCompiler(g, schema, opt).run();
+}
+
 Grammar json_schema_grammar(const json& schema, const JsonGrammarOptions& opt) {
-  return SchemaCompiler(schema, opt).run();
+  Grammar g;
+  g.root = add_json_schema_rule(g, schema, opt);
+  return g;
 }
 
 Grammar json_object_grammar(const JsonGrammarOptions& opt) {
   static const json kEmpty = json::object();
-  return SchemaCompiler(kEmpty, opt).run_object();
+  Grammar g;
+  g.root = SchemaCompiler(g, kEmpty, opt).run_object();
+  return g;
 }
 
 Grammar choice_grammar(const std::vector<std::string>& choices) {

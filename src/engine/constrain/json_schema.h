@@ -23,6 +23,9 @@ struct JsonGrammarOptions {
 };
 
 Grammar json_schema_grammar(const json& schema, const JsonGrammarOptions& opt = {});
+// The schema compiled into an existing grammar (its $refs resolve within `schema`); returns the
+// id of the rule that matches one value.
+int32_t add_json_schema_rule(Grammar& g, const json& schema, const JsonGrammarOptions& opt = {});
 // Any JSON value whose top level is an object (OpenAI's json_object mode).
 Grammar json_object_grammar(const JsonGrammarOptions& opt = {});
 // Exactly one of the strings (vLLM's guided_choice).

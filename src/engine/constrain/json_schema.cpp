@@ -44,6 +44,9 @@ Expr uint_range(int64_t a, int64_t b) {
   struct Rec {
     static Expr go(const std::string& x, const std::string& y) {
       if (x.size() == 1) return digit_range(x[0], y[0]);
+      // 0...0 to 9...9: every digit string (keeps the split linear in the digit count).
+      if (x.find_first_not_of('0') == std::string::npos && y.find_first_not_of('9') == std::string::npos)
+        return digits(static_cast<int32_t>(x.size()), static_cast<int32_t>(x.size()));
       const std::string xr = x.substr(1), yr = y.substr(1);
       if (x[0] == y[0]) return Expr::seq({digit_range(x[0], x[0]), go(xr, yr)});
       std::vector<Expr> alts;
@@ -102,7 +105,17 @@ class SchemaCompiler {
     ByteSet hex;
     for (const char* r : {"09", "af", "AF"})
       for (int c = r[0]; c <= r[1]; ++c) hex.set(static_cast<size_t>(c));
-    Expr u = Expr::seq({lit("u"), Expr::repeat(Expr::byte_set(hex), 4, 4)});
+    // \uXXXX outside the surrogates (a pair would count as two characters here, one for a
+    // validator; a lone one is not a character at all).
+    ByteSet first_plain = hex, d_second;
+    first_plain.reset('d'), first_plain.reset('D');
+    for (char c = '0'; c <= '7'; ++c) d_second.set(static_cast<uint8_t>(c));
+    ByteSet d;
+    d.set('d'), d.set('D');
+    Expr hex4 = Expr::alt(
+        {Expr::seq({Expr::byte_set(first_plain), Expr::repeat(Expr::byte_set(hex), 3, 3)}),
+         Expr::seq({Expr::byte_set(d), Expr::byte_set(d_second), Expr::repeat(Expr::byte_set(hex), 2, 2)})});
+    Expr u = Expr::seq({lit("u"), std::move(hex4)});
     return Expr::alt({plain, Expr::seq({lit("\\"), Expr::alt({Expr::byte_set(esc), u})})});
   }
   Expr string_body(int32_t min_len, int32_t max_len) {

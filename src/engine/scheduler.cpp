@@ -263,6 +263,7 @@ void Scheduler::fill_masks(const Tensor& logits) {
                                                        logits.device());
     masks_->add(*t->matcher, static_cast<int32_t>(j));
   }
+  if (masks_) masks_->fill();
 }
 
 void Scheduler::sample(const Tensor& logits) {

@@ -13,6 +13,7 @@
 #include "engine/constrain/json_schema.h"
 #include "engine/constrain/matcher.h"
 #include "engine/constrain/regex.h"
+#include "engine/constrain/tool_call_grammar.h"
 #include "test_assets.h"
 #include "tokenizer/tokenizer.h"
 
@@ -372,6 +373,38 @@ TEST(ConstrainQwen, ToolSchemaCompileAndMaskTimes) {
     const bool ok = m.accept_token(id);
     if (ok) m.rollback(1);
     ASSERT_EQ(in_mask, ok) << "token " << id;
+  }
+}
+
+}  // namespace
+}  // namespace vela::constrain
+
+namespace vela::constrain {
+namespace {
+
+TEST(ConstrainToolCalls, NamesAndArgumentsFollowTheToolSchemas) {
+  json spec = json::parse(R"({"tools":[
+      {"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},
+                                          "required":["city"],"additionalProperties":false}},
+      {"name":"noop","parameters":{}}],"parallel":true})");
+  auto g = compile(tool_call_grammar(spec));
+  EXPECT_TRUE(full_match(g, "get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"));
+  EXPECT_TRUE(full_match(g, "noop\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": "
+                            "\"noop\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(full_match(g, "other\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(full_match(g, "get_weather\", \"arguments\": {}}\n</tool_call>"));  // city required
+  spec["forced"] = "get_weather";
+  auto forced = compile(tool_call_grammar(spec));
+  EXPECT_TRUE(full_match(forced, "{\"city\": \"x\"}}\n</tool_call>"));
+  EXPECT_FALSE(full_match(forced, "{}}\n</tool_call>"));
+  spec["forced"] = "missing";
+  EXPECT_THROW(tool_call_grammar(spec), InvalidArgument);
+  json bad = json::parse(R"({"tools":[{"name":"t","parameters":{"type":"object","properties":{"a":{"not":{}}}}}]})");
+  try {
+    tool_call_grammar(bad);
+    ADD_FAILURE();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("tool 't' parameters"), std::string::npos) << e.what();
   }
 }
 

@@ -1,7 +1,11 @@
 // BatchMasks: host fill, one upload and one ops::apply_token_bitmask per step.
 #include "engine/constrain/batch_masks.h"
 
+#include <exception>
+#include <mutex>
+
 #include "core/error.h"
+#include "core/parallel.h"
 #include "ops/token_bitmask.h"
 
 namespace vela::constrain {
@@ -25,10 +29,26 @@ void BatchMasks::add(GrammarMatcher& m, int32_t row) {
   VELA_CHECK(m.grammar().vocab().size() == vocab_size_, "constrained decoding: the grammar's "
              "vocabulary (", m.grammar().vocab().size(), ") differs from the model's (", vocab_size_,
              ")");
-  auto* bits = reinterpret_cast<uint32_t*>(host_bits_.data<int32_t>()) + n_masks_ * n_words_;
-  m.fill_next_token_bitmask(bits);
+  matchers_.push_back(&m);
   host_rows_.data<int32_t>()[n_masks_] = row;
   ++n_masks_;
+}
+
+void BatchMasks::fill() {
+  auto* base = reinterpret_cast<uint32_t*>(host_bits_.data<int32_t>());
+  std::exception_ptr error;
+  std::mutex error_mu;
+  parallel_for(n_masks_, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      try {
+        matchers_[static_cast<size_t>(k)]->fill_next_token_bitmask(base + k * n_words_);
+      } catch (...) {  // never let an exception cross the OpenMP region
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 void BatchMasks::apply(Tensor& logits) {

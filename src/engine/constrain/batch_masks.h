@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "engine/constrain/matcher.h"
@@ -15,9 +16,15 @@ class BatchMasks {
  public:
   BatchMasks(int64_t vocab_size, int32_t max_rows, Device device);
 
-  void clear() { n_masks_ = 0; }
-  // The matcher's next-token mask for logits row `row`.
+  void clear() {
+    n_masks_ = 0;
+    matchers_.clear();
+  }
+  // Queues the matcher's next-token mask for logits row `row`.
   void add(GrammarMatcher& m, int32_t row);
+  // Computes the queued masks, rows in parallel (matchers are independent; their compiled
+  // grammars' caches are thread-safe).
+  void fill();
   int32_t size() const { return n_masks_; }
   // Disallowed tokens of the listed rows become -inf; logits [n_rows, vocab] on `device`.
   void apply(Tensor& logits);
@@ -27,6 +34,7 @@ class BatchMasks {
   int32_t max_rows_;
   Device device_;
   int32_t n_masks_ = 0;
+  std::vector<GrammarMatcher*> matchers_;  // [n_masks]
   Tensor host_bits_, host_rows_;      // [max_rows, n_words] i32, [max_rows] i32 (pinned on CUDA)
   Tensor device_bits_, device_rows_;  // the device copies (CUDA only)
 };

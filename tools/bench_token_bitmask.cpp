@@ -111,16 +111,19 @@ int main() {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i)
     for (int64_t r = 0; r < B; ++r)
-      std::memcpy(host_mask.data<int32_t>() + r * W, cached.data() + r * W, static_cast<size_t>(W) * 4);
+      std::memcpy(host_mask.data<int32_t>() + r * W, cached.data() + r * W,
+                  static_cast<size_t>(W) * 4);
   const double host_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      iters;
   // The B = 64 decode step of bench/results/engine_h200.txt (bench-1b shape, 2.662 ms).
   const double decode_step_us = 2662.0;
   const double bytes = static_cast<double>(B * V * 4 + B * W * 4);
-  std::printf("\nB=%lld vocab=%lld: kernel %.2f us (%.0f GB/s), upload+kernel %.2f us = %.2f%% of a "
-              "%.0f us decode step; host fill of 64 cached masks %.2f us (overlaps the forward)\n",
-              (long long)B, (long long)V, kernel_us, bytes / kernel_us / 1e3, step_us,
-              100.0 * step_us / decode_step_us, decode_step_us, host_us);
+  std::printf(
+      "\nB=%lld vocab=%lld: kernel %.2f us (%.0f GB/s), upload+kernel %.2f us = %.2f%% of a "
+      "%.0f us decode step; host fill of 64 cached masks %.2f us (overlaps the forward)\n",
+      (long long)B, (long long)V, kernel_us, bytes / kernel_us / 1e3, step_us,
+      100.0 * step_us / decode_step_us, decode_step_us, host_us);
   const char* out = std::getenv("OUT");
   if (out) {
     std::ofstream f(std::string(out) + "/token_bitmask.json");

@@ -24,9 +24,9 @@ namespace {
 std::shared_ptr<const TokenVocab> small_vocab() {
   std::vector<std::string> t;
   for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* s : {"{\"", "\":", "\",", "\"}", "true", "false", "null", "  ", "\n  ", "ab",
-                        "abc", "abc", "12", "123", "-1", "\":\"", "[\"", "\"]", "},{", "é", "\xC3",
-                        "\xA9\"", "name", "\"name\"", "ing", "aaaa"})
+  for (const char* s : {"{\"", "\":", "\",",  "\"}",    "true", "false",    "null",  "  ",  "\n  ",
+                        "ab",  "abc", "abc",  "12",     "123",  "-1",       "\":\"", "[\"", "\"]",
+                        "},{", "é",   "\xC3", "\xA9\"", "name", "\"name\"", "ing",   "aaaa"})
     t.push_back(s);
   t.push_back("");  // EOS
   const int32_t eos = static_cast<int32_t>(t.size()) - 1;
@@ -97,15 +97,26 @@ TEST(ConstrainEbnf, ErrorsNameTheProblem) {
 }
 
 TEST(ConstrainRegex, AgreesWithStdRegex) {
-  const char* patterns[] = {
-      R"(\d{3}-\d{4})", R"([a-z]+@[a-z]+\.(com|org))", R"((ab|a)(bc|c)?)", R"(x*y+z?)",
-      R"([^abc]{2})", R"(\w+\s\W)", R"(a.c)", R"((?:ab){2,3})", R"(colou?r)", R"(-?(0|[1-9]\d*))",
-      R"([\-+]?[0-9]*\.?[0-9]+)", R"(a{2}b{1,}c{0,2})", R"(^start|end$)"};
-  const char* inputs[] = {"555-1234", "55-1234", "bob@site.com", "bob@site.net", "abc", "ac",
-                          "a", "ab", "xyz", "yy", "z", "de", "ad", "foo a", "foo  ", "abc", "a\nc",
-                          "abab", "ababab", "abababab", "color", "colour", "colouur", "0", "-12",
-                          "012", "+.5", "3.14", "1.", "aabccc", "aabbcc", "start", "end", "startend",
-                          ""};
+  const char* patterns[] = {R"(\d{3}-\d{4})",
+                            R"([a-z]+@[a-z]+\.(com|org))",
+                            R"((ab|a)(bc|c)?)",
+                            R"(x*y+z?)",
+                            R"([^abc]{2})",
+                            R"(\w+\s\W)",
+                            R"(a.c)",
+                            R"((?:ab){2,3})",
+                            R"(colou?r)",
+                            R"(-?(0|[1-9]\d*))",
+                            R"([\-+]?[0-9]*\.?[0-9]+)",
+                            R"(a{2}b{1,}c{0,2})",
+                            R"(^start|end$)"};
+  const char* inputs[] = {
+      "555-1234", "55-1234",  "bob@site.com", "bob@site.net", "abc",     "ac",
+      "a",        "ab",       "xyz",          "yy",           "z",       "de",
+      "ad",       "foo a",    "foo  ",        "abc",          "a\nc",    "abab",
+      "ababab",   "abababab", "color",        "colour",       "colouur", "0",
+      "-12",      "012",      "+.5",          "3.14",         "1.",      "aabccc",
+      "aabbcc",   "start",    "end",          "startend",     ""};
   for (const char* p : patterns) {
     auto g = compile(regex_grammar(p));
     std::regex re(p);
@@ -145,11 +156,13 @@ TEST(ConstrainJsonSchema, ObjectsRequiredOptionalAndNesting) {
   auto g = compile(json_schema_grammar(schema));
   EXPECT_TRUE(full_match(g, R"({"name":"x","kind":"person"})"));
   EXPECT_TRUE(full_match(g, R"({ "name": "Al", "age": 150, "kind": "person" })"));
-  EXPECT_TRUE(full_match(g, R"({"name":"x","age":7,"tags":["a","b"],"address":{"city":"P"},"kind":"person","score":null})"));
+  EXPECT_TRUE(full_match(
+      g,
+      R"({"name":"x","age":7,"tags":["a","b"],"address":{"city":"P"},"kind":"person","score":null})"));
   EXPECT_TRUE(full_match(g, R"({"name":"x","kind":"person","score":-1.5e10})"));
   EXPECT_TRUE(full_match(g, R"({"name":"a\"\u00e9","kind":"person"})"));
-  EXPECT_FALSE(full_match(g, R"({"kind":"person"})"));                  // name required
-  EXPECT_FALSE(full_match(g, R"({"name":"","kind":"person"})"));         // minLength
+  EXPECT_FALSE(full_match(g, R"({"kind":"person"})"));                       // name required
+  EXPECT_FALSE(full_match(g, R"({"name":"","kind":"person"})"));             // minLength
   EXPECT_FALSE(full_match(g, R"({"name":"x","age":151,"kind":"person"})"));  // maximum
   EXPECT_FALSE(full_match(g, R"({"name":"x","age":-1,"kind":"person"})"));   // minimum
   EXPECT_FALSE(full_match(g, R"({"name":"x","tags":["a","b","a"],"kind":"person"})"));
@@ -182,11 +195,13 @@ TEST(ConstrainJsonSchema, RefsAnyOfPrefixItemsAndRecursion) {
 }
 
 TEST(ConstrainJsonSchema, IntegerRangesAreExact) {
-  for (auto [lo, hi] : std::vector<std::pair<int, int>>{{0, 0}, {3, 17}, {-20, 5}, {-99, -7}, {95, 1234}}) {
+  for (auto [lo, hi] :
+       std::vector<std::pair<int, int>>{{0, 0}, {3, 17}, {-20, 5}, {-99, -7}, {95, 1234}}) {
     json schema = {{"type", "integer"}, {"minimum", lo}, {"maximum", hi}};
     auto g = compile(json_schema_grammar(schema));
     for (int v = -1300; v <= 1300; ++v)
-      ASSERT_EQ(full_match(g, std::to_string(v)), v >= lo && v <= hi) << v << " in [" << lo << "," << hi << "]";
+      ASSERT_EQ(full_match(g, std::to_string(v)), v >= lo && v <= hi)
+          << v << " in [" << lo << "," << hi << "]";
     EXPECT_FALSE(full_match(g, "007"));
   }
 }
@@ -351,7 +366,8 @@ TEST(ConstrainQwen, ToolSchemaCompileAndMaskTimes) {
   // Uncached again on fresh copies of the grammar (the first walk also pays page faults).
   double best_uncached = ms(t4, t5);
   for (int rep = 0; rep < 3; ++rep) {
-    auto fresh = std::make_shared<CompiledGrammar>(compile_automaton(json_schema_grammar(schema)), vocab);
+    auto fresh =
+        std::make_shared<CompiledGrammar>(compile_automaton(json_schema_grammar(schema)), vocab);
     GrammarMatcher f(fresh);
     ASSERT_TRUE(f.accept_bytes("{\"location\": \"Par"));
     auto a = std::chrono::steady_clock::now();
@@ -361,10 +377,11 @@ TEST(ConstrainQwen, ToolSchemaCompileAndMaskTimes) {
   std::printf("[constrain] best uncached string-state mask %.2f ms\n", best_uncached);
   int64_t n_allowed = 0;
   for (uint32_t w : bits) n_allowed += __builtin_popcount(w);
-  std::printf("[constrain] qwen3 vocab %lld: vocab build %.1f ms, schema compile %.2f ms, "
-              "string-state mask %.2f ms uncached / %.3f ms cached (%lld allowed)\n",
-              static_cast<long long>(vocab->size()), ms(t0, t1), ms(t2, t3), ms(t4, t5), ms(t5, t6),
-              static_cast<long long>(n_allowed));
+  std::printf(
+      "[constrain] qwen3 vocab %lld: vocab build %.1f ms, schema compile %.2f ms, "
+      "string-state mask %.2f ms uncached / %.3f ms cached (%lld allowed)\n",
+      static_cast<long long>(vocab->size()), ms(t0, t1), ms(t2, t3), ms(t4, t5), ms(t5, t6),
+      static_cast<long long>(n_allowed));
   EXPECT_LT(ms(t2, t3), 50.0);
   EXPECT_GT(n_allowed, 100000);
   // Brute force in the string state: every token tried.
@@ -389,8 +406,9 @@ TEST(ConstrainToolCalls, NamesAndArgumentsFollowTheToolSchemas) {
       {"name":"noop","parameters":{}}],"parallel":true})");
   auto g = compile(tool_call_grammar(spec));
   EXPECT_TRUE(full_match(g, "get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"));
-  EXPECT_TRUE(full_match(g, "noop\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": "
-                            "\"noop\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_TRUE(full_match(g,
+                         "noop\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": "
+                         "\"noop\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(full_match(g, "other\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(full_match(g, "get_weather\", \"arguments\": {}}\n</tool_call>"));  // city required
   spec["forced"] = "get_weather";
@@ -399,7 +417,8 @@ TEST(ConstrainToolCalls, NamesAndArgumentsFollowTheToolSchemas) {
   EXPECT_FALSE(full_match(forced, "{}}\n</tool_call>"));
   spec["forced"] = "missing";
   EXPECT_THROW(tool_call_grammar(spec), InvalidArgument);
-  json bad = json::parse(R"({"tools":[{"name":"t","parameters":{"type":"object","properties":{"a":{"not":{}}}}}]})");
+  json bad = json::parse(
+      R"({"tools":[{"name":"t","parameters":{"type":"object","properties":{"a":{"not":{}}}}}]})");
   try {
     tool_call_grammar(bad);
     ADD_FAILURE();

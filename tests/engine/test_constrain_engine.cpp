@@ -41,7 +41,8 @@ void check_person(const std::string& text) {
   ASSERT_TRUE(j.contains("age") && j["age"].is_number_integer()) << text;
   EXPECT_GE(j["age"].get<int64_t>(), 0);
   EXPECT_LE(j["age"].get<int64_t>(), 120);
-  for (const auto& [k, v] : j.items()) EXPECT_TRUE(k == "name" || k == "age" || k == "tags" || k == "ok") << k;
+  for (const auto& [k, v] : j.items())
+    EXPECT_TRUE(k == "name" || k == "age" || k == "tags" || k == "ok") << k;
   if (j.contains("tags")) {
     ASSERT_TRUE(j["tags"].is_array());
     EXPECT_LE(j["tags"].size(), 3u);
@@ -80,10 +81,12 @@ TEST(ConstrainEngine, RegexChoiceAndGrammarOutputsMatch) {
   cfg.max_seqs = 16;
   auto engine = test::json_test_engine(cfg);
   const std::string re = R"((\+1 )?\d{3}-\d{4}( x\d{1,4})?)";
-  auto res = engine->generate({sampled(Constraint::regex(re), 10, 60, 1),
-                               sampled(Constraint::choice(json::array({"red", "green", "blue"})), 10, 10, 2),
-                               sampled(Constraint::grammar(R"G(root ::= "(" item ("," item)* ")"
-item ::= [a-z]+ | root)G"), 10, 400, 3)});
+  auto res = engine->generate(
+      {sampled(Constraint::regex(re), 10, 60, 1),
+       sampled(Constraint::choice(json::array({"red", "green", "blue"})), 10, 10, 2),
+       sampled(Constraint::grammar(R"G(root ::= "(" item ("," item)* ")"
+item ::= [a-z]+ | root)G"),
+               10, 400, 3)});
   for (const Completion& c : res[0].completions) {
     EXPECT_TRUE(std::regex_match(c.text, std::regex(re))) << c.text;
     EXPECT_EQ(c.finish_reason, FinishReason::kStop);
@@ -110,7 +113,8 @@ TEST(ConstrainEngine, StopStringEndsConstrainedOutputEarly) {
   auto res = engine->generate({r});
   const Completion& c = res[0].completions[0];
   EXPECT_TRUE(std::regex_match(c.text, std::regex("(ab)*a?c?"))) << c.text;
-  if (c.finish_reason == FinishReason::kStop && !c.stop_reason.empty()) EXPECT_EQ(c.stop_reason, "bab");
+  if (c.finish_reason == FinishReason::kStop && !c.stop_reason.empty())
+    EXPECT_EQ(c.stop_reason, "bab");
 }
 
 TEST(ConstrainEngine, PreemptionUnderKvPressureKeepsOutputsValid) {
@@ -124,7 +128,8 @@ TEST(ConstrainEngine, PreemptionUnderKvPressureKeepsOutputsValid) {
   const json schema = json::parse(R"({"type":"array","minItems":8,"maxItems":8,
       "items":{"type":"string","minLength":10,"maxLength":20}})");
   std::vector<Request> reqs;
-  for (int i = 0; i < 6; ++i) reqs.push_back(sampled(Constraint::json_schema(schema), 1, 500, 10 + i));
+  for (int i = 0; i < 6; ++i)
+    reqs.push_back(sampled(Constraint::json_schema(schema), 1, 500, 10 + i));
   auto res = engine->generate(reqs);
   for (const auto& rr : res)
     for (const Completion& c : rr.completions) {
@@ -148,11 +153,13 @@ TEST(ConstrainEngine, BadConstraintsAreRejectedAtSubmit) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(submit_error(Constraint::json_schema(json::parse(R"({"type":"string","format":"ipv6"})")))
-                .find("unsupported string format 'ipv6'"),
-            std::string::npos);
+  EXPECT_NE(
+      submit_error(Constraint::json_schema(json::parse(R"({"type":"string","format":"ipv6"})")))
+          .find("unsupported string format 'ipv6'"),
+      std::string::npos);
   EXPECT_NE(submit_error(Constraint::regex("(a)\\1")).find("backreferences"), std::string::npos);
-  EXPECT_NE(submit_error(Constraint::grammar("root ::= x")).find("never defined"), std::string::npos);
+  EXPECT_NE(submit_error(Constraint::grammar("root ::= x")).find("never defined"),
+            std::string::npos);
   // Engines without a tokenizer cannot constrain.
   EngineConfig cfg;
   ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
@@ -177,13 +184,15 @@ TEST(ConstrainEngine, SamplingParamsJsonKeys) {
   EXPECT_EQ(SamplingParams::from_json(json::parse(R"({"guided_json":"{\"type\":\"integer\"}"})"))
                 .constraint.kind,
             Constraint::Kind::kJsonSchema);
-  EXPECT_EQ(SamplingParams::from_json(json::parse(R"({"guided_choice":["a","b"]})")).constraint.kind,
-            Constraint::Kind::kChoice);
+  EXPECT_EQ(
+      SamplingParams::from_json(json::parse(R"({"guided_choice":["a","b"]})")).constraint.kind,
+      Constraint::Kind::kChoice);
   EXPECT_EQ(SamplingParams::from_json(json::parse(R"({"guided_grammar":"root ::= \"a\""})"))
                 .constraint.kind,
             Constraint::Kind::kGrammar);
-  EXPECT_THROW(SamplingParams::from_json(json::parse(R"({"guided_regex":"a","guided_choice":["b"]})")),
-               InvalidArgument);
+  EXPECT_THROW(
+      SamplingParams::from_json(json::parse(R"({"guided_regex":"a","guided_choice":["b"]})")),
+      InvalidArgument);
   EXPECT_THROW(SamplingParams::from_json(json::parse(R"({"response_format":{"type":"yaml"}})")),
                InvalidArgument);
   // Round trip.

@@ -42,7 +42,8 @@ TEST(ConstrainSuite, HundredSamplesPerCaseValidateWithAjvAndRegExp) {
     if (e.path().extension() == ".json") schema_files.push_back(e.path());
   std::sort(schema_files.begin(), schema_files.end());
   ASSERT_GE(schema_files.size(), 30u);
-  json cases = json::parse(std::ifstream(root / "fixtures" / "constrain" / "regex_grammar_cases.json"));
+  json cases =
+      json::parse(std::ifstream(root / "fixtures" / "constrain" / "regex_grammar_cases.json"));
 
   EngineConfig cfg;
   cfg.max_seqs = 256;
@@ -61,7 +62,8 @@ TEST(ConstrainSuite, HundredSamplesPerCaseValidateWithAjvAndRegExp) {
   for (const json& re : cases["regex"])
     reqs.push_back(suite_request(Constraint::regex(re.get<std::string>()), 500 + reqs.size()));
   for (const json& g : cases["grammar"])
-    reqs.push_back(suite_request(Constraint::grammar(g["gbnf"].get<std::string>()), 900 + reqs.size()));
+    reqs.push_back(
+        suite_request(Constraint::grammar(g["gbnf"].get<std::string>()), 900 + reqs.size()));
 
   auto t0 = std::chrono::steady_clock::now();
   std::vector<RequestResult> res = engine->generate(reqs);
@@ -80,7 +82,8 @@ TEST(ConstrainSuite, HundredSamplesPerCaseValidateWithAjvAndRegExp) {
                                 {"schema", schemas[i]},
                                 {"outputs", outputs}});
     } else if (i < schemas.size() + cases["regex"].size()) {
-      out["regex"].push_back({{"pattern", cases["regex"][i - schemas.size()]}, {"outputs", outputs}});
+      out["regex"].push_back(
+          {{"pattern", cases["regex"][i - schemas.size()]}, {"outputs", outputs}});
     } else {
       out["grammar"].push_back(
           {{"case", cases["grammar"][i - schemas.size() - cases["regex"].size()]},
@@ -91,8 +94,8 @@ TEST(ConstrainSuite, HundredSamplesPerCaseValidateWithAjvAndRegExp) {
               static_cast<long long>(n_tokens), secs);
   EXPECT_EQ(engine->check_integrity(), "");
 
-  const fs::path file = fs::temp_directory_path() /
-                        ("vela_constrain_suite_" + std::to_string(::getpid()) + ".json");
+  const fs::path file =
+      fs::temp_directory_path() / ("vela_constrain_suite_" + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << out.dump();
   const std::string cmd = "NODE_PATH='" + modules.string() + "' node '" +
                           (root / "engine" / "constrain_validate.cjs").string() + "' '" +

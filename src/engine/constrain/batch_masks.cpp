@@ -11,7 +11,9 @@
 namespace vela::constrain {
 
 BatchMasks::BatchMasks(int64_t vocab_size, int32_t max_rows, Device device)
-    : vocab_size_(vocab_size), n_words_((vocab_size + 31) / 32), max_rows_(max_rows),
+    : vocab_size_(vocab_size),
+      n_words_((vocab_size + 31) / 32),
+      max_rows_(max_rows),
       device_(device) {
   if (device.is_cuda()) {
     host_bits_ = Tensor::zeros_pinned({max_rows, n_words_}, DType::kI32);
@@ -26,9 +28,10 @@ BatchMasks::BatchMasks(int64_t vocab_size, int32_t max_rows, Device device)
 
 void BatchMasks::add(GrammarMatcher& m, int32_t row) {
   VELA_ASSERT(n_masks_ < max_rows_, "more constrained rows than max_rows");
-  VELA_CHECK(m.grammar().vocab().size() == vocab_size_, "constrained decoding: the grammar's "
-             "vocabulary (", m.grammar().vocab().size(), ") differs from the model's (", vocab_size_,
-             ")");
+  VELA_CHECK(m.grammar().vocab().size() == vocab_size_,
+             "constrained decoding: the grammar's "
+             "vocabulary (",
+             m.grammar().vocab().size(), ") differs from the model's (", vocab_size_, ")");
   matchers_.push_back(&m);
   host_rows_.data<int32_t>()[n_masks_] = row;
   ++n_masks_;

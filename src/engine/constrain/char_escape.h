@@ -57,14 +57,22 @@ inline uint32_t read_escape(std::string_view t, size_t& pos, std::string* err) {
     return v;
   };
   switch (c) {
-    case 'n': return '\n';
-    case 'r': return '\r';
-    case 't': return '\t';
-    case 'f': return '\f';
-    case 'v': return '\v';
-    case '0': return 0;
-    case 'x': return hex(2);
-    case 'U': return hex(8);
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    case 'f':
+      return '\f';
+    case 'v':
+      return '\v';
+    case '0':
+      return 0;
+    case 'x':
+      return hex(2);
+    case 'U':
+      return hex(8);
     case 'u': {
       if (pos < t.size() && t[pos] == '{') {
         ++pos;

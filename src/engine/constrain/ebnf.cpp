@@ -25,10 +25,12 @@ class Parser {
       std::string name = parse_name();
       if (name.empty()) fail(at, "expected a rule name");
       skip_space();
-      if (t_.compare(pos_, 3, "::=") != 0) fail(pos_, "expected '::=' after rule name '" + name + "'");
+      if (t_.compare(pos_, 3, "::=") != 0)
+        fail(pos_, "expected '::=' after rule name '" + name + "'");
       pos_ += 3;
       int32_t id = g_.rule_id(name);
-      if (defined_.size() <= static_cast<size_t>(id)) defined_.resize(static_cast<size_t>(id) + 1, 0);
+      if (defined_.size() <= static_cast<size_t>(id))
+        defined_.resize(static_cast<size_t>(id) + 1, 0);
       if (defined_[static_cast<size_t>(id)]) fail(at, "rule '" + name + "' is defined twice");
       defined_[static_cast<size_t>(id)] = 1;
       g_.bodies[static_cast<size_t>(id)] = parse_alternatives(0);

@@ -20,8 +20,8 @@ namespace vela::constrain {
 using ByteSet = std::bitset<256>;
 
 // Limits that keep every front end and the compiler bounded (InvalidArgument when exceeded).
-inline constexpr int32_t kMaxRepeat = 10000;        // {m,n} bounds
-inline constexpr int32_t kMaxNestingDepth = 200;    // parser / schema recursion
+inline constexpr int32_t kMaxRepeat = 10000;           // {m,n} bounds
+inline constexpr int32_t kMaxNestingDepth = 200;       // parser / schema recursion
 inline constexpr int64_t kMaxAutomatonStates = 60000;  // DFA states (256 ints each)
 
 struct Expr {

@@ -12,13 +12,20 @@ namespace vela {
 
 const char* constraint_kind_name(Constraint::Kind k) {
   switch (k) {
-    case Constraint::Kind::kNone: return "none";
-    case Constraint::Kind::kJsonSchema: return "json_schema";
-    case Constraint::Kind::kJsonObject: return "json_object";
-    case Constraint::Kind::kRegex: return "regex";
-    case Constraint::Kind::kGrammar: return "grammar";
-    case Constraint::Kind::kChoice: return "choice";
-    case Constraint::Kind::kToolCalls: return "tool_calls";
+    case Constraint::Kind::kNone:
+      return "none";
+    case Constraint::Kind::kJsonSchema:
+      return "json_schema";
+    case Constraint::Kind::kJsonObject:
+      return "json_object";
+    case Constraint::Kind::kRegex:
+      return "regex";
+    case Constraint::Kind::kGrammar:
+      return "grammar";
+    case Constraint::Kind::kChoice:
+      return "choice";
+    case Constraint::Kind::kToolCalls:
+      return "tool_calls";
   }
   return "none";
 }
@@ -36,9 +43,12 @@ Grammar build_grammar(const Constraint& c) {
       }
       return json_schema_grammar(schema);
     }
-    case Constraint::Kind::kJsonObject: return json_object_grammar();
-    case Constraint::Kind::kRegex: return regex_grammar(c.text);
-    case Constraint::Kind::kGrammar: return parse_ebnf(c.text);
+    case Constraint::Kind::kJsonObject:
+      return json_object_grammar();
+    case Constraint::Kind::kRegex:
+      return regex_grammar(c.text);
+    case Constraint::Kind::kGrammar:
+      return parse_ebnf(c.text);
     case Constraint::Kind::kChoice: {
       json list;
       try {
@@ -46,7 +56,8 @@ Grammar build_grammar(const Constraint& c) {
       } catch (const std::exception& e) {
         VELA_THROW(InvalidArgument, "guided_choice: not valid JSON: ", e.what());
       }
-      VELA_CHECK(list.is_array() && !list.empty(), "guided_choice must be a non-empty list of strings");
+      VELA_CHECK(list.is_array() && !list.empty(),
+                 "guided_choice must be a non-empty list of strings");
       std::vector<std::string> choices;
       for (const json& s : list) {
         VELA_CHECK(s.is_string(), "guided_choice entries must be strings, got ", s.dump());
@@ -63,7 +74,8 @@ Grammar build_grammar(const Constraint& c) {
       }
       return tool_call_grammar(spec);
     }
-    case Constraint::Kind::kNone: break;
+    case Constraint::Kind::kNone:
+      break;
   }
   VELA_THROW(InvalidArgument, "no constraint to compile");
 }
@@ -81,7 +93,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const Constraint
       return it->second.first;
     }
   }
-  auto compiled = std::make_shared<const CompiledGrammar>(compile_automaton(build_grammar(c)), vocab_);
+  auto compiled =
+      std::make_shared<const CompiledGrammar>(compile_automaton(build_grammar(c)), vocab_);
   std::lock_guard<std::mutex> lock(mu_);
   ++n_compiles_;
   auto it = cache_.find(key);

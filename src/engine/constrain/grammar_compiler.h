@@ -33,8 +33,8 @@ class GrammarCompiler {
   size_t max_entries_;
   mutable std::mutex mu_;
   std::list<std::string> lru_;  // most recent first
-  std::unordered_map<std::string,
-                     std::pair<std::shared_ptr<const CompiledGrammar>, std::list<std::string>::iterator>>
+  std::unordered_map<std::string, std::pair<std::shared_ptr<const CompiledGrammar>,
+                                            std::list<std::string>::iterator>>
       cache_;
   int64_t n_compiles_ = 0;
 };

@@ -16,7 +16,6 @@
 namespace vela::constrain {
 namespace {
 
-
 Expr lit(const std::string& s) { return Expr::literal(s); }
 Expr digits(int32_t lo, int32_t hi) {
   ByteSet d;
@@ -45,7 +44,8 @@ Expr uint_range(int64_t a, int64_t b) {
     static Expr go(const std::string& x, const std::string& y) {
       if (x.size() == 1) return digit_range(x[0], y[0]);
       // 0...0 to 9...9: every digit string (keeps the split linear in the digit count).
-      if (x.find_first_not_of('0') == std::string::npos && y.find_first_not_of('9') == std::string::npos)
+      if (x.find_first_not_of('0') == std::string::npos &&
+          y.find_first_not_of('9') == std::string::npos)
         return digits(static_cast<int32_t>(x.size()), static_cast<int32_t>(x.size()));
       const std::string xr = x.substr(1), yr = y.substr(1);
       if (x[0] == y[0]) return Expr::seq({digit_range(x[0], x[0]), go(xr, yr)});
@@ -53,8 +53,9 @@ Expr uint_range(int64_t a, int64_t b) {
       const std::string nines(xr.size(), '9'), zeros(xr.size(), '0');
       alts.push_back(Expr::seq({digit_range(x[0], x[0]), go(xr, nines)}));
       if (y[0] - x[0] > 1)
-        alts.push_back(Expr::seq({digit_range(static_cast<char>(x[0] + 1), static_cast<char>(y[0] - 1)),
-                                  digits(static_cast<int32_t>(xr.size()), static_cast<int32_t>(xr.size()))}));
+        alts.push_back(
+            Expr::seq({digit_range(static_cast<char>(x[0] + 1), static_cast<char>(y[0] - 1)),
+                       digits(static_cast<int32_t>(xr.size()), static_cast<int32_t>(xr.size()))}));
       alts.push_back(Expr::seq({digit_range(y[0], y[0]), go(zeros, yr)}));
       return Expr::alt(std::move(alts));
     }
@@ -114,7 +115,8 @@ class SchemaCompiler {
     d.set('d'), d.set('D');
     Expr hex4 = Expr::alt(
         {Expr::seq({Expr::byte_set(first_plain), Expr::repeat(Expr::byte_set(hex), 3, 3)}),
-         Expr::seq({Expr::byte_set(d), Expr::byte_set(d_second), Expr::repeat(Expr::byte_set(hex), 2, 2)})});
+         Expr::seq({Expr::byte_set(d), Expr::byte_set(d_second),
+                    Expr::repeat(Expr::byte_set(hex), 2, 2)})});
     Expr u = Expr::seq({lit("u"), std::move(hex4)});
     return Expr::alt({plain, Expr::seq({lit("\\"), Expr::alt({Expr::byte_set(esc), u})})});
   }
@@ -125,11 +127,10 @@ class SchemaCompiler {
     Expr intpart = Expr::alt({lit("0"), Expr::seq({digit_range('1', '9'), digits(0, 15)})});
     ByteSet e, sign;
     e.set('e'), e.set('E'), sign.set('+'), sign.set('-');
-    return Expr::seq({Expr::optional(lit("-")), intpart,
-                      Expr::optional(Expr::seq({lit("."), digits(1, 16)})),
-                      Expr::optional(Expr::seq({Expr::byte_set(e),
-                                                Expr::optional(Expr::byte_set(sign)),
-                                                digits(1, 2)}))});
+    return Expr::seq(
+        {Expr::optional(lit("-")), intpart, Expr::optional(Expr::seq({lit("."), digits(1, 16)})),
+         Expr::optional(
+             Expr::seq({Expr::byte_set(e), Expr::optional(Expr::byte_set(sign)), digits(1, 2)}))});
   }
   Expr integer() {
     return Expr::seq({Expr::optional(lit("-")),
@@ -147,11 +148,11 @@ class SchemaCompiler {
         Expr::alt({Expr::ref(obj), Expr::ref(arr), string_body(0, -1), number(), lit("true"),
                    lit("false"), lit("null")});
     Expr member = Expr::seq({string_body(0, -1), ws_, lit(":"), ws_, Expr::ref(value_rule_)});
-    g_.bodies[static_cast<size_t>(obj)] = Expr::seq(
-        {lit("{"), ws_,
-         Expr::optional(Expr::seq(
-             {member, ws_, Expr::star(Expr::seq({lit(","), ws_, member, ws_}))})),
-         lit("}")});
+    g_.bodies[static_cast<size_t>(obj)] =
+        Expr::seq({lit("{"), ws_,
+                   Expr::optional(Expr::seq(
+                       {member, ws_, Expr::star(Expr::seq({lit(","), ws_, member, ws_}))})),
+                   lit("}")});
     Expr item = Expr::ref(value_rule_);
     g_.bodies[static_cast<size_t>(arr)] = Expr::seq(
         {lit("["), ws_,
@@ -166,7 +167,8 @@ class SchemaCompiler {
   }
 
   const json& resolve(const std::string& ref, const std::string& path) const {
-    if (ref.empty() || ref[0] != '#') fail(path, "only local $ref ('#...') is supported, got '" + ref + "'");
+    if (ref.empty() || ref[0] != '#')
+      fail(path, "only local $ref ('#...') is supported, got '" + ref + "'");
     if (ref == "#") return root_;
     if (ref.size() < 2 || ref[1] != '/') fail(path, "bad $ref '" + ref + "'");
     try {
@@ -194,19 +196,39 @@ class SchemaCompiler {
     }
     if (!s.is_object()) fail(path, "a schema must be an object or a boolean");
     static const std::set<std::string> kIgnored = {
-        "title", "description", "default", "examples", "$comment", "$schema", "$id", "deprecated",
-        "readOnly", "writeOnly", "$defs", "definitions", "strict", "name", "contentMediaType",
+        "title",           "description",   "default",    "examples", "$comment",
+        "$schema",         "$id",           "deprecated", "readOnly", "writeOnly",
+        "$defs",           "definitions",   "strict",     "name",     "contentMediaType",
         "contentEncoding", "discriminator", "x-"};
-    static const std::set<std::string> kKnown = {
-        "type", "properties", "required", "additionalProperties", "enum", "const", "anyOf",
-        "oneOf", "allOf", "items", "prefixItems", "minItems", "maxItems", "minLength",
-        "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-        "exclusiveMaximum", "nullable", "$ref"};
+    static const std::set<std::string> kKnown = {"type",
+                                                 "properties",
+                                                 "required",
+                                                 "additionalProperties",
+                                                 "enum",
+                                                 "const",
+                                                 "anyOf",
+                                                 "oneOf",
+                                                 "allOf",
+                                                 "items",
+                                                 "prefixItems",
+                                                 "minItems",
+                                                 "maxItems",
+                                                 "minLength",
+                                                 "maxLength",
+                                                 "pattern",
+                                                 "format",
+                                                 "minimum",
+                                                 "maximum",
+                                                 "exclusiveMinimum",
+                                                 "exclusiveMaximum",
+                                                 "nullable",
+                                                 "$ref"};
     for (const auto& [k, v] : s.items()) {
       if (kKnown.count(k) || kIgnored.count(k) || k.rfind("x-", 0) == 0) continue;
       fail(path, "unsupported keyword '" + k + "'");
     }
-    if (s.contains("uniqueItems") && s["uniqueItems"] == true) fail(path, "unsupported keyword 'uniqueItems'");
+    if (s.contains("uniqueItems") && s["uniqueItems"] == true)
+      fail(path, "unsupported keyword 'uniqueItems'");
     Expr e = schema_inner(s, path, depth);
     if (s.value("nullable", false)) return Expr::alt({std::move(e), lit("null")});
     return e;
@@ -228,14 +250,16 @@ class SchemaCompiler {
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
       const json& list = s[key];
-      if (!list.is_array() || list.empty()) fail(path, std::string(key) + " must be a non-empty array");
+      if (!list.is_array() || list.empty())
+        fail(path, std::string(key) + " must be a non-empty array");
       std::vector<Expr> alts;
       for (size_t i = 0; i < list.size(); ++i) {
         // Sibling keywords (e.g. a shared "type") apply to each branch.
         json branch = list[i];
         if (branch.is_object())
           for (const auto& [k, v] : s.items())
-            if (k != key && k != "$defs" && k != "definitions" && !branch.contains(k)) branch[k] = v;
+            if (k != key && k != "$defs" && k != "definitions" && !branch.contains(k))
+              branch[k] = v;
         alts.push_back(schema(branch, path + "/" + key + "/" + std::to_string(i), depth + 1));
       }
       return Expr::alt(std::move(alts));
@@ -282,7 +306,8 @@ class SchemaCompiler {
     if (!s.contains(key)) return dflt;
     const json& v = s[key];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxRepeat)
-      self->fail(path, std::string(key) + " must be an integer in 0.." + std::to_string(kMaxRepeat));
+      self->fail(path,
+                 std::string(key) + " must be an integer in 0.." + std::to_string(kMaxRepeat));
     return static_cast<int32_t>(v.get<int64_t>());
   }
 
@@ -298,7 +323,8 @@ class SchemaCompiler {
       ro.json_string = true;
       Expr any = Expr::star(string_char());
       bool start = !pat.empty() && pat[0] == '^';
-      bool end = !pat.empty() && pat.back() == '$' && (pat.size() < 2 || pat[pat.size() - 2] != '\\');
+      bool end =
+          !pat.empty() && pat.back() == '$' && (pat.size() < 2 || pat[pat.size() - 2] != '\\');
       std::vector<Expr> parts{lit("\"")};
       if (!start) parts.push_back(any);
       parts.push_back(regex_to_expr(pat, ro));
@@ -336,7 +362,8 @@ class SchemaCompiler {
     };
     double v;
     if (num("minimum", &v)) {
-      if (!integral && v != std::floor(v)) fail(path, "fractional minimum on a number is not supported");
+      if (!integral && v != std::floor(v))
+        fail(path, "fractional minimum on a number is not supported");
       *lo = std::max<int64_t>(*lo, static_cast<int64_t>(std::ceil(v)));
       any = true;
     }
@@ -346,7 +373,8 @@ class SchemaCompiler {
       any = true;
     }
     if (num("maximum", &v)) {
-      if (!integral && v != std::floor(v)) fail(path, "fractional maximum on a number is not supported");
+      if (!integral && v != std::floor(v))
+        fail(path, "fractional maximum on a number is not supported");
       *hi = std::min<int64_t>(*hi, static_cast<int64_t>(std::floor(v)));
       any = true;
     }
@@ -369,7 +397,8 @@ class SchemaCompiler {
   Expr number_schema(const json& s, const std::string& path) {
     int64_t lo, hi;
     if (!int_bounds(s, path, &lo, &hi, false)) return number();
-    if (lo < 0) fail(path, "number bounds below 0 are not supported (use integer, or minimum >= 0)");
+    if (lo < 0)
+      fail(path, "number bounds below 0 are not supported (use integer, or minimum >= 0)");
     // Non-negative decimals in [lo, hi]: an integer part in [lo, hi - 1] with any fraction, or
     // hi itself with an all-zero fraction.
     Expr frac = Expr::optional(Expr::seq({lit("."), digits(1, 16)}));
@@ -377,8 +406,9 @@ class SchemaCompiler {
     if (hi > lo) alts.push_back(Expr::seq({uint_range(lo, hi - 1), frac}));
     ByteSet zero;
     zero.set('0');
-    alts.push_back(Expr::seq({lit(std::to_string(hi)),
-                              Expr::optional(Expr::seq({lit("."), Expr::repeat(Expr::byte_set(zero), 1, 16)}))}));
+    alts.push_back(Expr::seq(
+        {lit(std::to_string(hi)),
+         Expr::optional(Expr::seq({lit("."), Expr::repeat(Expr::byte_set(zero), 1, 16)}))}));
     return Expr::alt(std::move(alts));
   }
 
@@ -428,8 +458,8 @@ class SchemaCompiler {
     tail[n] = Expr::empty();
     for (size_t i = n; i-- > 0;) {
       Expr item = Expr::seq({lit(","), ws_, list[i].kv});
-      tail[i] = Expr::seq({list[i].required ? std::move(item) : Expr::optional(std::move(item)),
-                           tail[i + 1]});
+      tail[i] = Expr::seq(
+          {list[i].required ? std::move(item) : Expr::optional(std::move(item)), tail[i + 1]});
     }
     // first[i]: properties i.. when none was written yet; nonempty variant excludes "nothing".
     Expr first_ne;  // alternatives: property k is the first one written (k from i while optional)
@@ -505,8 +535,8 @@ class SchemaCompiler {
       }
     } else {
       // prefix[0] (sep prefix[1] (... (sep item){rest})?)?: elements from index lo on may stop.
-      Expr acc = rest_hi == 0 ? Expr::empty()
-                              : Expr::repeat(Expr::seq({sep, item}), rest_lo, rest_hi);
+      Expr acc =
+          rest_hi == 0 ? Expr::empty() : Expr::repeat(Expr::seq({sep, item}), rest_lo, rest_hi);
       for (int32_t i = n_prefix - 1; i >= 0; --i) {
         const Expr& p = prefix[static_cast<size_t>(i)];
         acc = Expr::seq({i == 0 ? p : Expr::seq({sep, p}), std::move(acc)});

@@ -25,7 +25,8 @@ constexpr size_t kMaskCacheBytes = size_t{256} << 20;  // per compiled grammar
 CompiledGrammar::CompiledGrammar(Automaton automaton, std::shared_ptr<const TokenVocab> vocab)
     : automaton_(std::move(automaton)), vocab_(std::move(vocab)) {
   VELA_CHECK(vocab_ != nullptr, "CompiledGrammar: no vocabulary");
-  max_cached_ = std::max<size_t>(64, kMaskCacheBytes / (static_cast<size_t>(vocab_->n_words()) * 4));
+  max_cached_ =
+      std::max<size_t>(64, kMaskCacheBytes / (static_cast<size_t>(vocab_->n_words()) * 4));
 }
 
 bool CompiledGrammar::lookup_mask(uint64_t key, uint32_t* bits) const {
@@ -96,8 +97,8 @@ void GrammarMatcher::closure(int32_t n, std::vector<int32_t>& out, bool& accepti
   }
 }
 
-void GrammarMatcher::advance(const std::vector<int32_t>& in, size_t begin, size_t end,
-                             uint8_t byte, std::vector<int32_t>& out, bool& accepting) {
+void GrammarMatcher::advance(const std::vector<int32_t>& in, size_t begin, size_t end, uint8_t byte,
+                             std::vector<int32_t>& out, bool& accepting) {
   processed_.clear();
   accepting = false;
   for (size_t k = begin; k < end; ++k) {

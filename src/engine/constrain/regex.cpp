@@ -178,13 +178,26 @@ class RegexParser {
   // \d \D \w \W \s \S at pos_ (past the backslash): fills the ranges and advances.
   bool class_escape(Ranges& r, bool& neg) {
     switch (p_[pos_]) {
-      case 'd': r = digit_ranges(); break;
-      case 'D': r = digit_ranges(), neg = true; break;
-      case 'w': r = word_ranges(); break;
-      case 'W': r = word_ranges(), neg = true; break;
-      case 's': r = space_ranges(); break;
-      case 'S': r = space_ranges(), neg = true; break;
-      default: return false;
+      case 'd':
+        r = digit_ranges();
+        break;
+      case 'D':
+        r = digit_ranges(), neg = true;
+        break;
+      case 'w':
+        r = word_ranges();
+        break;
+      case 'W':
+        r = word_ranges(), neg = true;
+        break;
+      case 's':
+        r = space_ranges();
+        break;
+      case 'S':
+        r = space_ranges(), neg = true;
+        break;
+      default:
+        return false;
     }
     ++pos_;
     return true;
@@ -270,11 +283,21 @@ class RegexParser {
     if (opt_.json_string && (cp < 0x20 || cp == '"' || cp == '\\')) {
       static const char* kHex = "0123456789abcdef";
       switch (cp) {
-        case '"': bytes = "\\\""; break;
-        case '\\': bytes = "\\\\"; break;
-        case '\n': bytes = "\\n"; break;
-        case '\t': bytes = "\\t"; break;
-        case '\r': bytes = "\\r"; break;
+        case '"':
+          bytes = "\\\"";
+          break;
+        case '\\':
+          bytes = "\\\\";
+          break;
+        case '\n':
+          bytes = "\\n";
+          break;
+        case '\t':
+          bytes = "\\t";
+          break;
+        case '\r':
+          bytes = "\\r";
+          break;
         default:
           bytes = std::string("\\u00") + kHex[cp >> 4] + kHex[cp & 15];
       }

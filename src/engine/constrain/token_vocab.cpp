@@ -66,8 +66,10 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(const Tokenizer& to
       bool ok = unicode::find_invalid_utf8(*t) == std::string::npos;
       while (ok && i < t->size()) {
         int b = unicode::cp_to_byte(unicode::next_cp(*t, i));
-        if (b < 0) ok = false;
-        else out += static_cast<char>(b);
+        if (b < 0)
+          ok = false;
+        else
+          out += static_cast<char>(b);
       }
       if (!ok) out = *t;  // an added token with real characters keeps its text (as the decoder)
     } else {

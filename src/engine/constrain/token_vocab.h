@@ -45,7 +45,7 @@ class TokenVocab {
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> sorted_, lcp_, end_ids_;
-  std::string flat_;               // sorted tokens' bytes back to back
+  std::string flat_;              // sorted tokens' bytes back to back
   std::vector<size_t> flat_off_;  // [sorted.size() + 1]
   size_t max_len_ = 0;
 };

@@ -30,8 +30,8 @@ Grammar tool_call_grammar(const json& spec) {
   std::vector<Expr> by_name;
   for (const auto& [name, rule] : tools) {
     std::string quoted = json(name).dump();  // "name" with JSON escapes
-    by_name.push_back(Expr::seq({Expr::literal(quoted.substr(1) + ", \"arguments\": "),
-                                 Expr::ref(rule), close}));
+    by_name.push_back(
+        Expr::seq({Expr::literal(quoted.substr(1) + ", \"arguments\": "), Expr::ref(rule), close}));
   }
   const int32_t call_rest = g.add_rule("call-rest", Expr::alt(std::move(by_name)));
   Expr first;
@@ -47,8 +47,8 @@ Grammar tool_call_grammar(const json& spec) {
   }
   std::vector<Expr> root{std::move(first)};
   if (spec.value("parallel", false))
-    root.push_back(Expr::star(Expr::seq(
-        {Expr::literal("\n<tool_call>\n{\"name\": \""), Expr::ref(call_rest)})));
+    root.push_back(Expr::star(
+        Expr::seq({Expr::literal("\n<tool_call>\n{\"name\": \""), Expr::ref(call_rest)})));
   g.root = g.add_rule("root", Expr::seq(std::move(root)));
   return g;
 }

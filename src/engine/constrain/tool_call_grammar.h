@@ -3,7 +3,7 @@
 // The server prefills the opening of the first call (chat_prompt.cpp); the grammar matches what
 // the model writes after that prefill:
 //   spec = {"tools": [{"name": ..., "parameters": {schema}}, ...],
-//           "forced": "NAME" | null,         // named tool_choice: the prefill ends at "arguments": 
+//           "forced": "NAME" | null,         // named tool_choice: the prefill ends at "arguments":
 //           "parallel": true | false}         // further calls may follow the first one
 // Without "forced" the prefill ends at {"name": " and the grammar picks among the tools' names.
 // Throws InvalidArgument for a bad spec or a tool schema outside the JSON Schema subset (the

@@ -1,10 +1,11 @@
 // CPU twin of apply_token_bitmask: word by word; an all-ones word (the common case inside free
 // text) is skipped, an all-zeros word is a plain fill.
+#include "ops/token_bitmask.h"
+
 #include <algorithm>
 #include <limits>
 
 #include "core/error.h"
-#include "ops/token_bitmask.h"
 
 namespace vela::ops::cpu {
 

@@ -171,9 +171,10 @@ SamplingParams SamplingParams::from_json(const json& j) {
   // Constraints: at most one of the keys.
   const char* constraint_key = nullptr;
   auto set_constraint = [&](const char* key, Constraint c) {
-    VELA_CHECK(constraint_key == nullptr, "only one of response_format, guided_json, guided_regex, "
-               "guided_grammar and guided_choice may be given (got ", constraint_key, " and ", key,
-               ")");
+    VELA_CHECK(constraint_key == nullptr,
+               "only one of response_format, guided_json, guided_regex, "
+               "guided_grammar and guided_choice may be given (got ",
+               constraint_key, " and ", key, ")");
     constraint_key = key;
     p.constraint = std::move(c);
   };
@@ -194,8 +195,10 @@ SamplingParams SamplingParams::from_json(const json& j) {
                  "response_format.json_schema.schema must be a JSON Schema object");
       set_constraint("response_format", Constraint::json_schema(*schema));
     } else {
-      VELA_CHECK(t == "text", "response_format.type must be \"text\", \"json_object\" or "
-                 "\"json_schema\", got \"", t, "\"");
+      VELA_CHECK(t == "text",
+                 "response_format.type must be \"text\", \"json_object\" or "
+                 "\"json_schema\", got \"",
+                 t, "\"");
     }
   }
   if (const json* v = find(j, "guided_json")) {
@@ -254,15 +257,26 @@ json SamplingParams::to_json() const {
   j["on_weight_update"] =
       on_weight_update ? json(weight_update_policy_name(*on_weight_update)) : json(nullptr);
   switch (constraint.kind) {
-    case Constraint::Kind::kNone: break;
-    case Constraint::Kind::kJsonSchema: j["guided_json"] = json::parse(constraint.text); break;
+    case Constraint::Kind::kNone:
+      break;
+    case Constraint::Kind::kJsonSchema:
+      j["guided_json"] = json::parse(constraint.text);
+      break;
     case Constraint::Kind::kJsonObject:
       j["response_format"] = {{"type", "json_object"}};
       break;
-    case Constraint::Kind::kRegex: j["guided_regex"] = constraint.text; break;
-    case Constraint::Kind::kGrammar: j["guided_grammar"] = constraint.text; break;
-    case Constraint::Kind::kChoice: j["guided_choice"] = json::parse(constraint.text); break;
-    case Constraint::Kind::kToolCalls: j["tool_calls_constraint"] = json::parse(constraint.text); break;
+    case Constraint::Kind::kRegex:
+      j["guided_regex"] = constraint.text;
+      break;
+    case Constraint::Kind::kGrammar:
+      j["guided_grammar"] = constraint.text;
+      break;
+    case Constraint::Kind::kChoice:
+      j["guided_choice"] = json::parse(constraint.text);
+      break;
+    case Constraint::Kind::kToolCalls:
+      j["tool_calls_constraint"] = json::parse(constraint.text);
+      break;
   }
   return j;
 }

@@ -259,8 +259,8 @@ void Scheduler::fill_masks(const Tensor& logits) {
     Task* t = sample_tasks_[j];
     if (!t->matcher) continue;
     if (!masks_)
-      masks_ = std::make_unique<constrain::BatchMasks>(logits.size(1), cfg_.max_seqs,
-                                                       logits.device());
+      masks_ =
+          std::make_unique<constrain::BatchMasks>(logits.size(1), cfg_.max_seqs, logits.device());
     masks_->add(*t->matcher, static_cast<int32_t>(j));
   }
   if (masks_) masks_->fill();

@@ -99,8 +99,22 @@ void GrammarMatcher::closure(int32_t n, std::vector<int32_t>& out, bool& accepti
 
 void GrammarMatcher::advance(const std::vector<int32_t>& in, size_t begin, size_t end, uint8_t byte,
                              std::vector<int32_t>& out, bool& accepting) {
-  processed_.clear();
   accepting = false;
+  if (end == begin + 1) {
+    // One stack moving inside a rule's DFA to a state that neither ends the rule nor calls one
+    // (the inside of strings and numbers): no closure needed.
+    const int32_t x = in[begin];
+    const Node& node = nodes_[static_cast<size_t>(x)];
+    const int32_t t = a_->next[static_cast<size_t>(node.state) * 256 + byte];
+    if (t < 0) return;
+    const auto ts = static_cast<size_t>(t);
+    if (!a_->final[ts] && a_->calls[ts].empty()) {
+      const int32_t y = t == node.state ? x : new_node(t, node.parent);
+      out.push_back(y);
+      return;
+    }
+  }
+  processed_.clear();
   for (size_t k = begin; k < end; ++k) {
     const int32_t x = in[k];
     const Node node = nodes_[static_cast<size_t>(x)];

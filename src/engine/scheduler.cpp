@@ -464,13 +464,20 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   std::optional<FinishReason> reason;
   bool grammar_done = false;
   if (t.matcher) {
-    if (!t.matcher->accept_token(r.token)) {
+    bool accepted = false;
+    std::string why;
+    try {
+      accepted = t.matcher->accept_token(r.token);
+    } catch (const std::exception& e) {
+      why = std::string(": ") + e.what();
+    }
+    if (!accepted) {
       // Only when the grammar allowed nothing (every logit masked) or a bug: never emit a token
       // the grammar rejects.
       t.output.pop_back();
       finish(t, FinishReason::kError,
              "constrained decoding: the grammar allows no token here (token " +
-                 std::to_string(r.token) + " was sampled)");
+                 std::to_string(r.token) + " was sampled)" + why);
       return;
     }
     grammar_done = t.matcher->is_terminated();

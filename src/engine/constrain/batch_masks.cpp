@@ -1,10 +1,11 @@
 // BatchMasks: host fill, one upload and one ops::apply_token_bitmask per step.
 #include "engine/constrain/batch_masks.h"
 
+#include <cstring>
 #include <exception>
-#include <mutex>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/parallel.h"
 #include "ops/token_bitmask.h"
 
@@ -39,19 +40,19 @@ void BatchMasks::add(GrammarMatcher& m, int32_t row) {
 
 void BatchMasks::fill() {
   auto* base = reinterpret_cast<uint32_t*>(host_bits_.data<int32_t>());
-  std::exception_ptr error;
-  std::mutex error_mu;
   parallel_for(n_masks_, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) {
+      uint32_t* bits = base + k * n_words_;
       try {
-        matchers_[static_cast<size_t>(k)]->fill_next_token_bitmask(base + k * n_words_);
-      } catch (...) {  // never let an exception cross the OpenMP region
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!error) error = std::current_exception();
+        matchers_[static_cast<size_t>(k)]->fill_next_token_bitmask(bits);
+      } catch (const std::exception& e) {
+        // A grammar past its limits (too ambiguous): this row allows nothing, so its sample ends
+        // with an error (Scheduler::process_sample) and the other rows go on.
+        std::memset(bits, 0, static_cast<size_t>(n_words_) * sizeof(uint32_t));
+        VELA_LOG_WARN("[constrain] mask failed: ", e.what());
       }
     }
   });
-  if (error) std::rethrow_exception(error);
 }
 
 void BatchMasks::apply(Tensor& logits) {

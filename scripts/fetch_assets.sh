@@ -6,6 +6,7 @@
 #   tokenizers/<name>/{tokenizer.json,tokenizer_config.json}  qwen3, llama3_1, gpt4o (+ gpt2 files)
 #   node_modules/{tokenizers,@huggingface/jinja}              the oracles, loadable by node
 #   node_modules/{openai,@anthropic-ai/sdk}                   API clients (server e2e tests)
+#   node_modules/{ajv (+ its 4 deps),zod}                     structured-output oracles
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST="${VELA_ASSETS:-.cache/assets}"
@@ -76,5 +77,13 @@ unpack_client() {  # unpack_client <path under node_modules> <npm spec>
   echo "[assets] $2 client ready" >&2
 }
 unpack_client openai openai@5.12.0
+# ajv (with its four dependencies) validates constrained-decoding outputs against JSON Schema;
+# zod is the schema library of the OpenAI client's chat.completions.parse (zodResponseFormat).
+unpack_client ajv ajv@8.17.1
+unpack_client fast-deep-equal fast-deep-equal@3.1.3
+unpack_client fast-uri fast-uri@3.0.6
+unpack_client json-schema-traverse json-schema-traverse@1.0.0
+unpack_client require-from-string require-from-string@2.0.2
+unpack_client zod zod@3.25.76
 unpack_client @anthropic-ai/sdk @anthropic-ai/sdk@0.65.0
 echo "$DEST"

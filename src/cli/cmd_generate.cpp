@@ -129,15 +129,19 @@ int run_batch_file(Engine& engine, const std::string& path, const std::string& l
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-  Args args(argc, argv, {"json", "help", "ignore-eos"});
+  Args args(argc, argv, {"json", "help", "ignore-eos", "json-object"});
   if (args.has("help")) {
     std::printf(
         "usage: vela generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --batch F.jsonl)\n"
         "         [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
         "         [--top-logprobs K] [--ignore-eos] [--device cpu|cuda] [--dtype f32|bf16]\n"
         "         [--kv paged|contiguous] [--page-size N] [--json] [--lora DIR ...]\n"
+        "         [--json-schema FILE | --json-object | --regex RE | --grammar FILE.gbnf |\n"
+        "          --choice a,b,c]\n"
         "  --lora: a PEFT LoRA adapter on top of the model (NAME=DIR or DIR); with several,\n"
         "  requests use the first unless a --batch line names another (\"lora\": NAME).\n"
+        "  --json-schema etc.: constrained decoding, the output matches the schema / pattern /\n"
+        "  grammar (docs/structured_output.md).\n"
         "  --batch: one JSON request per line (prompt or prompt_ids, max_tokens, temperature,\n"
         "  top_p, top_k, seed, n, stop, logprobs, ...); prints one JSON result per line.\n");
     return 0;
@@ -154,6 +158,47 @@ int cmd_generate(int argc, char** argv) {
   p.top_logprobs = static_cast<int32_t>(args.get_int("top-logprobs", 0));
   p.logprobs = p.top_logprobs > 0;
   p.ignore_eos = args.has("ignore-eos");
+  int n_constraints = 0;
+  auto read_file = [](const std::string& path) {
+    std::ifstream f(path);
+    VELA_CHECK_T(IoError, f.good(), "cannot open '", path, "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  if (args.has("json-schema")) {
+    const std::string path = args.get("json-schema", "");
+    json schema;
+    try {
+      schema = json::parse(read_file(path));
+    } catch (const nlohmann::json::exception& e) {
+      VELA_THROW(InvalidArgument, "--json-schema ", path, ": invalid JSON: ", e.what());
+    }
+    p.constraint = Constraint::json_schema(schema);
+    ++n_constraints;
+  }
+  if (args.has("json-object")) {
+    p.constraint = Constraint::json_object();
+    ++n_constraints;
+  }
+  if (args.has("regex")) {
+    p.constraint = Constraint::regex(args.get("regex", ""));
+    ++n_constraints;
+  }
+  if (args.has("grammar")) {
+    p.constraint = Constraint::grammar(read_file(args.get("grammar", "")));
+    ++n_constraints;
+  }
+  if (args.has("choice")) {
+    json list = json::array();
+    std::stringstream ss(args.get("choice", ""));
+    std::string item;
+    while (std::getline(ss, item, ',')) list.push_back(item);
+    p.constraint = Constraint::choice(list);
+    ++n_constraints;
+  }
+  VELA_CHECK(n_constraints <= 1,
+             "give at most one of --json-schema, --json-object, --regex, --grammar, --choice");
   Device device = Device::parse(args.get("device", "cpu"));
   DType dtype = parse_dtype(args.get("dtype", "f32"));
   EngineConfig cfg;

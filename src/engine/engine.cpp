@@ -11,6 +11,7 @@
 #include "engine/cache/paged_strategy.h"
 #include "engine/cache/req_to_token_pool.h"
 #include "engine/cache/task_cache_manager.h"
+#include "engine/constrain/grammar_compiler.h"
 #include "engine/runtime/device_sampler.h"
 #include "engine/runtime/executor.h"
 #include "engine/runtime/inference_workspace.h"
@@ -168,11 +169,29 @@ RequestHandlePtr Engine::submit(Request request) {
   }
   VELA_CHECK(request.params.stop.empty() || tokenizer_ != nullptr,
              "stop strings need a tokenizer (the model directory has no tokenizer.json)");
+  if (request.params.constraint.active() && !request.grammar)
+    request.grammar = compile_constraint(request.params.constraint);
   auto handle = std::make_shared<RequestHandle>(next_request_id_.fetch_add(1), request.params.n,
                                                 static_cast<int32_t>(request.prompt.size()));
   auto req = std::make_shared<const Request>(std::move(request));
   if (!scheduler_->submit(req, handle)) return nullptr;
   return handle;
+}
+
+std::shared_ptr<const constrain::CompiledGrammar> Engine::compile_constraint(const Constraint& c) {
+  VELA_CHECK(c.active(), "compile_constraint: no constraint given");
+  constrain::GrammarCompiler* compiler;
+  {
+    std::lock_guard<std::mutex> lock(grammar_mu_);
+    if (!grammar_compiler_) {
+      VELA_CHECK(tokenizer_ != nullptr, "constrained decoding (", constraint_kind_name(c.kind),
+                 ") needs a tokenizer (the model directory has no tokenizer.json)");
+      grammar_compiler_ = std::make_unique<constrain::GrammarCompiler>(
+          constrain::TokenVocab::from_tokenizer(*tokenizer_, model_config_.vocab_size, eos_ids_));
+    }
+    compiler = grammar_compiler_.get();
+  }
+  return compiler->compile(c);
 }
 
 std::vector<RequestResult> Engine::generate(const std::vector<Request>& requests) {

@@ -41,6 +41,9 @@ class TaskCacheManager;
 class Executor;
 class Sampler;
 class DeviceSampler;
+namespace constrain {
+class GrammarCompiler;
+}
 
 // One rollout sample for RL: tokens with the behaviour policy's log-probabilities.
 struct RolloutSample {
@@ -111,6 +114,11 @@ class Engine {
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   // The LoRA adapters a Request::lora may name (model/lora_adapter.h), by slot; empty when none.
   const std::vector<std::string>& lora_names() const { return lora_names_; }
+  // Compiles a constraint for this model's vocabulary (cached by its text; the vocabulary's byte
+  // strings are built on first use). submit() calls it for params.constraint; servers may call it
+  // first to reject a bad schema early. Throws InvalidArgument naming the unsupported construct,
+  // or when the model has no tokenizer.
+  std::shared_ptr<const constrain::CompiledGrammar> compile_constraint(const Constraint& c);
 
  private:
   EngineConfig cfg_;
@@ -129,6 +137,8 @@ class Engine {
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<DeviceSampler> device_sampler_;  // CUDA: sampling on the logits' device
   std::unique_ptr<Scheduler> scheduler_;
+  std::mutex grammar_mu_;  // creates grammar_compiler_ once
+  std::unique_ptr<constrain::GrammarCompiler> grammar_compiler_;
   std::thread loop_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<uint64_t> policy_version_{0};

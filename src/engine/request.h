@@ -3,11 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/sampling_params.h"
+
+namespace vela::constrain {
+class CompiledGrammar;
+}
 
 namespace vela {
 
@@ -25,6 +30,9 @@ struct Request {
   SamplingParams params;
   std::string lora{};      // LoRA adapter name (Engine::lora_names()); "" = the base model
   int32_t lora_slot = -1;  // set by Engine::submit from `lora` (callers leave it)
+  // params.constraint compiled for the model's vocabulary: set by Engine::submit (callers leave
+  // it empty, or pass one from Engine::compile_constraint).
+  std::shared_ptr<const constrain::CompiledGrammar> grammar;
 };
 
 // One increment of one sample (index < params.n) of a request.

@@ -168,6 +168,68 @@ SamplingParams SamplingParams::from_json(const json& j) {
       VELA_THROW(InvalidArgument,
                  "on_weight_update must be \"mixed\", \"restart\" or \"finish\", got ", s);
   }
+  // Constraints: at most one of the keys.
+  const char* constraint_key = nullptr;
+  auto set_constraint = [&](const char* key, Constraint c) {
+    VELA_CHECK(constraint_key == nullptr,
+               "only one of response_format, guided_json, guided_regex, "
+               "guided_grammar and guided_choice may be given (got ",
+               constraint_key, " and ", key, ")");
+    constraint_key = key;
+    p.constraint = std::move(c);
+  };
+  if (const json* v = find(j, "response_format")) {
+    VELA_CHECK(v->is_object(), "response_format must be an object, got ", v->dump());
+    const json* type = find(*v, "type");
+    VELA_CHECK(type != nullptr && type->is_string(),
+               "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
+    const std::string t = type->get<std::string>();
+    if (t == "json_object") {
+      set_constraint("response_format", Constraint::json_object());
+    } else if (t == "json_schema") {
+      const json* js = find(*v, "json_schema");
+      VELA_CHECK(js != nullptr && js->is_object(),
+                 "response_format.json_schema must be an object with a \"schema\"");
+      const json* schema = find(*js, "schema");
+      VELA_CHECK(schema != nullptr && (schema->is_object() || schema->is_boolean()),
+                 "response_format.json_schema.schema must be a JSON Schema object");
+      set_constraint("response_format", Constraint::json_schema(*schema));
+    } else {
+      VELA_CHECK(t == "text",
+                 "response_format.type must be \"text\", \"json_object\" or "
+                 "\"json_schema\", got \"",
+                 t, "\"");
+    }
+  }
+  if (const json* v = find(j, "guided_json")) {
+    if (v->is_string()) {
+      json schema;
+      try {
+        schema = json::parse(v->get<std::string>());
+      } catch (const std::exception&) {
+        VELA_THROW(InvalidArgument, "guided_json is a string but not valid JSON");
+      }
+      set_constraint("guided_json", Constraint::json_schema(schema));
+    } else {
+      VELA_CHECK(v->is_object(), "guided_json must be a JSON Schema object, got ", v->dump());
+      set_constraint("guided_json", Constraint::json_schema(*v));
+    }
+  }
+  if (const json* v = find(j, "guided_regex")) {
+    VELA_CHECK(v->is_string(), "guided_regex must be a string, got ", v->dump());
+    set_constraint("guided_regex", Constraint::regex(v->get<std::string>()));
+  }
+  if (const json* v = find(j, "guided_grammar")) {
+    VELA_CHECK(v->is_string(), "guided_grammar must be a string (GBNF), got ", v->dump());
+    set_constraint("guided_grammar", Constraint::grammar(v->get<std::string>()));
+  }
+  if (const json* v = find(j, "guided_choice")) {
+    VELA_CHECK(v->is_array() && !v->empty(),
+               "guided_choice must be a non-empty list of strings, got ", v->dump());
+    for (const json& c : *v)
+      VELA_CHECK(c.is_string(), "guided_choice must be a list of strings, got ", v->dump());
+    set_constraint("guided_choice", Constraint::choice(*v));
+  }
   p.validate();
   return p;
 }
@@ -194,6 +256,28 @@ json SamplingParams::to_json() const {
   j["top_logprobs"] = top_logprobs;
   j["on_weight_update"] =
       on_weight_update ? json(weight_update_policy_name(*on_weight_update)) : json(nullptr);
+  switch (constraint.kind) {
+    case Constraint::Kind::kNone:
+      break;
+    case Constraint::Kind::kJsonSchema:
+      j["guided_json"] = json::parse(constraint.text);
+      break;
+    case Constraint::Kind::kJsonObject:
+      j["response_format"] = {{"type", "json_object"}};
+      break;
+    case Constraint::Kind::kRegex:
+      j["guided_regex"] = constraint.text;
+      break;
+    case Constraint::Kind::kGrammar:
+      j["guided_grammar"] = constraint.text;
+      break;
+    case Constraint::Kind::kChoice:
+      j["guided_choice"] = json::parse(constraint.text);
+      break;
+    case Constraint::Kind::kToolCalls:
+      j["tool_calls_constraint"] = json::parse(constraint.text);
+      break;
+  }
   return j;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "engine/constrain/constraint.h"
 
 namespace vela {
 
@@ -47,6 +48,11 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool logprobs = false;
   int32_t top_logprobs = 0;  // 0..20; > 0 requires logprobs
+  // Constrained decoding: the output must match this (JSON Schema, JSON object, regex, EBNF,
+  // choice). The engine compiles it at submit (InvalidArgument naming an unsupported construct);
+  // tokens the grammar does not allow are masked before penalties / temperature / top-k / top-p,
+  // and EOS is allowed only where the grammar may end. Logprobs are those of the masked row.
+  Constraint constraint;
   // Unset: kMixed for submit() / generate(), kFinishOld for Engine::run_batch (rollouts).
   std::optional<WeightUpdatePolicy> on_weight_update;
   WeightUpdatePolicy weight_update_policy() const {
@@ -68,6 +74,9 @@ struct SamplingParams {
   // max_completion_tokens), n, stop (string or list), stop_token_ids, ignore_eos, logprobs (bool,
   // or an int for completions-style: logprobs = true, top_logprobs = the int), top_logprobs. Null
   // values mean "default"; unknown keys are ignored (they belong to the request, not to sampling).
+  // Constraints (at most one): response_format ({"type": "text" | "json_object" | "json_schema",
+  // "json_schema": {"schema": ...}}), guided_json (a schema object or its JSON text),
+  // guided_regex, guided_grammar (GBNF), guided_choice (a list of strings).
   // Parses, then validate()s; throws InvalidArgument naming the key on a wrong type or value.
   static SamplingParams from_json(const json& j);
   json to_json() const;

@@ -72,6 +72,7 @@ bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestH
     t->seed = req_seed;
     if (tokenizer_ != nullptr) t->detok = std::make_unique<StreamingDecoder>(*tokenizer_);
     t->stop = std::make_unique<StopChecker>(req->params.stop);
+    if (req->grammar) t->matcher = std::make_unique<constrain::GrammarMatcher>(req->grammar);
     inbox_.push_back(std::move(t));
   }
   inbox_cv_.notify_all();
@@ -182,6 +183,7 @@ void Scheduler::restart(Task& t) {
   t.cached_reported = false;
   if (tokenizer_ != nullptr) t.detok = std::make_unique<StreamingDecoder>(*tokenizer_);
   t.stop = std::make_unique<StopChecker>(t.params().stop);
+  if (t.matcher) t.matcher->reset();
   StreamEvent ev;
   ev.index = t.index;
   ev.restarted = true;
@@ -263,10 +265,25 @@ bool Scheduler::waits_for_leader(const Task& t) const {
   return false;  // the leader finished: compute the prompt again (or reuse the prefix cache)
 }
 
+void Scheduler::fill_masks(const Tensor& logits) {
+  if (masks_) masks_->clear();
+  for (size_t j = 0; j < sample_tasks_.size(); ++j) {
+    Task* t = sample_tasks_[j];
+    if (!t->matcher) continue;
+    if (!masks_)
+      masks_ =
+          std::make_unique<constrain::BatchMasks>(logits.size(1), cfg_.max_seqs, logits.device());
+    masks_->add(*t->matcher, static_cast<int32_t>(j));
+  }
+  if (masks_) masks_->fill();
+}
+
 void Scheduler::sample(const Tensor& logits) {
   const int64_t n = static_cast<int64_t>(sample_rows_.size()), vocab = logits.size(1);
   bool identity = true;  // sample row j reads forward row j (every decode step)
   for (int64_t j = 0; j < n; ++j) identity = identity && sample_src_[static_cast<size_t>(j)] == j;
+  fill_masks(logits);
+  const bool masked = masks_ && masks_->size() > 0;
   if (device_sampler_ != nullptr) {
     // Not identity (forked n > 1 siblings share their leader's row): there may be more sample
     // rows than forward rows, so gather into the workspace instead of slicing the logits.
@@ -280,6 +297,7 @@ void Scheduler::sample(const Tensor& logits) {
         dst.copy_(logits.select(0, sample_src_[static_cast<size_t>(j)]));
       }
     }
+    if (masked) masks_->apply(rows);  // in place: each forward row feeds one sample row here
     device_sampler_->sample(rows, sample_rows_, sample_out_);
     return;
   }
@@ -291,6 +309,7 @@ void Scheduler::sample(const Tensor& logits) {
                 logits.data<float>() + sample_src_[static_cast<size_t>(j)] * vocab,
                 static_cast<size_t>(vocab) * sizeof(float));
   Tensor rows = ws_.logits.slice(0, 0, n);
+  if (masked) masks_->apply(rows);
   sampler_.sample(rows, sample_rows_, sample_out_);
 }
 
@@ -463,6 +482,26 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   bool is_stop_token =
       contains(p.stop_token_ids, r.token) || (!p.ignore_eos && contains(eos_ids_, r.token));
   std::optional<FinishReason> reason;
+  bool grammar_done = false;
+  if (t.matcher) {
+    bool accepted = false;
+    std::string why;
+    try {
+      accepted = t.matcher->accept_token(r.token);
+    } catch (const std::exception& e) {
+      why = std::string(": ") + e.what();
+    }
+    if (!accepted) {
+      // Only when the grammar allowed nothing (every logit masked) or a bug: never emit a token
+      // the grammar rejects.
+      t.output.pop_back();
+      finish(t, FinishReason::kError,
+             "constrained decoding: the grammar allows no token here (token " +
+                 std::to_string(r.token) + " was sampled)" + why);
+      return;
+    }
+    grammar_done = t.matcher->is_terminated();
+  }
   if (is_stop_token) {
     reason = FinishReason::kStop;
   } else if (t.detok) {
@@ -472,6 +511,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
       t.completion.stop_reason = t.stop->matched();
     }
   }
+  if (!reason && grammar_done) reason = FinishReason::kStop;  // nothing else can follow
   if (!reason && static_cast<int32_t>(t.output.size()) >= p.max_tokens)
     reason = FinishReason::kLength;
   if (reason && t.detok && !t.stop->stopped())

@@ -18,6 +18,7 @@
 
 #include "core/cuda/cuda_api.h"
 #include "engine/cache/task_cache_manager.h"
+#include "engine/constrain/batch_masks.h"
 #include "engine/engine_config.h"
 #include "engine/request_handle.h"
 #include "engine/runtime/executor.h"
@@ -118,6 +119,7 @@ class Scheduler {
   std::vector<SamplerRow> sample_rows_;
   std::vector<SampleResult> sample_out_;
   std::vector<Task*> sample_tasks_;  // the task of each sample row
+  std::unique_ptr<constrain::BatchMasks> masks_;  // constrained rows' token masks (lazily made)
 
   // Stats (read by other threads).
   mutable std::mutex stats_mu_;
@@ -136,6 +138,8 @@ class Scheduler {
   void fork_siblings(Task& leader, int32_t logits_row);
   // Samples every queued row from its forward logits row (on the device with a DeviceSampler).
   void sample(const Tensor& logits);
+  // The token masks of the queued rows that carry a grammar.
+  void fill_masks(const Tensor& logits);
   bool plan();  // fills items_; false when nothing runnable
   void preempt(Task* victim);
   void restart(Task& t);  // kRestart after a weight update: back to the prompt

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/constrain/matcher.h"
 #include "engine/request.h"
 #include "engine/request_handle.h"
 #include "engine/stop_checker.h"
@@ -29,6 +30,9 @@ struct Task {
   Completion completion;                    // accumulated result
   std::unique_ptr<StreamingDecoder> detok;  // null without a tokenizer
   std::unique_ptr<StopChecker> stop;
+  // Constrained decoding: the position of output in request->grammar (null without one). It
+  // follows `output`: a preemption keeps both, a restart resets both.
+  std::unique_ptr<constrain::GrammarMatcher> matcher;
 
   const std::vector<int32_t>& prompt() const { return request->prompt; }
   const SamplingParams& params() const { return request->params; }

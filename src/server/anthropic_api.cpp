@@ -329,6 +329,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& req, HttpResponse& r
   if (const json* s = field(body, "stream")) stream = bool_field(*s, "stream");
   SamplingParams params = sampling_from_json(sampling_json(body));
   RenderedPrompt rp = render_chat_prompt(ctx, cp, "toolu_");
+  if (Constraint tc = forced_tool_constraint(cp, rp); tc.active()) params.constraint = tc;
   params.max_tokens = resolve_max_tokens(ctx, rp.ids.size(), max_tokens);
 
   auto st = std::make_shared<MessageState>();

@@ -59,4 +59,18 @@ RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
   return out;
 }
 
+Constraint forced_tool_constraint(const ChatPrompt& p, const RenderedPrompt& rp) {
+  if (rp.output.forced_prefix.empty() || !p.tools.is_array()) return {};
+  json tools = json::array();
+  for (const json& t : p.tools) {
+    const json fn = t.value("function", json::object());
+    if (!fn.contains("name") || !fn["name"].is_string()) continue;
+    if (p.tool_choice == "function" && fn["name"] != p.forced_tool) continue;
+    tools.push_back({{"name", fn["name"]}, {"parameters", fn.value("parameters", json::object())}});
+  }
+  json spec = {{"tools", tools}, {"parallel", false}};
+  if (p.tool_choice == "function") spec["forced"] = p.forced_tool;
+  return Constraint::tool_calls(spec);
+}
+
 }  // namespace vela

@@ -3,7 +3,8 @@
 // ids plus the options the output parser needs. Both API front ends build one; rendering is the
 // only place the chat template runs. tool_choice "required" / a named function are honoured by
 // prefilling the assistant turn with "<tool_call>\n{\"name\": \"" (and the name), so the model
-// continues inside a call — no constrained decoding needed.
+// continues inside a call, and by constrained decoding (forced_tool_constraint): the rest of the
+// call must be a known name and arguments valid against that tool's parameters schema.
 #pragma once
 
 #include <string>
@@ -33,5 +34,9 @@ struct RenderedPrompt {
 // (raise_exception), and for a tool_choice naming an unknown tool.
 RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
                                   const std::string& id_prefix);
+
+// With tool_choice required / a named function: the constraint for what follows the prefill
+// (tool_call_grammar.h); kNone otherwise.
+Constraint forced_tool_constraint(const ChatPrompt& p, const RenderedPrompt& rp);
 
 }  // namespace vela

@@ -356,6 +356,8 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, HttpRes
   SamplingParams params = sampling_from_json(body);
 
   RenderedPrompt rp = render_chat_prompt(ctx, cp, "call_");
+  // A forced tool call is constrained to the tool's schema (over any response_format).
+  if (Constraint tc = forced_tool_constraint(cp, rp); tc.active()) params.constraint = tc;
   params.max_tokens = resolve_max_tokens(ctx, rp.ids.size(), max_tokens);
   Request request{rp.ids, params};
   request.lora = lora;

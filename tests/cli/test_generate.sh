@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end `vela generate` on a fixture model: greedy ids equal transformers' (reference.json),
-# --top-logprobs output shape, --batch JSONL in input order, and clear errors on bad input.
+# --top-logprobs output shape, --batch JSONL in input order, clear errors on bad input, and
+# constrained decoding (--json-schema / --regex / --choice).
 # usage: test_generate.sh path/to/vela   (run from tests/)
 set -euo pipefail
 VELA="$1"
@@ -44,3 +45,45 @@ done
 set +e; "$VELA" generate --model /nonexistent --prompt-ids 1 >/dev/null 2>&1; rc=$?; set -e
 [ "$rc" -eq 1 ] || { echo "missing model dir: expected exit 1, got $rc"; exit 1; }
 echo "bad input: clear errors"
+
+# Constrained decoding (--json-schema / --regex / --choice): the fixture model copied next to a
+# 128-token tokenizer (ids 0-2 special, then printable ASCII, newline and digit pairs), sampled
+# at temperature 1; every output must match, and a bad schema is an error naming the keyword.
+cdir=$(mktemp -d)
+trap 'rm -f "$batch"; rm -rf "$cdir"' EXIT
+cp "$M"/config.json "$M"/model.safetensors "$cdir"/
+python3 - "$cdir" <<'PY'
+import json, sys
+toks = ["<unk>", "<s>", "</s>"] + [chr(c) for c in range(32, 127)] + ["\n"]
+toks += ["%02d" % i for i in range(128 - len(toks))]
+vocab = {t: i for i, t in enumerate(toks)}
+added = [{"id": i, "content": toks[i], "single_word": False, "lstrip": False, "rstrip": False,
+          "normalized": False, "special": True} for i in range(3)]
+tj = {"version": "1.0", "added_tokens": added, "normalizer": None, "pre_tokenizer": None,
+      "post_processor": None, "decoder": {"type": "Fuse"},
+      "model": {"type": "BPE", "vocab": vocab, "merges": []}}
+json.dump(tj, open(sys.argv[1] + "/tokenizer.json", "w"))
+json.dump({"type": "object", "properties": {"ok": {"type": "boolean"},
+           "n": {"type": "integer", "minimum": 1, "maximum": 99}},
+           "required": ["ok", "n"], "additionalProperties": False},
+          open(sys.argv[1] + "/schema.json", "w"))
+json.dump({"type": "object", "properties": {"a": {"not": {}}}}, open(sys.argv[1] + "/bad.json", "w"))
+PY
+for seed in 1 2 3; do
+  out=$("$VELA" generate --model "$cdir" --prompt-ids 5,6,7 --max-tokens 55 --temperature 1 \
+    --seed "$seed" --json-schema "$cdir/schema.json" --json)
+  python3 - "$out" <<'PY'
+import json, sys
+v = json.loads(json.loads(sys.argv[1])["text"])
+assert set(v) == {"ok", "n"} and isinstance(v["ok"], bool) and 1 <= v["n"] <= 99, v
+PY
+  out=$("$VELA" generate --model "$cdir" --prompt-ids 5,6,7 --max-tokens 20 --temperature 1 \
+    --seed "$seed" --regex '[0-9]{3}-[a-f]{2}')
+  echo "$out" | grep -Eqx '[0-9]{3}-[a-f]{2}' || { echo "regex output '$out'"; exit 1; }
+  out=$("$VELA" generate --model "$cdir" --prompt-ids 5,6,7 --max-tokens 20 --temperature 1 \
+    --seed "$seed" --choice yes,no)
+  [ "$out" = yes ] || [ "$out" = no ] || { echo "choice output '$out'"; exit 1; }
+done
+set +e; err=$("$VELA" generate --model "$cdir" --prompt-ids 1 --json-schema "$cdir/bad.json" 2>&1); set -e
+echo "$err" | grep -q "unsupported keyword 'not'" || { echo "bad schema: '$err'"; exit 1; }
+echo "generate: constrained outputs match"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Server end-to-end tests against a running `vela serve` (loopback only).
-#   run_e2e.sh clients|fuzz|load|web_ui VELA MAKE_TINY_MODEL WORKDIR      (run from tests/)
+#   run_e2e.sh clients|fuzz|load|web_ui|structured VELA MAKE_TINY_MODEL WORKDIR  (run from tests/)
 # A tiny random model with the Qwen3 tokenizer's vocabulary and chat template is generated into
 # WORKDIR once. Each test starts its own server on a free port, runs its driver (node with the
 # official openai / @anthropic-ai/sdk clients from .cache/assets, or headless Chromium), then
@@ -23,6 +23,10 @@ command -v node >/dev/null || skip "node not installed"
 if [ "$WHICH" != web_ui ]; then
   [ -f "$ASSETS/node_modules/openai/package.json" ] || skip "npm clients missing (scripts/fetch_assets.sh)"
   [ -f "$ASSETS/node_modules/@anthropic-ai/sdk/package.json" ] || skip "npm clients missing"
+  if [ "$WHICH" = structured ]; then
+    [ -f "$ASSETS/node_modules/zod/package.json" ] && [ -f "$ASSETS/node_modules/ajv/package.json" ] \
+      || skip "zod / ajv missing (scripts/fetch_assets.sh)"
+  fi
 fi
 CHROMIUM="$(command -v chromium || command -v chromium-browser || true)"
 [ "$WHICH" != web_ui ] || [ -n "$CHROMIUM" ] || skip "chromium not installed (scripts/setup.sh)"
@@ -38,6 +42,7 @@ KEY="e2e-$RANDOM$RANDOM"
 ARGS=(--model "$MODEL" --host 127.0.0.1 --port 0 --served-model-name tiny-qwen3)
 case "$WHICH" in
   clients) ARGS+=(--api-key "$KEY" --max-body-bytes 1048576) ;;
+  structured) ARGS+=(--api-key "$KEY") ;;
   fuzz)    ARGS+=(--api-key "$KEY" --max-context 256 --max-body-bytes 262144) ;;
   load)    ARGS+=(--api-key "$KEY" --max-context 512 --max-batch 64) ;;
   web_ui)  ARGS+=(--api-key "$KEY") ;;

@@ -1,0 +1,73 @@
+// Test helpers for constrained decoding through the Engine: a small tokenizer whose tokens are the
+// printable ASCII characters, whitespace, a few JSON-shaped multi-character tokens and two
+// non-ASCII ones (so masks cover merges and multi-byte characters), with an <eos> special token;
+// and a random model over that vocabulary (near-uniform next-token distributions at T = 1: the
+// hardest case for a mask, every allowed token gets sampled).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "engine/engine.h"
+#include "model/model_config.h"
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vela::test {
+
+inline std::vector<std::string> json_test_tokens() {
+  std::vector<std::string> t = {"<eos>"};
+  for (int c = 32; c < 127; ++c) t.push_back(std::string(1, static_cast<char>(c)));
+  for (const char* s :
+       {"\n",   "\t",   "{\"",  "\":", "\",", "\"}",  "\": \"", "\", \"", "true", "false",
+        "null", "  ",   "\n  ", "[\"", "\"]", "},",   "],",     "12",     "00",   "-1",
+        ".5",   "name", "id",   "ing", "é",   "日本", "\\n",    "\\\""})
+    t.push_back(s);
+  return t;
+}
+
+inline std::unique_ptr<Tokenizer> json_test_tokenizer() {
+  const std::vector<std::string> toks = json_test_tokens();
+  json vocab = json::object();
+  for (size_t i = 0; i < toks.size(); ++i) vocab[toks[i]] = static_cast<int>(i);
+  json added = json::array({{{"id", 0},
+                             {"content", "<eos>"},
+                             {"single_word", false},
+                             {"lstrip", false},
+                             {"rstrip", false},
+                             {"normalized", false},
+                             {"special", true}}});
+  json tj = {{"version", "1.0"},
+             {"added_tokens", added},
+             {"normalizer", nullptr},
+             {"pre_tokenizer", nullptr},
+             {"post_processor", nullptr},
+             {"decoder", {{"type", "Fuse"}}},
+             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  return std::make_unique<Tokenizer>(Tokenizer::from_json(tj));
+}
+
+// A random Qwen3-shaped model over json_test_tokens() with <eos> (id 0) as EOS.
+inline std::unique_ptr<Engine> json_test_engine(EngineConfig cfg = {}, uint64_t seed = 11) {
+  const int vocab = static_cast<int>(json_test_tokens().size());
+  ModelConfig mc = ModelConfig::from_json(json{{"model_type", "qwen3"},
+                                               {"vocab_size", vocab},
+                                               {"hidden_size", 32},
+                                               {"intermediate_size", 64},
+                                               {"num_hidden_layers", 2},
+                                               {"num_attention_heads", 4},
+                                               {"num_key_value_heads", 2},
+                                               {"head_dim", 8},
+                                               {"max_position_embeddings", 4096},
+                                               {"rms_norm_eps", 1e-6},
+                                               {"tie_word_embeddings", true},
+                                               {"eos_token_id", 0}},
+                                          "json_test_engine");
+  if (cfg.max_ctx <= 0) cfg.max_ctx = 2048;
+  return std::make_unique<Engine>(Transformer::random(mc, DType::kF32, Device::cpu(), seed, 0.02f),
+                                  json_test_tokenizer(), cfg);
+}
+
+}  // namespace vela::test

@@ -168,6 +168,15 @@ SamplingParams SamplingParams::from_json(const json& j) {
       VELA_THROW(InvalidArgument,
                  "on_weight_update must be \"mixed\", \"restart\" or \"finish\", got ", s);
   }
+  if (const json* v = find(j, "logprobs_mode")) {
+    std::string s = v->is_string() ? v->get<std::string>() : v->dump();
+    if (s == "raw")
+      p.logprobs_mode = LogprobsMode::kRaw;
+    else if (s == "tempered")
+      p.logprobs_mode = LogprobsMode::kTempered;
+    else
+      VELA_THROW(InvalidArgument, "logprobs_mode must be \"raw\" or \"tempered\", got ", s);
+  }
   p.validate();
   return p;
 }
@@ -194,7 +203,12 @@ json SamplingParams::to_json() const {
   j["top_logprobs"] = top_logprobs;
   j["on_weight_update"] =
       on_weight_update ? json(weight_update_policy_name(*on_weight_update)) : json(nullptr);
+  j["logprobs_mode"] = logprobs_mode_name(logprobs_mode);
   return j;
+}
+
+const char* logprobs_mode_name(LogprobsMode m) {
+  return m == LogprobsMode::kTempered ? "tempered" : "raw";
 }
 
 const char* weight_update_policy_name(WeightUpdatePolicy p) {

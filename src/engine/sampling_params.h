@@ -23,6 +23,17 @@ enum class WeightUpdatePolicy {
 };
 const char* weight_update_policy_name(WeightUpdatePolicy p);
 
+// What SampleResult::logprob and top_logprobs report.
+enum class LogprobsMode {
+  kRaw,       // "raw": log_softmax of the model's logits before any processing (OpenAI's meaning,
+              // vLLM's default logprobs_mode "raw_logprobs")
+  kTempered,  // "tempered": log_softmax((logits + penalties + logit_bias) / T), the distribution
+              // the token was drawn from before top-k / top-p / min-p truncation; greedy rows use
+              // T = 1. RL behaviour log-probs: a trainer computing log_softmax(logits / T) of the
+              // same weights gets the same numbers (docs/rl.md says why truncation is left out)
+};
+const char* logprobs_mode_name(LogprobsMode m);
+
 struct SamplingParams {
   static constexpr int32_t kMaxTopLogprobs = 20;
   // Temperatures below this sample greedily (as vLLM's _SAMPLING_EPS): 1/T would overflow anyway.
@@ -47,6 +58,7 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool logprobs = false;
   int32_t top_logprobs = 0;  // 0..20; > 0 requires logprobs
+  LogprobsMode logprobs_mode = LogprobsMode::kRaw;
   // Unset: kMixed for submit() / generate(), kFinishOld for Engine::run_batch (rollouts).
   std::optional<WeightUpdatePolicy> on_weight_update;
   WeightUpdatePolicy weight_update_policy() const {
@@ -67,7 +79,8 @@ struct SamplingParams {
   // frequency_penalty, repetition_penalty, logit_bias ({"id": bias}), seed, max_tokens (or
   // max_completion_tokens), n, stop (string or list), stop_token_ids, ignore_eos, logprobs (bool,
   // or an int for completions-style: logprobs = true, top_logprobs = the int), top_logprobs. Null
-  // values mean "default"; unknown keys are ignored (they belong to the request, not to sampling).
+  // values mean "default"; extensions: on_weight_update, logprobs_mode ("raw" | "tempered");
+  // unknown keys are ignored (they belong to the request, not to sampling).
   // Parses, then validate()s; throws InvalidArgument naming the key on a wrong type or value.
   static SamplingParams from_json(const json& j);
   json to_json() const;

@@ -227,8 +227,8 @@ std::vector<float> TrainableModel::token_logprobs(const TrainBatch& batch,
 }
 
 std::vector<float> TrainableModel::model_token_logprobs(const Transformer& model_,
-                                                        const TrainBatch& batch,
-                                                        int64_t chunk_rows, float temperature) {
+                                                        const TrainBatch& batch, int64_t chunk_rows,
+                                                        float temperature) {
   Prepared p = prepare_for(model_, batch);
   const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
   if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(n), 0.0f);

@@ -183,17 +183,17 @@ TEST_F(CudaSamplingTest, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
   std::vector<int32_t> history{4, 4, 9};
   std::vector<SamplerRow> rows;
   for (int32_t r = 0; r < n; ++r)
-    rows.push_back({&ps[static_cast<size_t>(r % 4)], &history, &history, 7,
-                    static_cast<uint64_t>(r)});
+    rows.push_back(
+        {&ps[static_cast<size_t>(r % 4)], &history, &history, 7, static_cast<uint64_t>(r)});
   DeviceSampler dev(vocab, n, gpu());
   std::vector<SampleResult> out;
   dev.sample(logits.to(gpu()), rows, out);
   const float* x = logits.data<float>();
   double worst = 0.0;
   for (int32_t r = 0; r < n; ++r) {
-    const std::vector<double> want = test::tempered_logprobs(
-        x + static_cast<int64_t>(r) * vocab, vocab, *rows[static_cast<size_t>(r)].params, history,
-        history);
+    const std::vector<double> want =
+        test::tempered_logprobs(x + static_cast<int64_t>(r) * vocab, vocab,
+                                *rows[static_cast<size_t>(r)].params, history, history);
     worst = std::max(worst, std::fabs(out[r].logprob - want[static_cast<size_t>(out[r].token)]));
     ASSERT_EQ(out[r].top_logprobs.size(), 20u);
     for (const auto& [id, v] : out[r].top_logprobs)

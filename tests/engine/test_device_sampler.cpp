@@ -127,8 +127,8 @@ TEST(DeviceSamplerCpu, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
   dev.sample(logits, rows, out);
   const float* x = logits.data<float>();
   for (size_t r = 0; r < 8; ++r) {
-    const std::vector<double> want = test::tempered_logprobs(
-        x + static_cast<int64_t>(r) * vocab, vocab, *rows[r].params, prompt, {});
+    const std::vector<double> want = test::tempered_logprobs(x + static_cast<int64_t>(r) * vocab,
+                                                             vocab, *rows[r].params, prompt, {});
     EXPECT_NEAR(out[r].logprob, want[static_cast<size_t>(out[r].token)], 1e-5) << r;
     ASSERT_EQ(out[r].top_logprobs.size(), 20u);
     for (const auto& [id, v] : out[r].top_logprobs)

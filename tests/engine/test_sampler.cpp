@@ -413,8 +413,8 @@ TEST(Sampler, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
   Tensor again = make_logits({raw[1]});
   std::vector<SamplerRow> rows2{{&raw_mode, &prompt, &output, 12, 4}};
   sampler.sample(again, rows2, out);
-  const std::vector<double> tempered = test::tempered_logprobs(raw[1].data(), vocab, cold, prompt,
-                                                               output);
+  const std::vector<double> tempered =
+      test::tempered_logprobs(raw[1].data(), vocab, cold, prompt, output);
   EXPECT_GT(std::fabs(out[0].logprob - tempered[static_cast<size_t>(out[0].token)]), 1e-3);
 }
 

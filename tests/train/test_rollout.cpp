@@ -1,9 +1,9 @@
 // The RL loop's contract between the engine and the trainer: the behaviour log-probs the engine
 // records (LogprobsMode::kTempered: log_softmax(logits / T) of the distribution it sampled from)
 // equal the trainer's log-probs at the same temperature of the same tokens under the same weights
-// (CPU f32, 1e-5, at T = 1 and T = 0.7), also after a weight push (the engine reads the trainer's storage; the push drops the
-// prefix cache, so a repeated prompt is not served from KV of the old weights), and every sample
-// carries the version of the weights that generated it.
+// (CPU f32, 1e-5, at T = 1 and T = 0.7), also after a weight push (the engine reads the trainer's
+// storage; the push drops the prefix cache, so a repeated prompt is not served from KV of the old
+// weights), and every sample carries the version of the weights that generated it.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -23,10 +23,11 @@ namespace vela {
 namespace {
 
 ModelConfig qwen_like() {
-  json c = {{"model_type", "qwen3"},       {"vocab_size", 4096},     {"hidden_size", 256},
-            {"intermediate_size", 768},    {"num_hidden_layers", 4}, {"num_attention_heads", 4},
-            {"num_key_value_heads", 2},    {"head_dim", 64},         {"max_position_embeddings", 512},
-            {"tie_word_embeddings", false}};
+  json c = {
+      {"model_type", "qwen3"},       {"vocab_size", 4096},     {"hidden_size", 256},
+      {"intermediate_size", 768},    {"num_hidden_layers", 4}, {"num_attention_heads", 4},
+      {"num_key_value_heads", 2},    {"head_dim", 64},         {"max_position_embeddings", 512},
+      {"tie_word_embeddings", false}};
   return ModelConfig::from_json(c, "qwen_like");
 }
 

@@ -1,8 +1,9 @@
 // Sampler: turns one row of logits per sequence into the next token (CPU reference).
-// Pipeline per row: raw logprobs (only when asked; kTempered ones after the bias) -> penalties -> logit bias -> temperature ->
-// top-k -> top-p -> min-p -> inverse-CDF draw with one Philox uniform at (seed, stream, step), or
-// argmax when greedy. A row's token depends only on its logits, params and (seed, stream, step),
-// never on the other rows of the batch. Not thread-safe (one Sampler per scheduler loop).
+// Pipeline per row: raw logprobs (only when asked; kTempered ones after the bias) -> penalties ->
+// logit bias -> temperature -> top-k -> top-p -> min-p -> inverse-CDF draw with one Philox uniform
+// at (seed, stream, step), or argmax when greedy. A row's token depends only on its logits, params
+// and (seed, stream, step), never on the other rows of the batch. Not thread-safe (one Sampler per
+// scheduler loop).
 #pragma once
 
 #include <cstdint>

@@ -3,8 +3,9 @@
 // scratch is `work` and shared memory).
 //
 // Passes over a row (100k floats stream from L2 after the first): raw log-sum-exp and top
-// logprobs when asked (tempered ones: after the bias, of the processed row / T); penalties + bias into `work` when the row has them; a block argmax (the
-// greedy token and the row max m). Sampled rows then:
+// logprobs when asked (tempered ones: after the bias, of the processed row / T); penalties + bias
+// into `work` when the row has them; a block argmax (the greedy token and the row max m). Sampled
+// rows then:
 //  - top-k / top-p: a "ladder" pass counts the tokens (and sums their weights) whose exponent
 //    d = (m - l) / T lies below each of 10 fixed rungs; the tightest rung that provably holds the
 //    top-k tokens, or enough mass for top-p, selects a candidate set that is compacted into
@@ -548,9 +549,8 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   if (tid == 0) {
     out[kSampleOutToken * os + row] = token;
     out[kSampleOutLogprob * os + row] =
-        want_lp ? __float_as_int(
-                      __fsub_rn(__fsub_rn(__fmul_rn(sanitize(lp_row[token]), lp_scale), lp_max),
-                                lp_log_sum))
+        want_lp ? __float_as_int(__fsub_rn(
+                      __fsub_rn(__fmul_rn(sanitize(lp_row[token]), lp_scale), lp_max), lp_log_sum))
                 : 0;
     if (p.flags & kSampleUpdateCounts) a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
   }

@@ -7,7 +7,10 @@
 # summaries go to $OUT (the device tool brings them back); the numbers are in docs/rl.md and
 # bench/results/rl_*_h200.txt.
 # usage (GPU machine, repository root): OUT=dir tools/rl_gpu_checks.sh
-#   needs bench/configs/grpo_h200/shards (prompt shards, see docs/rl.md) for the bench part
+#   needs bench/configs/grpo_h200/shards (prompt shards, see docs/rl.md) for the bench part.
+#   Run from a branch: copy only the files it changed (plus the shards and the .deps-debs it
+#   needs) into /work/main/.wt-NAME, carry that, and start with `cp -r .wt-NAME/. . &&` (main's
+#   tree with .deps-debs and a full worktree copy exceeds the 64 MiB a call carries).
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-rl-gpu}"
 mkdir -p "$OUT"

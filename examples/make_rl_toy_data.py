@@ -9,9 +9,10 @@ OUT_DIR/tokenizer/  a 24-token byte-level BPE tokenizer (no merges) over the cha
 OUT_DIR/dpo.jsonl   preference records {"prompt": "3", "chosen": "4", "rejected": "7"}: the
                     chosen answer is the digit after the prompt's (9 -> 0), the rejected one any
                     other digit.
-OUT_DIR/grpo.jsonl  prompt records {"instruction": "next", "input": "3", "answer": "4"} (the seeds'
-                    role mapping: instruction -> system, input -> user); the reward is an exact
-                    match of the one-token completion with the answer.
+OUT_DIR/grpo.jsonl  prompt records {"input": "3", "answer": "4"} (the seeds' role mapping: input ->
+                    user; no instruction, so the rendered prompt is 20 tokens and a GRPO step of
+                    8 prompts x 16 samples trains on 2,688 tokens); the reward is an exact match
+                    of the one-token completion with the answer.
 Only the standard library is used.
 """
 import json
@@ -91,8 +92,7 @@ def main():
     with open(os.path.join(out, "grpo.jsonl"), "w") as f:
         for i in range(80):
             d = i % 10
-            f.write(json.dumps({"instruction": "next", "input": str(d),
-                                "answer": str((d + 1) % 10)}) + "\n")
+            f.write(json.dumps({"input": str(d), "answer": str((d + 1) % 10)}) + "\n")
     print(f"wrote {out}: tokenizer ({n_vocab} tokens), dpo.jsonl (160), grpo.jsonl (80)")
     return 0
 

@@ -230,6 +230,15 @@ SamplingParams SamplingParams::from_json(const json& j) {
       VELA_CHECK(c.is_string(), "guided_choice must be a list of strings, got ", v->dump());
     set_constraint("guided_choice", Constraint::choice(*v));
   }
+  if (const json* v = find(j, "logprobs_mode")) {
+    std::string s = v->is_string() ? v->get<std::string>() : v->dump();
+    if (s == "raw")
+      p.logprobs_mode = LogprobsMode::kRaw;
+    else if (s == "tempered")
+      p.logprobs_mode = LogprobsMode::kTempered;
+    else
+      VELA_THROW(InvalidArgument, "logprobs_mode must be \"raw\" or \"tempered\", got ", s);
+  }
   p.validate();
   return p;
 }
@@ -278,7 +287,12 @@ json SamplingParams::to_json() const {
       j["tool_calls_constraint"] = json::parse(constraint.text);
       break;
   }
+  j["logprobs_mode"] = logprobs_mode_name(logprobs_mode);
   return j;
+}
+
+const char* logprobs_mode_name(LogprobsMode m) {
+  return m == LogprobsMode::kTempered ? "tempered" : "raw";
 }
 
 const char* weight_update_policy_name(WeightUpdatePolicy p) {

@@ -24,6 +24,17 @@ enum class WeightUpdatePolicy {
 };
 const char* weight_update_policy_name(WeightUpdatePolicy p);
 
+// What SampleResult::logprob and top_logprobs report.
+enum class LogprobsMode {
+  kRaw,       // "raw": log_softmax of the model's logits before any processing (OpenAI's meaning,
+              // vLLM's default logprobs_mode "raw_logprobs")
+  kTempered,  // "tempered": log_softmax((logits + penalties + logit_bias) / T), the distribution
+              // the token was drawn from before top-k / top-p / min-p truncation; greedy rows use
+              // T = 1. RL behaviour log-probs: a trainer computing log_softmax(logits / T) of the
+              // same weights gets the same numbers (docs/rl.md says why truncation is left out)
+};
+const char* logprobs_mode_name(LogprobsMode m);
+
 struct SamplingParams {
   static constexpr int32_t kMaxTopLogprobs = 20;
   // Temperatures below this sample greedily (as vLLM's _SAMPLING_EPS): 1/T would overflow anyway.
@@ -53,6 +64,7 @@ struct SamplingParams {
   // tokens the grammar does not allow are masked before penalties / temperature / top-k / top-p,
   // and EOS is allowed only where the grammar may end. Logprobs are those of the masked row.
   Constraint constraint;
+  LogprobsMode logprobs_mode = LogprobsMode::kRaw;
   // Unset: kMixed for submit() / generate(), kFinishOld for Engine::run_batch (rollouts).
   std::optional<WeightUpdatePolicy> on_weight_update;
   WeightUpdatePolicy weight_update_policy() const {
@@ -73,7 +85,8 @@ struct SamplingParams {
   // frequency_penalty, repetition_penalty, logit_bias ({"id": bias}), seed, max_tokens (or
   // max_completion_tokens), n, stop (string or list), stop_token_ids, ignore_eos, logprobs (bool,
   // or an int for completions-style: logprobs = true, top_logprobs = the int), top_logprobs. Null
-  // values mean "default"; unknown keys are ignored (they belong to the request, not to sampling).
+  // values mean "default"; extensions: on_weight_update, logprobs_mode ("raw" | "tempered");
+  // unknown keys are ignored (they belong to the request, not to sampling).
   // Constraints (at most one): response_format ({"type": "text" | "json_object" | "json_schema",
   // "json_schema": {"schema": ...}}), guided_json (a schema object or its JSON text),
   // guided_regex, guided_grammar (GBNF), guided_choice (a list of strings).

@@ -39,6 +39,9 @@ inline constexpr uint32_t kSampleLogprobs = 1u << 1;
 inline constexpr uint32_t kSampleRepetition = 1u << 2;    // repetition_penalty != 1
 inline constexpr uint32_t kSampleFreqPresence = 1u << 3;  // frequency or presence != 0
 inline constexpr uint32_t kSampleUpdateCounts = 1u << 4;  // add the sampled token to its slot
+// With kSampleLogprobs: the logprobs of the penalized, biased row times inv_temperature (before
+// top-k / top-p / min-p) instead of the raw row's (SamplingParams::LogprobsMode::kTempered).
+inline constexpr uint32_t kSampleLogprobsTempered = 1u << 5;
 
 // One row's knobs, packed by the host once per step (plain bytes, uploaded as is).
 struct SampleRowParams {

@@ -48,8 +48,10 @@ void scale_rows(Tensor& d, const float* s, int64_t c) {
 
 std::vector<float> lm_head_logprobs(const Tensor& hidden, const Tensor& weight,
                                     const Tensor& targets, const std::vector<int32_t>& host_targets,
-                                    int64_t chunk_rows, int32_t ignore_index) {
+                                    int64_t chunk_rows, int32_t ignore_index, float temperature) {
   check_args(hidden, weight, targets, host_targets, chunk_rows);
+  VELA_CHECK(temperature > 0, "lm_head_logprobs: temperature must be > 0, got ", temperature);
+  const float inv_t = 1.0f / temperature;
   const int64_t n = hidden.size(0), vocab = weight.size(0);
   const int64_t chunk = std::min(chunk_rows, std::max<int64_t>(n, 1));
   const Device dev = hidden.device();
@@ -61,7 +63,7 @@ std::vector<float> lm_head_logprobs(const Tensor& hidden, const Tensor& weight,
     for (int64_t i = r0; i < r1 && !any; ++i) any = host_targets[i] != ignore_index;
     if (!any) continue;
     Tensor logits = logits_buf.slice(0, 0, c);
-    ops::gemm(hidden.slice(0, r0, r1), weight, logits, /*trans_a=*/false, /*trans_b=*/true);
+    ops::gemm(hidden.slice(0, r0, r1), weight, logits, /*trans_a=*/false, /*trans_b=*/true, inv_t);
     Tensor losses = losses_all.slice(0, r0, r1);
     ops::cross_entropy(logits, targets.slice(0, r0, r1), losses, ignore_index, 0.0f);
   }
@@ -74,8 +76,12 @@ std::vector<float> lm_head_logprobs(const Tensor& hidden, const Tensor& weight,
 void lm_head_logprobs_backward(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                const std::vector<int32_t>& host_targets,
                                const std::vector<float>& coef, int64_t chunk_rows,
-                               int32_t ignore_index, Tensor& dhidden, Tensor& dweight) {
+                               int32_t ignore_index, Tensor& dhidden, Tensor& dweight,
+                               float temperature) {
   check_args(hidden, weight, targets, host_targets, chunk_rows);
+  VELA_CHECK(temperature > 0, "lm_head_logprobs_backward: temperature must be > 0, got ",
+             temperature);
+  const float inv_t = 1.0f / temperature;
   VELA_CHECK(static_cast<int64_t>(coef.size()) == hidden.size(0),
              "lm_head_logprobs_backward: ", coef.size(), " coefficients for ", hidden.size(0),
              " rows");
@@ -89,10 +95,11 @@ void lm_head_logprobs_backward(const Tensor& hidden, const Tensor& weight, const
   Tensor dlogits_buf = weight.dtype() != DType::kF32
                            ? Tensor::empty({chunk, vocab}, weight.dtype(), dev)
                            : logits_buf;
-  // d log p / d logits = -(softmax - onehot): cross_entropy_backward's gradient times -coef.
+  // d log p / d z = -(softmax(z) - onehot) with z = logits / T: cross_entropy_backward's gradient
+  // of z times -coef, and dz / dlogits = 1 / T.
   std::vector<float> neg(coef.size());
   for (size_t i = 0; i < coef.size(); ++i)
-    neg[i] = host_targets[i] == ignore_index ? 0.0f : -coef[i];
+    neg[i] = host_targets[i] == ignore_index ? 0.0f : -coef[i] * inv_t;
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t r1 = std::min(n, r0 + chunk), c = r1 - r0;
     bool any = false;
@@ -104,7 +111,7 @@ void lm_head_logprobs_backward(const Tensor& hidden, const Tensor& weight, const
     }
     Tensor h = hidden.slice(0, r0, r1);
     Tensor logits = logits_buf.slice(0, 0, c);
-    ops::gemm(h, weight, logits, /*trans_a=*/false, /*trans_b=*/true);
+    ops::gemm(h, weight, logits, /*trans_a=*/false, /*trans_b=*/true, inv_t);
     Tensor dlogits = dlogits_buf.slice(0, 0, c);
     ops::cross_entropy_backward(logits, targets.slice(0, r0, r1), dlogits, 1.0f, ignore_index,
                                 0.0f);

@@ -255,13 +255,14 @@ LossStats TrainableModel::evaluate(const TrainBatch& batch) const {
   return {loss.loss_sum, loss.n_tokens};
 }
 
-std::vector<float> TrainableModel::token_logprobs(const TrainBatch& batch) const {
-  return model_token_logprobs(model_, batch, opts_.ce_chunk_tokens);
+std::vector<float> TrainableModel::token_logprobs(const TrainBatch& batch,
+                                                  float temperature) const {
+  return model_token_logprobs(model_, batch, opts_.ce_chunk_tokens, temperature);
 }
 
 std::vector<float> TrainableModel::model_token_logprobs(const Transformer& model_,
-                                                        const TrainBatch& batch,
-                                                        int64_t chunk_rows) {
+                                                        const TrainBatch& batch, int64_t chunk_rows,
+                                                        float temperature) {
   Prepared p = prepare_for(model_, batch);
   const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
   if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(n), 0.0f);
@@ -275,11 +276,12 @@ std::vector<float> TrainableModel::model_token_logprobs(const Transformer& model
   Tensor normed = Tensor::empty({n, hidden}, dt, dev);
   ops::rms_norm(flat, model_.final_norm, model_.config.rms_norm_eps, normed);
   return lm_head_logprobs(normed, model_.lm_head.weight, p.targets, p.host_targets, chunk_rows,
-                          kIgnoreIndex);
+                          kIgnoreIndex, temperature);
 }
 
 std::vector<float> TrainableModel::forward_backward_logprobs(const TrainBatch& batch,
-                                                             const LogprobLossFn& dloss) {
+                                                             const LogprobLossFn& dloss,
+                                                             float temperature) {
   Prepared p = prepare(batch);
   const ModelConfig& cfg = model_.config;
   const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
@@ -297,14 +299,15 @@ std::vector<float> TrainableModel::forward_backward_logprobs(const TrainBatch& b
                                          opts_.activation_checkpointing, saved[l]);
   Tensor normed = Tensor::empty({n, hidden}, dt, dev);
   ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
-  std::vector<float> logp = lm_head_logprobs(normed, model_.lm_head.weight, p.targets,
-                                             p.host_targets, opts_.ce_chunk_tokens, kIgnoreIndex);
+  std::vector<float> logp =
+      lm_head_logprobs(normed, model_.lm_head.weight, p.targets, p.host_targets,
+                       opts_.ce_chunk_tokens, kIgnoreIndex, temperature);
   std::vector<float> coef = dloss(logp);
   VELA_CHECK(coef.size() == logp.size(), "forward_backward_logprobs: the loss returned ",
              coef.size(), " coefficients for ", logp.size(), " tokens");
   Tensor dnormed = Tensor::empty({n, hidden}, dt, dev);
   lm_head_logprobs_backward(normed, model_.lm_head.weight, p.targets, p.host_targets, coef,
-                            opts_.ce_chunk_tokens, kIgnoreIndex, dnormed, dlm_head_);
+                            opts_.ce_chunk_tokens, kIgnoreIndex, dnormed, dlm_head_, temperature);
   Tensor dresidual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
   Tensor dflat = dresidual.view({n, hidden});
   ops::rms_norm_backward(flat, model_.final_norm, cfg.rms_norm_eps, dnormed, dflat, dfinal_norm_);

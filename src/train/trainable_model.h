@@ -82,16 +82,19 @@ class TrainableModel {
   LossStats evaluate(const TrainBatch& batch) const;
 
   // Per-token log p(targets[b, t]) under the current weights, [batch * seq] row-major, 0 where
-  // the target is kIgnoreIndex (forward only; label smoothing does not apply).
-  std::vector<float> token_logprobs(const TrainBatch& batch) const;
+  // the target is kIgnoreIndex (forward only; label smoothing does not apply). With a temperature
+  // the log-probs of softmax(logits / temperature) (GRPO's sampling distribution).
+  std::vector<float> token_logprobs(const TrainBatch& batch, float temperature = 1.0f) const;
   // Forward + backward of a loss L over the per-token log-probs (DPO, GRPO: train/logprob_head.h):
   // `dloss` gets logp ([batch * seq], as token_logprobs) and returns dL/dlogp per token (ignored
   // tokens' entries are not used). Gradients accumulate. Returns logp.
   using LogprobLossFn = std::function<std::vector<float>(const std::vector<float>& logp)>;
-  std::vector<float> forward_backward_logprobs(const TrainBatch& batch, const LogprobLossFn& dloss);
+  std::vector<float> forward_backward_logprobs(const TrainBatch& batch, const LogprobLossFn& dloss,
+                                               float temperature = 1.0f);
   // token_logprobs of any model (a frozen reference: no gradients are allocated).
   static std::vector<float> model_token_logprobs(const Transformer& model, const TrainBatch& batch,
-                                                 int64_t chunk_rows = 4096);
+                                                 int64_t chunk_rows = 4096,
+                                                 float temperature = 1.0f);
 
   // MoE models: the router losses and per-layer expert loads of the forward_backward calls since
   // the last call (moe_losses.h MoeMetrics::take); an empty object for dense models.

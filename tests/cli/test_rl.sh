@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end RL through the CLI on the toy task of examples/make_rl_toy_data.py (a 24-token
 # tokenizer, a 2-layer model): DPO reaches pref_acc >= 0.9 and GRPO raises reward_mean from its
-# starting level to >= 0.9, both from a seed other than the examples' own; DPO resumes exactly;
+# starting level to >= 0.9, each from two seeds other than the examples' own; DPO resumes exactly;
 # bad input is a clear error (a preference record without "rejected", G = 1, a reward endpoint
 # that is not there, a reference with another vocabulary).
 # usage: test_rl.sh path/to/vela   (run from tests/)
@@ -25,20 +25,22 @@ print(f"{v[0]:.4f} {max(v):.4f} {len(v)}")
 PY
 }
 
-# DPO from seed 3.
-"$VELA" train --config "$ROOT/examples/dpo_toy.json" "${common[@]}" --seed 3 --data.seed 3 \
-  --data.path "$dir/dpo_shards" --out-dir "$dir/dpo" >/dev/null 2>&1
-read first top n <<<"$(best "$dir/dpo/metrics.jsonl" pref_acc)"
-echo "dpo: pref_acc first $first, best $top over $n logged steps"
-python3 -c "import sys; sys.exit(0 if $top >= 0.9 else 1)" || { echo "DPO did not learn"; exit 1; }
+# Two seeds per objective, neither the examples' own (examples/rl_seed_sweep.sh runs 0..7).
+for seed in 3 6; do
+  "$VELA" train --config "$ROOT/examples/dpo_toy.json" "${common[@]}" --seed $seed --data.seed $seed \
+    --data.path "$dir/dpo_shards" --out-dir "$dir/dpo$seed" >/dev/null 2>&1
+  read first top n <<<"$(best "$dir/dpo$seed/metrics.jsonl" pref_acc)"
+  echo "dpo seed $seed: pref_acc first $first, best $top over $n logged steps"
+  python3 -c "import sys; sys.exit(0 if $top >= 0.9 else 1)" || { echo "DPO did not learn"; exit 1; }
 
-# GRPO from seed 3.
-"$VELA" train --config "$ROOT/examples/grpo_toy.json" "${common[@]}" --seed 3 --data.seed 3 \
-  --data.path "$dir/grpo_shards" --out-dir "$dir/grpo" >/dev/null 2>&1
-read first top n <<<"$(best "$dir/grpo/metrics.jsonl" reward_mean)"
-echo "grpo: reward_mean first $first, best $top over $n logged steps"
-python3 -c "import sys; sys.exit(0 if $top >= 0.9 and $first < 0.5 else 1)" || { echo "GRPO did not learn"; exit 1; }
-grep -q '"n_stale":0' "$dir/grpo/metrics.jsonl"
+  "$VELA" train --config "$ROOT/examples/grpo_toy.json" "${common[@]}" --seed $seed --data.seed $seed \
+    --data.path "$dir/grpo_shards" --out-dir "$dir/grpo$seed" >/dev/null 2>&1
+  read first top n <<<"$(best "$dir/grpo$seed/metrics.jsonl" reward_mean)"
+  echo "grpo seed $seed: reward_mean first $first, best $top over $n logged steps"
+  python3 -c "import sys; sys.exit(0 if $top >= 0.9 and $first < 0.5 else 1)" ||
+    { echo "GRPO did not learn"; exit 1; }
+  grep -q '"n_stale":0' "$dir/grpo$seed/metrics.jsonl"
+done
 
 # Exact resume of DPO: 6 steps straight == 3 steps, then --resume to 6.
 dpo6=("${common[@]}" --data.path "$dir/dpo_shards" --log-every 1 --save-every 3)

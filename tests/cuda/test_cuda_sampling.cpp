@@ -162,6 +162,47 @@ TEST_F(CudaSamplingTest, LogprobsEqualLogSoftmaxOfRawLogits) {
   EXPECT_LE(worst, 1e-5);
 }
 
+// LogprobsMode::kTempered on the device: log_softmax of the penalized row over T, untruncated.
+TEST_F(CudaSamplingTest, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
+  const int64_t vocab = 151936;
+  const int32_t n = 16;
+  Tensor logits = sampling_logits(n, vocab, 9);
+  std::vector<SamplingParams> ps(4);
+  for (SamplingParams& p : ps) {
+    p.logprobs = true;
+    p.top_logprobs = 20;
+    p.logprobs_mode = LogprobsMode::kTempered;
+    p.frequency_penalty = 1.0f;
+    p.logit_bias = {{2, 10.0f}};
+  }
+  ps[0].temperature = 0.7f;
+  ps[1].top_p = 0.8f;
+  ps[2].temperature = 1.5f;
+  ps[2].top_k = 30;
+  ps[3].temperature = 0.0f;
+  std::vector<int32_t> history{4, 4, 9};
+  std::vector<SamplerRow> rows;
+  for (int32_t r = 0; r < n; ++r)
+    rows.push_back(
+        {&ps[static_cast<size_t>(r % 4)], &history, &history, 7, static_cast<uint64_t>(r)});
+  DeviceSampler dev(vocab, n, gpu());
+  std::vector<SampleResult> out;
+  dev.sample(logits.to(gpu()), rows, out);
+  const float* x = logits.data<float>();
+  double worst = 0.0;
+  for (int32_t r = 0; r < n; ++r) {
+    const std::vector<double> want =
+        test::tempered_logprobs(x + static_cast<int64_t>(r) * vocab, vocab,
+                                *rows[static_cast<size_t>(r)].params, history, history);
+    worst = std::max(worst, std::fabs(out[r].logprob - want[static_cast<size_t>(out[r].token)]));
+    ASSERT_EQ(out[r].top_logprobs.size(), 20u);
+    for (const auto& [id, v] : out[r].top_logprobs)
+      worst = std::max(worst, std::fabs(v - want[static_cast<size_t>(id)]));
+  }
+  std::printf("  max |tempered logprob - log_softmax(processed / T)| = %.3g\n", worst);
+  EXPECT_LE(worst, 1e-5);
+}
+
 TEST_F(CudaSamplingTest, IncrementalCountsMatchFullHistory) {
   const int64_t vocab = 50000;
   const int32_t n_seqs = 8;

@@ -101,6 +101,41 @@ TEST(DeviceSamplerCpu, LogprobsEqualLogSoftmaxOfRawLogits) {
   }
 }
 
+// LogprobsMode::kTempered through the op's CPU twin: the processed row over T, untruncated.
+TEST(DeviceSamplerCpu, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
+  const int64_t vocab = 3000;
+  DeviceSampler dev(vocab, 8, Device::cpu());
+  Tensor logits = sampling_logits(8, vocab, 6);
+  std::vector<SamplingParams> ps(4);
+  for (SamplingParams& p : ps) {
+    p.logprobs = true;
+    p.top_logprobs = 20;
+    p.logprobs_mode = LogprobsMode::kTempered;
+    p.repetition_penalty = 1.5f;
+    p.logit_bias = {{2, 10.0f}};
+  }
+  ps[0].temperature = 0.7f;
+  ps[1].temperature = 1.0f;
+  ps[1].top_p = 0.8f;
+  ps[2].temperature = 1.5f;
+  ps[2].top_k = 30;
+  ps[3].temperature = 0.0f;
+  std::vector<int32_t> prompt{1, 2, 3};
+  std::vector<SamplerRow> rows;
+  for (size_t r = 0; r < 8; ++r) rows.push_back({&ps[r % 4], &prompt, nullptr, 9, r});
+  std::vector<SampleResult> out;
+  dev.sample(logits, rows, out);
+  const float* x = logits.data<float>();
+  for (size_t r = 0; r < 8; ++r) {
+    const std::vector<double> want = test::tempered_logprobs(x + static_cast<int64_t>(r) * vocab,
+                                                             vocab, *rows[r].params, prompt, {});
+    EXPECT_NEAR(out[r].logprob, want[static_cast<size_t>(out[r].token)], 1e-5) << r;
+    ASSERT_EQ(out[r].top_logprobs.size(), 20u);
+    for (const auto& [id, v] : out[r].top_logprobs)
+      EXPECT_NEAR(v, want[static_cast<size_t>(id)], 1e-5) << r;
+  }
+}
+
 // Decode loop: the engine's incremental mode (reset_slot at admission, slots per step) must give
 // the tokens the CPU Sampler gives when handed the growing prompt + output every step.
 TEST(DeviceSamplerCpu, IncrementalCountsMatchFullHistory) {

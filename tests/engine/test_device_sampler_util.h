@@ -163,4 +163,39 @@ Agreement agree(DeviceSampler& dev, Ref& cpu, const Tensor& logits, const Sampli
   return a;
 }
 
+// LogprobsMode::kTempered's reference in double: log_softmax((row + penalties + bias) / T) (T = 1
+// when greedy), no truncation; penalties as the Sampler applies them (repetition over prompt +
+// output, then frequency / presence over output, then the bias).
+inline std::vector<double> tempered_logprobs(const float* row, int64_t vocab,
+                                             const SamplingParams& p,
+                                             const std::vector<int32_t>& prompt,
+                                             const std::vector<int32_t>& output) {
+  std::vector<double> l(row, row + vocab);
+  std::vector<int> count(static_cast<size_t>(vocab), 0), seen(static_cast<size_t>(vocab), 0);
+  for (int32_t t : prompt) seen[static_cast<size_t>(t)] = 1;
+  for (int32_t t : output) {
+    seen[static_cast<size_t>(t)] = 1;
+    ++count[static_cast<size_t>(t)];
+  }
+  for (int64_t i = 0; i < vocab; ++i) {
+    auto& v = l[static_cast<size_t>(i)];
+    auto f = static_cast<float>(v);
+    if (p.repetition_penalty != 1.0f && seen[static_cast<size_t>(i)])
+      f = f > 0.0f ? f / p.repetition_penalty : f * p.repetition_penalty;
+    if (count[static_cast<size_t>(i)] > 0) {
+      f -= p.frequency_penalty * static_cast<float>(count[static_cast<size_t>(i)]);
+      f -= p.presence_penalty;
+    }
+    v = f;
+  }
+  for (const auto& [id, b] : p.logit_bias) l[static_cast<size_t>(id)] += b;
+  const double inv_t = p.is_greedy() ? 1.0 : 1.0 / p.temperature;
+  double m = -INFINITY;
+  for (double v : l) m = std::max(m, v * inv_t);
+  double sum = 0.0;
+  for (double v : l) sum += std::exp(v * inv_t - m);
+  for (double& v : l) v = v * inv_t - m - std::log(sum);
+  return l;
+}
+
 }  // namespace vela::test

@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "core/test_util.h"
 #include "engine/runtime/sampler.h"
+#include "engine/test_device_sampler_util.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -369,6 +370,52 @@ TEST(Sampler, LogprobsAreLogSoftmaxOfRawLogits) {
   sampler.sample(one, rows2, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(out[0].top_logprobs.empty());
+}
+
+// LogprobsMode::kTempered (GRPO's behaviour log-probs): log_softmax of the penalized, biased row
+// divided by T, untruncated (top-p / top-k do not renormalize it); greedy rows at T = 1.
+TEST(Sampler, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
+  const int64_t vocab = 1000;
+  Sampler sampler(vocab, 4);
+  std::vector<std::vector<float>> raw{random_logits(vocab, 4), random_logits(vocab, 5),
+                                      random_logits(vocab, 6)};
+  SamplingParams hot, cold, greedy;
+  for (SamplingParams* p : {&hot, &cold, &greedy}) {
+    p->logprobs = true;
+    p->top_logprobs = 5;
+    p->logprobs_mode = LogprobsMode::kTempered;
+    p->logit_bias = {{10, 4.0f}};
+    p->repetition_penalty = 1.3f;
+  }
+  hot.temperature = 1.0f;
+  hot.top_p = 0.9f;
+  cold.temperature = 0.7f;
+  cold.top_k = 50;
+  greedy.temperature = 0.0f;
+  std::vector<int32_t> prompt{1, 2, 3}, output{7, 8};
+  Tensor logits = make_logits(raw);
+  std::vector<SamplerRow> rows{{&hot, &prompt, &output, 11, 4},
+                               {&cold, &prompt, &output, 12, 4},
+                               {&greedy, &prompt, &output, 13, 4}};
+  std::vector<SampleResult> out;
+  sampler.sample(logits, rows, out);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::vector<double> want =
+        test::tempered_logprobs(raw[r].data(), vocab, *rows[r].params, prompt, output);
+    EXPECT_NEAR(out[r].logprob, want[static_cast<size_t>(out[r].token)], 1e-5) << "row " << r;
+    ASSERT_EQ(out[r].top_logprobs.size(), 5u);
+    for (const auto& [id, v] : out[r].top_logprobs)
+      EXPECT_NEAR(v, want[static_cast<size_t>(id)], 1e-5) << "row " << r << " id " << id;
+  }
+  // The same row in raw mode reports the raw log-softmax, which differs at T = 0.7.
+  SamplingParams raw_mode = cold;
+  raw_mode.logprobs_mode = LogprobsMode::kRaw;
+  Tensor again = make_logits({raw[1]});
+  std::vector<SamplerRow> rows2{{&raw_mode, &prompt, &output, 12, 4}};
+  sampler.sample(again, rows2, out);
+  const std::vector<double> tempered =
+      test::tempered_logprobs(raw[1].data(), vocab, cold, prompt, output);
+  EXPECT_GT(std::fabs(out[0].logprob - tempered[static_cast<size_t>(out[0].token)]), 1e-3);
 }
 
 TEST(Sampler, SeededSamplingIsReproducibleAndIndependentOfBatchOrder) {

@@ -77,6 +77,13 @@ TEST(SamplingParams, FromJsonForms) {
   EXPECT_TRUE(greedy.is_greedy());
   EXPECT_EQ(*greedy.seed, std::numeric_limits<uint64_t>::max());
   EXPECT_NO_THROW(parse("{}"));
+  // logprobs_mode (extension): raw by default (OpenAI's meaning), "tempered" for RL.
+  EXPECT_EQ(parse("{}").logprobs_mode, LogprobsMode::kRaw);
+  SamplingParams tempered = parse(R"({"logprobs": true, "logprobs_mode": "tempered"})");
+  EXPECT_EQ(tempered.logprobs_mode, LogprobsMode::kTempered);
+  EXPECT_EQ(SamplingParams::from_json(tempered.to_json()).logprobs_mode, LogprobsMode::kTempered);
+  EXPECT_THROW_WITH(parse(R"({"logprobs_mode": "processed"})"), InvalidArgument, "logprobs_mode",
+                    "processed");
 }
 
 TEST(SamplingParams, ValidateNamesTheFieldAndRange) {

@@ -124,7 +124,7 @@ namespace {
 
 // A rollout-shaped batch: 4 samples (2 groups of 2) of a prompt of 4 tokens + 3 completion tokens,
 // behaviour log-probs = the current ones + noise (ratios away from 1, some clipped).
-TrainBatch grpo_batch(Transformer& m, GrpoStrategy& s) {
+TrainBatch grpo_batch(Transformer& m, GrpoStrategy& s, float temperature) {
   RolloutResult r;
   r.group_size = 2;
   r.prompts = {{1, 2, 3, 4}, {5, 6, 7, 8}};
@@ -141,7 +141,7 @@ TrainBatch grpo_batch(Transformer& m, GrpoStrategy& s) {
   std::vector<double> rewards;
   for (const auto& it : r.items) rewards.push_back(it.reward);
   TrainBatch b = s.rollout_batch(r, {0, 1, 2, 3}, group_advantages(rewards, 2, true));
-  std::vector<float> lp = TrainableModel::model_token_logprobs(m, b);
+  std::vector<float> lp = TrainableModel::model_token_logprobs(m, b, 4096, temperature);
   std::vector<float> tg(lp.size());
   float* blp = b.behaviour_logprobs.data<float>();
   for (size_t i = 0; i < lp.size(); ++i)
@@ -156,7 +156,7 @@ void check_grpo_fd(const GrpoConfig& cfg, int64_t stride) {
   if (cfg.kl_coef > 0)
     s.set_reference(std::make_unique<ReferenceModel>(test::tiny_model(mc, 22), policy, "test"));
   TrainableModel tm(policy, {});
-  const TrainBatch b = grpo_batch(policy, s);
+  const TrainBatch b = grpo_batch(policy, s, static_cast<float>(cfg.temperature));
   MicroLoss fb = s.forward_backward(tm, b, 1.0f);
   ASSERT_GT(fb.n_units, 0);
   auto loss = [&] {
@@ -174,10 +174,11 @@ TEST(GrpoLoss, ClippedTokenLossGradientsMatchFiniteDifferences) {
   check_grpo_fd(c, 3);
 }
 
-TEST(GrpoLoss, KlAndSequenceAggregationGradientsMatchFiniteDifferences) {
+TEST(GrpoLoss, KlSequenceAggregationAndTemperatureGradientsMatchFiniteDifferences) {
   GrpoConfig c;
   c.kl_coef = 0.3;
   c.loss_agg = "sequence";
+  c.temperature = 0.7;  // policy and reference log-probs of softmax(logits / 0.7)
   check_grpo_fd(c, 7);
 }
 

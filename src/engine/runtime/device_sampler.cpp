@@ -193,6 +193,7 @@ void DeviceSampler::stage(const std::vector<SamplerRow>& rows, const std::vector
     }
     if (sp.logprobs) {
       p.flags |= ops::kSampleLogprobs;
+      if (sp.logprobs_mode == LogprobsMode::kTempered) p.flags |= ops::kSampleLogprobsTempered;
       p.n_top_logprobs = std::min(sp.top_logprobs, ops::kSampleMaxTopLogprobs);
       any_logprobs_ = true;
       row_top_logprobs_[static_cast<size_t>(r)] =

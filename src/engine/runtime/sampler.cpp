@@ -223,29 +223,14 @@ void Sampler::sample_row(float* logits, const SamplerRow& row, SampleResult& out
       if (logits[i] != logits[i]) logits[i] = kNegInf;
   }
 
-  // 1. Logprobs of the raw logits, captured before anything touches the row.
+  // 1. Logprobs of the raw logits, captured before anything touches the row (kRaw); kTempered
+  // takes them after the bias, from the tempered row the draw uses.
+  const bool tempered = p.logprobs && p.logprobs_mode == LogprobsMode::kTempered;
   const bool modifies = p.has_penalties() || !p.logit_bias.empty();
   const float* raw = logits;
-  float raw_log_sum = 0.0f;
-  if (p.logprobs) {
-    raw_log_sum =
-        static_cast<float>(std::log(ops::cpu::exp_shift_sum(logits, s.prob.data(), n, raw_max)));
-    if (p.top_logprobs > 0) {
-      // Insertion into a sorted list of at most k entries while scanning ids upward: an equal
-      // value never displaces an earlier (lower) id.
-      const auto k = static_cast<size_t>(std::min(p.top_logprobs, SamplingParams::kMaxTopLogprobs));
-      s.top.clear();
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = logits[i];
-        if (s.top.size() == k && !(v > s.top.back().first)) continue;
-        std::pair<float, int32_t> e{v, static_cast<int32_t>(i)};
-        auto pos = std::upper_bound(s.top.begin(), s.top.end(), e, before);
-        s.top.insert(pos, e);
-        if (s.top.size() > k) s.top.pop_back();
-      }
-      for (const auto& [v, id] : s.top)
-        out.top_logprobs.emplace_back(id, (v - raw_max) - raw_log_sum);
-    }
+  float lp_scale = 1.0f, lp_max = raw_max, lp_log_sum = 0.0f;
+  if (p.logprobs && !tempered) {
+    lp_log_sum = row_logprobs(logits, raw_max, 1.0f, p.top_logprobs, s, out);
     if (modifies) {
       std::memcpy(s.raw.data(), logits, static_cast<size_t>(n) * sizeof(float));
       raw = s.raw.data();
@@ -260,6 +245,14 @@ void Sampler::sample_row(float* logits, const SamplerRow& row, SampleResult& out
     logits[id] += bias;
   }
 
+  if (tempered) {  // greedy rows: T = 1
+    bool nan_after = false;
+    lp_scale = p.is_greedy() ? 1.0f : 1.0f / p.temperature;
+    const float m = max_value(logits, n, &nan_after);
+    lp_log_sum = row_logprobs(logits, m, lp_scale, p.top_logprobs, s, out);
+    lp_max = m * lp_scale;
+  }
+
   // 4-8. Greedy, or temperature / top-k / top-p / min-p and one draw.
   int32_t token;
   if (p.is_greedy()) {
@@ -268,7 +261,38 @@ void Sampler::sample_row(float* logits, const SamplerRow& row, SampleResult& out
     token = sample_filtered(logits, p, philox_uniform(row.seed, row.stream, row.step), s);
   }
   out.token = token;
-  if (p.logprobs) out.logprob = (raw[token] - raw_max) - raw_log_sum;
+  if (p.logprobs) out.logprob = (raw[token] * lp_scale - lp_max) - lp_log_sum;
+}
+
+float Sampler::row_logprobs(const float* row, float row_max, float scale, int32_t top_logprobs,
+                            Scratch& s, SampleResult& out) const {
+  const int64_t n = vocab_size_;
+  const float m = row_max * scale;
+  float log_sum;
+  if (scale == 1.0f) {
+    log_sum = static_cast<float>(std::log(ops::cpu::exp_shift_sum(row, s.prob.data(), n, m)));
+  } else {
+    exp_weights(row, s.prob.data(), n, scale, m);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += s.prob[static_cast<size_t>(i)];
+    log_sum = static_cast<float>(std::log(sum));
+  }
+  if (top_logprobs > 0) {
+    // Insertion into a sorted list of at most k entries while scanning ids upward: an equal value
+    // never displaces an earlier (lower) id. scale > 0 keeps the order of the unscaled row.
+    const auto k = static_cast<size_t>(std::min(top_logprobs, SamplingParams::kMaxTopLogprobs));
+    s.top.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = row[i];
+      if (s.top.size() == k && !(v > s.top.back().first)) continue;
+      std::pair<float, int32_t> e{v, static_cast<int32_t>(i)};
+      auto pos = std::upper_bound(s.top.begin(), s.top.end(), e, before);
+      s.top.insert(pos, e);
+      if (s.top.size() > k) s.top.pop_back();
+    }
+    for (const auto& [v, id] : s.top) out.top_logprobs.emplace_back(id, (v * scale - m) - log_sum);
+  }
+  return log_sum;
 }
 
 void Sampler::apply_penalties(float* logits, const SamplerRow& row, Scratch& s) const {

@@ -1,8 +1,9 @@
 // Sampler: turns one row of logits per sequence into the next token (CPU reference).
-// Pipeline per row: raw logprobs (only when asked) -> penalties -> logit bias -> temperature ->
-// top-k -> top-p -> min-p -> inverse-CDF draw with one Philox uniform at (seed, stream, step), or
-// argmax when greedy. A row's token depends only on its logits, params and (seed, stream, step),
-// never on the other rows of the batch. Not thread-safe (one Sampler per scheduler loop).
+// Pipeline per row: raw logprobs (only when asked; kTempered ones after the bias) -> penalties ->
+// logit bias -> temperature -> top-k -> top-p -> min-p -> inverse-CDF draw with one Philox uniform
+// at (seed, stream, step), or argmax when greedy. A row's token depends only on its logits, params
+// and (seed, stream, step), never on the other rows of the batch. Not thread-safe (one Sampler per
+// scheduler loop).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +27,11 @@ struct SamplerRow {
 
 struct SampleResult {
   int32_t token = 0;
-  // log_softmax of the model's RAW logits at `token`; filled only when params->logprobs (else 0).
+  // log_softmax of the model's RAW logits at `token` (params->logprobs_mode kRaw), or of the
+  // processed logits / T (kTempered: after penalties and bias, before truncation); filled only
+  // when params->logprobs (else 0).
   float logprob = 0.0f;
-  // The params->top_logprobs best raw-logit tokens with their raw logprobs, descending (ties:
+  // The params->top_logprobs best tokens of that row with their logprobs, descending (ties:
   // lower id). Cleared, not reallocated, when not requested.
   std::vector<std::pair<int32_t, float>> top_logprobs;
 };
@@ -63,6 +66,10 @@ class Sampler {
 
   void sample_row(float* logits, const SamplerRow& row, SampleResult& out, Scratch& s) const;
   void apply_penalties(float* logits, const SamplerRow& row, Scratch& s) const;
+  // log sum exp(scale * (row - row_max)) over the row (its max row_max, scale > 0); appends the
+  // top_logprobs best entries' logprobs to out.top_logprobs.
+  float row_logprobs(const float* row, float row_max, float scale, int32_t top_logprobs, Scratch& s,
+                     SampleResult& out) const;
   int32_t sample_filtered(const float* logits, const SamplingParams& p, float u, Scratch& s) const;
 
   int64_t vocab_size_;

@@ -55,27 +55,31 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* bias, 
   for (int64_t i = 0; i < n; ++i) s.raw[i] = sanitize(in[i]);
   const float* raw = s.raw.data();
 
-  // Raw logprobs.
-  float raw_max = kNegInf, raw_log_sum = 0.0f;
-  if (p.flags & kSampleLogprobs) {
-    for (int64_t i = 0; i < n; ++i) raw_max = std::max(raw_max, raw[i]);
+  // Logprobs of the raw row, or (kSampleLogprobsTempered) of the processed one times 1/T.
+  const bool want_lp = (p.flags & kSampleLogprobs) != 0;
+  const bool tempered = want_lp && (p.flags & kSampleLogprobsTempered);
+  const float lp_scale = tempered ? p.inv_temperature : 1.0f;
+  float lp_max = kNegInf, lp_log_sum = 0.0f;
+  auto logprobs = [&](const float* x) {
+    for (int64_t i = 0; i < n; ++i) lp_max = std::max(lp_max, x[i] * lp_scale);
     double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(raw[i] - raw_max));
-    raw_log_sum = static_cast<float>(std::log(sum));
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] * lp_scale - lp_max));
+    lp_log_sum = static_cast<float>(std::log(sum));
     const int32_t k = std::min<int32_t>(p.n_top_logprobs, static_cast<int32_t>(n));
     if (k > 0) {
       s.cand.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i)
-        s.cand[i] = sample_rank(sample_key(raw[i]), static_cast<int32_t>(i));
+        s.cand[i] = sample_rank(sample_key(x[i]), static_cast<int32_t>(i));
       std::partial_sort(s.cand.begin(), s.cand.begin() + k, s.cand.end(), std::greater<>());
       for (int32_t j = 0; j < k; ++j) {
         const auto id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(s.cand[j]));
         out[(kSampleOutTopIds + j) * out_stride + row] = id;
         out[(kSampleOutTopLogprobs + j) * out_stride + row] =
-            float_to_bits((raw[id] - raw_max) - raw_log_sum);
+            float_to_bits((x[id] * lp_scale - lp_max) - lp_log_sum);
       }
     }
-  }
+  };
+  if (want_lp && !tempered) logprobs(raw);
 
   // Penalties and bias into `proc` (only rows that change).
   const float* l = raw;
@@ -97,6 +101,9 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* bias, 
     for (int64_t i = 0; i < n; ++i) proc[i] = sanitize(proc[i]);
     l = proc;
   }
+
+  if (tempered) logprobs(l);
+  const float* lp_row = tempered ? l : raw;
 
   const int32_t am = argmax_row(l, n);
   const float m = l[am];
@@ -162,7 +169,7 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* bias, 
   }
   out[kSampleOutToken * out_stride + row] = token;
   out[kSampleOutLogprob * out_stride + row] =
-      (p.flags & kSampleLogprobs) ? float_to_bits((raw[token] - raw_max) - raw_log_sum) : 0;
+      want_lp ? float_to_bits((lp_row[token] * lp_scale - lp_max) - lp_log_sum) : 0;
   if (p.flags & kSampleUpdateCounts) counts_row[token] += 2;
 }
 

@@ -3,8 +3,9 @@
 // scratch is `work` and shared memory).
 //
 // Passes over a row (100k floats stream from L2 after the first): raw log-sum-exp and top
-// logprobs when asked; penalties + bias into `work` when the row has them; a block argmax (the
-// greedy token and the row max m). Sampled rows then:
+// logprobs when asked (tempered ones: after the bias, of the processed row / T); penalties + bias
+// into `work` when the row has them; a block argmax (the greedy token and the row max m). Sampled
+// rows then:
 //  - top-k / top-p: a "ladder" pass counts the tokens (and sums their weights) whose exponent
 //    d = (m - l) / T lies below each of 10 fixed rungs; the tightest rung that provably holds the
 //    top-k tokens, or enough mass for top-p, selects a candidate set that is compacted into
@@ -235,6 +236,46 @@ static __device__ void bitonic_sort_desc(uint64_t* s, int n_pad) {
   }
 }
 
+// Log-sum-exp of scale * x over the row (scale > 0; scale 1 leaves x exact) into lp_max /
+// lp_log_sum, and the k best entries' logprobs by block merges of per-thread lists, written to
+// `out` (k = min(n_top, n)). Every thread calls it; it ends with a barrier.
+static __device__ void row_logprobs(const float* x, int64_t n, bool vec4, float scale, int n_top,
+                                    int32_t* out, int64_t os, int64_t row, float* s_f,
+                                    uint64_t* s_red, float& lp_max, float& lp_log_sum) {
+  MaxSum ms;
+  for_each(x, n, vec4, [&](int64_t, float v) { max_sum_add(ms, __fmul_rn(v, scale)); });
+  ms = block_max_sum(ms, s_f);
+  lp_max = ms.m;
+  lp_log_sum = logf(ms.s);
+  const int k = static_cast<int>(n_top < n ? n_top : n);
+  if (k <= 0) return;
+  float tv[kSampleMaxTopLogprobs] = {};
+  int32_t ti[kSampleMaxTopLogprobs];
+  int cnt = 0;
+  for_each(x, n, vec4, [&](int64_t i, float v) {
+    if (cnt == k && !(v > tv[k - 1])) return;  // an equal value never displaces a lower id
+    int pos = cnt < k ? cnt++ : k - 1;
+    while (pos > 0 && tv[pos - 1] < v) {
+      tv[pos] = tv[pos - 1];
+      ti[pos] = ti[pos - 1];
+      --pos;
+    }
+    tv[pos] = v;
+    ti[pos] = static_cast<int32_t>(i);
+  });
+  int head = 0;
+  for (int r = 0; r < k; ++r) {
+    const uint64_t mine = head < cnt ? sample_rank(sample_key(tv[head]), ti[head]) : 0;
+    const uint64_t best = block_max_u64(mine, s_red);
+    if (head < cnt && mine == best) {
+      out[(kSampleOutTopIds + r) * os + row] = ti[head];
+      out[(kSampleOutTopLogprobs + r) * os + row] =
+          __float_as_int(__fsub_rn(__fsub_rn(__fmul_rn(tv[head], scale), lp_max), lp_log_sum));
+      ++head;
+    }
+  }
+}
+
 static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a) {
   extern __shared__ uint64_t s_cand[];  // [kMaxCand]
   __shared__ uint64_t s_red[kWarps + 2];
@@ -253,43 +294,14 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   int32_t* out = a.out;
   const int64_t os = a.out_stride;
 
-  // 1. Raw logprobs: log-sum-exp, and the top logprobs by block merges of per-thread lists.
-  float raw_max = -INFINITY, raw_log_sum = 0.0f;
-  if (p.flags & kSampleLogprobs) {
-    MaxSum ms;
-    for_each(raw, n, raw_vec4, [&](int64_t, float v) { max_sum_add(ms, v); });
-    ms = block_max_sum(ms, s_f);
-    raw_max = ms.m;
-    raw_log_sum = logf(ms.s);
-    const int k = static_cast<int>(p.n_top_logprobs < n ? p.n_top_logprobs : n);
-    if (k > 0) {
-      float tv[kSampleMaxTopLogprobs] = {};
-      int32_t ti[kSampleMaxTopLogprobs];
-      int cnt = 0;
-      for_each(raw, n, raw_vec4, [&](int64_t i, float v) {
-        if (cnt == k && !(v > tv[k - 1])) return;  // an equal value never displaces a lower id
-        int pos = cnt < k ? cnt++ : k - 1;
-        while (pos > 0 && tv[pos - 1] < v) {
-          tv[pos] = tv[pos - 1];
-          ti[pos] = ti[pos - 1];
-          --pos;
-        }
-        tv[pos] = v;
-        ti[pos] = static_cast<int32_t>(i);
-      });
-      int head = 0;
-      for (int r = 0; r < k; ++r) {
-        const uint64_t mine = head < cnt ? sample_rank(sample_key(tv[head]), ti[head]) : 0;
-        const uint64_t best = block_max_u64(mine, s_red);
-        if (head < cnt && mine == best) {
-          out[(kSampleOutTopIds + r) * os + row] = ti[head];
-          out[(kSampleOutTopLogprobs + r) * os + row] =
-              __float_as_int((tv[head] - raw_max) - raw_log_sum);
-          ++head;
-        }
-      }
-    }
-  }
+  // 1. Raw logprobs (kSampleLogprobsTempered: after step 2, of the processed row / T).
+  const bool want_lp = (p.flags & kSampleLogprobs) != 0;
+  const bool tempered = want_lp && (p.flags & kSampleLogprobsTempered);
+  const float lp_scale = tempered ? p.inv_temperature : 1.0f;
+  float lp_max = -INFINITY, lp_log_sum = 0.0f;
+  if (want_lp && !tempered)
+    row_logprobs(raw, n, raw_vec4, 1.0f, p.n_top_logprobs, out, os, row, s_f, s_red, lp_max,
+                 lp_log_sum);
 
   // 2. Penalties and bias, written to this row of `work`.
   const bool rep = p.flags & kSampleRepetition, fp = p.flags & kSampleFreqPresence;
@@ -316,6 +328,11 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
     src = wr;
     vec4 = n % 4 == 0;
   }
+
+  if (tempered)
+    row_logprobs(src, n, vec4, lp_scale, p.n_top_logprobs, out, os, row, s_f, s_red, lp_max,
+                 lp_log_sum);
+  const float* lp_row = tempered ? src : raw;
 
   // 3. Argmax (ties to the lower id): the greedy token and the row max.
   uint64_t best = 0;
@@ -532,8 +549,9 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   if (tid == 0) {
     out[kSampleOutToken * os + row] = token;
     out[kSampleOutLogprob * os + row] =
-        (p.flags & kSampleLogprobs) ? __float_as_int((sanitize(raw[token]) - raw_max) - raw_log_sum)
-                                    : 0;
+        want_lp ? __float_as_int(__fsub_rn(
+                      __fsub_rn(__fmul_rn(sanitize(lp_row[token]), lp_scale), lp_max), lp_log_sum))
+                : 0;
     if (p.flags & kSampleUpdateCounts) a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
   }
 }

@@ -82,9 +82,9 @@ ReferenceModel ReferenceModel::for_policy(const std::string& dir, const TrainerC
   return ReferenceModel(deep_copy(policy), policy, "(a copy of the starting policy)");
 }
 
-std::vector<float> ReferenceModel::token_logprobs(const TrainBatch& batch,
-                                                  int64_t chunk_rows) const {
-  return TrainableModel::model_token_logprobs(weights_, batch, chunk_rows);
+std::vector<float> ReferenceModel::token_logprobs(const TrainBatch& batch, int64_t chunk_rows,
+                                                  float temperature) const {
+  return TrainableModel::model_token_logprobs(weights_, batch, chunk_rows, temperature);
 }
 
 }  // namespace vela

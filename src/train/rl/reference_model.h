@@ -34,7 +34,8 @@ class ReferenceModel {
                                    bool resumed);
 
   // Per-token log p(targets) of the batch, as TrainableModel::token_logprobs.
-  std::vector<float> token_logprobs(const TrainBatch& batch, int64_t chunk_rows) const;
+  std::vector<float> token_logprobs(const TrainBatch& batch, int64_t chunk_rows,
+                                    float temperature = 1.0f) const;
   const Transformer& model() const { return weights_; }
 
  private:

@@ -137,6 +137,10 @@ void GrpoStrategy::attach(Trainer& t) {
   sp.top_k = static_cast<int32_t>(config_.top_k);
   sp.max_tokens = static_cast<int32_t>(config_.max_tokens);
   sp.stop = config_.stop;
+  // Behaviour log-probs of the distribution each token was drawn from, log_softmax(logits / T)
+  // before top-k / top-p truncation: the trainer's log-probs below use the same T, so the ratio
+  // is exactly 1 at equal versions.
+  sp.logprobs_mode = LogprobsMode::kTempered;
   runner_ = std::make_unique<RolloutRunner>(*engine_, *engine_->tokenizer(), *reward_, sp,
                                             config_.group_size, config_.rollout_interval, tc.seed);
   runner_->set_version_offset(static_cast<uint64_t>(t.step()));
@@ -318,13 +322,17 @@ MicroLoss GrpoStrategy::forward_backward(TrainableModel& model, const TrainBatch
                  static_cast<int64_t>(batch.advantages.size()) == batch.ids.size(0),
              "grpo: a training batch needs the rollout's behaviour log-probs and advantages");
   std::vector<float> ref;
-  if (ref_) ref = ref_->token_logprobs(batch, chunk_rows_);
+  const auto temp = static_cast<float>(config_.temperature);
+  if (ref_) ref = ref_->token_logprobs(batch, chunk_rows_, temp);
   MicroLoss out;
-  model.forward_backward_logprobs(batch, [&](const std::vector<float>& logp) {
-    std::vector<float> coef;
-    out = loss_of(batch, logp, ref, loss_scale, &coef);
-    return coef;
-  });
+  model.forward_backward_logprobs(
+      batch,
+      [&](const std::vector<float>& logp) {
+        std::vector<float> coef;
+        out = loss_of(batch, logp, ref, loss_scale, &coef);
+        return coef;
+      },
+      temp);
   metrics_["clip_frac"] = n_loss_tokens_ > 0 ? clipped_ / static_cast<double>(n_loss_tokens_) : 0.0;
   if (ref_)
     metrics_["kl"] = n_loss_tokens_ > 0 ? kl_sum_ / static_cast<double>(n_loss_tokens_) : 0.0;
@@ -333,8 +341,9 @@ MicroLoss GrpoStrategy::forward_backward(TrainableModel& model, const TrainBatch
 
 MicroLoss GrpoStrategy::evaluate_loss(TrainableModel& model, const TrainBatch& batch) {
   std::vector<float> ref;
-  if (ref_) ref = ref_->token_logprobs(batch, chunk_rows_);
-  return loss_of(batch, model.token_logprobs(batch), ref, 1.0f, nullptr);
+  const auto temp = static_cast<float>(config_.temperature);
+  if (ref_) ref = ref_->token_logprobs(batch, chunk_rows_, temp);
+  return loss_of(batch, model.token_logprobs(batch, temp), ref, 1.0f, nullptr);
 }
 
 json GrpoStrategy::state() const {

@@ -4,7 +4,8 @@
 // the RolloutRunner: G samples per prompt with the behaviour log-probs the engine recorded, a
 // reward each. Advantages are group-relative: A_i = (r_i - mean_g r) / (std_g r + 1e-4) (std the
 // unbiased one of the group; scale_rewards false: A_i = r_i - mean_g r). Per response token t of
-// sample i, with ratio rho = exp(log pi(t) - log pi_behaviour(t)):
+// sample i, with ratio rho = exp(log pi(t) - log pi_behaviour(t)), both log-probs those of
+// softmax(logits / temperature), the distribution the rollout sampled from (before top-k / top-p):
 //   l_t = -min(rho A_i, clip(rho, 1 - clip_eps, 1 + clip_eps_high) A_i)
 //         + kl_coef * (exp(ref - log pi) - (ref - log pi) - 1)          (k3, when kl_coef > 0)
 // aggregated over tokens ("token": sum over all the step's response tokens / their count;

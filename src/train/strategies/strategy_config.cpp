@@ -116,7 +116,8 @@ void GrpoConfig::validate() const {
              "advantage of 0), got ", group_size);
   VELA_CHECK(max_tokens >= 1, "train config: grpo.max_tokens must be >= 1, got ", max_tokens);
   VELA_CHECK(temperature > 0, "train config: grpo.temperature must be > 0 (rollouts sample; the ",
-             "recorded log-probs are those of the untempered policy), got ", temperature);
+             "behaviour and trainer log-probs are those of softmax(logits / temperature)), got ",
+             temperature);
   VELA_CHECK(top_p > 0 && top_p <= 1, "train config: grpo.top_p must be in (0, 1], got ", top_p);
   VELA_CHECK(top_k >= 0, "train config: grpo.top_k must be >= 0, got ", top_k);
   VELA_CHECK(rollout_interval >= 1, "train config: grpo.rollout_interval must be >= 1, got ",

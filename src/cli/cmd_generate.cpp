@@ -131,7 +131,7 @@ int cmd_generate(int argc, char** argv) {
         "usage: vela generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --batch F.jsonl)\n"
         "         [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
         "         [--top-logprobs K] [--ignore-eos] [--device cpu|cuda] [--dtype f32|bf16]\n"
-        "         [--kv paged|contiguous] [--page-size N] [--json]\n"
+        "         [--kv paged|contiguous] [--page-size N] [--speculative ngram,k=4] [--json]\n"
         "  --batch: one JSON request per line (prompt or prompt_ids, max_tokens, temperature,\n"
         "  top_p, top_k, seed, n, stop, logprobs, ...); prints one JSON result per line.\n");
     return 0;
@@ -153,6 +153,7 @@ int cmd_generate(int argc, char** argv) {
   EngineConfig cfg;
   cfg.kv_strategy = args.get("kv", "paged");
   cfg.page_size = static_cast<int32_t>(args.get_int("page-size", 16));
+  cfg.speculative = SpeculativeConfig::parse(args.get("speculative", "off"));
   bool as_json = args.has("json");
   args.check_all_used();
   int n_sources = !prompt.empty() + !prompt_ids.empty() + !batch.empty();

@@ -76,6 +76,7 @@ int cmd_serve(int argc, char** argv) {
         "f32|bf16]\n"
         "                  [--shutdown-grace S] [--max-body-bytes N] [--http-threads N] "
         "[--no-web-ui]\n"
+        "                  [--speculative ngram,k=4 | off] (docs/speculative.md)\n"
         "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
         "/v1/completions, /v1/models, /v1/messages, /v1/messages/count_tokens, /health, /stats,\n"
         "/metrics, / (chat page). See docs/serving.md.\n");
@@ -89,7 +90,7 @@ int cmd_serve(int argc, char** argv) {
   ServerConfig sc;
   json server_keys = file;
   for (const char* k : {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue",
-                        "max_context", "page_size", "device", "dtype"})
+                        "max_context", "page_size", "device", "dtype", "speculative"})
     server_keys.erase(k);
   static const std::set<std::string> kKnown = {"host",
                                                "port",
@@ -130,6 +131,8 @@ int cmd_serve(int argc, char** argv) {
       args.get_int("max-context", config_value<int64_t>(file, "max_context", 0)));
   ec.page_size = static_cast<int32_t>(
       args.get_int("page-size", config_value<int64_t>(file, "page_size", ec.page_size)));
+  ec.speculative = SpeculativeConfig::parse(
+      args.get("speculative", config_value<std::string>(file, "speculative", "off")));
   int64_t kv_pages = args.get_int("kv-pages", config_value<int64_t>(file, "kv_pages", 0));
   double kv_fraction =
       args.get_double("kv-memory-fraction", config_value<double>(file, "kv_memory_fraction", 0.0));

@@ -168,6 +168,7 @@ SamplingParams SamplingParams::from_json(const json& j) {
       VELA_THROW(InvalidArgument,
                  "on_weight_update must be \"mixed\", \"restart\" or \"finish\", got ", s);
   }
+  if (const json* v = find(j, "speculative")) p.speculative = get_bool(*v, "speculative");
   p.validate();
   return p;
 }
@@ -194,6 +195,7 @@ json SamplingParams::to_json() const {
   j["top_logprobs"] = top_logprobs;
   j["on_weight_update"] =
       on_weight_update ? json(weight_update_policy_name(*on_weight_update)) : json(nullptr);
+  j["speculative"] = speculative;
   return j;
 }
 

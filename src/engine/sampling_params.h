@@ -49,6 +49,9 @@ struct SamplingParams {
   int32_t top_logprobs = 0;  // 0..20; > 0 requires logprobs
   // Unset: kMixed for submit() / generate(), kFinishOld for Engine::run_batch (rollouts).
   std::optional<WeightUpdatePolicy> on_weight_update;
+  // Speculative decoding (when the engine has it on, EngineConfig::speculative): false opts this
+  // request out. The output distribution is the same either way.
+  bool speculative = true;
   WeightUpdatePolicy weight_update_policy() const {
     return on_weight_update.value_or(WeightUpdatePolicy::kMixed);
   }
@@ -66,8 +69,9 @@ struct SamplingParams {
   // Keys as in OpenAI requests: temperature, top_p, top_k, min_p, presence_penalty,
   // frequency_penalty, repetition_penalty, logit_bias ({"id": bias}), seed, max_tokens (or
   // max_completion_tokens), n, stop (string or list), stop_token_ids, ignore_eos, logprobs (bool,
-  // or an int for completions-style: logprobs = true, top_logprobs = the int), top_logprobs. Null
-  // values mean "default"; unknown keys are ignored (they belong to the request, not to sampling).
+  // or an int for completions-style: logprobs = true, top_logprobs = the int), top_logprobs,
+  // speculative (bool). Null values mean "default"; unknown keys are ignored (they belong to the
+  // request, not to sampling).
   // Parses, then validate()s; throws InvalidArgument naming the key on a wrong type or value.
   static SamplingParams from_json(const json& j);
   json to_json() const;

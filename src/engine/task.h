@@ -29,6 +29,9 @@ struct Task {
   Completion completion;                    // accumulated result
   std::unique_ptr<StreamingDecoder> detok;  // null without a tokenizer
   std::unique_ptr<StopChecker> stop;
+  // Speculative decoding: the draft tokens fed after the last token in this step's item (empty
+  // unless the step verifies drafts for this task; see engine/spec/speculator.h).
+  std::vector<int32_t> drafts;
 
   const std::vector<int32_t>& prompt() const { return request->prompt; }
   const SamplingParams& params() const { return request->params; }

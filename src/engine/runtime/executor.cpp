@@ -30,7 +30,7 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
     : model_(model),
       ws_(ws),
       opts_(opts),
-      arena_(activation_bytes(model->config, model->dtype(), ws.max_tokens(), ws.max_seqs()),
+      arena_(activation_bytes(model->config, model->dtype(), ws.max_tokens(), ws.max_logit_rows()),
              model->device()) {
   if (model->device().is_cuda()) {
     VELA_CHECK(opts.padding_slot >= 0, "Executor: a CUDA engine needs a KV padding slot");
@@ -97,6 +97,7 @@ BoundBatch Executor::resized(const BoundBatch& batch, int32_t n_tokens, int32_t 
   b.logits_indices = ws_.logits_indices.slice(0, 0, n_seqs);
   b.n_tokens = n_tokens;
   b.n_seqs = n_seqs;
+  b.n_logits = n_seqs;
   return b;
 }
 

@@ -94,7 +94,8 @@ int bench_spec_main(int argc, char** argv) {
   for (int i = 0; i < 3; ++i) repeated += kPassage;
   repeated += "In the beginning God";
   const std::vector<std::pair<std::string, std::string>> prompts = {
-      {"repetitive", repeated}, {"plain", "In the beginning God created the heaven and the earth."}};
+      {"repetitive", repeated},
+      {"plain", "In the beginning God created the heaven and the earth."}};
 
   json j;
   j["benchmark"] = "spec";

@@ -64,6 +64,14 @@ TEST(SpeculativeConfig, ParsesAndRejectsWithClearErrors) {
   EXPECT_NE(message("ngram,k").find("expected key=value"), std::string::npos);
 }
 
+TEST(SpeculativeConfig, RequestFieldOptsOut) {
+  EXPECT_TRUE(SamplingParams::from_json(json::object()).speculative);
+  EXPECT_FALSE(SamplingParams::from_json(json{{"speculative", false}}).speculative);
+  EXPECT_EQ(SamplingParams::from_json(json{{"speculative", false}}).to_json()["speculative"],
+            false);
+  EXPECT_THROW(SamplingParams::from_json(json{{"speculative", 1}}), InvalidArgument);
+}
+
 TEST(Rejection, PointMassAcceptsTheMatchingPrefix) {
   const int32_t drafts[3] = {4, 5, 6};
   const int32_t all[4] = {4, 5, 6, 9}, first[4] = {1, 5, 6, 9}, mid[4] = {4, 5, 7, 9};
@@ -123,7 +131,7 @@ TEST_P(SpecParity, OutputIdenticalWithAndWithoutSpeculation) {
   auto prompts = spec_prompts();
   for (size_t i = 0; i < prompts.size(); ++i) {
     reqs.push_back(make_request(prompts[i], 20 + static_cast<int>(i), 0.0f, 0));  // greedy
-    Request s = make_request(prompts[i], 18, 0.7f, 100 + i);                     // sampled
+    Request s = make_request(prompts[i], 18, 0.7f, 100 + i);                      // sampled
     s.params.logprobs = true;
     s.params.top_logprobs = 2;
     if (i % 3 == 0) s.params.n = 2;
@@ -170,8 +178,12 @@ TEST(Spec, StopStringsAndStopTokensCutAcceptedDrafts) {
     char c = static_cast<char>(i < 95 ? 32 + i : 'A' + (i - 95) % 26);
     vocab[i < 95 ? std::string(1, c) : std::string(1, c) + std::to_string(i)] = i;
   }
-  json tj = {{"version", "1.0"},      {"added_tokens", json::array()}, {"normalizer", nullptr},
-             {"pre_tokenizer", nullptr}, {"post_processor", nullptr},  {"decoder", {{"type", "Fuse"}}},
+  json tj = {{"version", "1.0"},
+             {"added_tokens", json::array()},
+             {"normalizer", nullptr},
+             {"pre_tokenizer", nullptr},
+             {"post_processor", nullptr},
+             {"decoder", {{"type", "Fuse"}}},
              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
   EngineConfig off = spec_config("paged", 4, "off"), on = spec_config("paged", 4, "ngram,k=6");
   Engine plain(Transformer::load(kModel), std::make_unique<Tokenizer>(Tokenizer::from_json(tj)),
@@ -285,8 +297,8 @@ TEST(Spec, SampledDistributionMatchesTheTargetChiSquare) {
       std::vector<double> p3 = target_probs(m, s2, T, top_k);
       for (int32_t c = 0; c < 128; ++c)
         if (p3[static_cast<size_t>(c)] > 0)
-          expected[{a, b, c}] = p1[static_cast<size_t>(a)] * p2[static_cast<size_t>(b)] *
-                                p3[static_cast<size_t>(c)];
+          expected[{a, b, c}] =
+              p1[static_cast<size_t>(a)] * p2[static_cast<size_t>(b)] * p3[static_cast<size_t>(c)];
     }
   }
   EngineConfig cfg = spec_config("paged", 4, "ngram,k=4");
@@ -323,9 +335,10 @@ TEST(Spec, SampledDistributionMatchesTheTargetChiSquare) {
   }
   double p_value = chi_square_p_value(chi2, bins - 1);
   EngineStats st = engine.stats();
-  std::printf("[spec chi-square] %d draws, %d bins, chi2 %.2f, p %.3f; drafted %lld, accepted %lld\n",
-              n_draws, bins, chi2, p_value, static_cast<long long>(st.speculative.drafted),
-              static_cast<long long>(st.speculative.accepted));
+  std::printf(
+      "[spec chi-square] %d draws, %d bins, chi2 %.2f, p %.3f; drafted %lld, accepted %lld\n",
+      n_draws, bins, chi2, p_value, static_cast<long long>(st.speculative.drafted),
+      static_cast<long long>(st.speculative.accepted));
   EXPECT_GT(p_value, 1e-3);
   EXPECT_GT(st.speculative.accepted, n_draws / 20) << "too few accepted drafts to test acceptance";
   EXPECT_LT(st.speculative.accepted, st.speculative.drafted) << "no rejections to test";

@@ -15,9 +15,8 @@ int32_t Scheduler::plan_drafts(Task& t, int32_t budget) {
   // Verifying m drafts emits up to m + 1 tokens, and writes KV at positions
   // [n_computed, n_computed + 1 + m): both stay within max_tokens and the context.
   const int32_t left = t.params().max_tokens - static_cast<int32_t>(t.output.size());
-  const int32_t max_drafts =
-      std::min({left - 1, budget - 1, cache_.max_ctx() - t.n_computed - 1,
-                SpeculativeConfig::kMaxDraftTokens});
+  const int32_t max_drafts = std::min({left - 1, budget - 1, cache_.max_ctx() - t.n_computed - 1,
+                                       SpeculativeConfig::kMaxDraftTokens});
   if (max_drafts <= 0) return 1;
   spec_->propose(t.prompt(), t.output, max_drafts, t.drafts);
   return 1 + static_cast<int32_t>(t.drafts.size());

@@ -171,6 +171,28 @@ INSTANTIATE_TEST_SUITE_P(Strategies, SpecParity,
                                            Variant{"paged16", "paged", 16}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Spec, KvPressurePreemptsAndDropsDraftsWithoutChangingOutput) {
+  // A pool of 96 slots for 4 rows of up to 50 tokens: drafts must sometimes be dropped for lack of
+  // pages, and tasks preempted (recomputed); the output still equals the unpressured run.
+  EngineConfig loose = spec_config("paged", 4, "off");
+  EngineConfig tight = spec_config("paged", 4, "ngram,k=6");
+  tight.n_kv_slots = 96;
+  Engine plain(Transformer::load(kModel), nullptr, loose);
+  Engine spec(Transformer::load(kModel), nullptr, tight);
+  std::vector<Request> reqs;
+  auto prompts = spec_prompts();
+  for (size_t i = 0; i < prompts.size(); ++i)
+    reqs.push_back(make_request(prompts[i], 30, i % 2 ? 0.8f : 0.0f, 7 + i));
+  auto a = plain.generate(reqs), b = spec.generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(a[i].completions[0].tokens, b[i].completions[0].tokens) << "request " << i;
+  EngineStats st = spec.stats();
+  EXPECT_GT(st.preemptions, 0) << "no KV pressure: the test is vacuous";
+  EXPECT_GT(st.speculative.accepted, 0);
+  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
+  EXPECT_EQ(spec.check_integrity(), "");
+}
+
 TEST(Spec, StopStringsAndStopTokensCutAcceptedDrafts) {
   // One printable character per token (as test_engine's stop-string test).
   json vocab = json::object();

@@ -3,6 +3,7 @@
 // batch, and one long prefill — each next to its floor: decode streams the weights plus the live
 // KV once per step (bytes / measured device copy bandwidth), prefill is bound by tensor-core FLOPs.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -129,6 +130,17 @@ int bench_engine_main(int argc, char** argv) {
   if (bw_gbps == 0) bw_gbps = measure_read_gbps(512ull << 20, 3);
   const double peak_tflops = device.is_cuda() ? 825.0 : 0.0;  // TARGETS.md bf16 GEMM peak
   const double weight_bytes = static_cast<double>(mc.n_params()) * dtype_size(dtype);
+  // MoE: a decode step reads only the experts its tokens route to. With balanced routing a step
+  // of b tokens touches E * (1 - (1 - k / E)^b) experts per MoE layer (the expectation).
+  auto decode_weight_bytes = [&](int batch) {
+    if (!mc.is_moe()) return weight_bytes;
+    const double e = static_cast<double>(mc.n_experts), k = static_cast<double>(mc.n_experts_per_tok);
+    const double touched = e * (1.0 - std::pow(1.0 - k / e, batch));
+    const double expert = 3.0 * mc.hidden_size * mc.moe_intermediate_size * dtype_size(dtype);
+    int64_t n_moe = 0;
+    for (int64_t l = 0; l < mc.n_layers; ++l) n_moe += mc.is_moe_layer(l);
+    return weight_bytes - static_cast<double>(n_moe) * (e - touched) * expert;
+  };
   const double kv_bytes_per_token = 2.0 * mc.n_layers * mc.n_kv_heads * mc.head_dim * dtype_size(dtype);
   std::printf("floors from %.0f GB/s (device copy) and %.0f TFLOP/s\n\n", bw_gbps, peak_tflops);
 
@@ -153,7 +165,7 @@ int bench_engine_main(int argc, char** argv) {
       std::sort(ttft.begin(), ttft.end());
       double t = ttft[1];
       double tok_s = c.context / t;
-      double flops = 2.0 * mc.n_params() * c.context +
+      double flops = 2.0 * mc.n_active_params() * c.context +
                      2.0 * mc.n_layers * mc.n_heads * mc.head_dim * static_cast<double>(c.context) * c.context;
       double tflops = flops / t / 1e12;
       double ratio = peak_tflops > 0 ? tflops / peak_tflops : 0;
@@ -198,7 +210,7 @@ int bench_engine_main(int argc, char** argv) {
     double steps_s = tok_s / c.batch;
     double ms_step = 1000.0 / steps_s;
     double ctx_mid = prompt_len + n_decode / 2.0;
-    double bytes = weight_bytes + kv_bytes_per_token * ctx_mid * c.batch;
+    double bytes = decode_weight_bytes(c.batch) + kv_bytes_per_token * ctx_mid * c.batch;
     double gbps = bytes * steps_s / 1e9;
     double floor_ms = bytes / (bw_gbps * 1e9) * 1000;
     std::printf("%-10s %6d %8lld %12.3f %12.0f %9.0f GB/s %11.1f%%", c.name.c_str(), c.batch,

@@ -25,6 +25,8 @@ if has build; then
 fi
 if has grads; then
   python3 tools/make_grad_fixtures.py --out /tmp/grads > "$OUT/grads.log" 2>&1 && echo "grads ok" || tail -20 "$OUT/grads.log"
+  python3 tools/make_moe_fixtures.py --grads-only --grads /tmp/grads > "$OUT/moe_grads.log" 2>&1 &&
+    echo "moe grads ok" || tail -20 "$OUT/moe_grads.log"
   tar -C /tmp -czf "$OUT/grads.tar.gz" grads
 fi
 if has train && [ -f .gpu-carry/train_bench1b.json ]; then

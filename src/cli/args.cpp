@@ -21,6 +21,7 @@ Args::Args(int argc, char** argv, const std::set<std::string>& bool_flags) {
         value = argv[++i];
       }
       values_[name] = value;
+      all_values_[name].push_back(value);
     } else {
       positionals_.push_back(a);
     }
@@ -43,6 +44,12 @@ std::string Args::require(const std::string& name) {
   auto it = values_.find(name);
   VELA_CHECK(it != values_.end(), "missing required option --", name);
   return it->second;
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) {
+  used_.insert(name);
+  auto it = all_values_.find(name);
+  return it == all_values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 int64_t Args::get_int(const std::string& name, int64_t fallback) {

@@ -19,6 +19,8 @@ class Args {
   bool has(const std::string& name);
   std::string get(const std::string& name, const std::string& fallback);
   std::string require(const std::string& name);
+  // Every value of a repeatable option, in order (`--lora a=DIR --lora b=DIR`).
+  std::vector<std::string> get_all(const std::string& name);
   int64_t get_int(const std::string& name, int64_t fallback);
   double get_double(const std::string& name, double fallback);
   const std::vector<std::string>& positionals() const { return positionals_; }
@@ -26,7 +28,8 @@ class Args {
   void check_all_used() const;
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> values_;  // the last value of each option
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::set<std::string> used_;
   std::vector<std::string> positionals_;
 };

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "core/json.h"
 #include "engine/engine.h"
+#include "model/lora_adapter.h"
 
 namespace vela::cli {
 namespace {
@@ -65,7 +66,8 @@ json completion_json(const Engine& engine, const Completion& c, bool with_logpro
   return j;
 }
 
-int run_batch_file(Engine& engine, const std::string& path) {
+// `lora`: the adapter every request uses unless its line names one ("lora": NAME).
+int run_batch_file(Engine& engine, const std::string& path, const std::string& lora) {
   std::ifstream f(path);
   VELA_CHECK_T(IoError, f.good(), "cannot open batch file '", path, "'");
   std::vector<Request> reqs;
@@ -89,6 +91,8 @@ int run_batch_file(Engine& engine, const std::string& path) {
       json params = j;
       params.erase("prompt");
       params.erase("prompt_ids");
+      r.lora = j.contains("lora") ? j["lora"].get<std::string>() : lora;
+      params.erase("lora");
       r.params = SamplingParams::from_json(params);
     } catch (const Error& e) {
       VELA_THROW(InvalidArgument, path, ":", line_no, ": ", e.what());
@@ -131,7 +135,10 @@ int cmd_generate(int argc, char** argv) {
         "usage: vela generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --batch F.jsonl)\n"
         "         [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
         "         [--top-logprobs K] [--ignore-eos] [--device cpu|cuda] [--dtype f32|bf16]\n"
-        "         [--kv paged|contiguous] [--page-size N] [--speculative ngram,k=4] [--json]\n"
+        "         [--kv paged|contiguous] [--page-size N] [--json] [--lora DIR ...]\n"
+        "         [--speculative ngram,k=4]\n"
+        "  --lora: a PEFT LoRA adapter on top of the model (NAME=DIR or DIR); with several,\n"
+        "  requests use the first unless a --batch line names another (\"lora\": NAME).\n"
         "  --batch: one JSON request per line (prompt or prompt_ids, max_tokens, temperature,\n"
         "  top_p, top_k, seed, n, stop, logprobs, ...); prints one JSON result per line.\n");
     return 0;
@@ -155,17 +162,21 @@ int cmd_generate(int argc, char** argv) {
   cfg.page_size = static_cast<int32_t>(args.get_int("page-size", 16));
   cfg.speculative = SpeculativeConfig::parse(args.get("speculative", "off"));
   bool as_json = args.has("json");
+  std::vector<std::pair<std::string, std::string>> adapters;
+  for (const std::string& a : args.get_all("lora")) adapters.push_back(parse_lora_arg(a));
+  const std::string lora = adapters.empty() ? "" : adapters[0].first;
   args.check_all_used();
   int n_sources = !prompt.empty() + !prompt_ids.empty() + !batch.empty();
   VELA_CHECK(n_sources == 1, "give exactly one of --prompt, --prompt-ids or --batch");
   p.validate();
 
-  std::unique_ptr<Engine> engine = Engine::load(model_dir, cfg, dtype, device);
-  if (!batch.empty()) return run_batch_file(*engine, batch);
+  std::unique_ptr<Engine> engine = Engine::load(model_dir, cfg, dtype, device, adapters);
+  if (!batch.empty()) return run_batch_file(*engine, batch, lora);
 
   Request r;
   r.prompt = prompt_ids.empty() ? encode_prompt(*engine, prompt) : parse_ids(prompt_ids);
   r.params = p;
+  r.lora = lora;
   RequestResult res = engine->generate({r})[0];
   const Completion& c = res.completions[0];
   if (!c.error.empty()) VELA_THROW(InternalError, "generation failed: ", c.error);

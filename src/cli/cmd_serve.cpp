@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "engine/engine.h"
+#include "model/lora_adapter.h"
 #include "server/http_server.h"
 #include "tokenizer/chat_template.h"
 
@@ -72,7 +73,8 @@ int cmd_serve(int argc, char** argv) {
         "usage: vela serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key K]\n"
         "                  [--max-batch N] [--kv-pages N | --kv-memory-fraction F]\n"
         "                  [--config serve.json] [--served-model-name NAME] [--max-queue N]\n"
-        "                  [--max-context N] [--page-size N] [--device cpu|cuda] [--dtype "
+        "                  [--lora NAME=DIR ...] [--max-context N] [--page-size N]\n"
+        "                  [--device cpu|cuda] [--dtype "
         "f32|bf16]\n"
         "                  [--shutdown-grace S] [--max-body-bytes N] [--http-threads N] "
         "[--no-web-ui]\n"
@@ -83,6 +85,7 @@ int cmd_serve(int argc, char** argv) {
     return 0;
   }
   json file = args.has("config") ? read_config_file(args.get("config", "")) : json::object();
+  const std::vector<std::string> lora_args = args.get_all("lora");  // NAME=DIR, repeatable
   std::string dir =
       args.has("model") ? args.require("model") : config_value<std::string>(file, "model", "");
   VELA_CHECK(!dir.empty(), "--model DIR is required");
@@ -90,7 +93,8 @@ int cmd_serve(int argc, char** argv) {
   ServerConfig sc;
   json server_keys = file;
   for (const char* k : {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue",
-                        "max_context", "page_size", "device", "dtype", "speculative"})
+                        "max_context", "page_size", "device", "dtype", "lora",
+                        "speculative"})
     server_keys.erase(k);
   static const std::set<std::string> kKnown = {"host",
                                                "port",
@@ -172,7 +176,22 @@ int cmd_serve(int argc, char** argv) {
     }
   }
 
-  std::unique_ptr<Engine> engine = Engine::load(dir, ec, dtype, device);
+  std::vector<std::pair<std::string, std::string>> adapters;
+  for (const std::string& a : lora_args) adapters.push_back(parse_lora_arg(a));
+  if (adapters.empty() && file.contains("lora")) {
+    VELA_CHECK(file["lora"].is_array(), "serve config: \"lora\" must be a list of \"NAME=DIR\"");
+    for (const json& a : file["lora"]) {
+      VELA_CHECK(a.is_string(), "serve config: \"lora\" entries must be \"NAME=DIR\" strings");
+      adapters.push_back(parse_lora_arg(a.get<std::string>()));
+    }
+  }
+  for (const auto& [name, adir] : adapters)
+    VELA_CHECK(name != sc.model_name, "--lora name '", name, "' is the served model's own name");
+  std::unique_ptr<Engine> engine = Engine::load(dir, ec, dtype, device, adapters);
+  if (!adapters.empty())
+    VELA_LOG_INFO("[serve] ", adapters.size(),
+                  " LoRA adapter(s): ", json(engine->lora_names()).dump(),
+                  " (request \"model\" picks one)");
   HttpServer server(*engine, sc, std::move(tpl));
   int port = server.bind();
   // SIGTERM / SIGINT: a handler (whichever thread receives the signal — threads that libraries

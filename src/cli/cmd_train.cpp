@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "model/lora_adapter.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -97,7 +98,9 @@ bool is_bool_key(const json& defaults, const std::string& path) {
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
-  const json defaults = TrainerConfig().to_json();
+  json defaults = TrainerConfig().to_json();
+  // LoRA is off by default (null); its keys are still flags (--lora.r 8 turns it on).
+  defaults["lora"] = LoraConfig().to_train_json();
   json cfg = json::object();
   std::string config_path;
   std::vector<std::pair<std::string, std::string>> overrides;

@@ -16,6 +16,7 @@
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
 #include "ops/attention.h"
+#include "model/lora_adapter.h"
 
 namespace vela {
 
@@ -27,6 +28,12 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
       device_(model_->device()),
       tokenizer_(std::move(tokenizer)) {
   const ModelConfig& mc = model_config_;
+  if (model_->lora_adapters) {
+    lora_names_ = model_->lora_adapters->names;
+    // Prefix-cache keys of adapter requests carry the slot above the token id (scheduler.cpp).
+    VELA_CHECK(mc.vocab_size < (1 << 24) && lora_names_.size() < 120,
+               "LoRA serving supports vocabularies below 2^24 and up to 119 adapters");
+  }
   if (cfg_.max_ctx <= 0)
     cfg_.max_ctx = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, 1 << 20));
   VELA_CHECK(cfg_.max_ctx <= mc.max_position_embeddings ||
@@ -137,8 +144,10 @@ Engine::~Engine() {
 }
 
 std::unique_ptr<Engine> Engine::load(const std::string& dir, const EngineConfig& cfg, DType dtype,
-                                     Device device) {
+                                     Device device,
+                                     const std::vector<std::pair<std::string, std::string>>& lora) {
   Transformer m = Transformer::load(dir, dtype, device);
+  if (!lora.empty()) attach_lora_adapters(m, lora);
   std::unique_ptr<Tokenizer> tok;
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
     tok = std::make_unique<Tokenizer>(Tokenizer::from_file(dir));
@@ -160,6 +169,13 @@ RequestHandlePtr Engine::submit(Request request) {
              ") exceeds the whole KV pool (", cfg_.n_kv_slots, " tokens)");
   VELA_CHECK(request.params.n <= cfg_.max_seqs, "n = ", request.params.n,
              " exceeds the engine's max_seqs (", cfg_.max_seqs, ")");
+  request.lora_slot = -1;
+  if (!request.lora.empty()) {
+    for (size_t i = 0; i < lora_names_.size(); ++i)
+      if (lora_names_[i] == request.lora) request.lora_slot = static_cast<int32_t>(i);
+    VELA_CHECK(request.lora_slot >= 0, "unknown LoRA adapter '", request.lora,
+               "' (loaded: ", json(lora_names()).dump(), ")");
+  }
   VELA_CHECK(request.params.stop.empty() || tokenizer_ != nullptr,
              "stop strings need a tokenizer (the model directory has no tokenizer.json)");
   auto handle = std::make_shared<RequestHandle>(next_request_id_.fetch_add(1), request.params.n,
@@ -228,7 +244,8 @@ uint64_t Engine::update_weights(Transformer new_model) {
   VELA_CHECK(a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
                  a.n_layers == b.n_layers && a.n_heads == b.n_heads &&
                  a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
-                 a.intermediate_size == b.intermediate_size,
+                 a.intermediate_size == b.intermediate_size && a.n_experts == b.n_experts &&
+                 a.moe_intermediate_size == b.moe_intermediate_size,
              "update_weights: the new model's architecture differs from the served one");
   VELA_CHECK(new_model.dtype() == dtype_ && new_model.device() == device_,
              "update_weights: the new weights must have the served dtype and device");

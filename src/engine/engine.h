@@ -61,8 +61,11 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Loads `<dir>` (config.json, safetensors, and tokenizer.json when present).
-  static std::unique_ptr<Engine> load(const std::string& dir, const EngineConfig& cfg = {},
-                                      DType dtype = DType::kF32, Device device = Device::cpu());
+  // `lora`: (name, dir) PEFT adapters served next to the base (model/lora_adapter.h).
+  static std::unique_ptr<Engine> load(
+      const std::string& dir, const EngineConfig& cfg = {}, DType dtype = DType::kF32,
+      Device device = Device::cpu(),
+      const std::vector<std::pair<std::string, std::string>>& lora = {});
 
   RequestHandlePtr submit(Request request);
   // Blocking: submits all, waits for all, results in input order.
@@ -106,6 +109,8 @@ class Engine {
   int32_t max_context() const { return cfg_.max_ctx; }
   // Every id that ends generation unless ignore_eos (model config + tokenizer).
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  // The LoRA adapters a Request::lora may name (model/lora_adapter.h), by slot; empty when none.
+  const std::vector<std::string>& lora_names() const { return lora_names_; }
 
  private:
   EngineConfig cfg_;
@@ -115,6 +120,7 @@ class Engine {
   const Device device_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
+  std::vector<std::string> lora_names_;  // immutable after construction
   std::unique_ptr<KVStorage> storage_;
   std::unique_ptr<ReqToTokenPool> req_pool_;
   std::unique_ptr<InferenceWorkspace> ws_;

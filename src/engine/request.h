@@ -23,6 +23,8 @@ struct TokenLogprob {
 struct Request {
   std::vector<int32_t> prompt;  // token ids (the server renders chat templates and tokenizes)
   SamplingParams params;
+  std::string lora{};      // LoRA adapter name (Engine::lora_names()); "" = the base model
+  int32_t lora_slot = -1;  // set by Engine::submit from `lora` (callers leave it)
 };
 
 // One increment of one sample (index < params.n) of a request.

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "engine/runtime/device_sampler.h"
+#include "model/lora_adapter.h"
 
 namespace vela {
 namespace {
@@ -18,6 +19,17 @@ double now_s() {
 
 bool contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The prefix-cache key of a task's first n tokens: KV computed under a LoRA adapter belongs to that
+// adapter, so its key carries the slot above the token id (vocabularies are below 2^24, checked
+// by the Engine); the base model's keys are the token ids themselves.
+std::vector<int32_t> prefix_key(const Task& t, int32_t n) {
+  std::vector<int32_t> key = t.tokens(n);
+  const int32_t slot = t.request->lora_slot;
+  if (slot >= 0)
+    for (int32_t& id : key) id += (slot + 1) << 24;
+  return key;
 }
 
 }  // namespace
@@ -228,7 +240,7 @@ void Scheduler::admit() {
       ++it;
       continue;
     }
-    std::optional<int32_t> cached = cache_.alloc(t.id, t.tokens(t.n_tokens()));
+    std::optional<int32_t> cached = cache_.alloc(t.id, prefix_key(t, t.n_tokens()));
     if (!cached) break;  // no row or pages now; retry next step
     t.n_computed = *cached;
     if (!t.cached_reported) {
@@ -410,6 +422,14 @@ bool Scheduler::step() {
                                  t->n_computed);
   }
   VELA_ASSERT(off == batch.n_tokens, "packed ", off, " tokens but bound ", batch.n_tokens);
+  if (const LoraAdapterSet* lora = executor_.model().lora_adapters.get()) {
+    // Each row's adapter slot (-1 = base); the executor uploads them with the forward.
+    int32_t* slots = lora->rows->host.data<int32_t>();
+    off = 0;
+    for (size_t k = 0; k < items_.size(); ++k)
+      for (int32_t i = 0; i < items_[k].n_new; ++i)
+        slots[off++] = item_tasks_[k]->request->lora_slot;
+  }
   Tensor logits = executor_.forward(batch);
 
   // Rows whose tokens are all computed now get a new token sampled.
@@ -496,7 +516,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   for (const auto& lp : ev.logprobs) t.completion.logprobs.push_back(lp);
   if (reason) {
     t.completion.finish_reason = *reason;
-    if (t.admitted) cache_.free(t.id, t.tokens(t.n_computed), /*record_prefix=*/true);
+    if (t.admitted) cache_.free(t.id, prefix_key(t, t.n_computed), /*record_prefix=*/true);
     t.admitted = false;
     ev.finish = reason;
     final_events_.push_back({t.handle, std::move(ev), t.completion});

@@ -26,9 +26,15 @@ const std::set<std::string> kInertKeys = {
     "model_type", "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
     "num_attention_heads", "num_key_value_heads", "head_dim", "attention_bias", "qkv_bias",
     "qk_norm", "tie_word_embeddings", "rms_norm_eps", "max_position_embeddings", "bos_token_id",
-    "eos_token_id", "output_router_logits", "_attn_implementation_autoset", "attn_implementation"};
+    "eos_token_id", "output_router_logits", "_attn_implementation_autoset", "attn_implementation",
+    // mixture of experts (parsed in parse_moe)
+    "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "shared_expert_intermediate_size",
+    "router_aux_loss_coef", "router_z_loss_coef", "router_jitter_noise"};
 
-const std::set<std::string> kModelTypes = {"llama", "mistral", "qwen2", "qwen3", "vela"};
+const std::set<std::string> kModelTypes = {"llama", "mistral",   "qwen2",   "qwen3",
+                                           "vela",  "qwen2_moe", "qwen3_moe", "mixtral"};
+const std::set<std::string> kMoeTypes = {"qwen2_moe", "qwen3_moe", "mixtral"};
 
 template <typename T>
 T get_or(const json& j, const char* key, T fallback) {
@@ -95,17 +101,88 @@ void parse_rope(const json& j, ModelConfig& c, const std::string& source) {
   c.rope.max_positions = c.max_position_embeddings;
 }
 
+// Mixture-of-experts fields. Hub checkpoints say num_experts (qwen*_moe) or num_local_experts
+// (mixtral); transformers 5 may write either, so both are read for every type. Mixtral's experts
+// are intermediate_size wide and always renormalise their top-k weights.
+void parse_moe(const json& j, ModelConfig& c, const std::string& source) {
+  const bool moe_type = kMoeTypes.count(c.model_type) > 0;
+  int64_t n = get_or<int64_t>(j, "num_experts", get_or<int64_t>(j, "num_local_experts", 0));
+  if (!moe_type) {
+    VELA_CHECK_T(Unsupported, n == 0, source, ": model_type '", c.model_type,
+                 "' with experts is not supported (use qwen2_moe, qwen3_moe or mixtral)");
+    return;
+  }
+  VELA_CHECK(n > 0, source, ": ", c.model_type, " needs num_experts (or num_local_experts) > 0");
+  c.n_experts = n;
+  c.n_experts_per_tok = get_or<int64_t>(j, "num_experts_per_tok", 2);
+  VELA_CHECK(c.n_experts_per_tok >= 1 && c.n_experts_per_tok <= n, source,
+             ": num_experts_per_tok = ", c.n_experts_per_tok, " must be in [1, ", n, "]");
+  if (c.model_type == "mixtral") {
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = true;
+  } else {
+    c.moe_intermediate_size = require_int(j, "moe_intermediate_size", source);
+    c.norm_topk_prob = get_or<bool>(j, "norm_topk_prob", false);
+    c.decoder_sparse_step = get_or<int64_t>(j, "decoder_sparse_step", 1);
+    if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null())
+      c.mlp_only_layers = j["mlp_only_layers"].get<std::vector<int64_t>>();
+  }
+  VELA_CHECK(c.moe_intermediate_size > 0, source, ": the expert intermediate size must be positive");
+  VELA_CHECK(c.decoder_sparse_step >= 1, source, ": decoder_sparse_step must be >= 1, got ",
+             c.decoder_sparse_step);
+  if (c.model_type == "qwen2_moe")
+    c.shared_expert_intermediate_size = get_or<int64_t>(j, "shared_expert_intermediate_size", 0);
+  else
+    VELA_CHECK_T(Unsupported, get_or<int64_t>(j, "shared_expert_intermediate_size", 0) == 0, source,
+                 ": a shared expert is only read for qwen2_moe");
+  VELA_CHECK(c.shared_expert_intermediate_size >= 0, source,
+             ": shared_expert_intermediate_size must be >= 0");
+  c.router_aux_loss_coef = static_cast<float>(get_or<double>(j, "router_aux_loss_coef", 0.001));
+  c.router_z_loss_coef = static_cast<float>(get_or<double>(j, "router_z_loss_coef", 0.0));
+  c.output_router_logits = get_or<bool>(j, "output_router_logits", false);
+  VELA_CHECK(c.router_aux_loss_coef >= 0 && c.router_z_loss_coef >= 0, source,
+             ": router_aux_loss_coef and router_z_loss_coef must be >= 0");
+  // Jitter multiplies router inputs by random noise in training only; vela does not implement it.
+  VELA_CHECK_T(Unsupported, get_or<double>(j, "router_jitter_noise", 0.0) == 0.0, source,
+               ": router_jitter_noise > 0 is not supported");
+}
+
 }  // namespace
 
-int64_t ModelConfig::n_params() const {
-  int64_t attn = hidden_size * q_dim() + 2 * hidden_size * kv_dim() + q_dim() * hidden_size;
-  if (qkv_bias) attn += q_dim() + 2 * kv_dim();
-  if (o_bias) attn += hidden_size;
-  if (qk_norm) attn += 2 * head_dim;
-  int64_t mlp = 3 * hidden_size * intermediate_size;
-  int64_t per_layer = attn + mlp + 2 * hidden_size;
-  int64_t emb = vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2);
-  return n_layers * per_layer + emb + hidden_size;
+bool ModelConfig::is_moe_layer(int64_t layer_idx) const {
+  if (n_experts <= 0) return false;
+  for (int64_t l : mlp_only_layers)
+    if (l == layer_idx) return false;
+  return (layer_idx + 1) % decoder_sparse_step == 0;
+}
+
+namespace {
+
+// Parameters counting n_expert_mlps experts per MoE layer (the router and the shared expert
+// always count; embeddings once when tied).
+int64_t count_params(const ModelConfig& c, int64_t n_expert_mlps) {
+  const int64_t h = c.hidden_size;
+  int64_t attn = h * c.q_dim() + 2 * h * c.kv_dim() + c.q_dim() * h;
+  if (c.qkv_bias) attn += c.q_dim() + 2 * c.kv_dim();
+  if (c.o_bias) attn += h;
+  if (c.qk_norm) attn += 2 * c.head_dim;
+  const int64_t dense_mlp = 3 * h * c.intermediate_size;
+  int64_t moe_mlp = n_expert_mlps * 3 * h * c.moe_intermediate_size + c.n_experts * h;
+  if (c.shared_expert_intermediate_size > 0)
+    moe_mlp += 3 * h * c.shared_expert_intermediate_size + h;
+  int64_t total = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    total += attn + (c.is_moe_layer(l) ? moe_mlp : dense_mlp) + 2 * h;
+  const int64_t emb = c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2);
+  return total + emb + h;
+}
+
+}  // namespace
+
+int64_t ModelConfig::n_params() const { return count_params(*this, n_experts); }
+
+int64_t ModelConfig::n_active_params() const {
+  return count_params(*this, n_experts > 0 ? n_experts_per_tok : 0);
 }
 
 ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
@@ -116,7 +193,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   ModelConfig c;
   c.model_type = get_or<std::string>(j, "model_type", "");
   VELA_CHECK_T(Unsupported, kModelTypes.count(c.model_type), source, ": model_type '",
-               c.model_type, "' is not supported (llama, mistral, qwen2, qwen3, vela)");
+               c.model_type,
+               "' is not supported (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, "
+               "vela)");
   try {
     c.vocab_size = require_int(j, "vocab_size", source);
     c.hidden_size = require_int(j, "hidden_size", source);
@@ -130,7 +209,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 2048);
     c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
     bool attention_bias = get_or<bool>(j, "attention_bias", false);
-    if (c.model_type == "qwen2") {
+    if (c.model_type == "qwen2" || c.model_type == "qwen2_moe") {
       c.qkv_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
       c.o_bias = false;
     } else if (c.model_type == "vela") {
@@ -139,7 +218,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     } else {
       c.qkv_bias = c.o_bias = attention_bias;
     }
-    c.qk_norm = c.model_type == "qwen3" || get_or<bool>(j, "qk_norm", false);
+    c.qk_norm = c.model_type == "qwen3" || c.model_type == "qwen3_moe" ||
+                get_or<bool>(j, "qk_norm", false);
 
     std::string act = get_or<std::string>(j, "hidden_act", "silu");
     VELA_CHECK_T(Unsupported, act == "silu", source, ": hidden_act '", act,
@@ -149,7 +229,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     VELA_CHECK_T(Unsupported, get_or<int64_t>(j, "pretraining_tp", 1) == 1, source,
                  ": pretraining_tp != 1 is not supported");
     // Sliding-window attention: only an error when it is actually in use.
-    bool use_sw = get_or<bool>(j, "use_sliding_window", c.model_type == "mistral");
+    bool use_sw = get_or<bool>(j, "use_sliding_window",
+                              c.model_type == "mistral" || c.model_type == "mixtral");
     if (j.contains("sliding_window") && !j["sliding_window"].is_null() && use_sw) {
       int64_t sw = j["sliding_window"].get<int64_t>();
       VELA_CHECK_T(Unsupported, sw >= c.max_position_embeddings, source, ": sliding_window=", sw,
@@ -161,6 +242,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
                      t.get<std::string>(), "' (only full_attention is supported)");
     }
     parse_rope(j, c, source);
+    parse_moe(j, c, source);
     c.bos_token_id = get_or<int32_t>(j, "bos_token_id", -1);
     if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
       const json& e = j["eos_token_id"];
@@ -208,12 +290,17 @@ ModelConfig ModelConfig::from_file(const std::string& path) {
 }
 
 json ModelConfig::to_hf_json() const {
-  static const char* kArch[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                "Qwen3ForCausalLM"};
+  static const std::vector<std::pair<std::string, std::string>> kArch = {
+      {"llama", "LlamaForCausalLM"},         {"mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},         {"qwen3", "Qwen3ForCausalLM"},
+      {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"},
+      {"mixtral", "MixtralForCausalLM"}};
   std::string mt = model_type == "vela" ? "llama" : model_type;
-  int arch = mt == "llama" ? 0 : mt == "mistral" ? 1 : mt == "qwen2" ? 2 : 3;
+  std::string arch = "LlamaForCausalLM";
+  for (const auto& [t, a] : kArch)
+    if (t == mt) arch = a;
   json j;
-  j["architectures"] = {kArch[arch]};
+  j["architectures"] = {arch};
   j["model_type"] = mt;
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
@@ -226,9 +313,24 @@ json ModelConfig::to_hf_json() const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["max_position_embeddings"] = max_position_embeddings;
   j["tie_word_embeddings"] = tie_word_embeddings;
-  if (mt != "qwen2") j["attention_bias"] = o_bias || qkv_bias;
-  if (mt == "mistral") j["sliding_window"] = nullptr;
-  if (mt == "qwen2" || mt == "qwen3") j["use_sliding_window"] = false;
+  if (mt != "qwen2" && mt != "qwen2_moe") j["attention_bias"] = o_bias || qkv_bias;
+  if (mt == "mistral" || mt == "mixtral") j["sliding_window"] = nullptr;
+  if (mt == "qwen2" || mt == "qwen3" || mt == "qwen2_moe" || mt == "qwen3_moe")
+    j["use_sliding_window"] = false;
+  if (n_experts > 0) {
+    j[mt == "mixtral" ? "num_local_experts" : "num_experts"] = n_experts;
+    j["num_experts_per_tok"] = n_experts_per_tok;
+    j["router_aux_loss_coef"] = router_aux_loss_coef;
+    if (router_z_loss_coef > 0) j["router_z_loss_coef"] = router_z_loss_coef;
+    j["output_router_logits"] = output_router_logits;
+    if (mt != "mixtral") {
+      j["moe_intermediate_size"] = moe_intermediate_size;
+      j["norm_topk_prob"] = norm_topk_prob;
+      j["decoder_sparse_step"] = decoder_sparse_step;
+      j["mlp_only_layers"] = mlp_only_layers;
+    }
+    if (mt == "qwen2_moe") j["shared_expert_intermediate_size"] = shared_expert_intermediate_size;
+  }
   j["rope_theta"] = rope.theta;
   using T = ops::RopeScaling::Type;
   const auto& s = rope.scaling;

@@ -1,5 +1,6 @@
 // ModelConfig: the architecture hyper-parameters of a decoder-only model, read from a Hugging Face
-// config.json (model_type llama, mistral, qwen2, qwen3; transformers 4.x and 5.x dialects) or
+// config.json (model_type llama, mistral, qwen2, qwen3, and the mixture-of-experts qwen2_moe,
+// qwen3_moe, mixtral; transformers 4.x and 5.x dialects) or
 // vela's own checkpoints (model_type "vela", same keys). A field vela does not implement (sliding
 // window in use, non-SiLU activation, unknown rope type, an unknown key) is an error naming it.
 #pragma once
@@ -34,10 +35,27 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;
   DType dtype = DType::kF32;   // the checkpoint's stored dtype (torch_dtype / dtype)
 
+  // Mixture of experts (nn/moe.h); n_experts == 0: every layer is a dense MLP.
+  int64_t n_experts = 0;                    // num_experts / num_local_experts
+  int64_t n_experts_per_tok = 0;            // top-k
+  int64_t moe_intermediate_size = 0;        // per expert (mixtral: intermediate_size)
+  bool norm_topk_prob = false;              // renormalise the top-k weights (mixtral: always)
+  int64_t decoder_sparse_step = 1;          // layer l is MoE when (l + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;     // ... and l is not listed here
+  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe: a gated shared expert (0: none)
+  float router_aux_loss_coef = 0.0f;        // load-balancing loss weight (training)
+  float router_z_loss_coef = 0.0f;          // router z-loss weight (training; vela extension)
+  bool output_router_logits = false;        // HF adds the aux loss in training only when true
+
+  bool is_moe() const { return n_experts > 0; }
+  bool is_moe_layer(int64_t layer_idx) const;
+
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
   // Parameter count (embeddings counted once when tied).
   int64_t n_params() const;
+  // Parameters one token's forward uses (MoE: only n_experts_per_tok experts; dense: n_params()).
+  int64_t n_active_params() const;
 
   // Parses and validates; `source` names the file in error messages.
   static ModelConfig from_json(const json& j, const std::string& source = "config.json");

@@ -131,7 +131,9 @@ bool Transformer::same_storage(const Transformer& o) const {
     if (!same(a.input_norm, b.input_norm) || !same(a.post_norm, b.post_norm) ||
         !same_linear(a.attn.qkv, b.attn.qkv) || !same_linear(a.attn.o, b.attn.o) ||
         !same(a.attn.q_norm, b.attn.q_norm) || !same(a.attn.k_norm, b.attn.k_norm) ||
-        !same_linear(a.mlp.gate_up, b.mlp.gate_up) || !same_linear(a.mlp.down, b.mlp.down))
+        !same_linear(a.mlp.gate_up, b.mlp.gate_up) || !same_linear(a.mlp.down, b.mlp.down) ||
+        !same_linear(a.moe.router, b.moe.router) || !same(a.moe.gate_up, b.moe.gate_up) ||
+        !same(a.moe.down, b.moe.down) || !same_linear(a.moe.shared.gate_up, b.moe.shared.gate_up))
       return false;
   }
   return true;

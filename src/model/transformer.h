@@ -7,6 +7,7 @@
 // const and may run concurrently on different KV caches.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@
 
 namespace vela {
 
+struct LoraAdapterSet;  // model/lora_adapter.h
+
 class Transformer {
  public:
   ModelConfig config;
@@ -25,6 +28,9 @@ class Transformer {
   std::vector<DecoderBlock> blocks;
   Tensor final_norm;  // [hidden]
   Linear lm_head;     // weight [vocab, hidden] (aliases `embed` when tied)
+  // Serving LoRA adapters chosen per row (model/lora_adapter.h), or null; the hooks themselves sit
+  // on the projections (Linear::lora).
+  std::shared_ptr<LoraAdapterSet> lora_adapters;
 
   DType dtype() const { return embed.dtype(); }
   Device device() const { return embed.device(); }

@@ -36,6 +36,11 @@ class WeightSource {
     copy_converted(raw(name, shape), dst);
   }
   bool has(const std::string& name) const { return reader_.contains(name); }
+  Shape shape_of(const std::string& name) const { return reader_.get(name).shape(); }
+  // Reads `name` stored as [a, c, b] into dst [a, b, c] (a fused expert stack saved transposed).
+  void take_transposed_into(const std::string& name, const Shape& stored, Tensor dst) {
+    copy_converted(raw(name, stored).transpose(1, 2).contiguous(), dst);
+  }
   void mark_used(const std::string& name) { used_.insert(name); }
   void check_all_used() const {
     for (const std::string& n : reader_.names()) {
@@ -97,6 +102,76 @@ Tensor ones(int64_t n, DType dtype, Device device) {
   return c.to(device);
 }
 
+// Reads a dense SwiGLU MLP `<prefix>.{gate,up,down}_proj.weight` into `mlp` (fused gate|up).
+void load_mlp(WeightSource& src, const std::string& prefix, int64_t h, int64_t inter, DType dtype,
+              Device device, Mlp& mlp) {
+  mlp.gate_up.weight = Tensor::empty({2 * inter, h}, dtype, device);
+  src.take_into(prefix + ".gate_proj.weight", {inter, h}, mlp.gate_up.weight.slice(0, 0, inter));
+  src.take_into(prefix + ".up_proj.weight", {inter, h},
+                mlp.gate_up.weight.slice(0, inter, 2 * inter));
+  mlp.down.weight = src.take(prefix + ".down_proj.weight", {h, inter});
+}
+
+// An MoE layer in any of the layouts checkpoints carry: the router `<p>.gate.weight` with p =
+// mlp (Qwen-MoE, transformers 5 Mixtral) or block_sparse_moe (Hub Mixtral); experts one tensor
+// each (`<p>.experts.<e>.{gate,up,down}_proj.weight`, Mixtral `w1, w3, w2`) or fused stacks
+// (`<p>.experts.gate_up_proj` [E, 2I, H] and `<p>.experts.down_proj` [E, H, I], accepted
+// transposed too); qwen2_moe's `<p>.shared_expert.*` and `<p>.shared_expert_gate.weight`.
+void load_moe(WeightSource& src, const ModelConfig& c, int64_t layer, DType dtype, Device device,
+              Moe& moe) {
+  const int64_t h = c.hidden_size, n_exp = c.n_experts, inter = c.moe_intermediate_size;
+  std::string p = layer_key(layer, "mlp");
+  if (!src.has(p + ".gate.weight") && src.has(layer_key(layer, "block_sparse_moe.gate.weight")))
+    p = layer_key(layer, "block_sparse_moe");
+  moe.top_k = c.n_experts_per_tok;
+  moe.norm_topk_prob = c.norm_topk_prob;
+  moe.router.weight = src.take(p + ".gate.weight", {n_exp, h});
+  moe.gate_up = Tensor::empty({n_exp, 2 * inter, h}, dtype, device);
+  moe.down = Tensor::empty({n_exp, h, inter}, dtype, device);
+  auto fused = [&](const std::string& base) {
+    for (const std::string& n : {base, base + ".weight"})
+      if (src.has(n)) return n;
+    return std::string();
+  };
+  const std::string fused_gate_up = fused(p + ".experts.gate_up_proj");
+  const std::string fused_down = fused(p + ".experts.down_proj");
+  if (!fused_gate_up.empty() || !fused_down.empty()) {
+    VELA_CHECK(!fused_gate_up.empty() && !fused_down.empty(), "layer ", layer,
+               ": a fused expert checkpoint needs both ", p, ".experts.gate_up_proj and ", p,
+               ".experts.down_proj");
+    auto stack = [&](const std::string& name, const Shape& want, Tensor dst) {
+      const Shape got = src.shape_of(name);
+      const Shape flipped{want[0], want[2], want[1]};
+      if (got == want || want[1] == want[2]) {
+        src.take_into(name, want, dst);
+      } else {
+        VELA_CHECK(got == flipped, "checkpoint tensor '", name, "' has shape ", got.str(),
+                   ", expected ", want.str(), " (or ", flipped.str(), ")");
+        src.take_transposed_into(name, flipped, dst);
+      }
+    };
+    stack(fused_gate_up, {n_exp, 2 * inter, h}, moe.gate_up);
+    stack(fused_down, {n_exp, h, inter}, moe.down);
+  } else {
+    const bool mixtral_names = src.has(p + ".experts.0.w1.weight");
+    const char* gate = mixtral_names ? "w1" : "gate_proj";
+    const char* up = mixtral_names ? "w3" : "up_proj";
+    const char* down = mixtral_names ? "w2" : "down_proj";
+    for (int64_t e = 0; e < n_exp; ++e) {
+      const std::string ep = p + ".experts." + std::to_string(e) + ".";
+      Tensor gu = moe.gate_up.select(0, e);
+      src.take_into(ep + gate + ".weight", {inter, h}, gu.slice(0, 0, inter));
+      src.take_into(ep + up + ".weight", {inter, h}, gu.slice(0, inter, 2 * inter));
+      src.take_into(ep + down + ".weight", {h, inter}, moe.down.select(0, e));
+    }
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    load_mlp(src, p + ".shared_expert", h, c.shared_expert_intermediate_size, dtype, device,
+             moe.shared);
+    moe.shared_gate.weight = src.take(p + ".shared_expert_gate.weight", {1, h});
+  }
+}
+
 }  // namespace
 
 void load_weights(Transformer& m, const SafetensorsReader& reader, DType dtype, Device device) {
@@ -129,6 +204,10 @@ void load_weights(Transformer& m, const SafetensorsReader& reader, DType dtype, 
     if (c.qk_norm) {
       a.q_norm = src.take(layer_key(i, "self_attn.q_norm.weight"), {c.head_dim});
       a.k_norm = src.take(layer_key(i, "self_attn.k_norm.weight"), {c.head_dim});
+    }
+    if (c.is_moe_layer(i)) {
+      load_moe(src, c, i, dtype, device, b.moe);
+      continue;
     }
     b.mlp.gate_up.weight = Tensor::empty({2 * inter, h}, dtype, device);
     src.take_into(layer_key(i, "mlp.gate_proj.weight"), {inter, h}, b.mlp.gate_up.weight.slice(0, 0, inter));
@@ -185,6 +264,21 @@ Transformer Transformer::random(const ModelConfig& c, DType dtype, Device device
       b.attn.q_norm = ones(c.head_dim, dtype, device);
       b.attn.k_norm = ones(c.head_dim, dtype, device);
     }
+    const int64_t layer = &b - m.blocks.data();
+    if (c.is_moe_layer(layer)) {
+      const int64_t ei = c.moe_intermediate_size, si = c.shared_expert_intermediate_size;
+      b.moe.top_k = c.n_experts_per_tok;
+      b.moe.norm_topk_prob = c.norm_topk_prob;
+      b.moe.router.weight = normal({c.n_experts, h});
+      b.moe.gate_up = normal({c.n_experts, 2 * ei, h});
+      b.moe.down = normal({c.n_experts, h, ei});
+      if (si > 0) {
+        b.moe.shared.gate_up.weight = normal({2 * si, h});
+        b.moe.shared.down.weight = normal({h, si});
+        b.moe.shared_gate.weight = normal({1, h});
+      }
+      continue;
+    }
     b.mlp.gate_up.weight = normal({2 * inter, h});
     b.mlp.down.weight = normal({h, inter});
   }
@@ -193,6 +287,34 @@ Transformer Transformer::random(const ModelConfig& c, DType dtype, Device device
   m.build_rope_table();
   return m;
 }
+
+namespace {
+
+// An MoE layer in the Hub's per-expert layout (what transformers 4.x reads and 5.x converts).
+void save_moe(const ModelConfig& c, int64_t layer, const Moe& moe,
+              std::vector<std::pair<std::string, Tensor>>& t) {
+  const bool mixtral = c.model_type == "mixtral";
+  const std::string p = layer_key(layer, mixtral ? "block_sparse_moe" : "mlp");
+  const int64_t inter = moe.inter();
+  t.emplace_back(p + ".gate.weight", moe.router.weight);
+  for (int64_t e = 0; e < moe.n_experts(); ++e) {
+    const std::string ep = p + ".experts." + std::to_string(e) + ".";
+    Tensor gu = moe.gate_up.select(0, e);
+    t.emplace_back(ep + (mixtral ? "w1" : "gate_proj") + ".weight", gu.slice(0, 0, inter));
+    t.emplace_back(ep + (mixtral ? "w3" : "up_proj") + ".weight", gu.slice(0, inter, 2 * inter));
+    t.emplace_back(ep + (mixtral ? "w2" : "down_proj") + ".weight", moe.down.select(0, e));
+  }
+  if (moe.has_shared()) {
+    const int64_t si = moe.shared.inter();
+    const Tensor& w = moe.shared.gate_up.weight;
+    t.emplace_back(p + ".shared_expert.gate_proj.weight", w.slice(0, 0, si));
+    t.emplace_back(p + ".shared_expert.up_proj.weight", w.slice(0, si, 2 * si));
+    t.emplace_back(p + ".shared_expert.down_proj.weight", moe.shared.down.weight);
+    t.emplace_back(p + ".shared_expert_gate.weight", moe.shared_gate.weight);
+  }
+}
+
+}  // namespace
 
 void save_model(const Transformer& m, const std::string& dir) {
   namespace fs = std::filesystem;
@@ -220,6 +342,10 @@ void save_model(const Transformer& m, const std::string& dir) {
       t.emplace_back(layer_key(i, "self_attn.k_norm.weight"), b.attn.k_norm);
     }
     t.emplace_back(layer_key(i, "post_attention_layernorm.weight"), b.post_norm);
+    if (b.moe.defined()) {
+      save_moe(c, i, b.moe, t);
+      continue;
+    }
     t.emplace_back(layer_key(i, "mlp.gate_proj.weight"), b.mlp.gate_up.weight.slice(0, 0, inter));
     t.emplace_back(layer_key(i, "mlp.up_proj.weight"), b.mlp.gate_up.weight.slice(0, inter, 2 * inter));
     t.emplace_back(layer_key(i, "mlp.down_proj.weight"), b.mlp.down.weight);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/scratch_arena.h"
+#include "nn/lora.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
@@ -25,6 +26,7 @@ void Attention::project_qkv(const Tensor& x, const Tensor& positions, const Tens
     Tensor w = qkv.weight.slice(0, begin[i], begin[i] + width[i]);
     ops::gemm(x, w, parts[i], false, true);
     if (qkv.bias.defined()) ops::add(parts[i], qkv.bias.slice(0, begin[i], begin[i] + width[i]), parts[i]);
+    if (qkv.lora) qkv.lora->forward_add(x, parts[i], begin[i], begin[i] + width[i]);
   }
   if (q_norm.defined()) {
     Tensor qr = q.view({n * cfg.n_heads, cfg.head_dim});

@@ -17,7 +17,7 @@ void DecoderBlock::forward_packed(Tensor& residual, Tensor& normed, const Tensor
   attn.forward_packed(normed, positions, rope_table, kv, layer_idx, attn_out);
   Tensor mlp_in = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
   ops::add_rms_norm(attn_out, residual, post_norm, eps, mlp_in);  // residual += attn_out
-  mlp.forward(mlp_in, attn_out);
+  ffn_forward(mlp_in, attn_out);
   ops::add_rms_norm(attn_out, residual, next_norm, next_eps, normed);  // residual += mlp_out
 }
 
@@ -31,7 +31,7 @@ void DecoderBlock::forward_dense(Tensor& residual, const Tensor& positions,
   attn.forward_dense(normed.view(residual.shape()), positions, rope_table, doc_ids, attn_out);
   Tensor attn_flat = attn_out.view({n, hidden});
   ops::add_rms_norm(attn_flat, flat, post_norm, eps, normed);
-  mlp.forward(normed, attn_flat);
+  ffn_forward(normed, attn_flat);
   ops::add(flat, attn_flat, flat);
 }
 

@@ -1,5 +1,6 @@
 // DecoderBlock: pre-norm attention and MLP with residuals (Llama / Mistral / Qwen2 / Qwen3).
 //   h = x + attn(norm1(x));  out = h + mlp(norm2(h))
+// In a mixture-of-experts layer (moe.defined()) the sparse Moe replaces the dense MLP.
 // The training path (forward_dense_train / backward_dense) saves the activations of one block in
 // a DecoderBlockSaved; with activation checkpointing it keeps only the block input and backward
 // recomputes the rest.
@@ -8,6 +9,7 @@
 #include "core/tensor.h"
 #include "nn/attention.h"
 #include "nn/mlp.h"
+#include "nn/moe.h"
 
 namespace vela {
 
@@ -17,6 +19,7 @@ struct DecoderBlockGrads {
   AttentionGrads attn;
   Tensor dpost_norm;   // [hidden]
   MlpGrads mlp;
+  MoeGrads moe;  // MoE layers only
 };
 
 struct DecoderBlockSaved {
@@ -27,6 +30,11 @@ struct DecoderBlockSaved {
   Tensor h;        // [n, hidden] x + attn
   Tensor normed2;  // [n, hidden] post_norm(h)
   MlpSaved mlp;
+  MoeSaved moe;
+  // MoE layers: the router statistics of the forward (kept when checkpointed) and the router
+  // losses' gradient the trainer sets before backward.
+  MoeStats moe_stats;
+  MoeRouterGrad router_grad;
 };
 
 struct DecoderBlock {
@@ -34,7 +42,14 @@ struct DecoderBlock {
   Attention attn;
   Tensor post_norm;   // [hidden]
   Mlp mlp;
+  Moe moe;  // defined in a mixture-of-experts layer, which then has no dense mlp
   float eps = 1e-6f;
+
+  // The feed-forward half: moe when defined, else mlp. x, out: [n_rows, hidden].
+  void ffn_forward(const Tensor& x, Tensor& out) const {
+    if (moe.defined()) moe.forward(x, out);
+    else mlp.forward(x, out);
+  }
 
   // Packed inference path. residual: [n_tokens, hidden], updated in place to the block's output;
   // normed: [n_tokens, hidden], in: input_norm(residual), out: next_norm(new residual) — the

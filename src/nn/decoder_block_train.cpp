@@ -28,7 +28,10 @@ void forward_saving(const DecoderBlock& block, Tensor& residual, const Tensor& p
   saved.normed2 = Tensor::empty({n, hidden}, dt, dev);
   ops::rms_norm(saved.h, block.post_norm, block.eps, saved.normed2);
   Tensor mlp_out = attn_out.view({n, hidden});  // reuse: attn_out is no longer needed
-  block.mlp.forward_train(saved.normed2, mlp_out, saved.mlp);
+  if (block.moe.defined())
+    block.moe.forward_train(saved.normed2, mlp_out, saved.moe, &saved.moe_stats);
+  else
+    block.mlp.forward_train(saved.normed2, mlp_out, saved.mlp);
   ops::add(saved.h, mlp_out, flat);
   saved.full = true;
 }
@@ -47,8 +50,10 @@ void DecoderBlock::forward_dense_train(Tensor& residual, const Tensor& positions
   forward_saving(*this, residual, positions, rope_table, doc_ids, saved);
   if (checkpoint) {
     Tensor x = saved.x;
+    MoeStats stats = std::move(saved.moe_stats);
     saved = DecoderBlockSaved{};
     saved.x = x;
+    saved.moe_stats = std::move(stats);
   }
 }
 
@@ -63,7 +68,7 @@ void DecoderBlock::backward_dense(const DecoderBlockSaved& saved_in, const Tenso
   if (!saved_in.full) {
     Tensor residual = saved_in.x.clone();
     recomputed.x = saved_in.x;
-    forward_saving(*this, residual, positions, rope_table, doc_ids, recomputed);
+    forward_saving(*this, residual, positions, rope_table, doc_ids, recomputed);  // same routing
     s = &recomputed;
   }
   const Shape shape3 = dresidual.shape();
@@ -71,7 +76,10 @@ void DecoderBlock::backward_dense(const DecoderBlockSaved& saved_in, const Tenso
   Tensor dflat = dresidual.view({n, hidden});
   Tensor dnormed = Tensor::empty({n, hidden}, dresidual.dtype(), dresidual.device());
   // out = h + mlp(norm2(h))
-  mlp.backward(s->normed2, s->mlp, dflat, dnormed, grads.mlp);
+  if (moe.defined())
+    moe.backward(s->normed2, s->moe, saved_in.router_grad, dflat, dnormed, grads.moe);
+  else
+    mlp.backward(s->normed2, s->mlp, dflat, dnormed, grads.mlp);
   ops::add_rms_norm_backward(s->h, post_norm, eps, dnormed, dflat, grads.dpost_norm);  // dflat = dh
   // h = x + attn(norm1(x))
   Tensor dnormed3 = dnormed.view(shape3);

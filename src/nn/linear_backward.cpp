@@ -1,6 +1,7 @@
 // Linear backward: dx = dy @ W (overwritten), dW += dy^T @ x, db += sum_rows(dy); all through
 // ops::gemm (fp32 accumulation; f32 parameter gradients).
 #include "nn/linear.h"
+#include "nn/lora.h"
 #include "ops/gemm.h"
 #include "ops/reduce.h"
 
@@ -13,8 +14,10 @@ void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, Tensor& dwe
              "Linear::backward: x ", x.str(), " and dy ", dy.str(), " do not fit weight ",
              weight.str());
   if (dx.defined()) ops::gemm(dy, weight, dx, /*trans_a=*/false, /*trans_b=*/false);
-  ops::gemm(dy, x, dweight, /*trans_a=*/true, /*trans_b=*/false, 1.0f, /*beta=*/1.0f);
+  if (dweight.defined())
+    ops::gemm(dy, x, dweight, /*trans_a=*/true, /*trans_b=*/false, 1.0f, /*beta=*/1.0f);
   if (bias.defined() && dbias.defined()) ops::sum_rows(dy, dbias, /*accumulate=*/true);
+  if (lora) lora->backward(x, dy, dx);
 }
 
 }  // namespace vela

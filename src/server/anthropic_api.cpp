@@ -305,7 +305,7 @@ bool stream_message(MessageState& st, httplib::DataSink& sink) {
 void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   Clock::time_point arrival = Clock::now();
   json body = parse_json_body(req.body);
-  check_model(ctx, body);
+  const std::string lora = check_model(ctx, body);
   const json* mt = field(body, "max_tokens");
   if (!mt) throw ApiError(400, "max_tokens: field required", "max_tokens");
   int32_t max_tokens = int_field(*mt, "max_tokens");
@@ -318,12 +318,14 @@ void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::R
 
   auto st = std::make_shared<MessageState>();
   st->ctx = &ctx;
+  Request request{rp.ids, params};
+  request.lora = lora;
   st->session = std::make_unique<GenerationSession>(
-      ctx, Request{rp.ids, params},
-      ClientConnection(req.local_port, req.remote_addr, req.remote_port), arrival);
+      ctx, std::move(request), ClientConnection(req.local_port, req.remote_addr, req.remote_port),
+      arrival);
   st->parser = std::make_unique<ChatOutputParser>(rp.output);
   st->id = random_id("msg_");
-  st->model = ctx.cfg.model_name;
+  st->model = lora.empty() ? ctx.cfg.model_name : lora;
   if (stream) {
     start_sse_stream(res, [st](httplib::DataSink& sink) { return stream_message(*st, sink); });
     return;

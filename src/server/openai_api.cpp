@@ -340,7 +340,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
                              httplib::Response& res) {
   Clock::time_point arrival = Clock::now();
   json body = parse_json_body(req.body);
-  check_model(ctx, body);
+  const std::string lora = check_model(ctx, body);
   ChatPrompt cp;
   cp.messages = convert_messages(ctx, body);
   if (const json* tools = field(body, "tools")) cp.tools = convert_tools(*tools);
@@ -364,6 +364,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
   RenderedPrompt rp = render_chat_prompt(ctx, cp, "call_");
   params.max_tokens = resolve_max_tokens(ctx, rp.ids.size(), max_tokens);
   Request request{rp.ids, params};
+  request.lora = lora;
 
   auto st = std::make_shared<ChatState>();
   st->ctx = &ctx;
@@ -373,7 +374,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req,
   for (int32_t k = 0; k < params.n; ++k) st->parsers.emplace_back(rp.output);
   st->role_sent.assign(static_cast<size_t>(params.n), false);
   st->id = random_id("chatcmpl-");
-  st->model = ctx.cfg.model_name;
+  st->model = lora.empty() ? ctx.cfg.model_name : lora;
   st->created = unix_time();
   st->logprobs = params.logprobs;
   st->include_usage = include_usage;
@@ -582,7 +583,7 @@ bool stream_completions(CompletionState& st, httplib::DataSink& sink) {
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   Clock::time_point arrival = Clock::now();
   json body = parse_json_body(req.body);
-  check_model(ctx, body);
+  const std::string lora = check_model(ctx, body);
   auto st = std::make_shared<CompletionState>();
   st->ctx = &ctx;
   std::vector<std::vector<int32_t>> prompts = completion_prompts(ctx, body, st->prompt_texts);
@@ -611,11 +612,13 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   for (const auto& ids : prompts) {
     SamplingParams p = params;
     p.max_tokens = resolve_max_tokens(ctx, ids.size(), max_tokens);
+    Request r{ids, p};
+    r.lora = lora;
     st->sessions.push_back(
-        std::make_unique<GenerationSession>(ctx, Request{ids, p}, connection_of(req), arrival));
+        std::make_unique<GenerationSession>(ctx, std::move(r), connection_of(req), arrival));
   }
   st->id = random_id("cmpl-");
-  st->model = ctx.cfg.model_name;
+  st->model = lora.empty() ? ctx.cfg.model_name : lora;
   st->created = unix_time();
   if (stream) {
     start_sse_stream(res, [st](httplib::DataSink& sink) { return stream_completions(*st, sink); });
@@ -651,12 +654,21 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
 }
 
 json models_list(const ServerContext& ctx) {
+  const int64_t now = unix_time();
   json m = {{"id", ctx.cfg.model_name},
             {"object", "model"},
-            {"created", unix_time()},
+            {"created", now},
             {"owned_by", "vela"},
             {"max_model_len", ctx.engine.max_context()}};
-  return json{{"object", "list"}, {"data", json::array({m})}};
+  json data = json::array({m});
+  for (const std::string& a : ctx.engine.lora_names())  // vLLM lists adapters with their parent
+    data.push_back({{"id", a},
+                    {"object", "model"},
+                    {"created", now},
+                    {"owned_by", "vela"},
+                    {"parent", ctx.cfg.model_name},
+                    {"max_model_len", ctx.engine.max_context()}});
+  return json{{"object", "list"}, {"data", data}};
 }
 
 }  // namespace vela

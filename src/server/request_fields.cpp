@@ -87,15 +87,18 @@ int32_t int_field(const json& v, const std::string& param) {
   return static_cast<int32_t>(v.get<int64_t>());
 }
 
-void check_model(const ServerContext& ctx, const json& body) {
+std::string check_model(const ServerContext& ctx, const json& body) {
   const json* m = field(body, "model");
-  if (m == nullptr) return;
+  if (m == nullptr) return "";
   std::string name = string_field(*m, "model");
-  if (name != ctx.cfg.model_name)
-    throw ApiError(404,
-                   "The model `" + name + "` does not exist (this server serves `" +
-                       ctx.cfg.model_name + "`).",
-                   "model", "model_not_found");
+  if (name == ctx.cfg.model_name) return "";
+  const std::vector<std::string>& adapters = ctx.engine.lora_names();
+  if (std::find(adapters.begin(), adapters.end(), name) != adapters.end()) return name;
+  std::string served = "`" + ctx.cfg.model_name + "`";
+  for (const std::string& a : adapters) served += ", `" + a + "`";
+  throw ApiError(404,
+                 "The model `" + name + "` does not exist (this server serves " + served + ").",
+                 "model", "model_not_found");
 }
 
 SamplingParams sampling_from_json(const json& j) {

@@ -19,7 +19,9 @@ std::string string_field(const json& v, const std::string& param);
 bool bool_field(const json& v, const std::string& param);
 int32_t int_field(const json& v, const std::string& param);
 // Checks "model" against the served model name (404 model_not_found for another name).
-void check_model(const ServerContext& ctx, const json& body);
+// Checks the body's "model" (absent, the served model's name, or a LoRA adapter's name: 404
+// otherwise) and returns the LoRA adapter it names ("" = the base model).
+std::string check_model(const ServerContext& ctx, const json& body);
 // SamplingParams::from_json with its InvalidArgument turned into a 400.
 SamplingParams sampling_from_json(const json& j);
 // Random id with a prefix: "chatcmpl-...", "msg_...".

@@ -67,7 +67,8 @@ void ProgressCallback::after_optimizer_step(Trainer& t, const StepMetrics& m) {
   const double tps = window_seconds_ > 0 ? window_tokens_ / window_seconds_ : 0;
   const double tflops = tps * t.flops_per_token() / 1e12;
   std::string extra;
-  for (const char* k : {"pref_acc", "reward_margin", "reward_mean", "kl", "n_stale"}) {
+  for (const char* k : {"pref_acc", "reward_margin", "reward_mean", "kl", "n_stale",
+                        "router_aux_loss", "moe_load_max"}) {
     if (!m.extra.contains(k) || !m.extra[k].is_number()) continue;
     char buf[64];
     std::snprintf(buf, sizeof(buf), "  %s %.4g", k, m.extra[k].get<double>());

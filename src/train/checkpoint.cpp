@@ -275,13 +275,16 @@ void recover_checkpoints(const std::string& out_dir) {
 }
 
 std::string save_training_checkpoint(const std::string& out_dir, const CheckpointPayload& payload) {
-  VELA_CHECK(payload.model != nullptr, "save_training_checkpoint: no model");
+  VELA_CHECK(payload.model != nullptr || payload.write_model, "save_training_checkpoint: no model");
   VELA_CHECK(
       payload.trainer_state.contains("step") && payload.trainer_state["step"].is_number_integer(),
       "save_training_checkpoint: trainer_state needs an integer \"step\"");
   const int64_t step = payload.trainer_state["step"].get<int64_t>();
   return publish_checkpoint(out_dir, step, [&](const std::string& staging) {
-    save_model(*payload.model, staging);
+    if (payload.write_model)
+      payload.write_model(staging);
+    else
+      save_model(*payload.model, staging);
     if (payload.optimizer != nullptr)
       payload.optimizer->save_state((fs::path(staging) / kOptimizer).string());
     write_text_file(fs::path(staging) / kTrainerState, payload.trainer_state.dump(2) + "\n");

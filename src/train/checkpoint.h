@@ -85,7 +85,10 @@ void recover_checkpoints(const std::string& out_dir);
 // ---- training checkpoint contents ----
 
 struct CheckpointPayload {
-  const Transformer* model = nullptr;    // required
+  const Transformer* model = nullptr;  // required (unless write_model is given)
+  // Writes the model part instead of save_model (a LoRA run: adapter_config.json +
+  // adapter_model.safetensors, the PEFT layout) into the staging directory.
+  std::function<void(const std::string& staging_dir)> write_model;
   const Optimizer* optimizer = nullptr;  // optional
   json trainer_state = json::object();   // written as trainer_state.json (must hold "step")
   std::vector<std::string> extra_files;  // copied in by file name (e.g. tokenizer.json)

@@ -2,11 +2,12 @@
 #include "train/trainable_model.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "nn/lm_head_loss.h"
-#include "train/logprob_head.h"
 #include "ops/embedding.h"
 #include "ops/rms_norm.h"
+#include "train/logprob_head.h"
 
 namespace vela {
 
@@ -43,6 +44,19 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
   VELA_CHECK(!model.device().is_cpu() || model.dtype() == DType::kF32,
              "TrainableModel: training on the CPU runs in f32, but the model was loaded as ",
              dtype_name(model.dtype()), " (load it with DType::kF32)");
+  if (opts.lora) {
+    // Frozen base: no gradient tensors at all (the nn backward passes skip undefined ones).
+    block_grads_.resize(model.blocks.size());
+    for (LoraParam& lp : attach_lora_for_training(model, opts.lora_config, opts.lora_seed)) {
+      Parameter p;
+      p.name = std::move(lp.name);
+      p.value = lp.value;
+      p.grad = lp.grad;
+      p.kind = ParamKind::kMatrix;
+      params_.push_back(std::move(p));
+    }
+    return;
+  }
   auto add = [&](std::string name, const Tensor& value, ParamKind kind) -> Tensor {
     Parameter p;
     p.name = std::move(name);
@@ -71,6 +85,21 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
       g.attn.dk_norm = add(pre + "self_attn.k_norm.weight", blk.attn.k_norm, ParamKind::kNorm);
     }
     g.dpost_norm = add(pre + "post_attention_layernorm.weight", blk.post_norm, ParamKind::kNorm);
+    if (blk.moe.defined()) {
+      const Moe& moe = blk.moe;
+      g.moe.drouter = add(pre + "mlp.gate.weight", moe.router.weight, ParamKind::kMatrix);
+      g.moe.dgate_up = add(pre + "mlp.experts.gate_up_proj", moe.gate_up, ParamKind::kMatrix);
+      g.moe.ddown = add(pre + "mlp.experts.down_proj", moe.down, ParamKind::kMatrix);
+      if (moe.has_shared()) {
+        g.moe.shared.dgate_up = add(pre + "mlp.shared_expert.gate_up_proj.weight",
+                                    moe.shared.gate_up.weight, ParamKind::kMatrix);
+        g.moe.shared.ddown = add(pre + "mlp.shared_expert.down_proj.weight",
+                                 moe.shared.down.weight, ParamKind::kMatrix);
+        g.moe.dshared_gate = add(pre + "mlp.shared_expert_gate.weight", moe.shared_gate.weight,
+                                 ParamKind::kMatrix);
+      }
+      continue;
+    }
     g.mlp.dgate_up =
         add(pre + "mlp.gate_up_proj.weight", blk.mlp.gate_up.weight, ParamKind::kMatrix);
     g.mlp.ddown = add(pre + "mlp.down_proj.weight", blk.mlp.down.weight, ParamKind::kMatrix);
@@ -165,6 +194,8 @@ LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_s
   const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
   const DType dt = model_.dtype();
   const Device dev = model_.device();
+  std::optional<LoraDropoutScope> dropout;
+  if (opts_.lora && opts_.lora_config.dropout > 0) dropout.emplace(lora_dropout_seed_);
   // Forward.
   Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
   Tensor flat = residual.view({n, hidden});
@@ -173,6 +204,9 @@ LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_s
   for (size_t l = 0; l < model_.blocks.size(); ++l)
     model_.blocks[l].forward_dense_train(residual, p.positions, p.rope_table, p.doc_ids,
                                          opts_.activation_checkpointing, saved[l]);
+  // MoE: the router losses couple every layer, so their gradients are known only now.
+  const RouterLosses router = apply_router_losses(cfg, saved, loss_scale, dev);
+  moe_metrics_.add(saved, router);
   Tensor normed = Tensor::empty({n, hidden}, dt, dev);
   ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
   // Fused LM head + loss, backward through it.
@@ -193,7 +227,7 @@ LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_s
                                     block_grads_[l]);
     saved[l] = DecoderBlockSaved{};  // free this block's activations
   }
-  ops::embedding_backward(p.ids, dflat, dembed_);
+  if (dembed_.defined()) ops::embedding_backward(p.ids, dflat, dembed_);
   return {loss.loss_sum, loss.n_tokens};
 }
 
@@ -252,6 +286,8 @@ std::vector<float> TrainableModel::forward_backward_logprobs(const TrainBatch& b
   if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(n), 0.0f);
   const DType dt = model_.dtype();
   const Device dev = model_.device();
+  std::optional<LoraDropoutScope> dropout;  // forward and backward see the same masks
+  if (opts_.lora && opts_.lora_config.dropout > 0) dropout.emplace(lora_dropout_seed_);
   Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
   Tensor flat = residual.view({n, hidden});
   ops::embedding(model_.embed, p.ids, flat);
@@ -277,7 +313,7 @@ std::vector<float> TrainableModel::forward_backward_logprobs(const TrainBatch& b
                                     block_grads_[l]);
     saved[l] = DecoderBlockSaved{};
   }
-  ops::embedding_backward(p.ids, dflat, dembed_);
+  if (dembed_.defined()) ops::embedding_backward(p.ids, dflat, dembed_);
   return logp;
 }
 

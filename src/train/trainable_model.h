@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "model/lora_adapter.h"
 #include "model/transformer.h"
+#include "train/moe_losses.h"
 #include "train/parameter.h"
 #include "train/train_batch.h"
 
@@ -28,6 +30,11 @@ struct TrainOptions {
   bool activation_checkpointing = false;
   float label_smoothing = 0.0f;
   int64_t ce_chunk_tokens = 4096;  // rows of the fused LM-head + CE chunk
+  // LoRA fine-tuning (model/lora_adapter.h): the base is frozen (no gradients, no optimizer
+  // state) and the parameters are the adapter's, initialized from lora_seed.
+  bool lora = false;
+  LoraConfig lora_config;
+  uint64_t lora_seed = 0;
 };
 
 struct LossStats {
@@ -49,15 +56,23 @@ class TrainableModel {
   //   input_layernorm.weight, self_attn.qkv_proj.weight, [self_attn.qkv_proj.bias],
   //   self_attn.o_proj.weight, [self_attn.o_proj.bias], [self_attn.q_norm.weight,
   //   self_attn.k_norm.weight], post_attention_layernorm.weight, mlp.gate_up_proj.weight,
-  //   mlp.down_proj.weight,
+  //   mlp.down_proj.weight (MoE layers instead: mlp.gate.weight, mlp.experts.gate_up_proj
+  //   [E, 2I, H], mlp.experts.down_proj [E, H, I], [mlp.shared_expert.gate_up_proj.weight,
+  //   mlp.shared_expert.down_proj.weight, mlp.shared_expert_gate.weight]),
   // then model.norm.weight and (untied only) lm_head.weight. A tied LM head has no parameter of
   // its own: its gradient lands in model.embed_tokens.weight.
+  // With TrainOptions::lora: only the adapter's lora_A / lora_B tensors, by their PEFT names
+  // (attach_lora_for_training's order); the base weights get no gradient.
   ParameterList& parameters() { return params_; }
   const ParameterList& parameters() const { return params_; }
   // The parameter called `name`, or nullptr.
   Parameter* find_parameter(const std::string& name);
 
   void zero_grad();
+  // LoRA dropout masks of the next forward_backward* calls derive from this seed (the trainer
+  // sets it per micro-batch from the step, so a resumed run draws the same masks).
+  void set_lora_dropout_seed(uint64_t seed) { lora_dropout_seed_ = seed; }
+  bool lora() const { return opts_.lora; }
 
   // Forward + backward of (mean loss over the batch's target tokens) * loss_scale; gradients
   // accumulate into parameters()[i].grad. Returns the unscaled loss sum and target count. A batch
@@ -78,6 +93,10 @@ class TrainableModel {
   static std::vector<float> model_token_logprobs(const Transformer& model, const TrainBatch& batch,
                                                  int64_t chunk_rows = 4096);
 
+  // MoE models: the router losses and per-layer expert loads of the forward_backward calls since
+  // the last call (moe_losses.h MoeMetrics::take); an empty object for dense models.
+  json take_moe_metrics() { return moe_metrics_.take(); }
+
   Transformer& model() { return model_; }
   const Transformer& model() const { return model_; }
   const TrainOptions& options() const { return opts_; }
@@ -96,6 +115,8 @@ class TrainableModel {
   Tensor dembed_;       // [vocab, hidden]
   Tensor dfinal_norm_;  // [hidden]
   Tensor dlm_head_;     // [vocab, hidden]; the same storage as dembed_ when tied
+  MoeMetrics moe_metrics_;
+  uint64_t lora_dropout_seed_ = 0;
 };
 
 }  // namespace vela

@@ -33,7 +33,7 @@ Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
   const DType dtype = compute_dtype(config_.dtype);
   recover_checkpoints(config_.out_dir);  // debris of an earlier killed run
   if (config_.resume) resume_dir_ = latest_checkpoint(config_.out_dir);
-  if (!resume_dir_.empty()) {
+  if (!resume_dir_.empty() && !config_.train.lora) {
     // The checkpoint's own config.json defines the architecture; its weights are loaded in init().
     model_ = std::make_unique<Transformer>(Transformer::load(resume_dir_, dtype, device));
   } else if (!config_.init_from.empty()) {
@@ -65,13 +65,32 @@ Trainer::~Trainer() = default;
 void Trainer::init(bool from_checkpoint) {
   VELA_CHECK(model_->config.vocab_size > 0, "Trainer: model has no vocabulary");
   json state;
-  if (from_checkpoint) {
+  if (from_checkpoint && !config_.train.lora) {
     // Weights first: load_weights replaces the model's tensors, and the parameters and the
     // optimizer's master copies must alias the loaded ones.
     VELA_LOG_INFO("[train] resuming from ", resume_dir_);
     state = load_training_checkpoint(resume_dir_, *model_, config_.verify_checkpoints);
   }
-  trainable_ = std::make_unique<TrainableModel>(*model_, config_.train);
+  TrainOptions to = config_.train;
+  to.lora_seed = config_.seed;
+  trainable_ = std::make_unique<TrainableModel>(*model_, to);
+  if (config_.train.lora) {
+    int64_t n = 0;
+    for (const Parameter& p : trainable_->parameters()) n += p.value.numel();
+    VELA_LOG_INFO("[train] LoRA r=", config_.train.lora_config.r,
+                  " alpha=", config_.train.lora_config.alpha, " on ",
+                  json(config_.train.lora_config.target_modules).dump(), ": ", n,
+                  " trainable parameters (",
+                  100.0 * static_cast<double>(n) / static_cast<double>(model_->config.n_params()),
+                  "% of the frozen base's ", model_->config.n_params(), ")");
+  }
+  if (from_checkpoint && config_.train.lora) {
+    // LoRA: the base came from init_from / model as at the start; the checkpoint holds the adapter.
+    VELA_LOG_INFO("[train] resuming the LoRA adapter from ", resume_dir_);
+    if (config_.verify_checkpoints) verify_checkpoint(resume_dir_);
+    load_lora_into(*model_, config_.train.lora_config, resume_dir_);
+    state = read_trainer_state(resume_dir_);
+  }
   strategy_ = make_strategy(config_);
   VELA_CHECK(data_.train->state().at("kind").get<std::string>() == strategy_->data_kind() ||
                  (std::string(strategy_->name()) == "seq" &&
@@ -166,7 +185,7 @@ double Trainer::flops_per_token() const {
   const ModelConfig& c = model_->config;
   const double attn = 12.0 * static_cast<double>(c.n_layers * c.hidden_size) *
                       static_cast<double>(data_.train->seq_len());
-  return 6.0 * static_cast<double>(c.n_params()) + attn;
+  return 6.0 * static_cast<double>(c.n_active_params()) + attn;  // MoE: the routed experts only
 }
 
 StepMetrics Trainer::train_step() {
@@ -198,6 +217,9 @@ StepMetrics Trainer::train_step() {
     for (auto& cb : callbacks_) cb->on_batch_begin(*this, i);
     const int64_t n_i = units[k];
     const float scale = n_targets > 0 ? static_cast<float>(n_i) / static_cast<float>(n_targets) : 0;
+    // LoRA dropout masks: a function of (seed, step, micro-batch), so a resumed run draws the same.
+    trainable_->set_lora_dropout_seed(config_.seed ^ (static_cast<uint64_t>(step_) << 20) ^
+                                      static_cast<uint64_t>(k));
     MicroLoss s = n_i > 0 ? strategy_->forward_backward(*trainable_, micro[k], scale) : MicroLoss{};
     loss_sum += s.loss_sum;
     const double mean = s.n_units > 0 ? s.loss_sum / static_cast<double>(s.n_units) : 0.0;
@@ -240,6 +262,8 @@ StepMetrics Trainer::train_step() {
   m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.tokens_per_second = m.step_seconds > 0 ? n_tokens / m.step_seconds : 0;
   m.extra = strategy_->step_metrics();
+  const json moe_metrics = trainable_->take_moe_metrics();  // MoE: router losses, expert loads
+  for (const auto& [k, v] : moe_metrics.items()) m.extra[k] = v;
   for (auto& cb : callbacks_) cb->after_optimizer_step(*this, m);
   return m;
 }
@@ -290,6 +314,12 @@ std::vector<std::string> Trainer::tokenizer_files() const {
 std::string Trainer::save_checkpoint() {
   CheckpointPayload p;
   p.model = model_.get();
+  if (config_.train.lora) {
+    const std::string base = !config_.init_from.empty() ? config_.init_from : config_.model;
+    p.write_model = [this, base](const std::string& staging) {
+      write_lora_files(*model_, config_.train.lora_config, staging, base);
+    };
+  }
   p.optimizer = optimizer_.get();
   p.trainer_state = trainer_state();
   p.extra_files = tokenizer_files();

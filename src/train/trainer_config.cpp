@@ -73,7 +73,10 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
       read_config_value(v, key, c.train.label_smoothing);
     else if (key == "ce_chunk_tokens")
       read_config_value(v, key, c.train.ce_chunk_tokens);
-    else if (key == "data") {
+    else if (key == "lora") {
+      c.train.lora = !v.is_null();
+      if (c.train.lora) c.train.lora_config = LoraConfig::from_train_json(v);
+    } else if (key == "data") {
       c.data = DatasetConfig::from_json(v);
       data_kind_given = v.is_object() && v.contains("kind");
     } else if (key == "optimizer")
@@ -122,6 +125,7 @@ json TrainerConfig::to_json() const {
               {"activation_checkpointing", train.activation_checkpointing},
               {"label_smoothing", train.label_smoothing},
               {"ce_chunk_tokens", train.ce_chunk_tokens},
+              {"lora", train.lora ? train.lora_config.to_train_json() : json()},
               {"data", data.to_json()},
               {"optimizer", optimizer.to_json()},
               {"schedule", schedule.to_json()},
@@ -145,6 +149,7 @@ void TrainerConfig::validate() const {
   VELA_CHECK(train.ce_chunk_tokens >= 1, "train config: ce_chunk_tokens must be >= 1");
   VELA_CHECK(threads >= 0, "train config: threads must be >= 0, got ", threads);
   optimizer.validate();
+  if (train.lora) train.lora_config.validate();
   const std::string s = effective_strategy();
   VELA_CHECK(s == "seq" || s == "sft" || s == "dpo" || s == "grpo",
              "train config: strategy must be \"seq\", \"sft\", \"dpo\" or \"grpo\", got '", s, "'");

@@ -48,7 +48,8 @@ struct TrainerConfig {
   bool verify_checkpoints = true;  // sha256 check when resuming / init_from a checkpoint
   bool progress = true;            // progress lines on stderr
   int threads = 0;                 // CPU threads (0 = OpenMP default)
-  TrainOptions train;              // activation_checkpointing, label_smoothing, ce_chunk_tokens
+  TrainOptions train;              // activation_checkpointing, label_smoothing, ce_chunk_tokens,
+                                   // lora ("lora": {"r", "alpha", "dropout", "target_modules"})
   DatasetConfig data;
   OptimizerConfig optimizer;
   LrScheduleConfig schedule;

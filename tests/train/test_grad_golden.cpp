@@ -2,7 +2,8 @@
 // (float64 reference made by tools/make_grad_fixtures.py into
 // tests/fixtures/grads/<model>.safetensors) on the fixture models, a batch with packed documents
 // and ignored targets. vela's fused weights are compared slice by slice with HF's split ones
-// (q/k/v, gate/up). Tolerances (vela f32 vs torch f64): loss relative 1e-5; each gradient tensor
+// (q/k/v, gate/up); MoE fixtures (tools/make_moe_fixtures.py) add the router losses and carry the
+// expert gradients in vela's stacked layout. Tolerances (vela f32 vs torch f64): loss relative 1e-5; each gradient tensor
 // elementwise |vela - torch| <= 1e-4 * max|torch tensor| + 1e-3 * |torch|. Max abs / relative
 // errors are printed.
 #include <gtest/gtest.h>
@@ -69,13 +70,23 @@ TEST_P(GradGolden, LossAndEveryGradientMatchPyTorch) {
   LossStats st = tm.forward_backward(batch, 1.0f);
   const double want_loss =
       meta.count("loss_f64") ? std::stod(meta.at("loss_f64")) : ref.get("loss").item<float>();
-  EXPECT_NEAR(st.mean(), want_loss, 1e-5 * std::fabs(want_loss));
+  double got_loss = st.mean();
+  if (model.config.is_moe()) {
+    // tools/make_moe_fixtures.py: loss = CE + aux_coef * aux + z_coef * z.
+    json mm = tm.take_moe_metrics();
+    EXPECT_NEAR(st.mean(), std::stod(meta.at("ce_f64")), 1e-5);
+    EXPECT_NEAR(mm["router_aux_loss"].get<double>(), std::stod(meta.at("aux_f64")), 1e-5);
+    EXPECT_NEAR(mm["router_z_loss"].get<double>(), std::stod(meta.at("z_f64")), 1e-4);
+    got_loss += model.config.router_aux_loss_coef * mm["router_aux_loss"].get<double>() +
+                model.config.router_z_loss_coef * mm["router_z_loss"].get<double>();
+  }
+  EXPECT_NEAR(got_loss, want_loss, 1e-5 * std::fabs(want_loss));
   if (meta.count("n_target_tokens")) EXPECT_EQ(st.n_tokens, std::stoll(meta.at("n_target_tokens")));
-  std::printf("[golden] %s: loss vela %.8f torch %.8f (%lld tokens)\n", name.c_str(), st.mean(),
+  std::printf("[golden] %s: loss vela %.8f torch %.8f (%lld tokens)\n", name.c_str(), got_loss,
               want_loss, static_cast<long long>(st.n_tokens));
 
   const ModelConfig& c = model.config;
-  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
   int n_compared = 0;
   double worst_rel = 0.0;
   auto check = [&](const std::string& hf_name, const Tensor& got) {
@@ -98,6 +109,7 @@ TEST_P(GradGolden, LossAndEveryGradientMatchPyTorch) {
       check(base + "v_proj." + kind, p.grad.slice(0, qd + kvd, qd + 2 * kvd));
     } else if (ends("gate_up_proj.weight")) {
       const std::string base = n.substr(0, n.find("gate_up_proj."));
+      const int64_t inter = p.grad.size(0) / 2;  // the MLP's, or a shared expert's
       check(base + "gate_proj.weight", p.grad.slice(0, 0, inter));
       check(base + "up_proj.weight", p.grad.slice(0, inter, 2 * inter));
     } else {
@@ -112,7 +124,8 @@ TEST_P(GradGolden, LossAndEveryGradientMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GradGolden,
-                         testing::Values("llama_gqa", "qwen2_bias_tied", "qwen3_qknorm"));
+                         testing::Values("llama_gqa", "qwen2_bias_tied", "qwen3_qknorm",
+                                         "qwen3_moe", "mixtral", "qwen2_moe_shared"));
 
 }  // namespace
 }  // namespace vela

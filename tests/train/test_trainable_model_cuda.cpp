@@ -62,6 +62,13 @@ TEST(TrainableModelCuda, F32GradientsMatchCpu) {
   compare_with_cpu("qwen2_bias_tied", DType::kF32, 1e-4, 2e-3, true);
 }
 
+// Mixture of experts on CUDA (routing, grouped GEMMs, weight gradients, router losses on: the
+// fixtures carry output_router_logits and router_z_loss_coef) against the CPU, f32.
+TEST(TrainableModelCuda, MoeF32GradientsMatchCpu) {
+  compare_with_cpu("qwen3_moe", DType::kF32, 1e-4, 2e-3, false);
+  compare_with_cpu("qwen2_moe_shared", DType::kF32, 1e-4, 2e-3, true);
+}
+
 // The bf16 gradient tolerance is measured, not guessed. bf16 keeps 8 mantissa bits (relative
 // rounding up to 2^-9), and these fixtures are deliberately ill-conditioned (initializer_range 0.3
 // in tools/make_model_fixtures.py: sharp attention and large pre-activations amplify small input

@@ -6,6 +6,7 @@
 
 #include "core/cuda/cuda_api.h"
 #include "core/log.h"
+#include "model/lora_adapter.h"
 #include "ops/attention.h"
 
 namespace vela {
@@ -21,6 +22,9 @@ int64_t Executor::activation_bytes(const ModelConfig& c, DType dtype, int64_t n_
   // output + the MLP's gate_up and activation, counted without reuse; then the gathered rows and
   // f32 logits.
   int64_t block = n_tokens * e * (2 * h + qkv + c.n_heads * d + 3 * c.intermediate_size);
+  if (c.is_moe())  // the expert path's routing tables and permuted rows (nn/moe.h)
+    block += Moe::scratch_bytes(n_tokens, h, c.n_experts, c.n_experts_per_tok,
+                                c.moe_intermediate_size, c.shared_expert_intermediate_size, e);
   int64_t residual = 2 * n_tokens * e * h;
   int64_t head = n_seqs * (2 * h * e + c.vocab_size * static_cast<int64_t>(sizeof(float)));
   return residual + block + head + slack;
@@ -30,8 +34,11 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
     : model_(model),
       ws_(ws),
       opts_(opts),
-      arena_(activation_bytes(model->config, model->dtype(), ws.max_tokens(), ws.max_logit_rows()),
+      arena_(activation_bytes(model->config, model->dtype(), ws.max_tokens(), ws.max_logit_rows()) +
+                 model_lora_scratch_bytes(*model, std::max(ws.max_tokens(), ws.max_seqs())),
              model->device()) {
+  if (model->lora_adapters)
+    model->lora_adapters->reserve_rows(std::max(ws.max_tokens(), ws.max_seqs()), model->device());
   if (model->device().is_cuda()) {
     VELA_CHECK(opts.padding_slot >= 0, "Executor: a CUDA engine needs a KV padding slot");
     VELA_CHECK(ws.o_part.defined(), "Executor: the workspace lacks the split-KV decode partials");
@@ -112,6 +119,7 @@ Tensor Executor::forward(const BoundBatch& batch) {
     ws_.upload(batch.n_tokens, batch.n_seqs);  // a no-op: host and device are one
     return run(batch);
   }
+  if (model_->lora_adapters) model_->lora_adapters->rows->upload(batch.n_tokens);
   // The scheduler loop entered the engine stream once (Scheduler::run); nothing to set per step.
   const bool decode = batch.n_tokens == batch.n_seqs;
   if (!fwd_begin_) return decode ? forward_decode(batch) : forward_prefill(batch);
@@ -139,6 +147,11 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
     qo[i + 1] = i + 1;
     kvp[i + 1] = kvp[i];
     last[i] = i;
+  }
+  if (const LoraAdapterSet* lora = model_->lora_adapters.get()) {  // padding rows: the base
+    int32_t* slots = lora->rows->host.data<int32_t>();
+    for (int32_t i = n; i < bucket; ++i) slots[i] = -1;
+    lora->rows->upload(bucket);
   }
   int splits =
       ops::decode_num_splits(bucket, model_->config.n_kv_heads, batch.kv.max_len, sm_count_);

@@ -2,6 +2,8 @@
 #include "train/rl/reference_model.h"
 
 #include "core/error.h"
+#include "core/log.h"
+#include "model/lora_adapter.h"
 #include "train/trainable_model.h"
 #include "train/trainer_config.h"
 
@@ -57,6 +59,14 @@ ReferenceModel ReferenceModel::for_policy(const std::string& dir, const TrainerC
   const DType dt = policy.dtype();
   const Device dev = policy.device();
   if (!dir.empty()) return ReferenceModel(Transformer::load(dir, dt, dev), policy, "'" + dir + "'");
+  // LoRA: the frozen base is the starting policy exactly (B = 0 at init) and stays frozen, so the
+  // reference is the policy's own base weights without the adapter: no copy, valid on resume.
+  if (config.train.lora) {
+    VELA_LOG_INFO(
+        "[train] reference model: the frozen base without the LoRA adapter (its weights "
+        "are shared with the policy: no extra memory)");
+    return ReferenceModel(without_lora(policy), policy, "(the frozen base)");
+  }
   if (policy_from_config && !config.init_from.empty())
     return ReferenceModel(Transformer::load(config.init_from, dt, dev), policy,
                           "'" + config.init_from + "' (init_from)");

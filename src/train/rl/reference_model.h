@@ -24,7 +24,8 @@ class ReferenceModel {
   // Takes the frozen weights; `policy` is only checked against (vocabulary, device, dtype).
   ReferenceModel(Transformer weights, const Transformer& policy, const std::string& what);
 
-  // The reference a strategy's `reference` key names: `dir` when given, else the policy's
+  // The reference a strategy's `reference` key names: `dir` when given; under LoRA the policy's
+  // frozen base without the adapter (shares its weights: no extra memory); else the policy's
   // starting point: config.init_from, or the random init of config.model + config.seed. Falls back
   // to a deep copy of `policy` when neither exists (a model handed to the Trainer directly; only
   // valid before its first step, which the caller guarantees by not resuming).

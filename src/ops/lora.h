@@ -1,0 +1,29 @@
+// LoRA ops (nn/lora.h): the per-row-adapter (BGMV-style) shrink and expand that serve several
+// adapters in one batch, and the counter-based dropout of the LoRA input.
+//
+//   lora_shrink   xa[i, :] = a[slots[i]] @ x[i, :]            x: [n, in]  a: [n_slots, r, in]
+//                                                              xa: [n, r] f32 (0 where slot < 0)
+//   lora_expand   y[i, :] += scales[s] * b[s] @ xa[i, :]       b: [n_slots, n_cols, r]
+//                 with s = slots[i] (rows with s < 0 unchanged) y: [n, n_cols]  scales: [n_slots]
+//                 f32
+//   lora_dropout  out = x * keep / (1 - p), keep[i, j] = hash(seed, stream, i * n_cols + j) >= p
+//                 x, out: [n, n_cols] (out may be x). Linear and diagonal: applying it with the
+//                 same seed to a gradient is its backward.
+// slots: [n] i32 with values in [-1, n_slots). x, a, b, y share one floating dtype (f32/bf16/f16);
+// rows contiguous, row strides free (y may be a column block of a fused projection). fp32
+// accumulation; each row's result depends only on that row (no batch-size effect). CPU and CUDA
+// give bit-identical dropout masks (one hash, ops/lora_hash.h).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace vela::ops {
+
+void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa);
+void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const Tensor& scales,
+                 Tensor& y);
+void lora_dropout(const Tensor& x, uint64_t seed, uint64_t stream, float p, Tensor& out);
+
+}  // namespace vela::ops

@@ -119,6 +119,7 @@ int cmd_bench(int argc, char** argv) {
         "       vela bench model [--device cpu] [--preset 100m|bench-1b | --config FILE] ...\n"
         "       vela bench engine [--device cuda|cpu] [--preset bench-1b|100m] [--cases ...] ...\n"
         "       vela bench serve [--url URL] [--concurrency N | --request-rate R] ... (--help)\n"
+        "       vela bench spec --model DIR [--device cuda|cpu] [--settings 'ngram,k=4'] ...\n"
         "  Times GEMM, a bandwidth-bound op and the decode GEMV against this machine's\n"
         "  measured peaks (OpenBLAS sgemm, memory copy; cuBLASLt and D2D copy on CUDA).\n");
     return argc < 1 ? 1 : 0;
@@ -127,7 +128,9 @@ int cmd_bench(int argc, char** argv) {
   if (what == "model") return bench_model_main(argc - 1, argv + 1);
   if (what == "engine") return bench_engine_main(argc - 1, argv + 1);
   if (what == "serve") return bench_serve_main(argc - 1, argv + 1);
-  VELA_CHECK(what == "ops", "unknown benchmark '", what, "' (available: ops, model, engine, serve)");
+  if (what == "spec") return bench_spec_main(argc - 1, argv + 1);
+  VELA_CHECK(what == "ops", "unknown benchmark '", what,
+             "' (available: ops, model, engine, serve, spec)");
   Args args(argc - 1, argv + 1, {"quick"});
   std::string device = args.get("device", cuda::available() ? "all" : "cpu");
   bool quick = args.has("quick");

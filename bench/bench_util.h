@@ -30,5 +30,6 @@ json rows_json(const std::vector<Row>& rows);
 int bench_model_main(int argc, char** argv);
 int bench_engine_main(int argc, char** argv);
 int bench_serve_main(int argc, char** argv);
+int bench_spec_main(int argc, char** argv);
 
 }  // namespace vela::cli

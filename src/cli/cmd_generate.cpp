@@ -138,6 +138,7 @@ int cmd_generate(int argc, char** argv) {
         "         [--kv paged|contiguous] [--page-size N] [--json] [--lora DIR ...]\n"
         "         [--json-schema FILE | --json-object | --regex RE | --grammar FILE.gbnf |\n"
         "          --choice a,b,c]\n"
+        "         [--speculative ngram,k=4]\n"
         "  --lora: a PEFT LoRA adapter on top of the model (NAME=DIR or DIR); with several,\n"
         "  requests use the first unless a --batch line names another (\"lora\": NAME).\n"
         "  --json-schema etc.: constrained decoding, the output matches the schema / pattern /\n"
@@ -204,6 +205,7 @@ int cmd_generate(int argc, char** argv) {
   EngineConfig cfg;
   cfg.kv_strategy = args.get("kv", "paged");
   cfg.page_size = static_cast<int32_t>(args.get_int("page-size", 16));
+  cfg.speculative = SpeculativeConfig::parse(args.get("speculative", "off"));
   bool as_json = args.has("json");
   std::vector<std::pair<std::string, std::string>> adapters;
   for (const std::string& a : args.get_all("lora")) adapters.push_back(parse_lora_arg(a));

@@ -80,6 +80,7 @@ int cmd_serve(int argc, char** argv) {
         "[--no-web-ui]\n"
         "                  [--io-threads N] [--max-connections N] [--header-timeout S]\n"
         "                  [--body-timeout S] [--idle-timeout S] [--write-timeout S]\n"
+        "                  [--speculative ngram,k=4 | off] (docs/speculative.md)\n"
         "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
         "/v1/completions, /v1/models, /v1/messages, /v1/messages/count_tokens, /health, /stats,\n"
         "/metrics, / (chat page). See docs/serving.md.\n");
@@ -94,7 +95,8 @@ int cmd_serve(int argc, char** argv) {
   ServerConfig sc;
   json server_keys = file;
   for (const char* k : {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue",
-                        "max_context", "page_size", "device", "dtype", "lora"})
+                        "max_context", "page_size", "device", "dtype", "lora",
+                        "speculative"})
     server_keys.erase(k);
   static const std::set<std::string> kKnown = {"host",
                                                "port",
@@ -147,6 +149,8 @@ int cmd_serve(int argc, char** argv) {
       args.get_int("max-context", config_value<int64_t>(file, "max_context", 0)));
   ec.page_size = static_cast<int32_t>(
       args.get_int("page-size", config_value<int64_t>(file, "page_size", ec.page_size)));
+  ec.speculative = SpeculativeConfig::parse(
+      args.get("speculative", config_value<std::string>(file, "speculative", "off")));
   int64_t kv_pages = args.get_int("kv-pages", config_value<int64_t>(file, "kv_pages", 0));
   double kv_fraction =
       args.get_double("kv-memory-fraction", config_value<double>(file, "kv_memory_fraction", 0.0));

@@ -51,6 +51,7 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   VELA_CHECK(cfg_.max_seqs > 0, "max_seqs must be positive");
   VELA_CHECK(cfg_.max_tokens_per_step > 0, "max_tokens_per_step must be positive");
   VELA_CHECK(cfg_.page_size > 0, "page_size must be positive");
+  cfg_.speculative.validate();
   int64_t full = static_cast<int64_t>(cfg_.max_seqs) * cfg_.max_ctx;
   if (cfg_.kv_strategy == "contiguous") {
     VELA_CHECK(cfg_.n_kv_slots == 0 || cfg_.n_kv_slots == full,
@@ -78,6 +79,14 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   wc.max_tokens_per_step = cfg_.max_tokens_per_step;
   wc.vocab_size = mc.vocab_size;
   wc.device = dev;
+  // Speculation: a row verifies its last token and up to k drafts (k + 1 logits rows) within the
+  // step's token budget; forked n > 1 siblings add a sample row each.
+  const int32_t n_logit_rows =
+      cfg_.speculative.enabled()
+          ? cfg_.max_seqs + std::min<int32_t>(cfg_.max_tokens_per_step,
+                                              cfg_.max_seqs * cfg_.speculative.k)
+          : cfg_.max_seqs;
+  wc.max_logit_rows = n_logit_rows;
   if (cuda) {
     wc.n_heads = mc.n_heads;
     wc.head_dim = mc.head_dim;
@@ -94,8 +103,8 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   eo.time_device = cfg_.time_device;
   eo.padding_slot = cuda ? storage_->padding_slot() : -1;
   executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);
-  sampler_ = std::make_unique<Sampler>(mc.vocab_size, cfg_.max_seqs);
-  if (cuda) device_sampler_ = std::make_unique<DeviceSampler>(mc.vocab_size, cfg_.max_seqs, dev);
+  sampler_ = std::make_unique<Sampler>(mc.vocab_size, n_logit_rows);
+  if (cuda) device_sampler_ = std::make_unique<DeviceSampler>(mc.vocab_size, n_logit_rows, dev);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_,
                                            tokenizer_.get(), eos_ids_, device_sampler_.get());
   // Setup ran on this thread's stream; the loop uses the engine's stream: finish setup first.
@@ -111,7 +120,8 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   }
   VELA_LOG_INFO("[engine] ", cfg_.kv_strategy, " KV: ", cfg_.n_kv_slots, " slots (",
                 storage_->k.nbytes() * 2 / (1 << 20), " MiB), max_seqs ", cfg_.max_seqs,
-                ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step, " tokens");
+                ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step, " tokens",
+                ", speculative ", cfg_.speculative.describe());
   scheduler_->refresh_stats();  // the first snapshot (graphs captured, pages) before any step
   loop_ = std::thread([this] { scheduler_->run(); });
 }

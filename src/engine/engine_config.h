@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/spec/spec_config.h"
+
 namespace vela {
 
 struct EngineConfig {
@@ -18,6 +20,7 @@ struct EngineConfig {
   uint64_t seed = 0;                  // seeds of requests that bring none are drawn from this
   bool cuda_graphs = true;            // CUDA: replay captured decode graphs (off: eager, same math)
   bool time_device = false;           // CUDA: time each forward on the stream (EngineStats; bench)
+  SpeculativeConfig speculative;      // speculative decoding (off by default; docs/speculative.md)
 };
 
 }  // namespace vela

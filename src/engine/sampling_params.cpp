@@ -239,6 +239,7 @@ SamplingParams SamplingParams::from_json(const json& j) {
     else
       VELA_THROW(InvalidArgument, "logprobs_mode must be \"raw\" or \"tempered\", got ", s);
   }
+  if (const json* v = find(j, "speculative")) p.speculative = get_bool(*v, "speculative");
   p.validate();
   return p;
 }
@@ -288,6 +289,7 @@ json SamplingParams::to_json() const {
       break;
   }
   j["logprobs_mode"] = logprobs_mode_name(logprobs_mode);
+  j["speculative"] = speculative;
   return j;
 }
 

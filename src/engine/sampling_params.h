@@ -67,6 +67,9 @@ struct SamplingParams {
   LogprobsMode logprobs_mode = LogprobsMode::kRaw;
   // Unset: kMixed for submit() / generate(), kFinishOld for Engine::run_batch (rollouts).
   std::optional<WeightUpdatePolicy> on_weight_update;
+  // Speculative decoding (when the engine has it on, EngineConfig::speculative): false opts this
+  // request out. The output distribution is the same either way.
+  bool speculative = true;
   WeightUpdatePolicy weight_update_policy() const {
     return on_weight_update.value_or(WeightUpdatePolicy::kMixed);
   }
@@ -85,8 +88,8 @@ struct SamplingParams {
   // frequency_penalty, repetition_penalty, logit_bias ({"id": bias}), seed, max_tokens (or
   // max_completion_tokens), n, stop (string or list), stop_token_ids, ignore_eos, logprobs (bool,
   // or an int for completions-style: logprobs = true, top_logprobs = the int), top_logprobs. Null
-  // values mean "default"; extensions: on_weight_update, logprobs_mode ("raw" | "tempered");
-  // unknown keys are ignored (they belong to the request, not to sampling).
+  // values mean "default"; extensions: on_weight_update, logprobs_mode ("raw" | "tempered"),
+  // speculative (bool); unknown keys are ignored (they belong to the request, not to sampling).
   // Constraints (at most one): response_format ({"type": "text" | "json_object" | "json_schema",
   // "json_schema": {"schema": ...}}), guided_json (a schema object or its JSON text),
   // guided_regex, guided_grammar (GBNF), guided_choice (a list of strings).

@@ -51,6 +51,7 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   sample_out_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
+  if (cfg.speculative.enabled()) spec_ = std::make_unique<Speculator>(cfg.speculative);  // spec
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -373,7 +374,14 @@ bool Scheduler::plan() {
       if (std::find(item_tasks_.begin(), item_tasks_.end(), t) != item_tasks_.end()) continue;
       int32_t n_new = std::min(remaining, budget);
       if (n_new <= 0) continue;
+      t->drafts.clear();
+      if (spec_ && is_decode) n_new = plan_drafts(*t, budget);  // spec: 1 + drafts
       bool ok = cache_.extend(t->id, n_new);
+      if (!ok && n_new > 1 && is_decode) {  // spec: no pages for the drafts: decode plainly
+        t->drafts.clear();
+        n_new = 1;
+        ok = cache_.extend(t->id, n_new);
+      }
       while (!ok) {
         // Out of pages: preempt the newest running task that is not planned yet (maybe t itself).
         Task* victim = nullptr;
@@ -394,6 +402,7 @@ bool Scheduler::plan() {
       }
       if (!ok) continue;
       items_.push_back({t->id, n_new});
+      items_.back().n_logits = 1 + static_cast<int32_t>(t->drafts.size());  // spec: verify all
       item_tasks_.push_back(t);
       budget -= n_new;
     }
@@ -422,7 +431,10 @@ bool Scheduler::step() {
   int64_t n_prompt_tokens = 0;
   for (size_t k = 0; k < items_.size(); ++k) {
     Task* t = item_tasks_[k];
-    for (int32_t i = 0; i < items_[k].n_new; ++i) ids[off++] = t->token_at(t->n_computed + i);
+    for (int32_t i = 0; i < items_[k].n_new; ++i) {
+      int32_t pos = t->n_computed + i, n = t->n_tokens();  // past n_tokens: the drafts (spec)
+      ids[off++] = pos < n ? t->token_at(pos) : t->drafts[static_cast<size_t>(pos - n)];
+    }
     n_prompt_tokens +=
         std::max<int32_t>(0, std::min<int32_t>(static_cast<int32_t>(t->prompt().size()),
                                                t->n_computed + items_[k].n_new) -
@@ -443,25 +455,42 @@ bool Scheduler::step() {
   sample_rows_.clear();
   sample_tasks_.clear();
   sample_src_.clear();
+  spec_ctx_.clear();
+  int32_t logits_row = 0;  // first logits row of item k (items with drafts have several)
   for (size_t k = 0; k < items_.size(); ++k) {
     Task* t = item_tasks_[k];
+    const int32_t row = logits_row;
+    logits_row += items_[k].n_logits;
+    if (!t->drafts.empty()) {  // spec: n_computed moves once the drafts are verified
+      queue_verify_rows(*t, row);
+      continue;
+    }
     t->n_computed += items_[k].n_new;
     if (t->n_computed != t->n_tokens()) continue;
     sample_rows_.push_back(SamplerRow{&t->params(), &t->prompt(), &t->output, t->seed,
                                       static_cast<uint64_t>(t->output.size()),
                                       static_cast<uint64_t>(t->index)});
     sample_tasks_.push_back(t);
-    sample_src_.push_back(static_cast<int32_t>(k));
-    if (t->index == 0 && t->params().n > 1 && t->output.empty())
-      fork_siblings(*t, static_cast<int32_t>(k));
+    sample_src_.push_back(row);
+    if (t->index == 0 && t->params().n > 1 && t->output.empty()) fork_siblings(*t, row);
   }
+  int64_t n_emitted = 0;
   if (!sample_rows_.empty()) {
     sample(logits);
-    for (size_t j = 0; j < sample_rows_.size(); ++j)
-      process_sample(*sample_tasks_[j], sample_out_[j]);
+    for (size_t j = 0; j < sample_rows_.size(); ++j) {
+      Task& t = *sample_tasks_[j];
+      if (!t.drafts.empty()) {  // spec: the task's 1 + drafts rows are consecutive
+        n_emitted += accept_drafts(t, &sample_out_[j]);
+        j += t.drafts.size();
+        t.drafts.clear();
+        continue;
+      }
+      process_sample(t, sample_out_[j]);
+      ++n_emitted;
+    }
   }
   remove_finished();
-  update_stats(static_cast<int64_t>(sample_rows_.size()), n_prompt_tokens);
+  update_stats(n_emitted, n_prompt_tokens);
   publish_final_events();
   return true;
 }
@@ -586,6 +615,7 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt) {
   stats_.other_device_s = dt.other_s;
   stats_.n_cuda_graphs = static_cast<int64_t>(executor_.n_graphs());
   stats_.graph_capture_s = executor_.graph_capture_seconds();
+  if (spec_) stats_.speculative = spec_->stats();
 }
 
 }  // namespace vela

@@ -23,6 +23,7 @@
 #include "engine/request_handle.h"
 #include "engine/runtime/executor.h"
 #include "engine/runtime/sampler.h"
+#include "engine/spec/speculator.h"
 #include "engine/step_gate.h"
 #include "engine/task.h"
 #include "tokenizer/tokenizer.h"
@@ -44,6 +45,8 @@ struct EngineStats {
   int64_t restarts = 0;        // samples restarted by weight updates (kRestart)
   int64_t n_cuda_graphs = 0;   // decode graphs captured so far (0 on the CPU)
   double graph_capture_s = 0;  // seconds their capture took
+  // Speculative decoding (EngineConfig::speculative): see SpeculativeStats.
+  SpeculativeStats speculative;
 };
 
 class DeviceSampler;
@@ -120,6 +123,19 @@ class Scheduler {
   std::vector<SampleResult> sample_out_;
   std::vector<Task*> sample_tasks_;  // the task of each sample row
   std::unique_ptr<constrain::BatchMasks> masks_;  // constrained rows' token masks (lazily made)
+
+  // ---- Speculative decoding (engine/spec/; defined in engine/spec/scheduler_spec.cpp) --------
+  std::unique_ptr<Speculator> spec_;        // null when EngineConfig::speculative is off
+  std::deque<std::vector<int32_t>> spec_ctx_;  // per verified row: output + drafts before it
+  // Drafts for decode task t (fills t.drafts) within `budget` tokens for this item; returns the
+  // item's n_new (1 + drafts).
+  int32_t plan_drafts(Task& t, int32_t budget);
+  // Queues t's 1 + drafts verification sample rows reading logits rows from `logits_row` on.
+  void queue_verify_rows(Task& t, int32_t logits_row);
+  // After sampling: accepts the longest draft prefix the samples match (rejection.h), rolls the
+  // KV of the rejected drafts back, emits the tokens (stop conditions apply to each); returns how
+  // many were emitted.
+  int64_t accept_drafts(Task& t, const SampleResult* results);
 
   // Stats (read by other threads).
   mutable std::mutex stats_mu_;

@@ -33,6 +33,9 @@ struct Task {
   // Constrained decoding: the position of output in request->grammar (null without one). It
   // follows `output`: a preemption keeps both, a restart resets both.
   std::unique_ptr<constrain::GrammarMatcher> matcher;
+  // Speculative decoding: the draft tokens fed after the last token in this step's item (empty
+  // unless the step verifies drafts for this task; see engine/spec/speculator.h).
+  std::vector<int32_t> drafts;
 
   const std::vector<int32_t>& prompt() const { return request->prompt; }
   const SamplingParams& params() const { return request->params; }

@@ -121,6 +121,21 @@ std::string Metrics::prometheus(const EngineStats& es) const {
           es.prefix_hit_tokens);
   counter("vela_preemptions_total", "Requests preempted (recomputed) for lack of KV pages.",
           es.preemptions);
+  counter("vela_spec_verify_rows_total",
+          "Speculative decoding: sample rows that verified drafts in one target step.",
+          es.speculative.rows);
+  counter("vela_spec_draft_tokens_total", "Speculative decoding: draft tokens verified.",
+          es.speculative.drafted);
+  counter("vela_spec_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
+          es.speculative.accepted);
+  counter("vela_spec_emitted_tokens_total",
+          "Speculative decoding: tokens emitted by verification rows (accepted + 1 each).",
+          es.speculative.emitted);
+  gauge("vela_spec_acceptance_rate", "Speculative decoding: accepted / drafted tokens.",
+        es.speculative.acceptance_rate());
+  gauge("vela_spec_tokens_per_step",
+        "Speculative decoding: tokens a verifying sample emits per target step.",
+        es.speculative.tokens_per_step());
   counter("vela_client_disconnects_total", "Requests cancelled because the client went away.",
           disconnects_.load());
   counter("vela_rejected_requests_total", "Requests refused by admission control (429/503).",
@@ -167,7 +182,14 @@ json Metrics::stats_json(const EngineStats& es) const {
         {"preemptions", es.preemptions},
         {"steps", es.steps},
         {"tokens_per_s", es.tokens_per_s},
-        {"policy_version", es.policy_version}}},
+        {"policy_version", es.policy_version},
+        {"speculative",
+         {{"verify_rows", es.speculative.rows},
+          {"draft_tokens", es.speculative.drafted},
+          {"accepted_tokens", es.speculative.accepted},
+          {"emitted_tokens", es.speculative.emitted},
+          {"acceptance_rate", es.speculative.acceptance_rate()},
+          {"tokens_per_step", es.speculative.tokens_per_step()}}}}},
       {"server",
        {{"requests", req},
         {"in_flight", in_flight_.load()},

@@ -97,6 +97,14 @@ void TaskCacheManager::free(int64_t task_id, const std::vector<int32_t>& tokens,
   release(task_id, tokens.data(), n_record);
 }
 
+void TaskCacheManager::truncate(int64_t task_id, int32_t kv_len) {
+  TaskCacheState& st = task(task_id, "truncate");
+  VELA_CHECK(kv_len >= st.cached_len && kv_len <= st.kv_len, "TaskCacheManager::truncate: task ",
+             task_id, " to ", kv_len, " positions, outside [cached ", st.cached_len, ", kv ",
+             st.kv_len, "]");
+  st.kv_len = kv_len;
+}
+
 void TaskCacheManager::rollback(int64_t task_id) {
   if (tasks_.count(task_id) == 0) return;
   release(task_id, nullptr, 0);
@@ -145,7 +153,7 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
   // Validate everything before touching any state.
   std::vector<TaskCacheState*>& sts = bind_states_;
   sts.resize(items.size());
-  int64_t n_tokens = 0;
+  int64_t n_tokens = 0, n_logits = 0;
   const bool with_ids = items[0].ids != nullptr;
   for (size_t i = 0; i < items.size(); ++i) {
     const BindItem& it = items[i];
@@ -160,8 +168,11 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
     VELA_ASSERT(it.expected_kv_len < 0 || it.expected_kv_len == st.kv_len, "task ", it.task_id,
                 " has ", it.expected_kv_len, " tokens computed by the caller but kv_len ",
                 st.kv_len, " in the cache");
+    VELA_CHECK(it.n_logits >= 1 && it.n_logits <= it.n_new, "TaskCacheManager::bind: task ",
+               it.task_id, " asks for ", it.n_logits, " logits rows of its ", it.n_new, " tokens");
     sts[i] = &st;
     n_tokens += it.n_new;
+    n_logits += it.n_logits;
   }
   std::vector<uint64_t>& uids = bind_uids_;
   uids.resize(items.size());
@@ -171,11 +182,13 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
              "TaskCacheManager::bind: a task appears twice in one step");
   VELA_CHECK(n_tokens <= ws_.max_tokens(), "TaskCacheManager::bind: ", n_tokens,
              " tokens exceed the workspace's ", ws_.max_tokens(), " per step");
+  VELA_CHECK(n_logits <= ws_.max_logit_rows(), "TaskCacheManager::bind: ", n_logits,
+             " logits rows exceed the workspace's ", ws_.max_logit_rows());
 
   // Fill every entry on every step: nothing is read back from an earlier one, so a recycled row or
   // a re-allocated task can never replay stale metadata (and a captured graph reads only this).
   auto [ids, pos, loc, rows, lens, qo, kvp, last] = ws_.host_pointers();
-  int32_t t = 0, max_len = 0;
+  int32_t t = 0, max_len = 0, n_last = 0;
   int64_t kv_total = 0;
   qo[0] = kvp[0] = 0;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -196,7 +209,7 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
     kv_total += st.kv_len;
     VELA_ASSERT(kv_total <= INT32_MAX, "kv_indptr overflows int32");
     kvp[i + 1] = static_cast<int32_t>(kv_total);
-    last[i] = t - 1;
+    for (int32_t j = items[i].n_logits; j >= 1; --j) last[n_last++] = t - j;
     max_len = std::max(max_len, st.kv_len);
   }
   if (with_ids) ws_.upload(t, n_seqs);  // else the caller stages the ids, then uploads
@@ -214,9 +227,10 @@ BoundBatch TaskCacheManager::bind(const std::vector<BindItem>& items) {
   b.kv.max_len = max_len;
   b.input_ids = ws_.input_ids.slice(0, 0, t);
   b.positions = ws_.positions.slice(0, 0, t);
-  b.logits_indices = ws_.logits_indices.slice(0, 0, n_seqs);
+  b.logits_indices = ws_.logits_indices.slice(0, 0, n_last);
   b.n_tokens = t;
   b.n_seqs = n_seqs;
+  b.n_logits = n_last;
   return b;
 }
 

@@ -30,15 +30,19 @@ struct BindItem {
   // When >= 0: the caller's count of tokens with KV (Task::n_computed); bind asserts that it
   // equals the task's kv_len, so token ids and positions can never drift apart.
   int32_t expected_kv_len = -1;
+  // Logits rows wanted: the item's last n_logits positions (1..n_new; speculative verification
+  // asks for all of them).
+  int32_t n_logits = 1;
 };
 
 struct BoundBatch {
   KVCacheView kv;         // int32 metadata views of the workspace + the storage and request table
   Tensor input_ids;       // [n_tokens] i32 view of the workspace (filled when BindItem::ids given)
   Tensor positions;       // [n_tokens] i32
-  Tensor logits_indices;  // [n_seqs] i32: last row of each item in the packed batch
+  Tensor logits_indices;  // [n_logits] i32: the last n_logits rows of each item, in item order
   int32_t n_tokens = 0;
   int32_t n_seqs = 0;
+  int32_t n_logits = 0;
 };
 
 class TaskCacheManager {
@@ -62,6 +66,11 @@ class TaskCacheManager {
   // The cleanup path for preemption, cancellation and errors: releases everything the task holds
   // without recording; the task may alloc again from scratch. Unknown ids are ignored.
   void rollback(int64_t task_id);
+  // Speculative decoding: forgets the KV of positions [kv_len, task's kv_len) (rejected drafts).
+  // Their slots stay reserved and are overwritten by the next bind; the prefix cache is untouched
+  // (those positions were never recorded). Throws InvalidArgument when kv_len is past the task's
+  // or below its cached prefix.
+  void truncate(int64_t task_id, int32_t kv_len);
   // Starts `new_task_id` as a copy of `src_task_id`'s first kv_len positions (n > 1 samples of one
   // prompt): complete pages are shared, a partial last page is copied (call after the forward that
   // computed them). nullopt when no row or page is free; else the new task's kv_len.

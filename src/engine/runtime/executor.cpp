@@ -34,7 +34,7 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
     : model_(model),
       ws_(ws),
       opts_(opts),
-      arena_(activation_bytes(model->config, model->dtype(), ws.max_tokens(), ws.max_seqs()) +
+      arena_(activation_bytes(model->config, model->dtype(), ws.max_tokens(), ws.max_logit_rows()) +
                  model_lora_scratch_bytes(*model, std::max(ws.max_tokens(), ws.max_seqs())),
              model->device()) {
   if (model->lora_adapters)
@@ -104,6 +104,7 @@ BoundBatch Executor::resized(const BoundBatch& batch, int32_t n_tokens, int32_t 
   b.logits_indices = ws_.logits_indices.slice(0, 0, n_seqs);
   b.n_tokens = n_tokens;
   b.n_seqs = n_seqs;
+  b.n_logits = n_seqs;
   return b;
 }
 

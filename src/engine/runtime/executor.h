@@ -32,8 +32,8 @@ class Executor {
  public:
   Executor(const Transformer* model, InferenceWorkspace& ws, const ExecutorOptions& opts = {});
   ~Executor();
-  // Logits [n_seqs, vocab] f32 at each item's last row, on the model's device; valid until the
-  // next forward.
+  // Logits [n_logits, vocab] f32 at each item's last BindItem::n_logits rows (one per item unless
+  // speculating), on the model's device; valid until the next forward.
   Tensor forward(const BoundBatch& batch);
   // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
   // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
@@ -56,7 +56,7 @@ class Executor {
   };
   const DeviceTime& device_time() const { return device_time_; }
 
-  // Bytes of activations one forward of `n_tokens` tokens and `n_seqs` sequences needs at most.
+  // Bytes of activations one forward of `n_tokens` tokens and `n_seqs` logits rows needs at most.
   static int64_t activation_bytes(const ModelConfig& config, DType dtype, int64_t n_tokens,
                                   int64_t n_seqs);
 

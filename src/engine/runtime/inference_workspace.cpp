@@ -15,12 +15,16 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
              c.max_tokens_per_step, ") must cover one token for each of max_seqs (", c.max_seqs,
              ")");
   const int64_t n_tok = c.max_tokens_per_step, n_seq = c.max_seqs;
+  VELA_CHECK(c.max_logit_rows == 0 || c.max_logit_rows >= c.max_seqs,
+             "InferenceWorkspace: max_logit_rows (", c.max_logit_rows, ") must be 0 or cover max_seqs (",
+             c.max_seqs, ")");
+  const int64_t n_logit = c.max_logit_rows > 0 ? c.max_logit_rows : n_seq;
   // All int32 metadata lives in one buffer (and one host mirror), so a step uploads it with a
   // single copy: [input_ids | positions | out_cache_loc | req_pool_indices | seq_lens | qo_indptr |
   // kv_indptr | logits_indices | tile_seq_idx | tile_q_start].
   const int64_t n_tiles = ops::prefill_max_tiles(n_tok, n_seq);
   const int64_t sizes[10] = {n_tok,     n_tok,     n_tok, n_seq,   n_seq,
-                             n_seq + 1, n_seq + 1, n_seq, n_tiles, n_tiles};
+                             n_seq + 1, n_seq + 1, n_logit, n_tiles, n_tiles};
   int64_t total = 0;
   for (int64_t n : sizes) total += n;
   auto carve = [&](const Tensor& buf, Tensor* out[10]) {
@@ -34,7 +38,7 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
   Tensor* dev[10] = {&input_ids, &positions, &out_cache_loc,  &req_pool_indices, &seq_lens,
                      &qo_indptr, &kv_indptr, &logits_indices, &tile_seq_idx,     &tile_q_start};
   carve(meta_, dev);
-  logits = Tensor::zeros({n_seq, c.vocab_size}, DType::kF32, c.device);
+  logits = Tensor::zeros({n_logit, c.vocab_size}, DType::kF32, c.device);
   if (c.n_heads > 0 && c.head_dim > 0) {
     o_part = Tensor::empty({ops::decode_o_part_numel(n_seq, c.n_heads, c.head_dim, ops::kMaxDecodeSplits)},
                            DType::kF32, c.device);

@@ -23,6 +23,8 @@ struct WorkspaceConfig {
   int64_t vocab_size = 0;
   Device device = Device::cpu();
   int64_t n_heads = 0, head_dim = 0;  // for the split-KV decode partials (0: none)
+  // Logits rows of one step (speculative verification wants several per sequence); 0: max_seqs.
+  int32_t max_logit_rows = 0;
 };
 
 class InferenceWorkspace {
@@ -35,6 +37,9 @@ class InferenceWorkspace {
   const WorkspaceConfig& config() const { return config_; }
   int32_t max_seqs() const { return config_.max_seqs; }
   int32_t max_tokens() const { return config_.max_tokens_per_step; }
+  int32_t max_logit_rows() const {
+    return config_.max_logit_rows > 0 ? config_.max_logit_rows : config_.max_seqs;
+  }
   int64_t max_tiles() const { return tile_seq_idx.size(0); }
   Device device() const { return config_.device; }
   bool has_host_mirror() const { return !config_.device.is_cpu(); }
@@ -46,8 +51,8 @@ class InferenceWorkspace {
   Tensor seq_lens;          // [max_seqs] i32
   Tensor qo_indptr;         // [max_seqs + 1] i32
   Tensor kv_indptr;         // [max_seqs + 1] i32
-  Tensor logits_indices;    // [max_seqs] i32
-  Tensor logits;            // [max_seqs, vocab] f32: one row per sample (sampler scratch)
+  Tensor logits_indices;    // [max_logit_rows] i32
+  Tensor logits;            // [max_logit_rows, vocab] f32: one row per sample (sampler scratch)
   Tensor tile_seq_idx;      // [max_tiles] i32: prefill Q-tile work list (ops::plan_prefill_tiles)
   Tensor tile_q_start;      // [max_tiles] i32
   Tensor o_part;            // [max_seqs * n_heads * kMaxDecodeSplits * head_dim] f32 decode partials
@@ -62,7 +67,7 @@ class InferenceWorkspace {
     Tensor seq_lens;          // [max_seqs] i32
     Tensor qo_indptr;         // [max_seqs + 1] i32
     Tensor kv_indptr;         // [max_seqs + 1] i32
-    Tensor logits_indices;    // [max_seqs] i32
+    Tensor logits_indices;    // [max_logit_rows] i32
     Tensor tile_seq_idx;      // [max_tiles] i32
     Tensor tile_q_start;      // [max_tiles] i32
   } host;

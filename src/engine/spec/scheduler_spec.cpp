@@ -1,0 +1,68 @@
+// The speculative-decoding part of the Scheduler (its hooks in scheduler.cpp are marked "spec"):
+// drafting a decode row, queueing its verification sample rows, and accepting the drafts with the
+// KV rollback of the rejected ones. Kept apart so scheduler.cpp stays about scheduling.
+#include <algorithm>
+#include <array>
+
+#include "engine/scheduler.h"
+#include "engine/spec/rejection.h"
+
+namespace vela {
+
+int32_t Scheduler::plan_drafts(Task& t, int32_t budget) {
+  t.drafts.clear();
+  // A constrained sample does not speculate: its verify rows would need the grammar's mask after
+  // each draft, and the matcher holds only the state after `output`.
+  if (!spec_->wants(t.params()) || t.matcher) return 1;
+  // Verifying m drafts emits up to m + 1 tokens, and writes KV at positions
+  // [n_computed, n_computed + 1 + m): both stay within max_tokens and the context.
+  const int32_t left = t.params().max_tokens - static_cast<int32_t>(t.output.size());
+  const int32_t max_drafts = std::min({left - 1, budget - 1, cache_.max_ctx() - t.n_computed - 1,
+                                       SpeculativeConfig::kMaxDraftTokens});
+  if (max_drafts <= 0) return 1;
+  spec_->propose(t.prompt(), t.output, max_drafts, t.drafts);
+  return 1 + static_cast<int32_t>(t.drafts.size());
+}
+
+void Scheduler::queue_verify_rows(Task& t, int32_t logits_row) {
+  // Row j samples position output.size() + j as if drafts[0 .. j) had been generated: the same
+  // Philox step and (for penalties) the same context as decoding without speculation.
+  const int32_t m = static_cast<int32_t>(t.drafts.size());
+  const bool penalties = t.params().has_penalties();
+  for (int32_t j = 0; j <= m; ++j) {
+    const std::vector<int32_t>* ctx = &t.output;
+    if (penalties && j > 0) {
+      std::vector<int32_t>& c = spec_ctx_.emplace_back(t.output);  // deque: stable addresses
+      c.insert(c.end(), t.drafts.begin(), t.drafts.begin() + j);
+      ctx = &c;
+    }
+    sample_rows_.push_back(SamplerRow{&t.params(), &t.prompt(), ctx, t.seed,
+                                      static_cast<uint64_t>(t.output.size() + j),
+                                      static_cast<uint64_t>(t.index)});
+    sample_tasks_.push_back(&t);
+    sample_src_.push_back(logits_row + j);
+  }
+}
+
+int64_t Scheduler::accept_drafts(Task& t, const SampleResult* results) {
+  const int32_t m = static_cast<int32_t>(t.drafts.size());
+  std::array<int32_t, SpeculativeConfig::kMaxDraftTokens + 1> sampled{};
+  for (int32_t j = 0; j <= m; ++j) sampled[static_cast<size_t>(j)] = results[j].token;
+  const int32_t a = accept_point_mass(sampled.data(), t.drafts.data(), m);
+  // The step computed KV for the last token and the m drafts; keep the last token and the
+  // accepted drafts, forget the rest (their slots stay reserved and are rewritten next step).
+  const int32_t base = t.n_computed;
+  cache_.truncate(t.id, base + 1 + a);
+  spec_->record(m, a, a + 1);
+  int64_t n_emitted = 0;
+  for (int32_t j = 0; j <= a; ++j) {
+    // Before emitting token j, the KV covers tokens() up to the one it follows.
+    t.n_computed = base + 1 + j;
+    process_sample(t, results[j]);
+    ++n_emitted;
+    if (!t.request) break;  // finished (stop token or string, max_tokens): drop the rest
+  }
+  return n_emitted;
+}
+
+}  // namespace vela

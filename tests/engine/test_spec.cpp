@@ -1,0 +1,412 @@
+// Speculative decoding (engine/spec/): prompt-lookup drafting, config parsing, point-mass
+// acceptance, and the engine end to end on the CPU fixture model: greedy and seeded sampled output
+// identical with and without speculation (busy mixed batches, every KV strategy, n > 1, logprobs,
+// penalties, per-request opt-out, stop strings, max_tokens), the sampled distribution preserved (a
+// chi-square test against the exact target distribution), and no KV leak under cancellation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "core/json.h"
+#include "engine/engine.h"
+#include "engine/spec/prompt_lookup.h"
+#include "engine/spec/rejection.h"
+#include "engine/spec/spec_config.h"
+
+namespace vela {
+namespace {
+
+const std::string kModel = "fixtures/models/qwen3_qknorm";
+
+TEST(PromptLookup, ProposesWhatFollowedTheLatestMatchOfTheLongestSuffix) {
+  std::vector<int32_t> d;
+  // Suffix (7, 8) occurs at 1 and 5; the latest earlier match (5) proposes 9, 7, 8 ... which runs
+  // into the end of the sequence and goes on with the drafts themselves.
+  EXPECT_EQ(prompt_lookup_propose({1, 7, 8, 3, 4, 7, 8, 9, 7, 8}, {}, 1, 3, 4, d), 4);
+  EXPECT_EQ(d, (std::vector<int32_t>{9, 7, 8, 9}));
+  // The output counts as context too; a period-1 loop drafts k copies.
+  EXPECT_EQ(prompt_lookup_propose({5, 5}, {5}, 1, 3, 3, d), 3);
+  EXPECT_EQ(d, (std::vector<int32_t>{5, 5, 5}));
+  // No earlier occurrence of any suffix n-gram: nothing.
+  EXPECT_EQ(prompt_lookup_propose({1, 2, 3}, {4}, 1, 3, 4, d), 0);
+  EXPECT_TRUE(d.empty());
+  // Longer n-grams win over shorter, more recent ones: (2, 3) at 1 beats (3) at 5.
+  EXPECT_EQ(prompt_lookup_propose({1, 2, 3, 10, 9, 3, 11, 2}, {3}, 1, 2, 1, d), 1);
+  EXPECT_EQ(d, (std::vector<int32_t>{10}));
+  EXPECT_EQ(prompt_lookup_propose({1, 2, 3, 10, 9, 3, 11, 2}, {3}, 1, 1, 1, d), 1);
+  EXPECT_EQ(d, (std::vector<int32_t>{11}));
+}
+
+TEST(SpeculativeConfig, ParsesAndRejectsWithClearErrors) {
+  SpeculativeConfig c = SpeculativeConfig::parse("ngram,k=5,ngram_max=4,ngram_min=2");
+  EXPECT_EQ(c.method, SpeculativeConfig::Method::kNgram);
+  EXPECT_EQ(c.k, 5);
+  EXPECT_EQ(c.ngram_max, 4);
+  EXPECT_EQ(c.ngram_min, 2);
+  EXPECT_EQ(c.describe(), "ngram,k=5,ngram_max=4,ngram_min=2");
+  EXPECT_FALSE(SpeculativeConfig::parse("off").enabled());
+  EXPECT_FALSE(SpeculativeConfig::parse("").enabled());
+  EXPECT_EQ(SpeculativeConfig::parse("ngram").k, 4);
+  auto message = [](const std::string& s) {
+    try {
+      SpeculativeConfig::parse(s);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("medusa").find("unknown method 'medusa'"), std::string::npos);
+  EXPECT_NE(message("ngram,k=0").find("k must be in [1, 16]"), std::string::npos);
+  EXPECT_NE(message("ngram,k=x").find("k must be an integer"), std::string::npos);
+  EXPECT_NE(message("ngram,depth=2").find("unknown key 'depth'"), std::string::npos);
+  EXPECT_NE(message("ngram,k").find("expected key=value"), std::string::npos);
+}
+
+TEST(SpeculativeConfig, RequestFieldOptsOut) {
+  EXPECT_TRUE(SamplingParams::from_json(json::object()).speculative);
+  EXPECT_FALSE(SamplingParams::from_json(json{{"speculative", false}}).speculative);
+  EXPECT_EQ(SamplingParams::from_json(json{{"speculative", false}}).to_json()["speculative"],
+            false);
+  EXPECT_THROW(SamplingParams::from_json(json{{"speculative", 1}}), InvalidArgument);
+}
+
+TEST(Rejection, PointMassAcceptsTheMatchingPrefix) {
+  const int32_t drafts[3] = {4, 5, 6};
+  const int32_t all[4] = {4, 5, 6, 9}, first[4] = {1, 5, 6, 9}, mid[4] = {4, 5, 7, 9};
+  EXPECT_EQ(accept_point_mass(all, drafts, 3), 3);    // 3 drafts + the bonus token 9
+  EXPECT_EQ(accept_point_mass(first, drafts, 3), 0);  // the correction token 1 only
+  EXPECT_EQ(accept_point_mass(mid, drafts, 3), 2);    // 4 5, then 7
+  EXPECT_EQ(accept_point_mass(all, drafts, 0), 0);
+}
+
+Request make_request(std::vector<int32_t> prompt, int max_tokens, float temperature,
+                     uint64_t seed) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.params.temperature = temperature;
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  r.params.seed = seed;
+  return r;
+}
+
+// Repetitive prompts (prompt lookup finds matches) and plain ones, of mixed lengths.
+std::vector<std::vector<int32_t>> spec_prompts() {
+  return {{3, 9, 27, 81, 3, 9, 27, 81, 3, 9},
+          {5},
+          {11, 12, 13, 14, 15, 16, 17},
+          {40, 41, 40, 41, 40, 41, 40},
+          {7, 7, 7, 7},
+          {100, 3, 77, 100, 3, 77, 100, 3, 77, 100, 3, 77, 100},
+          {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}};
+}
+
+EngineConfig spec_config(const std::string& strategy, int32_t page_size, const std::string& spec) {
+  EngineConfig cfg;
+  cfg.kv_strategy = strategy;
+  cfg.page_size = page_size;
+  cfg.max_seqs = 4;              // fewer rows than requests: rows recycled, batches mixed
+  cfg.max_tokens_per_step = 13;  // chunked prefills beside decodes and verification rows
+  cfg.max_ctx = 64;
+  cfg.speculative = SpeculativeConfig::parse(spec);
+  return cfg;
+}
+
+struct Variant {
+  const char* name;
+  const char* strategy;
+  int32_t page_size;
+};
+
+class SpecParity : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(SpecParity, OutputIdenticalWithAndWithoutSpeculation) {
+  const Variant v = GetParam();
+  Engine plain(Transformer::load(kModel), nullptr, spec_config(v.strategy, v.page_size, "off"));
+  Engine spec(Transformer::load(kModel), nullptr,
+              spec_config(v.strategy, v.page_size, "ngram,k=4"));
+  std::vector<Request> reqs;
+  auto prompts = spec_prompts();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    reqs.push_back(make_request(prompts[i], 20 + static_cast<int>(i), 0.0f, 0));  // greedy
+    Request s = make_request(prompts[i], 18, 0.7f, 100 + i);                      // sampled
+    s.params.logprobs = true;
+    s.params.top_logprobs = 2;
+    if (i % 3 == 0) s.params.n = 2;
+    if (i % 3 == 1) s.params.repetition_penalty = 1.3f;
+    if (i == 4) s.params.speculative = false;  // opts out, in the same batches
+    reqs.push_back(s);
+  }
+  auto a = plain.generate(reqs), b = spec.generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(a[i].completions.size(), b[i].completions.size());
+    for (size_t c = 0; c < a[i].completions.size(); ++c) {
+      const Completion &x = a[i].completions[c], &y = b[i].completions[c];
+      EXPECT_EQ(x.tokens, y.tokens) << "request " << i << " sample " << c;
+      EXPECT_EQ(y.tokens.size(), static_cast<size_t>(reqs[i].params.max_tokens));
+      EXPECT_EQ(y.finish_reason, FinishReason::kLength);
+      ASSERT_EQ(x.logprobs.size(), y.logprobs.size());
+      for (size_t t = 0; t < x.logprobs.size(); ++t) {
+        EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 1e-4);
+        ASSERT_EQ(x.logprobs[t].top.size(), y.logprobs[t].top.size());
+      }
+    }
+  }
+  EngineStats st = spec.stats();
+  EXPECT_GT(st.speculative.rows, 0);
+  EXPECT_GT(st.speculative.accepted, 0) << "no draft was ever accepted: the test is vacuous";
+  EXPECT_LT(st.speculative.accepted, st.speculative.drafted);
+  EXPECT_GT(st.speculative.tokens_per_step(), 1.0);
+  EXPECT_EQ(st.generated_tokens, plain.stats().generated_tokens);
+  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
+  EXPECT_EQ(spec.check_integrity(), "");
+  EXPECT_EQ(plain.stats().speculative.rows, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, SpecParity,
+                         ::testing::Values(Variant{"contiguous", "contiguous", 1},
+                                           Variant{"paged1", "paged", 1},
+                                           Variant{"paged16", "paged", 16}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Spec, KvPressurePreemptsAndDropsDraftsWithoutChangingOutput) {
+  // A pool of 96 slots for 4 rows of up to 50 tokens: drafts must sometimes be dropped for lack of
+  // pages, and tasks preempted (recomputed); the output still equals the unpressured run.
+  EngineConfig loose = spec_config("paged", 4, "off");
+  EngineConfig tight = spec_config("paged", 4, "ngram,k=6");
+  tight.n_kv_slots = 96;
+  Engine plain(Transformer::load(kModel), nullptr, loose);
+  Engine spec(Transformer::load(kModel), nullptr, tight);
+  std::vector<Request> reqs;
+  auto prompts = spec_prompts();
+  for (size_t i = 0; i < prompts.size(); ++i)
+    reqs.push_back(make_request(prompts[i], 30, i % 2 ? 0.8f : 0.0f, 7 + i));
+  auto a = plain.generate(reqs), b = spec.generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(a[i].completions[0].tokens, b[i].completions[0].tokens) << "request " << i;
+  EngineStats st = spec.stats();
+  EXPECT_GT(st.preemptions, 0) << "no KV pressure: the test is vacuous";
+  EXPECT_GT(st.speculative.accepted, 0);
+  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
+  EXPECT_EQ(spec.check_integrity(), "");
+}
+
+TEST(Spec, StopStringsAndStopTokensCutAcceptedDrafts) {
+  // One printable character per token (as test_engine's stop-string test).
+  json vocab = json::object();
+  for (int i = 0; i < 128; ++i) {
+    char c = static_cast<char>(i < 95 ? 32 + i : 'A' + (i - 95) % 26);
+    vocab[i < 95 ? std::string(1, c) : std::string(1, c) + std::to_string(i)] = i;
+  }
+  json tj = {{"version", "1.0"},
+             {"added_tokens", json::array()},
+             {"normalizer", nullptr},
+             {"pre_tokenizer", nullptr},
+             {"post_processor", nullptr},
+             {"decoder", {{"type", "Fuse"}}},
+             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  EngineConfig off = spec_config("paged", 4, "off"), on = spec_config("paged", 4, "ngram,k=6");
+  Engine plain(Transformer::load(kModel), std::make_unique<Tokenizer>(Tokenizer::from_json(tj)),
+               off);
+  Engine spec(Transformer::load(kModel), std::make_unique<Tokenizer>(Tokenizer::from_json(tj)), on);
+  for (const auto& prompt : spec_prompts()) {
+    Request r = make_request(prompt, 30, 0.0f, 0);
+    Completion full = plain.generate({r})[0].completions[0];
+    ASSERT_EQ(full.tokens.size(), 30u);
+    // A stop string made of the text of tokens 9 and 10, and (separately) token 12 as a stop token.
+    std::string t9 = plain.tokenizer()->decode({full.tokens[9]});
+    std::string t10 = plain.tokenizer()->decode({full.tokens[10]});
+    Request s = r;
+    s.params.stop = {t9.substr(t9.size() - 1) + t10.substr(0, 1)};
+    Request k = r;
+    k.params.stop_token_ids = {full.tokens[12]};
+    for (const Request& q : {s, k}) {
+      Completion x = plain.generate({q})[0].completions[0];
+      Completion y = spec.generate({q})[0].completions[0];
+      EXPECT_EQ(x.tokens, y.tokens);
+      EXPECT_EQ(x.text, y.text);
+      EXPECT_EQ(x.finish_reason, y.finish_reason);
+      EXPECT_EQ(x.stop_reason, y.stop_reason);
+    }
+  }
+  EXPECT_GT(spec.stats().speculative.accepted, 0);
+  EXPECT_EQ(spec.check_integrity(), "");
+  EXPECT_EQ(spec.stats().kv_pages_used, spec.stats().kv_pages_cached);
+}
+
+// Upper tail of the chi-square distribution with `dof` degrees of freedom at x: the regularized
+// upper incomplete gamma Q(dof / 2, x / 2) (a series below a + 1, a continued fraction above).
+double chi_square_p_value(double x, int dof) {
+  const double a = dof / 2.0, z = x / 2.0;
+  if (z <= 0) return 1.0;
+  const double log_prefix = a * std::log(z) - z - std::lgamma(a);
+  if (z < a + 1) {
+    double term = 1.0 / a, sum = term;
+    for (int n = 1; n < 1000 && std::abs(term) > 1e-15 * std::abs(sum); ++n) {
+      term *= z / (a + n);
+      sum += term;
+    }
+    return 1.0 - sum * std::exp(log_prefix);
+  }
+  // Lentz's method for the continued fraction of Q.
+  double b = z + 1 - a, c = 1e300, d = 1 / b, h = d;
+  for (int i = 1; i < 1000; ++i) {
+    double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (std::abs(d) < 1e-300) d = 1e-300;
+    c = b + an / c;
+    if (std::abs(c) < 1e-300) c = 1e-300;
+    d = 1 / d;
+    double delta = d * c;
+    h *= delta;
+    if (std::abs(delta - 1) < 1e-15) break;
+  }
+  return std::exp(log_prefix) * h;
+}
+
+TEST(ChiSquare, PValueMatchesKnownQuantiles) {
+  EXPECT_NEAR(chi_square_p_value(3.841, 1), 0.05, 1e-3);
+  EXPECT_NEAR(chi_square_p_value(18.307, 10), 0.05, 1e-3);
+  EXPECT_NEAR(chi_square_p_value(82.529, 63), 0.05, 1e-3);
+  EXPECT_NEAR(chi_square_p_value(63.0, 63), 0.475, 0.01);
+}
+
+// The target's sampling distribution at the end of `seq` (temperature T, top-k), by the plain
+// dense forward path.
+std::vector<double> target_probs(const Transformer& m, const std::vector<int32_t>& seq, float T,
+                                 int top_k) {
+  int64_t t = static_cast<int64_t>(seq.size()), V = m.config.vocab_size;
+  Tensor l = m.forward_dense(Tensor::from_vector(seq, {1, t}));
+  const float* row = l.data<float>() + (t - 1) * V;
+  std::vector<float> sorted(row, row + V);
+  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+  float kth = sorted[static_cast<size_t>(top_k - 1)], mx = sorted[0];
+  std::vector<double> p(static_cast<size_t>(V), 0.0);
+  double sum = 0;
+  for (int64_t i = 0; i < V; ++i)
+    if (row[i] >= kth) sum += p[static_cast<size_t>(i)] = std::exp((row[i] - mx) / T);
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+// Seeded draws of the first three tokens, with prompt lookup proposing drafts at tokens 2 and 3
+// (top-k 3 keeps the joint to 27 outcomes): their histogram against the exact joint target
+// distribution computed by teacher forcing. The prompt ends with the model's own greedy
+// continuation, so the likely tokens occur in it and drafts are both accepted and rejected.
+TEST(Spec, SampledDistributionMatchesTheTargetChiSquare) {
+  const float T = 1.0f;
+  const int top_k = 3, n_draws = 3000;
+  Transformer m = Transformer::load(kModel);
+  std::vector<int32_t> prompt = {3, 9, 27, 81};
+  for (int i = 0; i < 20; ++i) {
+    std::vector<double> p = target_probs(m, prompt, T, 1);
+    prompt.push_back(static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin()));
+  }
+  std::map<std::vector<int32_t>, double> expected;  // (t1, t2, t3) -> probability
+  std::vector<double> p1 = target_probs(m, prompt, T, top_k);
+  for (int32_t a = 0; a < 128; ++a) {
+    if (p1[static_cast<size_t>(a)] == 0) continue;
+    std::vector<int32_t> s1 = prompt;
+    s1.push_back(a);
+    std::vector<double> p2 = target_probs(m, s1, T, top_k);
+    for (int32_t b = 0; b < 128; ++b) {
+      if (p2[static_cast<size_t>(b)] == 0) continue;
+      std::vector<int32_t> s2 = s1;
+      s2.push_back(b);
+      std::vector<double> p3 = target_probs(m, s2, T, top_k);
+      for (int32_t c = 0; c < 128; ++c)
+        if (p3[static_cast<size_t>(c)] > 0)
+          expected[{a, b, c}] =
+              p1[static_cast<size_t>(a)] * p2[static_cast<size_t>(b)] * p3[static_cast<size_t>(c)];
+    }
+  }
+  EngineConfig cfg = spec_config("paged", 4, "ngram,k=4");
+  cfg.max_seqs = 32;
+  cfg.max_tokens_per_step = 256;
+  cfg.max_waiting = 2 * n_draws;
+  Engine engine(Transformer::load(kModel), nullptr, cfg);
+  std::vector<Request> reqs;
+  for (int i = 0; i < n_draws; ++i) {
+    Request r = make_request(prompt, 3, T, 1000 + static_cast<uint64_t>(i));
+    r.params.top_k = top_k;
+    reqs.push_back(r);
+  }
+  std::map<std::vector<int32_t>, int> observed;
+  for (const RequestResult& r : engine.generate(reqs)) ++observed[r.completions[0].tokens];
+  for (const auto& [seq, n] : observed)
+    ASSERT_TRUE(expected.count(seq)) << "a sample outside the target's support";
+  // Pool outcomes expected fewer than 5 times into one bin.
+  double chi2 = 0, pooled_e = 0, pooled_o = 0;
+  int bins = 0;
+  for (const auto& [seq, p] : expected) {
+    double e = p * n_draws, o = observed.count(seq) ? observed[seq] : 0;
+    if (e < 5) {
+      pooled_e += e;
+      pooled_o += o;
+      continue;
+    }
+    chi2 += (o - e) * (o - e) / e;
+    ++bins;
+  }
+  if (pooled_e > 0) {
+    chi2 += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+    ++bins;
+  }
+  double p_value = chi_square_p_value(chi2, bins - 1);
+  EngineStats st = engine.stats();
+  std::printf(
+      "[spec chi-square] %d draws, %d bins, chi2 %.2f, p %.3f; drafted %lld, accepted %lld\n",
+      n_draws, bins, chi2, p_value, static_cast<long long>(st.speculative.drafted),
+      static_cast<long long>(st.speculative.accepted));
+  EXPECT_GT(p_value, 1e-3);
+  EXPECT_GT(st.speculative.accepted, n_draws / 20) << "too few accepted drafts to test acceptance";
+  EXPECT_LT(st.speculative.accepted, st.speculative.drafted) << "no rejections to test";
+}
+
+TEST(Spec, CancellationMidSpeculationLeaksNoKv) {
+  // A random model (greedy from a repetitive prompt loops, so drafts are accepted) with a long
+  // context; requests are cancelled while they speculate, others go on.
+  ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
+    "vocab_size": 64, "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024})"));
+  EngineConfig cfg;
+  cfg.max_ctx = 1024;
+  cfg.page_size = 4;
+  cfg.max_seqs = 8;
+  cfg.speculative = SpeculativeConfig::parse("ngram,k=5");
+  Engine engine(Transformer::random(mc, DType::kF32, Device::cpu(), 11), nullptr, cfg);
+  std::vector<RequestHandlePtr> handles;
+  for (int i = 0; i < 8; ++i) {
+    Request r = make_request({1, 2, 3, 1, 2, 3, 1, 2}, 900, i % 2 ? 0.0f : 0.5f, i);
+    handles.push_back(engine.submit(r));
+  }
+  StreamEvent ev;
+  for (auto& h : handles) ASSERT_TRUE(h->next(ev));
+  for (size_t i = 0; i < handles.size(); i += 2) handles[i]->cancel();
+  EXPECT_EQ(engine.check_integrity(), "");
+  for (size_t i = 1; i < handles.size(); i += 2) {
+    for (int j = 0; j < 5; ++j) ASSERT_TRUE(handles[i]->next(ev));
+    handles[i]->cancel();
+    EXPECT_EQ(engine.check_integrity(), "");
+  }
+  int n_cancelled = 0;
+  for (auto& h : handles) {
+    FinishReason r = h->wait().completions[0].finish_reason;
+    EXPECT_TRUE(r == FinishReason::kCancelled || r == FinishReason::kLength);
+    n_cancelled += r == FinishReason::kCancelled;
+  }
+  EXPECT_GE(n_cancelled, 4);
+  for (int i = 0; i < 100 && engine.stats().running != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EngineStats st = engine.stats();
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
+  EXPECT_GT(st.speculative.rows, 0);
+  EXPECT_EQ(engine.check_integrity(), "");
+}
+
+}  // namespace
+}  // namespace vela

@@ -1,0 +1,84 @@
+// Speculative decoding through the HTTP API: `"speculative": false` opts a request out (same
+// greedy text either way), a bad value is a 400 naming the field, and /stats and /metrics carry
+// the acceptance counters. A tiny random model with the Qwen3 vocabulary; skips without the
+// fetched Qwen3 tokenizer.
+#include <httplib.h>
+
+#include <thread>
+
+#include "core/json.h"
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "server_test_util.h"
+
+namespace vela {
+namespace {
+
+TEST(SpecServer, OptOutStatsAndMetrics) {
+  VELA_SKIP_UNLESS_ASSET(test::qwen3_dir() / "tokenizer.json");
+  const Tokenizer* tok = test::qwen3_tokenizer();
+  json c = {{"model_type", "qwen3"},
+            {"vocab_size", tok->vocab_size()},
+            {"hidden_size", 32},
+            {"intermediate_size", 64},
+            {"num_hidden_layers", 1},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},
+            {"head_dim", 8},
+            {"max_position_embeddings", 4096},
+            {"tie_word_embeddings", true},
+            {"eos_token_id", json::array({151645})}};
+  EngineConfig ec;
+  ec.speculative = SpeculativeConfig::parse("ngram,k=4");
+  Engine engine(
+      Transformer::random(ModelConfig::from_json(c, "test"), DType::kF32, Device::cpu(), 3),
+      std::make_unique<Tokenizer>(Tokenizer::from_file(test::qwen3_dir().string())), ec);
+  ServerConfig sc;
+  sc.port = 0;
+  sc.model_name = "tiny";
+  HttpServer server(engine, sc, ChatTemplate::from_tokenizer_config(test::qwen3_dir().string()));
+  int port = server.bind();
+  std::thread runner([&] { server.run(); });
+  struct Stop {  // an ASSERT that returns early still shuts the server down and joins
+    HttpServer& s;
+    std::thread& t;
+    ~Stop() {
+      s.shutdown();
+      if (t.joinable()) t.join();
+    }
+  } stop{server, runner};
+  httplib::Client cl("127.0.0.1", port);
+  cl.set_read_timeout(60, 0);
+  auto complete = [&](const json& extra) {
+    json body = {{"prompt", "one two three one two three one two three one two"},
+                 {"max_tokens", 48},
+                 {"temperature", 0},
+                 {"ignore_eos", true}};
+    body.update(extra);
+    return cl.Post("/v1/completions", body.dump(), "application/json");
+  };
+  auto off = complete({{"speculative", false}});
+  ASSERT_TRUE(off && off->status == 200);
+  json s0 = json::parse(cl.Get("/stats")->body)["engine"]["speculative"];
+  EXPECT_EQ(s0["verify_rows"], 0) << "an opted-out request speculated";
+  auto on = complete(json::object());
+  ASSERT_TRUE(on && on->status == 200);
+  EXPECT_EQ(json::parse(on->body)["choices"][0]["text"],
+            json::parse(off->body)["choices"][0]["text"]);
+  json s1 = json::parse(cl.Get("/stats")->body)["engine"]["speculative"];
+  EXPECT_GT(s1["verify_rows"].get<int64_t>(), 0) << s1.dump();
+  EXPECT_GT(s1["draft_tokens"].get<int64_t>(), 0);
+  EXPECT_GE(s1["tokens_per_step"].get<double>(), 1.0);
+  std::string metrics = cl.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("vela_spec_acceptance_rate"), std::string::npos);
+  EXPECT_NE(metrics.find("vela_spec_draft_tokens_total " +
+                         std::to_string(s1["draft_tokens"].get<int64_t>())),
+            std::string::npos);
+  auto bad = complete({{"speculative", "yes"}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("speculative must be true or false"), std::string::npos) << bad->body;
+}
+
+}  // namespace
+}  // namespace vela

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/constrain/char_escape.h"
+#include "tokenizer/unicode.h"
 
 namespace vela::constrain {
 namespace {
@@ -117,7 +118,7 @@ class Parser {
       std::string bytes;
       while (pos_ < t_.size() && t_[pos_] != '"') {
         uint32_t cp = read_char();
-        append_utf8(cp, bytes);
+        unicode::append_utf8(bytes, cp);
       }
       if (pos_ >= t_.size()) fail(at, "unterminated string literal");
       ++pos_;

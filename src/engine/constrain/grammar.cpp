@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "tokenizer/unicode.h"
 
 namespace vela::constrain {
 
@@ -65,24 +66,6 @@ Expr Expr::repeat(Expr item, int32_t min, int32_t max) {
   return e;
 }
 
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 namespace {
 
 int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
@@ -106,8 +89,8 @@ void split_same_length(uint32_t lo, uint32_t hi, std::vector<Expr>& out) {
     }
   }
   std::string a, b;
-  append_utf8(lo, a);
-  append_utf8(hi, b);
+  unicode::append_utf8(a, lo);
+  unicode::append_utf8(b, hi);
   std::vector<Expr> bytes;
   for (size_t k = 0; k < a.size(); ++k) {
     ByteSet s;

@@ -50,8 +50,6 @@ using CodepointRange = std::pair<uint32_t, uint32_t>;
 // value NOT in them when `negated`. An empty set yields an alternative with no branches (matches
 // nothing).
 Expr utf8_class(std::vector<CodepointRange> ranges, bool negated);
-// Appends the UTF-8 encoding of code point `cp` to `out`.
-void append_utf8(uint32_t cp, std::string& out);
 
 struct Grammar {
   std::vector<std::string> names;  // per rule

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "engine/constrain/char_escape.h"
+#include "tokenizer/unicode.h"
 
 namespace vela::constrain {
 namespace {
@@ -303,7 +304,7 @@ class RegexParser {
       }
       return Expr::literal(bytes);
     }
-    append_utf8(cp, bytes);
+    unicode::append_utf8(bytes, cp);
     return Expr::literal(bytes);
   }
 

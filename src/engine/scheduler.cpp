@@ -455,7 +455,7 @@ bool Scheduler::step() {
   sample_rows_.clear();
   sample_tasks_.clear();
   sample_src_.clear();
-  spec_ctx_.clear();
+  spec_ctx_used_ = 0;
   int32_t logits_row = 0;  // first logits row of item k (items with drafts have several)
   for (size_t k = 0; k < items_.size(); ++k) {
     Task* t = item_tasks_[k];

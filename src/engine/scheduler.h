@@ -126,7 +126,11 @@ class Scheduler {
 
   // ---- Speculative decoding (engine/spec/; defined in engine/spec/scheduler_spec.cpp) --------
   std::unique_ptr<Speculator> spec_;        // null when EngineConfig::speculative is off
-  std::deque<std::vector<int32_t>> spec_ctx_;  // per verified row: output + drafts before it
+  // Per verified row with penalties: output + the drafts before it. Reused across steps (the
+  // first spec_ctx_used_ are this step's; deque: stable addresses), so steady decode allocates
+  // nothing here once the buffers have grown.
+  std::deque<std::vector<int32_t>> spec_ctx_;
+  size_t spec_ctx_used_ = 0;
   // Drafts for decode task t (fills t.drafts) within `budget` tokens for this item; returns the
   // item's n_new (1 + drafts).
   int32_t plan_drafts(Task& t, int32_t budget);

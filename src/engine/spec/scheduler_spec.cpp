@@ -32,7 +32,9 @@ void Scheduler::queue_verify_rows(Task& t, int32_t logits_row) {
   for (int32_t j = 0; j <= m; ++j) {
     const std::vector<int32_t>* ctx = &t.output;
     if (penalties && j > 0) {
-      std::vector<int32_t>& c = spec_ctx_.emplace_back(t.output);  // deque: stable addresses
+      if (spec_ctx_used_ == spec_ctx_.size()) spec_ctx_.emplace_back();
+      std::vector<int32_t>& c = spec_ctx_[spec_ctx_used_++];
+      c.assign(t.output.begin(), t.output.end());
       c.insert(c.end(), t.drafts.begin(), t.drafts.begin() + j);
       ctx = &c;
     }

@@ -3,7 +3,11 @@
 // Flags name the config keys with '-' or '_' (--max-steps 100, --schedule.lr 3e-4,
 // --data.batch-size 8); booleans take true/false or stand alone (--resume; --no-progress).
 // Shortcuts: --lr = --schedule.lr, --batch-size = --data.batch_size, --data = --data.path.
+// Data parallel (docs/distributed.md): --nproc-per-node N [--nnodes M --node-rank K
+// --master-addr HOST --master-port PORT] spawns this host's N ranks (dist/launcher.h); under
+// mpirun or with RANK / WORLD_SIZE / MASTER_* set, this process is one rank of the job.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -11,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "dist/launcher.h"
 #include "model/lora_adapter.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -25,6 +30,11 @@ void print_usage(const json& defaults) {
       "(step-N/ directories loadable by `vela serve` and transformers) into --out-dir.\n"
       "Every config key is also a flag (nested ones as --data.path, --schedule.lr, ...);\n"
       "flags override the file. Shortcuts: --lr, --batch-size, --data. See docs/training.md.\n\n"
+      "data parallel (docs/distributed.md):\n"
+      "  --nproc-per-node N     spawn N ranks on this host (one per GPU with --device cuda)\n"
+      "  --nnodes M --node-rank K --master-addr HOST --master-port PORT   several hosts\n"
+      "  (or run under mpirun, or set RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT yourself)\n"
+      "  --zero 1               shard the optimizer state over the ranks (ZeRO-1)\n\n"
       "keys and defaults:\n");
   for (const auto& [k, v] : defaults.items()) {
     if (v.is_object()) {
@@ -97,7 +107,51 @@ bool is_bool_key(const json& defaults, const std::string& path) {
 
 }  // namespace
 
+// Takes the launcher's flags out of argv; returns true when they ask for a launch.
+bool take_launch_flags(int& argc, char** argv, dist::LaunchOptions& o) {
+  bool launch = false;
+  int out = 0;
+  auto int_value = [&](int& i, const std::string& flag) {
+    VELA_CHECK(i + 1 < argc, "vela train: ", flag, " needs a value");
+    const std::string v = argv[++i];
+    char* end = nullptr;
+    const long x = std::strtol(v.c_str(), &end, 10);
+    VELA_CHECK(end != v.c_str() && *end == '\0' && x >= 0 && x <= 65535, "vela train: ", flag,
+               " expects a non-negative integer, got '", v, "'");
+    return static_cast<int>(x);
+  };
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    for (char& c : a)
+      if (c == '_') c = '-';
+    if (a == "--nproc-per-node") {
+      o.nproc_per_node = int_value(i, a);
+      VELA_CHECK(o.nproc_per_node >= 1, "vela train: --nproc-per-node must be >= 1");
+      launch = true;
+    } else if (a == "--nnodes") {
+      o.nnodes = int_value(i, a);
+    } else if (a == "--node-rank") {
+      o.node_rank = int_value(i, a);
+    } else if (a == "--master-port") {
+      o.master_port = int_value(i, a);
+    } else if (a == "--master-addr") {
+      VELA_CHECK(i + 1 < argc, "vela train: --master-addr needs a value");
+      o.master_addr = argv[++i];
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  argc = out;
+  return launch;
+}
+
 int cmd_train(int argc, char** argv) {
+  dist::LaunchOptions launch;
+  if (take_launch_flags(argc, argv, launch)) {
+    launch.args = {"train"};
+    for (int i = 0; i < argc; ++i) launch.args.emplace_back(argv[i]);
+    return dist::launch_local_ranks(launch);
+  }
   json defaults = TrainerConfig().to_json();
   // LoRA is off by default (null); its keys are still flags (--lora.r 8 turns it on).
   defaults["lora"] = LoraConfig().to_train_json();
@@ -165,6 +219,7 @@ int cmd_train(int argc, char** argv) {
   TrainerConfig config = TrainerConfig::from_json(cfg);
   Trainer trainer(config);
   StepMetrics last = trainer.train();
+  if (trainer.rank() != 0) return 0;  // rank 0 reports for the job
   const std::string latest = latest_checkpoint(config.out_dir);
   std::printf("trained %lld steps; last loss %.4f; latest checkpoint %s\n",
               static_cast<long long>(trainer.step()), last.loss,

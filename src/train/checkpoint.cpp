@@ -25,6 +25,7 @@ namespace {
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kTrainerState = "trainer_state.json";
 constexpr const char* kOptimizer = "optimizer.safetensors";
+constexpr const char* kOptimizerIndex = "optimizer.safetensors.index.json";
 
 // ---- test hook ----
 std::atomic<int> g_event{0};
@@ -286,7 +287,7 @@ std::string save_training_checkpoint(const std::string& out_dir, const Checkpoin
     else
       save_model(*payload.model, staging);
     if (payload.optimizer != nullptr)
-      payload.optimizer->save_state((fs::path(staging) / kOptimizer).string());
+      payload.optimizer->save_state((fs::path(staging) / payload.optimizer_file).string());
     write_text_file(fs::path(staging) / kTrainerState, payload.trainer_state.dump(2) + "\n");
     for (const std::string& extra : payload.extra_files) {
       const fs::path src(extra);
@@ -297,6 +298,7 @@ std::string save_training_checkpoint(const std::string& out_dir, const Checkpoin
       fs::copy_file(src, dst, ec);
       VELA_CHECK_T(IoError, !ec, "cannot copy ", extra, " into the checkpoint: ", ec.message());
     }
+    if (payload.write_more) payload.write_more(staging);
   });
 }
 
@@ -314,7 +316,33 @@ json load_training_checkpoint(const std::string& dir, Transformer& model, bool v
   return read_trainer_state(dir);
 }
 
+std::string optimizer_shard_name(int rank, int world_size) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "optimizer-%05d-of-%05d.safetensors", rank, world_size);
+  return buf;
+}
+
+void write_optimizer_shard_index(const std::string& staging_dir, int world_size) {
+  json weight_map = json::object();
+  for (int r = 0; r < world_size; ++r) {
+    const std::string file = optimizer_shard_name(r, world_size);
+    const fs::path path = fs::path(staging_dir) / file;
+    VELA_CHECK_T(IoError, fs::is_regular_file(path), "optimizer shard ", path.string(),
+                 " is missing (did rank ", r, " write it into the shared out_dir?)");
+    for (const std::string& name : SafetensorsReader::open(path.string()).names())
+      weight_map[name] = file;
+  }
+  json index = {{"metadata", {{"world_size", world_size}, {"zero", 1}}},
+                {"weight_map", weight_map}};
+  write_text_file(fs::path(staging_dir) / kOptimizerIndex, index.dump(2) + "\n");
+}
+
 void load_optimizer_state(const std::string& dir, Optimizer& optimizer) {
+  const fs::path index = fs::path(dir) / kOptimizerIndex;
+  if (fs::exists(index)) {
+    optimizer.load_state(index.string());
+    return;
+  }
   const fs::path opt = fs::path(dir) / kOptimizer;
   VELA_CHECK_T(IoError, fs::exists(opt), "checkpoint ", dir, " has no ", kOptimizer,
                " (a model-only directory cannot resume training; use it as init_from)");

@@ -90,6 +90,11 @@ struct CheckpointPayload {
   // adapter_model.safetensors, the PEFT layout) into the staging directory.
   std::function<void(const std::string& staging_dir)> write_model;
   const Optimizer* optimizer = nullptr;  // optional
+  // The optimizer's file name (a ZeRO-1 job writes one shard per rank, see write_more).
+  std::string optimizer_file = "optimizer.safetensors";
+  // Called last in the staging directory, before checksums (a data-parallel job's other ranks add
+  // their optimizer shards there and rank 0 writes the shard index).
+  std::function<void(const std::string& staging_dir)> write_more;
   json trainer_state = json::object();   // written as trainer_state.json (must hold "step")
   std::vector<std::string> extra_files;  // copied in by file name (e.g. tokenizer.json)
 };
@@ -102,9 +107,15 @@ std::string save_training_checkpoint(const std::string& out_dir, const Checkpoin
 // trainer_state.json (an empty object when absent). With `verify` the manifest's checksums are
 // checked first. The model must have the checkpoint's architecture.
 json load_training_checkpoint(const std::string& dir, Transformer& model, bool verify);
-// Loads `<dir>/optimizer.safetensors` into `optimizer` (IoError when the file is absent: a
-// model-only directory cannot resume training, only start one through init_from).
+// Loads `<dir>/optimizer.safetensors`, or the shards `<dir>/optimizer.safetensors.index.json`
+// names (a ZeRO-1 checkpoint), into `optimizer`, which takes the tensors of its own parameters:
+// so a job of any world size resumes from a checkpoint of any other (IoError when neither file is
+// there: a model-only directory cannot resume training, only start one through init_from).
 void load_optimizer_state(const std::string& dir, Optimizer& optimizer);
+// ZeRO-1 optimizer shards: "optimizer-<rank 5 digits>-of-<world 5 digits>.safetensors", and the
+// index over the shards of `staging_dir` (a safetensors index: weight_map tensor -> file).
+std::string optimizer_shard_name(int rank, int world_size);
+void write_optimizer_shard_index(const std::string& staging_dir, int world_size);
 // Reads `<dir>/trainer_state.json` (an empty object when absent).
 json read_trainer_state(const std::string& dir);
 

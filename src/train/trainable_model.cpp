@@ -2,6 +2,7 @@
 #include "train/trainable_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 
 #include "nn/lm_head_loss.h"
@@ -55,6 +56,7 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
       p.kind = ParamKind::kMatrix;
       params_.push_back(std::move(p));
     }
+    group_parameters();
     return;
   }
   auto add = [&](std::string name, const Tensor& value, ParamKind kind) -> Tensor {
@@ -108,6 +110,41 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
   const bool tied =
       model.config.tie_word_embeddings || model.lm_head.weight.data_ptr() == model.embed.data_ptr();
   dlm_head_ = tied ? dembed_ : add("lm_head.weight", model.lm_head.weight, ParamKind::kEmbedding);
+  group_parameters();
+}
+
+void TrainableModel::group_parameters() {
+  layer_params_.assign(model_.blocks.size(), {});
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& n = params_[i].name;
+    const size_t at = n.find("layers.");
+    if (at != std::string::npos) {
+      size_t end = at + 7;
+      while (end < n.size() && std::isdigit(static_cast<unsigned char>(n[end]))) ++end;
+      if (end > at + 7 && end < n.size() && n[end] == '.') {
+        const size_t l = std::stoul(n.substr(at + 7, end - at - 7));
+        if (l < layer_params_.size()) {
+          layer_params_[l].push_back(i);
+          continue;
+        }
+      }
+    }
+    if (n == "model.embed_tokens.weight")
+      embed_params_.push_back(i);
+    else if (n == "model.norm.weight" || n == "lm_head.weight")
+      head_params_.push_back(i);
+    else
+      other_params_.push_back(i);
+  }
+}
+
+std::vector<size_t> TrainableModel::backward_order() const {
+  std::vector<size_t> out(head_params_.rbegin(), head_params_.rend());
+  for (size_t l = layer_params_.size(); l-- > 0;)
+    out.insert(out.end(), layer_params_[l].rbegin(), layer_params_[l].rend());
+  out.insert(out.end(), embed_params_.begin(), embed_params_.end());
+  out.insert(out.end(), other_params_.begin(), other_params_.end());
+  return out;
 }
 
 TrainableModel::~TrainableModel() = default;
@@ -222,12 +259,15 @@ LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_s
   Tensor dresidual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
   Tensor dflat = dresidual.view({n, hidden});
   ops::rms_norm_backward(flat, model_.final_norm, cfg.rms_norm_eps, dnormed, dflat, dfinal_norm_);
+  grads_ready(head_params_);
   for (size_t l = model_.blocks.size(); l-- > 0;) {
     model_.blocks[l].backward_dense(saved[l], p.positions, p.rope_table, p.doc_ids, dresidual,
                                     block_grads_[l]);
     saved[l] = DecoderBlockSaved{};  // free this block's activations
+    grads_ready(layer_params_[l]);
   }
   if (dembed_.defined()) ops::embedding_backward(p.ids, dflat, dembed_);
+  grads_ready(embed_params_);
   return {loss.loss_sum, loss.n_tokens};
 }
 

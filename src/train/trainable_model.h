@@ -69,6 +69,15 @@ class TrainableModel {
   Parameter* find_parameter(const std::string& name);
 
   void zero_grad();
+
+  // Data parallel (train/data_parallel.h): forward_backward calls the hook with the indices of the
+  // parameters whose gradients it has just finished (the LM head and final norm, then each block
+  // from the last to the first, then the embedding), so their all-reduce can start while the rest
+  // of the backward runs. backward_order() lists every parameter in that order (parameters no
+  // hook reports come last, in index order).
+  using GradReadyHook = std::function<void(const std::vector<size_t>& params)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
+  std::vector<size_t> backward_order() const;
   // LoRA dropout masks of the next forward_backward* calls derive from this seed (the trainer
   // sets it per micro-batch from the step, so a resumed run draws the same masks).
   void set_lora_dropout_seed(uint64_t seed) { lora_dropout_seed_ = seed; }
@@ -120,6 +129,15 @@ class TrainableModel {
   Tensor dlm_head_;     // [vocab, hidden]; the same storage as dembed_ when tied
   MoeMetrics moe_metrics_;
   uint64_t lora_dropout_seed_ = 0;
+  GradReadyHook grad_ready_hook_;
+  // Parameter indices by the backward step that finishes them: head (final norm, untied LM head),
+  // blocks, embedding.
+  std::vector<size_t> head_params_, embed_params_, other_params_;
+  std::vector<std::vector<size_t>> layer_params_;
+  void group_parameters();
+  void grads_ready(const std::vector<size_t>& params) {
+    if (grad_ready_hook_ && !params.empty()) grad_ready_hook_(params);
+  }
 };
 
 }  // namespace vela

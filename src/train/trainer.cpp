@@ -4,12 +4,16 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <csignal>
+#include <cstdlib>
 #include <fstream>
+#include <unistd.h>
 
 #include "core/cuda/cuda_api.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
+#include "dist/dist_env.h"
 #include "train/checkpoint.h"
 #include "train/optim/grad_clip.h"
 #include "train/optim/muon.h"
@@ -24,14 +28,26 @@ DType compute_dtype(const std::string& s) { return s == "bf16" ? DType::kBF16 : 
 
 }  // namespace
 
-Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
+Trainer::Trainer(TrainerConfig config, std::shared_ptr<dist::ProcessGroup> pg)
+    : config_(std::move(config)), pg_(std::move(pg)) {
   config_.validate();
   VELA_CHECK(!config_.data.path.empty(),
              "train config: data.path is required (a directory written by `vela preprocess`)");
   if (config_.threads > 0) set_num_threads(config_.threads);
-  const Device device = Device::parse(config_.device);
+  Device device = Device::parse(config_.device);
+  if (!pg_) {
+    const dist::DistOptions o = dist::dist_options_from_env();
+    // One GPU per rank: "cuda" means this rank's local GPU.
+    if (o.world_size > 1 && config_.device == "cuda") {
+      device = Device::cuda(o.local_rank);
+      config_.device = device.str();
+    }
+    pg_ = dist::make_process_group(o, device);
+  }
+  VELA_CHECK(pg_->world_size() == 1 || pg_->device() == device, "train: the process group is on ",
+             pg_->device().str(), " but the model on ", device.str());
   const DType dtype = compute_dtype(config_.dtype);
-  recover_checkpoints(config_.out_dir);  // debris of an earlier killed run
+  join_job();
   if (config_.resume) resume_dir_ = latest_checkpoint(config_.out_dir);
   if (!resume_dir_.empty() && !config_.train.lora) {
     // The checkpoint's own config.json defines the architecture; its weights are loaded in init().
@@ -55,9 +71,42 @@ Trainer::Trainer(TrainerConfig config, std::unique_ptr<Transformer> model, Datas
   config_.validate();
   VELA_CHECK(model_ != nullptr && data_.train != nullptr, "Trainer: a model and data are required");
   if (config_.threads > 0) set_num_threads(config_.threads);
-  recover_checkpoints(config_.out_dir);  // debris of an earlier killed run
+  pg_ = dist::make_local_process_group(model_->device());
+  join_job();
   if (config_.resume) resume_dir_ = latest_checkpoint(config_.out_dir);
   init(!resume_dir_.empty());
+}
+
+void Trainer::join_job() {
+  const int world = pg_->world_size();
+  if (world > 1) {
+    VELA_CHECK(config_.data.world_size == 1 || config_.data.world_size == world,
+               "train config: data.world_size ", config_.data.world_size, " but the job has ",
+               world, " ranks (leave data.rank / data.world_size out: the job sets them)");
+    VELA_CHECK(config_.effective_strategy() != "grpo",
+               "train: grpo does not run data parallel yet (its rollouts are per process); use "
+               "one process");
+    config_.data.rank = pg_->rank();
+    config_.data.world_size = world;
+  }
+  // Debris of an earlier killed run: cleaned by rank 0 while the others wait, so every rank then
+  // sees the same published checkpoints.
+  if (pg_->rank() == 0) recover_checkpoints(config_.out_dir);
+  pg_->barrier();
+}
+
+void Trainer::maybe_die_for_test() const {
+  // VELA_DIST_TEST_DIE=<rank>:<step>[:kill]: that rank ends itself after that optimizer step
+  // (tests of the failure handling).
+  const char* spec = std::getenv("VELA_DIST_TEST_DIE");
+  if (spec == nullptr || *spec == '\0') return;
+  int r = -1;
+  long long s = -1;
+  if (std::sscanf(spec, "%d:%lld", &r, &s) != 2 || r != pg_->rank() || s != step_) return;
+  VELA_LOG_WARN("[train] VELA_DIST_TEST_DIE=", spec, ": rank ", r, " dies after step ", s);
+  std::fflush(nullptr);
+  if (std::strstr(spec, ":kill") != nullptr) ::kill(::getpid(), SIGKILL);
+  ::_exit(3);
 }
 
 Trainer::~Trainer() = default;
@@ -98,11 +147,18 @@ void Trainer::init(bool from_checkpoint) {
              "train config: strategy '", strategy_->name(), "' trains on data.kind '",
              strategy_->data_kind(), "', the dataset is '",
              data_.train->state().at("kind").get<std::string>(), "'");
-  optimizer_ = make_optimizer(config_.optimizer, trainable_->parameters());
+  if (pg_->world_size() > 1) {
+    dp_ = std::make_unique<DataParallel>(pg_, trainable_->parameters(), config_.data_parallel,
+                                         trainable_->backward_order());
+    trainable_->set_grad_ready_hook([this](const std::vector<size_t>& p) { dp_->grads_ready(p); });
+    dp_->broadcast_parameters();  // every rank starts from rank 0's bits
+  }
+  ParameterList& opt_params = dp_ ? dp_->optimizer_params() : trainable_->parameters();
+  optimizer_ = make_optimizer(config_.optimizer, opt_params);
   if (auto* muon = dynamic_cast<Muon*>(optimizer_.get())) {
     // Orthogonalize fused weights per logical matrix (as Muon on the HF layout would).
     const ModelConfig& mc = model_->config;
-    for (const Parameter& p : trainable_->parameters()) {
+    for (const Parameter& p : opt_params) {
       if (p.kind != ParamKind::kMatrix) continue;
       if (p.name.find("qkv_proj.weight") != std::string::npos)
         muon->set_row_blocks(p.name, {mc.q_dim(), mc.kv_dim(), mc.kv_dim()});
@@ -131,6 +187,7 @@ void Trainer::init(bool from_checkpoint) {
   strategy_->attach(*this);
   if (from_checkpoint && state.contains("strategy_state"))
     strategy_->restore(state["strategy_state"]);
+  if (pg_->rank() != 0) return;  // rank 0 alone reports progress and writes metrics
   if (config_.progress) add_callback(std::make_unique<ProgressCallback>(config_.log_every));
   fs::create_directories(config_.out_dir);
   auto metrics =
@@ -211,9 +268,17 @@ StepMetrics Trainer::train_step() {
     n_targets += units[i];
     n_tokens += micro[i].ids.defined() ? micro[i].ids.numel() : 0;
   }
+  if (dp_) {
+    // Every rank scales by the GLOBAL count, so the summed gradient is the global mean's.
+    const std::vector<double> g = pg_->all_reduce_host(
+        {static_cast<double>(n_targets), static_cast<double>(n_tokens)});
+    n_targets = static_cast<int64_t>(g[0]);
+    n_tokens = static_cast<int64_t>(g[1]);
+  }
   double loss_sum = 0;
   for (size_t k = 0; k < micro.size(); ++k) {
     const auto i = static_cast<int64_t>(k);
+    if (dp_ && k + 1 == micro.size()) dp_->arm();  // only the last micro-batch communicates
     for (auto& cb : callbacks_) cb->on_batch_begin(*this, i);
     const int64_t n_i = units[k];
     const float scale = n_targets > 0 ? static_cast<float>(n_i) / static_cast<float>(n_targets) : 0;
@@ -226,16 +291,22 @@ StepMetrics Trainer::train_step() {
     for (auto& cb : callbacks_) cb->on_batch_end(*this, i, mean);
   }
   using Clock = std::chrono::steady_clock;
+  if (dp_) {
+    dp_->finish_gradients();
+    loss_sum = pg_->all_reduce_host({loss_sum})[0];
+  }
   const auto t_fwd_bwd = Clock::now();  // the loss read-back waits for the device
   StepMetrics m;
   // The norm's read-back is the step's one wait for the device after backward: the clip phase
   // includes the reduction and the scaling.
-  m.grad_norm = clip_grad_norm(trainable_->parameters(), config_.max_grad_norm);
+  m.grad_norm = dp_ ? dp_->clip_grad_norm(config_.max_grad_norm)
+                    : clip_grad_norm(trainable_->parameters(), config_.max_grad_norm);
   const auto t_clip = Clock::now();
   for (auto& cb : callbacks_) cb->before_optimizer_step(*this);
   m.lr = schedule_->lr();
   if (std::isfinite(m.grad_norm)) {
     optimizer_->step(m.lr);
+    if (dp_) dp_->after_optimizer_step();  // ZeRO-1: everyone gets the updated weights
   } else {
     m.skipped = true;
     VELA_LOG_WARN("[train] step ", step_ + 1, ": non-finite gradient norm, update skipped");
@@ -275,10 +346,17 @@ double Trainer::validate() {
   if (config_.eval_batches > 0) n = std::min(n, config_.eval_batches);
   double loss_sum = 0;
   int64_t n_targets = 0;
+  // Each rank scores its own rows of every validation batch (the validation set is split over the
+  // ranks like the training set); the sums then cover the whole set.
   for (int64_t i = 0; i < n; ++i) {
     MicroLoss s = strategy_->evaluate(*trainable_, val->batch(0, i));
     loss_sum += s.loss_sum;
     n_targets += s.n_units;
+  }
+  if (dp_) {
+    const std::vector<double> g = pg_->all_reduce_host({loss_sum, static_cast<double>(n_targets)});
+    loss_sum = g[0];
+    n_targets = static_cast<int64_t>(g[1]);
   }
   const double loss = n_targets > 0 ? loss_sum / static_cast<double>(n_targets) : std::nan("");
   for (auto& cb : callbacks_) cb->on_validation(*this, step_, loss);
@@ -323,9 +401,29 @@ std::string Trainer::save_checkpoint() {
   p.optimizer = optimizer_.get();
   p.trainer_state = trainer_state();
   p.extra_files = tokenizer_files();
-  const std::string path = save_training_checkpoint(config_.out_dir, p);
+  const int world = pg_->world_size();
+  const bool sharded = dp_ && dp_->zero();
+  std::string path = (fs::path(config_.out_dir) / checkpoint_name(step_)).string();
+  if (pg_->rank() == 0) {
+    if (sharded) {
+      // Every rank's optimizer shard goes into rank 0's staging directory (a shared out_dir), so
+      // the checkpoint is published whole, by one rename, or not at all.
+      p.optimizer_file = optimizer_shard_name(0, world);
+      p.write_more = [this, world](const std::string& staging) {
+        pg_->broadcast_host(staging, 0);
+        pg_->barrier();  // the other shards are written
+        write_optimizer_shard_index(staging, world);
+      };
+    }
+    path = save_training_checkpoint(config_.out_dir, p);
+    prune_checkpoints(config_.out_dir, config_.keep_last);
+  } else if (sharded) {
+    const std::string staging = pg_->broadcast_host("", 0);
+    optimizer_->save_state((fs::path(staging) / optimizer_shard_name(pg_->rank(), world)).string());
+    pg_->barrier();
+  }
+  if (world > 1) pg_->barrier();  // published (or failed) before any rank moves on
   last_saved_step_ = step_;
-  prune_checkpoints(config_.out_dir, config_.keep_last);
   for (auto& cb : callbacks_) cb->on_checkpoint(*this, step_, path);
   return path;
 }
@@ -335,7 +433,7 @@ StepMetrics Trainer::train() {
   trained_ = true;
   StepMetrics last;
   try {
-    {
+    if (pg_->rank() == 0) {
       std::ofstream cfg(fs::path(config_.out_dir) / "train_config.json");
       cfg << config_.to_json().dump(2) << "\n";
     }
@@ -344,6 +442,7 @@ StepMetrics Trainer::train() {
       for (auto& cb : callbacks_) cb->on_epoch_begin(*this, epoch_);
     while (step_ < total_steps_) {
       last = train_step();
+      maybe_die_for_test();
       if (config_.eval_every > 0 && step_ % config_.eval_every == 0) validate();
       if (config_.save_every > 0 && step_ % config_.save_every == 0) save_checkpoint();
     }

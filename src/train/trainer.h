@@ -8,6 +8,12 @@
 // schedule step, the data position (epoch, cursor), the RNG state and the step, so N steps straight
 // and k steps + restart + N - k steps give the same bits on the CPU.
 //
+// Data parallel (docs/distributed.md): in a job of several ranks (RANK / WORLD_SIZE or mpirun in
+// the environment, or the ProcessGroup given), each rank reads its own rows of every global batch,
+// gradients are summed over the ranks (DDP or ZeRO-1, train/data_parallel.h), rank 0 alone writes
+// metrics, progress and the model part of checkpoints (ZeRO-1: every rank writes its optimizer
+// shard into the same staging directory, so the out_dir must be shared by the ranks).
+//
 // One thread drives a Trainer; train() may be called once. Construction throws InvalidArgument /
 // IoError for a bad config, a missing model or data, or a checkpoint that does not fit.
 #pragma once
@@ -18,9 +24,11 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "dist/process_group.h"
 #include "model/transformer.h"
 #include "train/callbacks.h"
 #include "train/data/dataset.h"
+#include "train/data_parallel.h"
 #include "train/lr_schedule.h"
 #include "train/optim/optimizer.h"
 #include "train/strategies/strategy.h"
@@ -33,7 +41,9 @@ class Trainer {
  public:
   // Builds the model (from scratch, init_from, or the latest checkpoint when resuming), the
   // datasets, optimizer and schedule from `config`, and adds the built-in callbacks.
-  explicit Trainer(TrainerConfig config);
+  // `pg`: the job's process group; null = from the environment (dist/dist_env.h), a world of 1
+  // when nothing is set.
+  explicit Trainer(TrainerConfig config, std::shared_ptr<dist::ProcessGroup> pg = nullptr);
   // With a model and data built by the caller (tests, other training strategies); config.model,
   // init_from and data are not used, resume still is.
   Trainer(TrainerConfig config, std::unique_ptr<Transformer> model, DatasetSplit data);
@@ -62,6 +72,11 @@ class Trainer {
   Dataset* validation_dataset() { return data_.validation.get(); }
   Rng& rng() { return rng_; }
   Strategy& strategy() { return *strategy_; }
+  dist::ProcessGroup& process_group() { return *pg_; }
+  int rank() const { return pg_->rank(); }
+  int world_size() const { return pg_->world_size(); }
+  // Null in a world of 1.
+  DataParallel* data_parallel() { return dp_.get(); }
   // Whether the model was built from config.model / init_from (false: handed to the constructor).
   bool model_from_config() const { return model_from_config_; }
   // Model FLOPs per trained token by TARGETS.md's convention (6 N + 12 L H T), for MFU.
@@ -73,8 +88,12 @@ class Trainer {
   void restore(const json& state);
   StepMetrics train_step();
   std::vector<std::string> tokenizer_files() const;
+  void join_job();  // sets the dataset's rank / world size, cleans checkpoints once
+  void maybe_die_for_test() const;
 
   TrainerConfig config_;
+  std::shared_ptr<dist::ProcessGroup> pg_;
+  std::unique_ptr<DataParallel> dp_;
   std::string resume_dir_;  // the checkpoint a resume starts from ("" when none)
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<TrainableModel> trainable_;

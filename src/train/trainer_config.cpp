@@ -67,6 +67,10 @@ TrainerConfig TrainerConfig::from_json(const json& j) {
       read_config_value(v, key, c.progress);
     else if (key == "threads")
       read_config_value(v, key, c.threads);
+    else if (key == "zero")
+      read_config_value(v, key, c.data_parallel.zero);
+    else if (key == "bucket_mb")
+      read_config_value(v, key, c.data_parallel.bucket_mb);
     else if (key == "activation_checkpointing")
       read_config_value(v, key, c.train.activation_checkpointing);
     else if (key == "label_smoothing")
@@ -122,6 +126,8 @@ json TrainerConfig::to_json() const {
               {"verify_checkpoints", verify_checkpoints},
               {"progress", progress},
               {"threads", threads},
+              {"zero", data_parallel.zero},
+              {"bucket_mb", data_parallel.bucket_mb},
               {"activation_checkpointing", train.activation_checkpointing},
               {"label_smoothing", train.label_smoothing},
               {"ce_chunk_tokens", train.ce_chunk_tokens},
@@ -148,6 +154,11 @@ void TrainerConfig::validate() const {
              "train config: label_smoothing must be in [0, 1), got ", train.label_smoothing);
   VELA_CHECK(train.ce_chunk_tokens >= 1, "train config: ce_chunk_tokens must be >= 1");
   VELA_CHECK(threads >= 0, "train config: threads must be >= 0, got ", threads);
+  VELA_CHECK(data_parallel.zero == 0 || data_parallel.zero == 1,
+             "train config: zero must be 0 (DDP) or 1 (ZeRO-1: sharded optimizer state), got ",
+             data_parallel.zero);
+  VELA_CHECK(data_parallel.bucket_mb > 0, "train config: bucket_mb must be > 0, got ",
+             data_parallel.bucket_mb);
   optimizer.validate();
   if (train.lora) train.lora_config.validate();
   const std::string s = effective_strategy();

@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "model/model_config.h"
 #include "train/data/dataset.h"
+#include "train/data_parallel.h"
 #include "train/lr_schedule.h"
 #include "train/optim/optimizer.h"
 #include "train/strategies/strategy_config.h"
@@ -50,6 +51,10 @@ struct TrainerConfig {
   int threads = 0;                 // CPU threads (0 = OpenMP default)
   TrainOptions train;              // activation_checkpointing, label_smoothing, ce_chunk_tokens,
                                    // lora ("lora": {"r", "alpha", "dropout", "target_modules"})
+  // Data parallel (docs/distributed.md): "zero": 1 shards the optimizer state over the ranks,
+  // "bucket_mb" sizes the gradient buckets. The ranks themselves come from the environment
+  // (RANK / WORLD_SIZE / ..., mpirun, or `vela train --nproc-per-node N`), not from this file.
+  DataParallelConfig data_parallel;
   DatasetConfig data;
   OptimizerConfig optimizer;
   LrScheduleConfig schedule;

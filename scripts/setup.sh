@@ -12,6 +12,9 @@ PACKAGES=(build-essential cmake ninja-build pkg-config libopenblas-dev nlohmann-
 NEED_NODE=0
 if [ "${1:-}" != "--main" ]; then
   PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev python3-jinja2)
+  # Data-parallel tests run 2 CPU ranks under mpirun (tests/dist/test_dist_train.sh). The vela
+  # binary's MPI support is optional (CMake VELA_MPI=AUTO, found through find_package(MPI)).
+  PACKAGES+=(libopenmpi-dev openmpi-bin)
   # The server's web-chat page is tested in headless Chromium (tests/server/run_e2e.sh web_ui).
   PACKAGES+=(chromium)
   # Oracle tests compare against Hugging Face packages from npm (scripts/fetch_assets.sh) and, for

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cuda/cuda_api.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "ops/optim.h"
@@ -18,6 +19,17 @@ std::vector<int64_t> numels_of(const ParameterList& params) {
 }
 
 Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+// dst <- src, both contiguous, same bytes. On CUDA ordered on the current stream without waiting
+// (Tensor::copy_ would block the host once per parameter and undo the overlap).
+void copy_into(Tensor dst, const Tensor& src) {
+  VELA_ASSERT(dst.nbytes() == src.nbytes() && dst.is_contiguous() && src.is_contiguous());
+  if (dst.is_cpu() && src.is_cpu()) {
+    dst.copy_(src);
+    return;
+  }
+  cuda::copy_bytes_async(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), src.nbytes());
+}
 
 Tensor f64_scalar(double v, Device device) {
   int64_t bits = 0;
@@ -50,6 +62,10 @@ DataParallel::DataParallel(std::shared_ptr<dist::ProcessGroup> pg, ParameterList
     grad_buf_.push_back(Tensor::zeros({W * b.shard_numel}, DType::kF32, dev));
     if (zero()) {
       const DType dt = params_[b.entries.front().param].value.dtype();
+      for (const dist::BucketEntry& e : b.entries)
+        VELA_CHECK(params_[e.param].value.dtype() == dt, "ZeRO-1: parameter ",
+                   params_[e.param].name, " is ", dtype_name(params_[e.param].value.dtype()),
+                   " but its bucket holds ", dtype_name(dt), " weights");
       grad_shard_.push_back(Tensor::zeros({b.shard_numel}, DType::kF32, dev));
       w_shard_.push_back(Tensor::zeros({b.shard_numel}, dt, dev));
       w_full_.push_back(Tensor::zeros({W * b.shard_numel}, dt, dev));
@@ -91,8 +107,7 @@ void DataParallel::launch(size_t k) {
   Tensor& buf = grad_buf_[k];
   for (const dist::BucketEntry& e : b.entries) {
     const int64_t at = e.owner * b.shard_numel + e.offset;
-    Tensor dst = buf.slice(0, at, at + e.numel);
-    dst.copy_(flat(params_[e.param].grad));
+    copy_into(buf.slice(0, at, at + e.numel), flat(params_[e.param].grad));
   }
   work_[k] = zero() ? pg_->reduce_scatter(buf, grad_shard_[k]) : pg_->all_reduce(buf);
 }
@@ -110,10 +125,10 @@ void DataParallel::finish_gradients() {
     for (const dist::BucketEntry& e : b.entries) {
       Tensor g = flat(params_[e.param].grad);
       if (zero()) {
-        if (e.owner == me) g.copy_(grad_shard_[k].slice(0, e.offset, e.offset + e.numel));
+        if (e.owner == me) copy_into(g, grad_shard_[k].slice(0, e.offset, e.offset + e.numel));
       } else {
         const int64_t at = e.owner * b.shard_numel + e.offset;
-        g.copy_(grad_buf_[k].slice(0, at, at + e.numel));
+        copy_into(g, grad_buf_[k].slice(0, at, at + e.numel));
       }
     }
   }
@@ -150,8 +165,7 @@ void DataParallel::after_optimizer_step() {
   for (size_t k = 0; k < w.size(); ++k) {
     for (const dist::BucketEntry& e : layout_.buckets()[k].entries) {
       if (e.owner != me) continue;
-      Tensor dst = w_shard_[k].slice(0, e.offset, e.offset + e.numel);
-      dst.copy_(flat(params_[e.param].value));
+      copy_into(w_shard_[k].slice(0, e.offset, e.offset + e.numel), flat(params_[e.param].value));
     }
     w[k] = pg_->all_gather(w_shard_[k], w_full_[k]);
   }
@@ -161,8 +175,7 @@ void DataParallel::after_optimizer_step() {
     for (const dist::BucketEntry& e : b.entries) {
       if (e.owner == me) continue;
       const int64_t at = e.owner * b.shard_numel + e.offset;
-      Tensor v = flat(params_[e.param].value);
-      v.copy_(w_full_[k].slice(0, at, at + e.numel));
+      copy_into(flat(params_[e.param].value), w_full_[k].slice(0, at, at + e.numel));
     }
   }
 }

@@ -147,7 +147,9 @@ void Trainer::init(bool from_checkpoint) {
              "train config: strategy '", strategy_->name(), "' trains on data.kind '",
              strategy_->data_kind(), "', the dataset is '",
              data_.train->state().at("kind").get<std::string>(), "'");
-  if (pg_->world_size() > 1) {
+  // A group of one with a real backend (VELA_DIST_BACKEND) still runs the data-parallel path:
+  // how a single GPU checks the NCCL backend.
+  if (pg_->world_size() > 1 || std::string(pg_->backend()) != "local") {
     dp_ = std::make_unique<DataParallel>(pg_, trainable_->parameters(), config_.data_parallel,
                                          trainable_->backward_order());
     trainable_->set_grad_ready_hook([this](const std::vector<size_t>& p) { dp_->grads_ready(p); });

@@ -279,7 +279,9 @@ uint64_t Engine::update_weights(Transformer new_model) {
   auto next = std::make_unique<Transformer>(std::move(new_model));
   // At the next step boundary; kFinishOld samples in flight finish first (none start meanwhile).
   scheduler_->hold_finish_old(true);
-  StepGate::Hold between_steps = scheduler_->gate().enter_outside();
+  int64_t steps_at_call = 0;
+  StepGate::Hold between_steps =
+      scheduler_->gate().enter_outside([&] { steps_at_call = scheduler_->stats().steps; });
   while (scheduler_->finish_old_in_flight()) {
     uint64_t seen = scheduler_->loop_iterations();
     between_steps.release();
@@ -290,7 +292,7 @@ uint64_t Engine::update_weights(Transformer new_model) {
   model_ = std::move(next);
   cache_->invalidate_prefix_cache();
   uint64_t v = policy_version_.fetch_add(1) + 1;
-  scheduler_->apply_weight_update(v, std::move(ready));
+  scheduler_->apply_weight_update(v, std::move(ready), steps_at_call);
   scheduler_->hold_finish_old(false);
   scheduler_->refresh_stats();
   VELA_LOG_INFO("[engine] weights updated, policy version ", v);

@@ -151,7 +151,12 @@ bool Scheduler::finish_old_in_flight() const {
   return false;
 }
 
-void Scheduler::apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEvent> weights_ready) {
+void Scheduler::apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEvent> weights_ready,
+                                    int64_t steps_at_call) {
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    stats_.update_wait_steps = stats_.steps - steps_at_call;
+  }
   policy_version_.store(v);
   weights_ready_ = std::move(weights_ready);
   std::vector<std::unique_ptr<Task>> restarted;

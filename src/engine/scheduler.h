@@ -43,6 +43,9 @@ struct EngineStats {
   double decode_device_s = 0, other_device_s = 0;
   uint64_t policy_version = 0;
   int64_t restarts = 0;        // samples restarted by weight updates (kRestart)
+  // Steps that ran between the last weight update reaching the step gate and its effect: at
+  // most the one in flight (more only while kFinishOld samples finish on the old weights).
+  int64_t update_wait_steps = 0;
   int64_t n_cuda_graphs = 0;   // decode graphs captured so far (0 on the CPU)
   double graph_capture_s = 0;  // seconds their capture took
   // Speculative decoding (EngineConfig::speculative): see SpeculativeStats.
@@ -85,8 +88,10 @@ class Scheduler {
   void hold_finish_old(bool hold) { hold_finish_old_.store(hold); }
   // The weights changed and carry version `v`: kRestart samples in flight start again from their
   // prompt, kMixed ones that hold KV are marked mixed; `weights_ready` (CUDA, may be null) is
-  // waited for on the engine's stream before the next forward.
-  void apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEvent> weights_ready);
+  // waited for on the engine's stream before the next forward. `steps_at_call`: stats().steps
+  // when the update announced itself at the gate (for EngineStats::update_wait_steps).
+  void apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEvent> weights_ready,
+                           int64_t steps_at_call);
 
  private:
   EngineConfig cfg_;

@@ -32,8 +32,9 @@ StepGate::Hold StepGate::enter_step() {
   return Hold(this, false);
 }
 
-StepGate::Hold StepGate::enter_outside() {
+StepGate::Hold StepGate::enter_outside(const std::function<void()>& on_announced) {
   n_outside_.fetch_add(1);
+  if (on_announced) on_announced();
   mu_.lock();
   return Hold(this, true);
 }

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 
 namespace vela {
@@ -38,8 +39,9 @@ class StepGate {
   // The scheduler loop, before each step: waits until no outside caller is announced, then holds.
   Hold enter_step();
   // Anyone else: announces itself, waits for the step in flight (at most one), then holds; the
-  // loop stays out until the Hold is released.
-  Hold enter_outside();
+  // loop stays out until the Hold is released. `on_announced`, when given, runs right after the
+  // announcement (before the wait): what it reads can change by the step in flight at most.
+  Hold enter_outside(const std::function<void()>& on_announced = {});
   // Outside callers announced or holding now (a hint for the loop's idle wait).
   int n_outside() const { return n_outside_.load(); }
 

@@ -319,14 +319,16 @@ TEST(EngineUpdates, UpdateTakesEffectAtTheNextStepBoundary) {
   }
   while (engine.stats().steps < 20) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::vector<double> wait_ms;
-  int64_t worst_steps = 0;
+  int64_t worst_steps = 0, worst_wait_steps = 0;
   for (int k = 0; k < kUpdates; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     int64_t s0 = engine.stats().steps;
     auto t0 = Clock::now();
     engine.update_weights(models[static_cast<size_t>(k % 2 == 0 ? 1 : 0)]);
     wait_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    worst_steps = std::max(worst_steps, engine.stats().steps - s0);
+    EngineStats after = engine.stats();
+    worst_steps = std::max(worst_steps, after.steps - s0);
+    worst_wait_steps = std::max(worst_wait_steps, after.update_wait_steps);
   }
   int64_t steps_total = engine.stats().steps;
   done = true;
@@ -334,11 +336,16 @@ TEST(EngineUpdates, UpdateTakesEffectAtTheNextStepBoundary) {
   std::sort(wait_ms.begin(), wait_ms.end());
   std::printf(
       "[updates] %d updates under load: wait p50 %.3f ms, p99 %.3f ms, max %.3f ms; at "
-      "most %lld steps ran between call and effect (%lld steps in all)\n",
+      "most %lld steps ran between reaching the step gate and effect, %lld between the call and "
+      "effect (%lld steps in all)\n",
       kUpdates, wait_ms[wait_ms.size() / 2], wait_ms[wait_ms.size() * 99 / 100], wait_ms.back(),
-      static_cast<long long>(worst_steps), static_cast<long long>(steps_total));
-  // The step in flight, plus one whose stats were not yet published when s0 was read.
-  EXPECT_LE(worst_steps, 2);
+      static_cast<long long>(worst_wait_steps), static_cast<long long>(worst_steps),
+      static_cast<long long>(steps_total));
+  // Counted from the update's announcement at the gate: only the step in flight may finish. (The
+  // count from this thread's call also includes any steps run while this thread was descheduled
+  // before it reached the gate, which on a loaded machine is unbounded: printed, not asserted.)
+  EXPECT_LE(worst_wait_steps, 1);
+  EXPECT_GE(worst_steps, worst_wait_steps);
   EXPECT_EQ(engine.check_integrity(), "");
 }
 

@@ -234,8 +234,7 @@ std::vector<double> CpuProcessGroup::all_reduce_host(std::vector<double> values)
     std::vector<int64_t> rc(W, bytes), rd(W);
     for (int r = 0; r < W; ++r) rd[r] = r * bytes;
     std::vector<char> all(static_cast<size_t>(W * bytes));
-    transport_->allgatherv(reinterpret_cast<const char*>(values.data()), bytes, all.data(), rc,
-                           rd);
+    transport_->allgatherv(reinterpret_cast<const char*>(values.data()), bytes, all.data(), rc, rd);
     sum_f64_like<double>(all.data(), W, static_cast<int64_t>(values.size()),
                          reinterpret_cast<char*>(values.data()));
   })->wait();

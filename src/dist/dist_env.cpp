@@ -17,8 +17,8 @@ int env_int(const char* name, int fallback, int lo, int hi) {
   if (v == nullptr) return fallback;
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  VELA_CHECK(end != v && *end == '\0' && x >= lo && x <= hi, "environment variable ", name, "='",
-             v, "' must be an integer in [", lo, ", ", hi, "]");
+  VELA_CHECK(end != v && *end == '\0' && x >= lo && x <= hi, "environment variable ", name, "='", v,
+             "' must be an integer in [", lo, ", ", hi, "]");
   return static_cast<int>(x);
 }
 

@@ -87,8 +87,7 @@ int launch_local_ranks(const LaunchOptions& o) {
   VELA_CHECK(o.nproc_per_node >= 1, "--nproc-per-node must be >= 1, got ", o.nproc_per_node);
   VELA_CHECK(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes, "--node-rank ",
              o.node_rank, " must be in [0, --nnodes ", o.nnodes, ")");
-  VELA_CHECK(o.nnodes == 1 || o.master_port > 0,
-             "several hosts (--nnodes ", o.nnodes,
+  VELA_CHECK(o.nnodes == 1 || o.master_port > 0, "several hosts (--nnodes ", o.nnodes,
              ") need --master-addr and --master-port (rank 0's host and a free port there)");
   const int port = o.master_port > 0 ? o.master_port : pick_free_port();
   const int world = o.nnodes * o.nproc_per_node;
@@ -96,7 +95,8 @@ int launch_local_ranks(const LaunchOptions& o) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
   const pid_t parent = ::getpid();

@@ -18,7 +18,7 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: a free port of this host (one host only)
+  int master_port = 0;            // 0: a free port of this host (one host only)
   std::vector<std::string> args;  // the child's arguments after argv[0] (e.g. "train", ...)
   std::chrono::milliseconds grace{5000};
 };

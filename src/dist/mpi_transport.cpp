@@ -21,7 +21,9 @@ void check_mpi(int rc, const char* what) {
              " (a peer rank died?)");
 }
 
-std::vector<int> ints(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
+std::vector<int> ints(const std::vector<int64_t>& v) {
+  return std::vector<int>(v.begin(), v.end());
+}
 
 class MpiTransport final : public Transport {
  public:

@@ -19,22 +19,28 @@
 namespace vela::dist {
 namespace {
 
-#define VELA_NCCL_CHECK(expr)                                                          \
-  do {                                                                                 \
-    ncclResult_t vela_r_ = (expr);                                                     \
-    if (vela_r_ != ncclSuccess)                                                        \
-      VELA_THROW(DistError, #expr, " failed: ", ncclGetErrorString(vela_r_),           \
-                 " (NCCL_DEBUG=INFO says more)");                                      \
+#define VELA_NCCL_CHECK(expr)                                                \
+  do {                                                                       \
+    ncclResult_t vela_r_ = (expr);                                           \
+    if (vela_r_ != ncclSuccess)                                              \
+      VELA_THROW(DistError, #expr, " failed: ", ncclGetErrorString(vela_r_), \
+                 " (NCCL_DEBUG=INFO says more)");                            \
   } while (0)
 
 ncclDataType_t nccl_type(DType dt) {
   switch (dt) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kF16: return ncclFloat16;
-    case DType::kI32: return ncclInt32;
-    case DType::kI64: return ncclInt64;
-    case DType::kU8: return ncclUint8;
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kI64:
+      return ncclInt64;
+    case DType::kU8:
+      return ncclUint8;
   }
   return ncclUint8;
 }
@@ -218,8 +224,8 @@ class NcclProcessGroup final : public ProcessGroup {
         continue;
       }
       const std::string s = store_->get(k + std::to_string(r));
-      VELA_CHECK_T(DistError, s.size() == v.size() * sizeof(double), "rank ", r, " sent ",
-                   s.size(), " bytes of host values, expected ", v.size() * sizeof(double));
+      VELA_CHECK_T(DistError, s.size() == v.size() * sizeof(double), "rank ", r, " sent ", s.size(),
+                   " bytes of host values, expected ", v.size() * sizeof(double));
       all[r].resize(v.size());
       std::memcpy(all[r].data(), s.data(), s.size());
     }

@@ -74,8 +74,7 @@ std::shared_ptr<ProcessGroup> make_process_group(const DistOptions& o, Device de
   VELA_LOG_INFO("[dist] rank ", o.rank, " of ", o.world_size, " (local rank ", o.local_rank,
                 "), backend ", backend, " on ", device.str());
   if (backend == "nccl") return make_nccl_process_group(o, device);
-  std::unique_ptr<Transport> t =
-      backend == "mpi" ? make_mpi_transport(o) : make_store_transport(o);
+  std::unique_ptr<Transport> t = backend == "mpi" ? make_mpi_transport(o) : make_store_transport(o);
   return std::make_shared<CpuProcessGroup>(std::move(t), o.timeout);
 }
 

@@ -75,7 +75,7 @@ struct DistOptions {
   int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  bool under_mpirun = false;  // launched by mpirun (OMPI_COMM_WORLD_* variables)
+  bool under_mpirun = false;                  // launched by mpirun (OMPI_COMM_WORLD_* variables)
   std::chrono::milliseconds timeout{300000};  // VELA_DIST_TIMEOUT (seconds)
   std::string backend;  // "" = pick (VELA_DIST_BACKEND=mpi|store|nccl overrides)
 };

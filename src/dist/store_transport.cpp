@@ -42,8 +42,8 @@ class StoreTransport final : public Transport {
     for (int s = 0; s < world_size_; ++s) {
       if (s == rank_) continue;
       const std::string v = client_->get(k + std::to_string(s) + ">" + std::to_string(rank_));
-      VELA_CHECK_T(DistError, static_cast<int64_t>(v.size()) == rc[s], "store transport: rank ",
-                   s, " sent ", v.size(), " bytes, expected ", rc[s]);
+      VELA_CHECK_T(DistError, static_cast<int64_t>(v.size()) == rc[s], "store transport: rank ", s,
+                   " sent ", v.size(), " bytes, expected ", rc[s]);
       std::memcpy(recv + rd[s], v.data(), v.size());
     }
   }
@@ -58,8 +58,8 @@ class StoreTransport final : public Transport {
     for (int s = 0; s < world_size_; ++s) {
       if (s == rank_) continue;
       const std::string v = client_->get(k + std::to_string(s));
-      VELA_CHECK_T(DistError, static_cast<int64_t>(v.size()) == rc[s], "store transport: rank ",
-                   s, " gathered ", v.size(), " bytes, expected ", rc[s]);
+      VELA_CHECK_T(DistError, static_cast<int64_t>(v.size()) == rc[s], "store transport: rank ", s,
+                   " gathered ", v.size(), " bytes, expected ", rc[s]);
       std::memcpy(recv + rd[s], v.data(), v.size());
     }
   }
@@ -72,8 +72,8 @@ class StoreTransport final : public Transport {
       return;
     }
     const std::string v = client_->get(k);
-    VELA_CHECK_T(DistError, static_cast<int64_t>(v.size()) == bytes, "store transport: rank ",
-                 root, " broadcast ", v.size(), " bytes, expected ", bytes);
+    VELA_CHECK_T(DistError, static_cast<int64_t>(v.size()) == bytes, "store transport: rank ", root,
+                 " broadcast ", v.size(), " bytes, expected ", bytes);
     std::memcpy(buf, v.data(), v.size());
   }
 

@@ -312,9 +312,9 @@ std::string TcpStoreClient::request(uint32_t op, const std::string& key, const s
     VELA_THROW(DistError, "rank ", rank_, ": lost the connection to the store at ", where_);
   if (r.status == kFailed) VELA_THROW(DistError, "rank ", rank_, ": ", out);
   if (r.status == kDeadline)
-    VELA_THROW(DistError, "rank ", rank_, ": timed out after ", wait.count() / 1000.0,
-               " s waiting for '", key,
-               "' from the other ranks (a rank is stuck or gone; VELA_DIST_TIMEOUT sets the limit)");
+    VELA_THROW(
+        DistError, "rank ", rank_, ": timed out after ", wait.count() / 1000.0, " s waiting for '",
+        key, "' from the other ranks (a rank is stuck or gone; VELA_DIST_TIMEOUT sets the limit)");
   return out;
 }
 

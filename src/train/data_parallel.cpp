@@ -97,8 +97,7 @@ void DataParallel::grads_ready(const std::vector<size_t>& params) {
   }
   // Launch strictly in bucket order: every rank issues the same collectives in the same order.
   while (next_launch_ < layout_.buckets().size() &&
-         n_ready_[next_launch_] ==
-             static_cast<int>(layout_.buckets()[next_launch_].entries.size()))
+         n_ready_[next_launch_] == static_cast<int>(layout_.buckets()[next_launch_].entries.size()))
     launch(next_launch_++);
 }
 

@@ -68,10 +68,10 @@ class DataParallel {
   DataParallelConfig config_;
   dist::BucketLayout layout_;
   ParameterList owned_;
-  std::vector<Tensor> grad_buf_;   // per bucket [world * shard_numel] f32
-  std::vector<Tensor> grad_shard_; // per bucket [shard_numel] f32 (ZeRO-1)
-  std::vector<Tensor> w_shard_;    // per bucket [shard_numel] compute dtype (ZeRO-1)
-  std::vector<Tensor> w_full_;     // per bucket [world * shard_numel] compute dtype (ZeRO-1)
+  std::vector<Tensor> grad_buf_;    // per bucket [world * shard_numel] f32
+  std::vector<Tensor> grad_shard_;  // per bucket [shard_numel] f32 (ZeRO-1)
+  std::vector<Tensor> w_shard_;     // per bucket [shard_numel] compute dtype (ZeRO-1)
+  std::vector<Tensor> w_full_;      // per bucket [world * shard_numel] compute dtype (ZeRO-1)
   std::vector<dist::WorkHandle> work_;
   std::vector<int> n_ready_;  // per bucket: parameters final in this micro-batch
   std::vector<char> ready_;   // per parameter

@@ -1,13 +1,16 @@
 // The training loop; see trainer.h.
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "core/cuda/cuda_api.h"
 #include "core/error.h"
@@ -272,8 +275,8 @@ StepMetrics Trainer::train_step() {
   }
   if (dp_) {
     // Every rank scales by the GLOBAL count, so the summed gradient is the global mean's.
-    const std::vector<double> g = pg_->all_reduce_host(
-        {static_cast<double>(n_targets), static_cast<double>(n_tokens)});
+    const std::vector<double> g =
+        pg_->all_reduce_host({static_cast<double>(n_targets), static_cast<double>(n_tokens)});
     n_targets = static_cast<int64_t>(g[0]);
     n_tokens = static_cast<int64_t>(g[1]);
   }
@@ -293,7 +296,9 @@ StepMetrics Trainer::train_step() {
     for (auto& cb : callbacks_) cb->on_batch_end(*this, i, mean);
   }
   using Clock = std::chrono::steady_clock;
+  const auto t_backward = Clock::now();
   if (dp_) {
+    // What the backward did not hide of the gradient buckets' communication.
     dp_->finish_gradients();
     loss_sum = pg_->all_reduce_host({loss_sum})[0];
   }
@@ -322,7 +327,8 @@ StepMetrics Trainer::train_step() {
   }
   const auto t_opt = Clock::now();
   VELA_LOG_DEBUG("[train] step ", step_ + 1, " phases: data + forward/backward ",
-                 std::chrono::duration<double>(t_fwd_bwd - t0).count(), " s, clip ",
+                 std::chrono::duration<double>(t_backward - t0).count(), " s, gradient sync wait ",
+                 std::chrono::duration<double>(t_fwd_bwd - t_backward).count(), " s, clip ",
                  std::chrono::duration<double>(t_clip - t_fwd_bwd).count(), " s, optimizer ",
                  std::chrono::duration<double>(t_opt - t_clip).count(), " s");
   schedule_->advance();

@@ -112,7 +112,8 @@ void run_ranks(int world, Fn fn) {
 
 float value_of(int rank, int64_t i) {
   // Values whose sums round differently in different orders.
-  return static_cast<float>((i * 7919 + rank * 104729) % 1000) * 1e-3f + (rank + 1) * 1e4f * (i % 3);
+  return static_cast<float>((i * 7919 + rank * 104729) % 1000) * 1e-3f +
+         (rank + 1) * 1e4f * (i % 3);
 }
 
 TEST(StoreProcessGroup, CollectivesAreRankOrderSums) {
@@ -178,8 +179,9 @@ TEST(StoreProcessGroup, BadBuffersAreRejected) {
   run_ranks(2, [&](int, ProcessGroup& pg) {
     Tensor ints = Tensor::zeros({4}, DType::kI32);
     EXPECT_THROW(pg.all_reduce(ints), InvalidArgument);
-    EXPECT_THROW(pg.reduce_scatter(Tensor::zeros({5}, DType::kF32), Tensor::zeros({2}, DType::kF32)),
-                 InvalidArgument);
+    EXPECT_THROW(
+        pg.reduce_scatter(Tensor::zeros({5}, DType::kF32), Tensor::zeros({2}, DType::kF32)),
+        InvalidArgument);
     pg.barrier();
   });
 }

@@ -218,7 +218,18 @@ int cmd_train(int argc, char** argv) {
   }
   TrainerConfig config = TrainerConfig::from_json(cfg);
   Trainer trainer(config);
-  StepMetrics last = trainer.train();
+  StepMetrics last;
+  try {
+    last = trainer.train();
+  } catch (const std::exception& e) {
+    if (trainer.world_size() == 1) throw;
+    // One rank of a job: report and leave at once. Unwinding would finalize MPI / close the
+    // store politely, and a rank blocked in MPI_Finalize would keep the job alive until the
+    // others time out; exiting makes mpirun / the store / the launcher stop the others now.
+    std::fprintf(stderr, "vela train: error: %s\n", e.what());
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
   if (trainer.rank() != 0) return 0;  // rank 0 reports for the job
   const std::string latest = latest_checkpoint(config.out_dir);
   std::printf("trained %lld steps; last loss %.4f; latest checkpoint %s\n",

@@ -109,6 +109,7 @@ void DataParallel::launch(size_t k) {
     copy_into(buf.slice(0, at, at + e.numel), flat(params_[e.param].grad));
   }
   work_[k] = zero() ? pg_->reduce_scatter(buf, grad_shard_[k]) : pg_->all_reduce(buf);
+  ++n_launches_;
 }
 
 void DataParallel::finish_gradients() {

@@ -59,6 +59,8 @@ class DataParallel {
   double clip_grad_norm(double max_norm);
   // ZeRO-1: all-gathers the updated weights after the optimizer step (DDP: nothing to do).
   void after_optimizer_step();
+  // Buckets launched so far (all steps): tests check that only the last micro-batch communicates.
+  int64_t n_bucket_launches() const { return n_launches_; }
 
  private:
   void launch(size_t bucket);
@@ -76,6 +78,7 @@ class DataParallel {
   std::vector<int> n_ready_;  // per bucket: parameters final in this micro-batch
   std::vector<char> ready_;   // per parameter
   size_t next_launch_ = 0;
+  int64_t n_launches_ = 0;
   bool armed_ = false;
 };
 

@@ -142,6 +142,10 @@ bool take_launch_flags(int& argc, char** argv, dist::LaunchOptions& o) {
     }
   }
   argc = out;
+  VELA_CHECK(launch || (o.nnodes == 1 && o.node_rank == 0 && o.master_port == 0 &&
+                        o.master_addr == "127.0.0.1"),
+             "vela train: --nnodes / --node-rank / --master-addr / --master-port go with "
+             "--nproc-per-node (without it, set RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT)");
   return launch;
 }
 

@@ -15,7 +15,7 @@
 #include "core/tensor.h"
 #include "core/test_util.h"
 #include "engine/runtime/sampler.h"
-#include "engine/test_device_sampler_util.h"
+#include "engine/sampler_test_util.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -143,7 +143,7 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   // Token 0 in the prompt, token 1 twice in the output, token 4 (logit 0) in both: each is
   // penalized once; tokens 2 and 3 are untouched.
   SampleResult r = sample_one(sampler, logits, p, {0, 4}, {1, 1, 4});
-  EXPECT_EQ(row_of(logits, 0), (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, 0.0f}));
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0), (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, 0.0f}));
   EXPECT_EQ(r.token, 0);  // 1.0 vs 1.0: ties to the lower id
 }
 
@@ -156,12 +156,12 @@ TEST(Sampler, PresenceAndFrequencyPenaltiesCountGeneratedTokensOnly) {
   Tensor logits = make_logits({{1.0f, 1.0f, 1.0f, 1.0f}});
   SampleResult r = sample_one(sampler, logits, p, /*prompt=*/{0, 0, 0}, /*output=*/{2, 3, 2});
   // 2: 1 - 0.25 * 2 - 0.5 = 0; 3: 1 - 0.25 - 0.5 = 0.25; prompt-only token 0 untouched.
-  EXPECT_EQ(row_of(logits, 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
   EXPECT_EQ(r.token, 0);
   // The scratch counts are cleared between rows: the same call again gives the same result.
   Tensor again = make_logits({{1.0f, 1.0f, 1.0f, 1.0f}});
   sample_one(sampler, again, p, {0, 0, 0}, {2, 3, 2});
-  EXPECT_EQ(row_of(again, 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
 }
 
 TEST(Sampler, PenaltiesApplyInVllmOrder) {
@@ -177,7 +177,7 @@ TEST(Sampler, PenaltiesApplyInVllmOrder) {
   // 0: 3 / 1.25 - 2 - 0.5; 1: -1 * 1.25 - 1 - 0.5 + 0.75; 2 (prompt only): 0.5 / 1.25.
   std::vector<float> want{3.0f / 1.25f - 2.0f - 0.5f, -1.0f * 1.25f - 1.0f - 0.5f + 0.75f,
                           0.5f / 1.25f};
-  std::vector<float> got = row_of(logits, 0);
+  std::vector<float> got = row_of(sampler.processed_logits(), 0);
   for (size_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << i;
 }
 
@@ -188,7 +188,7 @@ TEST(Sampler, LogitBiasShiftsAndMinusInfinityBans) {
   greedy.logit_bias = {{3, 5.0f}};
   Tensor logits = make_logits({{2.0f, 1.0f, 0.0f, -2.5f}});
   EXPECT_EQ(sample_one(sampler, logits, greedy).token, 3);
-  EXPECT_EQ(row_of(logits, 0)[3], 2.5f);
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0)[3], 2.5f);
 
   SamplingParams p;  // temperature 1: token 0 would take ~64% of the draws
   p.logit_bias = {{0, -kInf}};

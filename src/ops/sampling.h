@@ -22,7 +22,8 @@
 //           rows with a slot instead of a history; rows with kSampleUpdateCounts add their
 //           sampled token (+2) after sampling (n_slots may be 0)
 //   work    [>= n_rows, vocab] f32 scratch: rows with penalties or bias (or NaNs, on the CPU) are
-//           rewritten here; after the call a row there holds its processed logits
+//           rewritten here; after the call a row there holds its processed logits, or its
+//           sampling distribution with kSampleProbs
 //   out     [kSampleOutRows, >= n_rows] i32 (structure of arrays, see kSampleOut*)
 #pragma once
 
@@ -50,6 +51,11 @@ inline constexpr uint32_t kSampleUpdateCounts = 1u << 4;  // add the sampled tok
 // With kSampleLogprobs: the logprobs of the penalized, biased row times inv_temperature (before
 // top-k / top-p / min-p) instead of the raw row's (SamplingParams::LogprobsMode::kTempered).
 inline constexpr uint32_t kSampleLogprobsTempered = 1u << 5;
+// Write the row's sampling distribution into its `work` row after the draw: p_i = kept weight /
+// kept mass (f32; after penalties, bias, temperature, top-k, top-p, min-p; one-hot at the token
+// for greedy rows or rows with every token banned), replacing the processed logits there. What a
+// speculative verifier needs for the general rule (accept min(1, p / q), residual max(0, p - q)).
+inline constexpr uint32_t kSampleProbs = 1u << 6;
 
 // One row's knobs, packed by the host once per step (plain bytes, uploaded as is).
 struct SampleRowParams {

@@ -30,7 +30,7 @@ class CudaSamplerAgreementTest : public test::CudaTest {};
 
 struct Totals {
   int64_t rows = 0, same = 0, greedy_rows = 0, greedy_same = 0;
-  double worst_logprob = 0.0;
+  double worst_logprob = 0.0, worst_prob = 0.0;
 };
 
 // Samples `rows` over `logits` (CPU) on both devices and accumulates the comparison; per config
@@ -47,7 +47,16 @@ void compare(Sampler& cpu, Sampler& gpu_sampler, const Tensor& logits,
   const int64_t vocab = logits.size(1);
   for (size_t r = 0; r < rows.size(); ++r) {
     const SamplingParams& p = *rows[r].params;
-    if (p.has_penalties() || !p.logit_bias.empty()) {
+    if (rows[r].want_probs) {  // the distributions drawn from
+      const float* x = proc_cpu.data<float>() + static_cast<int64_t>(r) * vocab;
+      const float* y = proc_gpu.data<float>() + static_cast<int64_t>(r) * vocab;
+      double worst = 0.0;
+      for (int64_t i = 0; i < vocab; ++i) worst = std::max<double>(worst, std::fabs(x[i] - y[i]));
+      t.worst_prob = std::max(t.worst_prob, worst);
+      if (a[r].token == b[r].token) {
+        EXPECT_LE(worst, 1e-6) << what << " row " << r << ": distributions differ";
+      }
+    } else if (p.has_penalties() || !p.logit_bias.empty()) {
       const float* x = proc_cpu.data<float>() + static_cast<int64_t>(r) * vocab;
       const float* y = proc_gpu.data<float>() + static_cast<int64_t>(r) * vocab;
       int64_t n_diff = 0;
@@ -80,7 +89,8 @@ void compare(Sampler& cpu, Sampler& gpu_sampler, const Tensor& logits,
 
 // Engine-like batches: each row takes the next configuration (so one batch mixes all of them),
 // its own seed, step and stream, a prompt and output history; a third of the rows carry a
-// structured-output mask; logprobs alternate raw and tempered.
+// structured-output mask; logprobs alternate raw and tempered; every fifth row also reports the
+// distribution it was drawn from.
 TEST_F(CudaSamplerAgreementTest, MixedBatchesGiveTheSameTokensAndLogprobs) {
   Totals t;
   for (int64_t vocab : {32000L, 151936L}) {
@@ -118,22 +128,23 @@ TEST_F(CudaSamplerAgreementTest, MixedBatchesGiveTheSameTokensAndLogprobs) {
         const size_t c = static_cast<size_t>(bi * batch + r) % configs.size();
         rows.push_back({&configs[c].params, &prompts[static_cast<size_t>(r)],
                         &outputs[static_cast<size_t>(r)], 7000u + static_cast<uint64_t>(r),
-                        static_cast<uint64_t>(bi), static_cast<uint64_t>(r % 4)});
+                        static_cast<uint64_t>(bi), static_cast<uint64_t>(r % 4), r % 5 == 2});
       }
       compare(cpu, dev, logits, rows, t, "mixed");
     }
   }
   std::printf("  mixed batches: %lld/%lld rows with equal tokens (greedy %lld/%lld), max logprob "
-              "diff %.3g\n",
+              "diff %.3g, max probability diff %.3g\n",
               static_cast<long long>(t.same), static_cast<long long>(t.rows),
               static_cast<long long>(t.greedy_same), static_cast<long long>(t.greedy_rows),
-              t.worst_logprob);
+              t.worst_logprob, t.worst_prob);
   EXPECT_LE(t.rows - t.same, std::max<int64_t>(1, t.rows / 1000));
 }
 
 // Speculative verify rows: request j's 1 + k rows sample consecutive Philox steps with output +
 // the drafts before each row as the penalty context (what Scheduler::queue_verify_rows stages),
-// and the count-table mode over decode steps; both devices agree token for token.
+// with their target distributions (want_probs), and the count-table mode over decode steps; both
+// devices agree token for token.
 TEST_F(CudaSamplerAgreementTest, VerifyRowsAndCountTableAgree) {
   const int64_t vocab = 50000;
   const int32_t n_req = 6, k = 4, n_rows = n_req * (k + 1);
@@ -157,7 +168,8 @@ TEST_F(CudaSamplerAgreementTest, VerifyRowsAndCountTableAgree) {
       c.insert(c.end(), drafts[static_cast<size_t>(j)].begin(),
                drafts[static_cast<size_t>(j)].begin() + d);
       rows.push_back({&p, &prompts[static_cast<size_t>(j)], &c, 11u + static_cast<uint64_t>(j),
-                      outputs[static_cast<size_t>(j)].size() + static_cast<uint64_t>(d), 0});
+                      outputs[static_cast<size_t>(j)].size() + static_cast<uint64_t>(d), 0,
+                      /*want_probs=*/true});
     }
   }
   Totals t;

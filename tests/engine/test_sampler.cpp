@@ -259,6 +259,58 @@ TEST(Sampler, EachFilterMatchesTheAnalyticDistributionDrawByDraw) {
   }
 }
 
+// SamplerRow::want_probs: the distribution each row was drawn from, as the analytic model gives
+// it (temperature, top-k, top-p, min-p after penalties and bias), one-hot for greedy rows, with
+// rows that did not ask left alone; the token drawn is the same as without it.
+TEST(Sampler, ReportsTheDistributionItDrawsFrom) {
+  const int64_t vocab = 2000;
+  Sampler sampler(vocab, 8);
+  std::vector<SamplingParams> ps(6);
+  ps[0].temperature = 0.7f;
+  ps[1].top_k = 30;
+  ps[2].top_p = 0.8f;
+  ps[3].min_p = 0.1f;
+  ps[3].logit_bias = {{5, 3.0f}};
+  ps[4].temperature = 1.3f;
+  ps[4].top_k = 200;
+  ps[4].top_p = 0.9f;
+  ps[5].temperature = 0.0f;  // greedy: one-hot
+  std::vector<std::vector<float>> raw;
+  for (uint64_t i = 0; i < ps.size(); ++i) raw.push_back(random_logits(vocab, 70 + i, 2.0f));
+  Tensor logits = make_logits(raw);
+  std::vector<SamplerRow> rows;
+  for (size_t i = 0; i < ps.size(); ++i) rows.push_back({&ps[i], nullptr, nullptr, 3, i, 0, true});
+  std::vector<SampleResult> out, plain;
+  sampler.sample(logits, rows, out);
+  std::vector<float> probs = sampler.probabilities().to_vector<float>();
+  for (size_t r = 0; r < ps.size(); ++r) {
+    std::vector<float> biased = raw[r];
+    for (const auto& [id, b] : ps[r].logit_bias) biased[static_cast<size_t>(id)] += b;
+    std::vector<double> want(static_cast<size_t>(vocab), 0.0);
+    if (ps[r].is_greedy()) {
+      want[static_cast<size_t>(argmax_lower_id(biased.data(), vocab))] = 1.0;
+    } else {
+      want = filtered_probs(biased, ps[r]);
+    }
+    double sum = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float got = probs[r * vocab + i];
+      sum += got;
+      worst = std::max(worst, std::fabs(got - want[static_cast<size_t>(i)]));
+      if (want[static_cast<size_t>(i)] == 0.0) {
+        EXPECT_EQ(got, 0.0f) << "row " << r << " token " << i << " is outside the kept set";
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
+    EXPECT_LT(worst, 1e-6) << "row " << r;
+    EXPECT_GT(probs[r * vocab + out[r].token], 0.0f) << "row " << r;
+  }
+  // The same rows without want_probs draw the same tokens.
+  for (SamplerRow& row : rows) row.want_probs = false;
+  sampler.sample(logits, rows, plain);
+  for (size_t r = 0; r < ps.size(); ++r) EXPECT_EQ(plain[r].token, out[r].token) << r;
+}
+
 TEST(Sampler, TopKOneEqualsGreedy) {
   const int64_t vocab = 1000;
   Sampler sampler(vocab, 1);

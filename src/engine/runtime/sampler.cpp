@@ -239,6 +239,7 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
     p.pen_begin = at;
     if (sp.has_penalties() && slot < 0) at = pack_history(row, entries, at);
     p.pen_end = at;
+    if (row.want_probs) p.flags |= ops::kSampleProbs;
     p.seed = row.seed;
     p.stream = row.stream;
     p.step = row.step;

@@ -48,6 +48,9 @@ struct SamplerRow {
   uint64_t seed;        // the request's seed (the engine picks one when params->seed is empty)
   uint64_t step;        // index of the token being sampled: the Philox index
   uint64_t stream = 0;  // distinguishes the n parallel samples of one request: the Philox stream
+  // Also report the row's sampling distribution (probabilities(), after masks, penalties, bias,
+  // temperature, top-k, top-p and min-p): the target p of speculative verification.
+  bool want_probs = false;
 };
 
 struct SampleResult {
@@ -93,8 +96,11 @@ class Sampler {
   // The last launch's ids on the device: [max_rows] i32 (a view; valid until the next launch), to
   // feed the next step's input ids without a host round trip.
   Tensor device_tokens() const;
-  // [max_rows, vocab] f32: after a launch, row r holds row r's processed logits (penalties and
-  // bias applied) when the row had penalties or bias; other rows are stale. For tests.
+  // [max_rows, vocab] f32 on the device: after a launch, row r holds the distribution row r was
+  // drawn from when it asked (SamplerRow::want_probs: p_i = kept weight / kept mass, zero outside
+  // the kept set; one-hot for greedy rows), else its processed logits (penalties and bias
+  // applied) when it had penalties or bias; other rows are stale. Valid until the next launch.
+  const Tensor& probabilities() const { return work_; }
   const Tensor& processed_logits() const { return work_; }
   // The count table [max_slots, vocab] i32 (empty until the first reset_slot(); for tests).
   const Tensor& counts() const { return counts_; }

@@ -351,6 +351,17 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* entrie
   out[kSampleOutLogprob * os + row] =
       want_lp ? float_to_bits((lp_row[token] * lp_scale - lp_max) - lp_log_sum) : 0;
   if ((p.flags & kSampleUpdateCounts) && counts_row != nullptr) counts_row[token] += 2;
+  if (p.flags & kSampleProbs) {  // after every read of `l` (which may be this very row)
+    if ((p.flags & kSampleGreedy) || m == kNegInf) {
+      std::fill(proc, proc + n, 0.0f);
+      proc[token] = 1.0f;
+    } else {  // s.prob holds the kept weights (dropped ones 0)
+      const float* w = s.prob.data();
+      const auto mass = static_cast<double>(fixed_sum(w, n));
+      for (int64_t i = 0; i < n; ++i)
+        proc[i] = static_cast<float>(static_cast<double>(sample_fixed(w[i])) / mass);
+    }
+  }
 }
 
 }  // namespace

@@ -541,22 +541,59 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
     // 6. Min-p and the draw in ascending id order.
     const float min_p = p.min_p;
     const float u = philox_uniform(p.seed, p.stream, p.step);
+    auto kept = [&](int64_t i, float v) -> uint64_t {
+      const uint32_t key = sample_key(v);
+      if (key < kth_key || sample_rank(key, static_cast<int32_t>(i)) < cut) return 0;
+      const float w = weight(v);
+      if (w < min_p && v != m) return 0;
+      return sample_fixed(w);
+    };
     const int32_t drawn = ordered_select(
-        src, n,
-        [&](int64_t i, float v) -> uint64_t {
-          const uint32_t key = sample_key(v);
-          if (key < kth_key || sample_rank(key, static_cast<int32_t>(i)) < cut) return 0;
-          const float w = weight(v);
-          if (w < min_p && v != m) return 0;
-          return sample_fixed(w);
-        },
+        src, n, kept,
         [&](uint64_t total) {
           return static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(total));
         },
         s_red, s_int);
     if (drawn >= 0) token = drawn;
+    if (p.flags & kSampleProbs) {
+      // The distribution: kept weight / kept mass, into this row of `work` (which `src` may be:
+      // each thread reads an element before it writes it, and the row's other reads are done,
+      // except the logprob at `token`, read into a register first).
+      const float lp_tok = sanitize(lp_row[token]);
+      const double mass = static_cast<double>(row_sum(src, n, vec4, kept, s_red));
+      float* wr = a.work + row * n;
+      for_each(src, n, vec4, [&](int64_t i, float v) {
+        wr[i] = static_cast<float>(static_cast<double>(kept(i, v)) / mass);
+      });
+      if (tid == 0) {
+        out[kSampleOutToken * os + row] = token;
+        out[kSampleOutLogprob * os + row] =
+            want_lp ? __float_as_int(__fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max),
+                                               lp_log_sum))
+                    : 0;
+        if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
+          a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
+      }
+      return;
+    }
   }
 
+  if (p.flags & kSampleProbs) {  // greedy, or every token banned: one-hot at the token
+    const float lp_tok = sanitize(lp_row[token]);
+    __syncthreads();  // every thread has read its own `token` from `src` before the row changes
+    float* wr = a.work + row * n;
+    for (int64_t i = tid; i < n; i += kThreads) wr[i] = i == token ? 1.0f : 0.0f;
+    if (tid == 0) {
+      out[kSampleOutToken * os + row] = token;
+      out[kSampleOutLogprob * os + row] =
+          want_lp ? __float_as_int(__fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max),
+                                             lp_log_sum))
+                  : 0;
+      if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
+        a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
+    }
+    return;
+  }
   if (tid == 0) {
     out[kSampleOutToken * os + row] = token;
     out[kSampleOutLogprob * os + row] =

@@ -65,7 +65,7 @@ struct SampleRowParams {
   int32_t top_k = 0;             // 0 = off (normalized: k >= vocab is off)
   float presence = 0.0f, frequency = 0.0f, repetition = 1.0f;
   uint32_t flags = 0;
-  int32_t n_top_logprobs = 0;               // 0..kSampleMaxTopLogprobs (needs kSampleLogprobs)
+  int32_t n_top_logprobs = 0;  // 0..kSampleMaxTopLogprobs (needs kSampleLogprobs)
   // Penalties read counts[slot] when slot >= 0, else the history entries [pen_begin, pen_end).
   int32_t slot = -1;                        // row of `counts` (penalties / update), -1 = none
   int32_t bias_begin = 0, bias_end = 0;     // range of `entries` rows: the logit bias

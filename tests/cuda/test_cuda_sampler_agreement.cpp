@@ -60,7 +60,8 @@ void compare(Sampler& cpu, Sampler& gpu_sampler, const Tensor& logits,
       const float* x = proc_cpu.data<float>() + static_cast<int64_t>(r) * vocab;
       const float* y = proc_gpu.data<float>() + static_cast<int64_t>(r) * vocab;
       int64_t n_diff = 0;
-      for (int64_t i = 0; i < vocab; ++i) n_diff += !(x[i] == y[i] || (x[i] != x[i] && y[i] != y[i]));
+      for (int64_t i = 0; i < vocab; ++i)
+        n_diff += !(x[i] == y[i] || (x[i] != x[i] && y[i] != y[i]));
       EXPECT_EQ(n_diff, 0) << what << " row " << r << ": processed logits differ";
     }
     ++t.rows;
@@ -133,11 +134,12 @@ TEST_F(CudaSamplerAgreementTest, MixedBatchesGiveTheSameTokensAndLogprobs) {
       compare(cpu, dev, logits, rows, t, "mixed");
     }
   }
-  std::printf("  mixed batches: %lld/%lld rows with equal tokens (greedy %lld/%lld), max logprob "
-              "diff %.3g, max probability diff %.3g\n",
-              static_cast<long long>(t.same), static_cast<long long>(t.rows),
-              static_cast<long long>(t.greedy_same), static_cast<long long>(t.greedy_rows),
-              t.worst_logprob, t.worst_prob);
+  std::printf(
+      "  mixed batches: %lld/%lld rows with equal tokens (greedy %lld/%lld), max logprob "
+      "diff %.3g, max probability diff %.3g\n",
+      static_cast<long long>(t.same), static_cast<long long>(t.rows),
+      static_cast<long long>(t.greedy_same), static_cast<long long>(t.greedy_rows), t.worst_logprob,
+      t.worst_prob);
   EXPECT_LE(t.rows - t.same, std::max<int64_t>(1, t.rows / 1000));
 }
 

@@ -1,8 +1,8 @@
 // CUDA sampling (ops/cuda/sampling.cu through the Sampler on a CUDA device) against the CPU: the
 // same Sampler on the CPU (ops/cpu/sampling.cpp, same arithmetic: tokens identical up to exp
-// rounding) and the plain ReferenceSampler over thousands of rows per filter configuration, greedy on tied rows,
-// both top-k/top-p paths (shared-memory candidates and the exact bisection fallback), raw
-// logprobs vs log_softmax, the incremental count table over decode steps, an empirical
+// rounding) and the plain ReferenceSampler over thousands of rows per filter configuration, greedy
+// on tied rows, both top-k/top-p paths (shared-memory candidates and the exact bisection fallback),
+// raw logprobs vs log_softmax, the incremental count table over decode steps, an empirical
 // distribution check, CUDA-graph capture and replay, and a DISABLED_ benchmark (B = 1 and 64,
 // vocab 100k and 151936).
 #include <cuda_runtime.h>
@@ -79,11 +79,10 @@ TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndReferenceOnEveryConfig) {
       // The plain reference is slow (full sorts): its first 256 rows.
       test::Agreement t =
           agree(dev, twin, logits.slice(0, 0, std::min<int64_t>(256, c.rows)), cfg.params, 91);
-      std::printf(
-          "  vocab %6lld sd %.0f %-16s vs CPU %lld/%lld (%.3f%%), vs reference %lld/%lld\n",
-          static_cast<long long>(c.vocab), c.body_sd, cfg.name.c_str(),
-          static_cast<long long>(a.same), static_cast<long long>(a.rows), 100.0 * a.rate(),
-          static_cast<long long>(t.same), static_cast<long long>(t.rows));
+      std::printf("  vocab %6lld sd %.0f %-16s vs CPU %lld/%lld (%.3f%%), vs reference %lld/%lld\n",
+                  static_cast<long long>(c.vocab), c.body_sd, cfg.name.c_str(),
+                  static_cast<long long>(a.same), static_cast<long long>(a.rows), 100.0 * a.rate(),
+                  static_cast<long long>(t.same), static_cast<long long>(t.rows));
       // Sampled rows may differ only at floating-point boundaries of the inverse CDF: at most one
       // row per 1000 (at least one; the H200 showed 1/256 on top_p_hot and bias, 2/2048 on
       // temperature); >= 99.9% over all configs together is checked below.

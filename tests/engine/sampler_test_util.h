@@ -231,8 +231,7 @@ class ReferenceSampler {
       uint64_t mass = 0;
       for (int64_t i = 0; i < n; ++i) mass += keep[i] ? fx[i] : 0;
       const float u = philox_uniform(row.seed, row.stream, row.step);
-      const auto target =
-          static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(mass));
+      const auto target = static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(mass));
       uint64_t cum = 0;
       for (int64_t i = 0; i < n; ++i) {
         cum += keep[i] ? fx[i] : 0;
@@ -243,8 +242,10 @@ class ReferenceSampler {
       }
     }
     res.token = token;
-    if (p.logprobs) res.logprob = (lp_row[token] * lp_scale - lp_max) - lp_log_sum;
-    else res.top_logprobs.clear();
+    if (p.logprobs)
+      res.logprob = (lp_row[token] * lp_scale - lp_max) - lp_log_sum;
+    else
+      res.top_logprobs.clear();
     return res;
   }
 

@@ -143,7 +143,8 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   // Token 0 in the prompt, token 1 twice in the output, token 4 (logit 0) in both: each is
   // penalized once; tokens 2 and 3 are untouched.
   SampleResult r = sample_one(sampler, logits, p, {0, 4}, {1, 1, 4});
-  EXPECT_EQ(row_of(sampler.processed_logits(), 0), (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, 0.0f}));
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0),
+            (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, 0.0f}));
   EXPECT_EQ(r.token, 0);  // 1.0 vs 1.0: ties to the lower id
 }
 

@@ -120,8 +120,8 @@ int32_t Sampler::pack_history(const SamplerRow& row, int32_t* entries, int32_t a
 
 void Sampler::reset_slot(int32_t slot, const std::vector<int32_t>& prompt,
                          const std::vector<int32_t>& output) {
-  VELA_CHECK(slot >= 0 && slot < max_slots_, "Sampler::reset_slot: slot ", slot,
-             " is outside [0, ", max_slots_, ")");
+  VELA_CHECK(slot >= 0 && slot < max_slots_, "Sampler::reset_slot: slot ", slot, " is outside [0, ",
+             max_slots_, ")");
   auto check = [&](const std::vector<int32_t>& tokens, const char* what) {
     for (int32_t t : tokens)
       VELA_CHECK(t >= 0 && t < vocab_size_, "Sampler: ", what, " token id ", t,
@@ -149,8 +149,8 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
   const auto n_rows = static_cast<int32_t>(rows.size());
   VELA_CHECK(rows.size() <= static_cast<size_t>(max_rows_), "Sampler: ", rows.size(),
              " rows exceed max_rows ", max_rows_);
-  VELA_CHECK(slots == nullptr || slots->size() == rows.size(), "Sampler: ",
-             slots ? slots->size() : 0, " slots for ", rows.size(), " rows");
+  VELA_CHECK(slots == nullptr || slots->size() == rows.size(),
+             "Sampler: ", slots ? slots->size() : 0, " slots for ", rows.size(), " rows");
   // Validate everything before writing anything; bound the entries this step needs.
   int64_t n_entries = 0;
   for (int32_t r = 0; r < n_rows; ++r) {

@@ -153,7 +153,8 @@ bool find_top_p_cut(Cand* cand, int64_t n, const float* w, uint64_t target, Cand
     if (before(c, b)) std::swap(b, c);
     if (before(b, a)) std::swap(a, b);
     const Cand pivot = b;
-    Cand* mid = std::partition(cand + lo, cand + hi, [&](const Cand& x) { return before(x, pivot); });
+    Cand* mid =
+        std::partition(cand + lo, cand + hi, [&](const Cand& x) { return before(x, pivot); });
     uint64_t mass_before = 0;
     for (Cand* q = cand + lo; q < mid; ++q) mass_before += sample_fixed(w[q->second]);
     if (acc + mass_before >= target) {
@@ -289,8 +290,8 @@ int32_t sample_filtered(const float* l, int64_t n, float m, const SampleRowParam
 }
 
 void sample_row(const float* in, const SampleRowParams& p, const int32_t* entries,
-                int32_t* counts_row, float* proc, int64_t n, int32_t* out, int64_t os,
-                int64_t row, RowScratch& s) {
+                int32_t* counts_row, float* proc, int64_t n, int32_t* out, int64_t os, int64_t row,
+                RowScratch& s) {
   bool has_nan = false;
   const float raw_max = max_value(in, n, &has_nan);
   const float* raw = in;

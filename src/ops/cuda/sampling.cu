@@ -568,8 +568,8 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
       if (tid == 0) {
         out[kSampleOutToken * os + row] = token;
         out[kSampleOutLogprob * os + row] =
-            want_lp ? __float_as_int(__fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max),
-                                               lp_log_sum))
+            want_lp ? __float_as_int(
+                          __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
                     : 0;
         if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
           a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
@@ -586,8 +586,8 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
     if (tid == 0) {
       out[kSampleOutToken * os + row] = token;
       out[kSampleOutLogprob * os + row] =
-          want_lp ? __float_as_int(__fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max),
-                                             lp_log_sum))
+          want_lp ? __float_as_int(
+                        __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
                   : 0;
       if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
         a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;

@@ -31,5 +31,6 @@ int bench_model_main(int argc, char** argv);
 int bench_engine_main(int argc, char** argv);
 int bench_serve_main(int argc, char** argv);
 int bench_spec_main(int argc, char** argv);
+int bench_sampler_main(int argc, char** argv);
 
 }  // namespace vela::cli

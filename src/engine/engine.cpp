@@ -12,7 +12,6 @@
 #include "engine/cache/req_to_token_pool.h"
 #include "engine/cache/task_cache_manager.h"
 #include "engine/constrain/grammar_compiler.h"
-#include "engine/runtime/device_sampler.h"
 #include "engine/runtime/executor.h"
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
@@ -103,10 +102,9 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   eo.time_device = cfg_.time_device;
   eo.padding_slot = cuda ? storage_->padding_slot() : -1;
   executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);
-  sampler_ = std::make_unique<Sampler>(mc.vocab_size, n_logit_rows);
-  if (cuda) device_sampler_ = std::make_unique<DeviceSampler>(mc.vocab_size, n_logit_rows, dev);
+  sampler_ = std::make_unique<Sampler>(mc.vocab_size, n_logit_rows, dev);
   scheduler_ = std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_,
-                                           tokenizer_.get(), eos_ids_, device_sampler_.get());
+                                           tokenizer_.get(), eos_ids_);
   // Setup ran on this thread's stream; the loop uses the engine's stream: finish setup first.
   if (cuda) cuda::synchronize(dev.index);
   if (executor_->graphs_enabled()) {

@@ -5,7 +5,7 @@
 //  - What callers read without a lock never changes after construction: the model's
 //    architecture (model_config(), a copy; update_weights only accepts the same architecture),
 //    the config, the tokenizer, the EOS ids.
-//  - The model, the KV cache, the executor and the samplers belong to the scheduler's loop
+//  - The model, the KV cache, the executor and the sampler belong to the scheduler's loop
 //    thread. Anyone else touches them only through the StepGate, between two steps
 //    (update_weights, pause(), check_integrity()); the gate is fair, so such a caller waits for
 //    at most the step in flight.
@@ -40,7 +40,6 @@ class InferenceWorkspace;
 class TaskCacheManager;
 class Executor;
 class Sampler;
-class DeviceSampler;
 namespace constrain {
 class GrammarCompiler;
 }
@@ -134,8 +133,7 @@ class Engine {
   std::unique_ptr<InferenceWorkspace> ws_;
   std::unique_ptr<TaskCacheManager> cache_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<Sampler> sampler_;
-  std::unique_ptr<DeviceSampler> device_sampler_;  // CUDA: sampling on the logits' device
+  std::unique_ptr<Sampler> sampler_;  // on the model's device
   std::unique_ptr<Scheduler> scheduler_;
   std::mutex grammar_mu_;  // creates grammar_compiler_ once
   std::unique_ptr<constrain::GrammarCompiler> grammar_compiler_;

@@ -7,7 +7,6 @@
 
 #include "core/log.h"
 #include "core/rng.h"
-#include "engine/runtime/device_sampler.h"
 #include "model/lora_adapter.h"
 
 namespace vela {
@@ -36,12 +35,11 @@ std::vector<int32_t> prefix_key(const Task& t, int32_t n) {
 
 Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor,
                      Sampler& sampler, InferenceWorkspace& ws, const Tokenizer* tokenizer,
-                     std::vector<int32_t> eos_ids, DeviceSampler* device_sampler)
+                     std::vector<int32_t> eos_ids)
     : cfg_(cfg),
       cache_(cache),
       executor_(executor),
       sampler_(sampler),
-      device_sampler_(device_sampler),
       ws_(ws),
       tokenizer_(tokenizer),
       eos_ids_(std::move(eos_ids)) {
@@ -285,37 +283,24 @@ void Scheduler::fill_masks(const Tensor& logits) {
 }
 
 void Scheduler::sample(const Tensor& logits) {
-  const int64_t n = static_cast<int64_t>(sample_rows_.size()), vocab = logits.size(1);
+  const int64_t n = static_cast<int64_t>(sample_rows_.size());
   bool identity = true;  // sample row j reads forward row j (every decode step)
   for (int64_t j = 0; j < n; ++j) identity = identity && sample_src_[static_cast<size_t>(j)] == j;
   fill_masks(logits);
-  const bool masked = masks_ && masks_->size() > 0;
-  if (device_sampler_ != nullptr) {
-    // Not identity (forked n > 1 siblings share their leader's row): there may be more sample
-    // rows than forward rows, so gather into the workspace instead of slicing the logits.
-    Tensor rows;
-    if (identity) {
-      rows = logits.slice(0, 0, n);
-    } else {
-      rows = ws_.logits.slice(0, 0, n);
-      for (int64_t j = 0; j < n; ++j) {
-        Tensor dst = rows.select(0, j);
-        dst.copy_(logits.select(0, sample_src_[static_cast<size_t>(j)]));
-      }
+  // Not identity (forked n > 1 siblings share their leader's row): there may be more sample rows
+  // than forward rows, so gather into the workspace instead of slicing the logits. The sampler
+  // reads its rows only (penalties and bias go to its own scratch), on either device.
+  Tensor rows;
+  if (identity) {
+    rows = logits.slice(0, 0, n);
+  } else {
+    rows = ws_.logits.slice(0, 0, n);
+    for (int64_t j = 0; j < n; ++j) {
+      Tensor dst = rows.select(0, j);
+      dst.copy_(logits.select(0, sample_src_[static_cast<size_t>(j)]));
     }
-    if (masked) masks_->apply(rows);  // in place: each forward row feeds one sample row here
-    device_sampler_->sample(rows, sample_rows_, sample_out_);
-    return;
   }
-  // The CPU sampler (CPU engines; CUDA ones always have a DeviceSampler) edits rows in place
-  // (penalties, bias): each sample row gets its own copy in the workspace.
-  VELA_ASSERT(logits.device().is_cpu(), "a CUDA engine samples with its DeviceSampler");
-  for (int64_t j = 0; j < n; ++j)
-    std::memcpy(ws_.logits.data<float>() + j * vocab,
-                logits.data<float>() + sample_src_[static_cast<size_t>(j)] * vocab,
-                static_cast<size_t>(vocab) * sizeof(float));
-  Tensor rows = ws_.logits.slice(0, 0, n);
-  if (masked) masks_->apply(rows);
+  if (masks_ && masks_->size() > 0) masks_->apply(rows);  // in place: one forward row per row here
   sampler_.sample(rows, sample_rows_, sample_out_);
 }
 

@@ -52,13 +52,10 @@ struct EngineStats {
   SpeculativeStats speculative;
 };
 
-class DeviceSampler;
-
 class Scheduler {
  public:
   Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor, Sampler& sampler,
-            InferenceWorkspace& ws, const Tokenizer* tokenizer, std::vector<int32_t> eos_ids,
-            DeviceSampler* device_sampler = nullptr);
+            InferenceWorkspace& ws, const Tokenizer* tokenizer, std::vector<int32_t> eos_ids);
 
   // Thread-safe: queues the n tasks of a request. Returns false when the queue is full.
   bool submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle);
@@ -97,8 +94,7 @@ class Scheduler {
   EngineConfig cfg_;
   TaskCacheManager& cache_;
   Executor& executor_;
-  Sampler& sampler_;
-  DeviceSampler* device_sampler_;    // CUDA: samples on the device (then sampler_ is unused)
+  Sampler& sampler_;                 // on the logits' device
   std::vector<int32_t> sample_src_;  // forward logits row of each sample row
   InferenceWorkspace& ws_;
   const Tokenizer* tokenizer_;
@@ -161,7 +157,7 @@ class Scheduler {
   // After the forward that completed `leader`'s prompt: forks its waiting siblings and queues a
   // sample row for each from the same forward logits row (`logits_row`).
   void fork_siblings(Task& leader, int32_t logits_row);
-  // Samples every queued row from its forward logits row (on the device with a DeviceSampler).
+  // Samples every queued row from its forward logits row (masks first), on the logits' device.
   void sample(const Tensor& logits);
   // The token masks of the queued rows that carry a grammar.
   void fill_masks(const Tensor& logits);

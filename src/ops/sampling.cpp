@@ -1,5 +1,5 @@
-// sample / sample_reset_counts: shape, dtype and device checks, then dispatch to the CPU twin
-// (ops/cpu/sampling.cpp) or the CUDA kernels (ops/cuda/sampling.cu).
+// sample / sample_reset_counts: shape, dtype and device checks, then dispatch to the CPU
+// implementation (ops/cpu/sampling.cpp) or the CUDA kernels (ops/cuda/sampling.cu).
 #include "ops/sampling.h"
 
 #include "ops/checks.h"
@@ -7,7 +7,7 @@
 
 namespace vela::ops {
 
-void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {
   const char* op = "sample";
   check_defined(op, "logits", logits);
@@ -23,11 +23,11 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tens
   check_contiguous(op, "params", params);
   VELA_CHECK(params.numel() >= n_rows * static_cast<int64_t>(sizeof(SampleRowParams)),
              "sample: params ", params.str(), " hold fewer than ", n_rows, " rows");
-  check_defined(op, "bias", bias);
-  check_rank(op, "bias", bias, 2);
-  check_dtype(op, "bias", bias, DType::kI32);
-  check_contiguous(op, "bias", bias);
-  VELA_CHECK(bias.size(1) == 2, "sample: bias ", bias.str(), " must be [n, 2]");
+  check_defined(op, "entries", entries);
+  check_rank(op, "entries", entries, 2);
+  check_dtype(op, "entries", entries, DType::kI32);
+  check_contiguous(op, "entries", entries);
+  VELA_CHECK(entries.size(1) == 2, "sample: entries ", entries.str(), " must be [n, 2]");
   check_defined(op, "counts", counts);
   check_rank(op, "counts", counts, 2);
   check_dtype(op, "counts", counts, DType::kI32);
@@ -47,12 +47,12 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tens
   VELA_CHECK(out.size(0) == kSampleOutRows && out.size(1) >= n_rows, "sample: out ", out.str(),
              " must be [", kSampleOutRows, ", >= ", n_rows, "]");
   check_same_device(op, "params", params, "logits", logits);
-  check_same_device(op, "bias", bias, "logits", logits);
+  check_same_device(op, "entries", entries, "logits", logits);
   check_same_device(op, "counts", counts, "logits", logits);
   check_same_device(op, "work", work, "logits", logits);
   check_same_device(op, "out", out, "logits", logits);
   if (n_rows == 0) return;
-  VELA_DISPATCH(logits.device(), sample, logits, params, bias, counts, work, out);
+  VELA_DISPATCH(logits.device(), sample, logits, params, entries, counts, work, out);
 }
 
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,

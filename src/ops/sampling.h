@@ -1,21 +1,30 @@
-// Batched token sampling as one op: per row, penalties from a token-count table, logit bias,
-// then greedy argmax or temperature / top-k / top-p / min-p and one inverse-CDF draw with the
-// Philox uniform at (seed, stream, step). The semantics are the CPU Sampler's
-// (engine/runtime/sampler.h); DeviceSampler packs its rows into SampleRowParams and calls this.
+// Batched token sampling as one op: per row, penalties (from a sparse history or a token-count
+// table), logit bias, then greedy argmax or temperature / top-k / top-p / min-p and one
+// inverse-CDF draw with the Philox uniform at (seed, stream, step). This is the one sampling
+// pipeline of vela: the engine's Sampler (engine/runtime/sampler.h) packs its rows into
+// SampleRowParams and calls it on the logits' device; the CPU implementation
+// (ops/cpu/sampling.cpp, vectorised) is the reference the CUDA kernels (ops/cuda/sampling.cu)
+// are tested against.
 //
 // Exact arithmetic where order matters: filter weights w = exp(l * s - m * s) (s = 1/T, m the
-// row max) are summed as 2^-40 fixed-point integers, so masses, the top-p cut and the draw do not
-// depend on summation order (CPU twin and CUDA kernel agree bit for bit up to expf rounding).
-// The kept set is a threshold in (logit desc, id asc) order; the draw walks kept ids ascending.
+// row max, each product and difference rounded on its own) are summed as 2^-40 fixed-point
+// integers, so masses, the top-p cut and the draw do not depend on summation order (CPU and CUDA
+// agree bit for bit up to exp rounding). The kept set is a threshold in (logit desc, id asc)
+// order; the draw walks kept ids ascending.
 //
-// Tensors (all on one device; the CPU twin runs when it is the CPU):
-//   logits [n_rows, vocab] f32, unit column stride; read only (NaN reads as -inf)
-//   params [>= n_rows * sizeof(SampleRowParams)] u8: one SampleRowParams per row
-//   bias   [n_bias, 2] i32: (token id, float bits of the bias); rows index it by range
-//   counts [n_slots, vocab] i32: per-slot token counts, (output count << 1) | in_prompt; rows
-//          with kSampleUpdateCounts add their sampled token (+2) after sampling
-//   work   [>= n_rows, vocab] f32 scratch: rows with penalties or bias are rewritten here
-//   out    [kSampleOutRows, >= n_rows] i32 (structure of arrays, see kSampleOut*)
+// Tensors (all on one device):
+//   logits  [n_rows, vocab] f32, unit column stride; read only (NaN reads as -inf)
+//   params  [>= n_rows * sizeof(SampleRowParams)] u8: one SampleRowParams per row
+//   entries [n_entries, 2] i32: per-row ranges of (token id, value) pairs: the logit bias
+//           (value = float bits of the bias) and the penalty history (value = (output count << 1)
+//           | in_prompt, one entry per distinct token)
+//   counts  [n_slots, vocab] i32: per-slot token counts, (output count << 1) | in_prompt, read by
+//           rows with a slot instead of a history; rows with kSampleUpdateCounts add their
+//           sampled token (+2) after sampling (n_slots may be 0)
+//   work    [>= n_rows, vocab] f32 scratch: rows with penalties or bias (or NaNs, on the CPU) are
+//           rewritten here; after the call a row there holds its processed logits, or its
+//           sampling distribution with kSampleProbs
+//   out     [kSampleOutRows, >= n_rows] i32 (structure of arrays, see kSampleOut*)
 #pragma once
 
 #include <cstdint>
@@ -42,6 +51,11 @@ inline constexpr uint32_t kSampleUpdateCounts = 1u << 4;  // add the sampled tok
 // With kSampleLogprobs: the logprobs of the penalized, biased row times inv_temperature (before
 // top-k / top-p / min-p) instead of the raw row's (SamplingParams::LogprobsMode::kTempered).
 inline constexpr uint32_t kSampleLogprobsTempered = 1u << 5;
+// Write the row's sampling distribution into its `work` row after the draw: p_i = kept weight /
+// kept mass (f32; after penalties, bias, temperature, top-k, top-p, min-p; one-hot at the token
+// for greedy rows or rows with every token banned), replacing the processed logits there. What a
+// speculative verifier needs for the general rule (accept min(1, p / q), residual max(0, p - q)).
+inline constexpr uint32_t kSampleProbs = 1u << 6;
 
 // One row's knobs, packed by the host once per step (plain bytes, uploaded as is).
 struct SampleRowParams {
@@ -51,9 +65,11 @@ struct SampleRowParams {
   int32_t top_k = 0;             // 0 = off (normalized: k >= vocab is off)
   float presence = 0.0f, frequency = 0.0f, repetition = 1.0f;
   uint32_t flags = 0;
-  int32_t n_top_logprobs = 0;               // 0..kSampleMaxTopLogprobs (needs kSampleLogprobs)
+  int32_t n_top_logprobs = 0;  // 0..kSampleMaxTopLogprobs (needs kSampleLogprobs)
+  // Penalties read counts[slot] when slot >= 0, else the history entries [pen_begin, pen_end).
   int32_t slot = -1;                        // row of `counts` (penalties / update), -1 = none
-  int32_t bias_begin = 0, bias_end = 0;     // range of `bias` rows
+  int32_t bias_begin = 0, bias_end = 0;     // range of `entries` rows: the logit bias
+  int32_t pen_begin = 0, pen_end = 0;       // range of `entries` rows: the penalty history
   uint64_t seed = 0, stream = 0, step = 0;  // Philox key, stream and index of the uniform
 };
 
@@ -83,8 +99,9 @@ VELA_HOST_DEVICE VELA_INLINE uint64_t sample_rank(uint32_t key, int32_t id) {
 }
 
 // Samples logits.size(0) rows (see the file comment for shapes). Throws InvalidArgument on a
-// shape, dtype or device mismatch; per-row params are trusted (DeviceSampler validates them).
-void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+// shape, dtype or device mismatch; per-row params and entries are trusted (the engine's Sampler
+// validates them). Stream-ordered on CUDA (no host sync, no allocation: graph-capturable).
+void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out);
 
 // Rewrites slots of the count table: for each i < n_resets, zeroes counts[slots[i]] and then

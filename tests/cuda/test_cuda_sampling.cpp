@@ -1,8 +1,8 @@
-// CUDA sampling (ops/cuda/sampling.cu through DeviceSampler) against the CPU references: the op's
-// CPU twin (same algorithm: tokens should be identical up to expf rounding) and the CPU Sampler
-// (the engine's reference) over thousands of rows per filter configuration, greedy on tied rows,
-// both top-k/top-p paths (shared-memory candidates and the exact bisection fallback), raw
-// logprobs vs log_softmax, the incremental count table over decode steps, an empirical
+// CUDA sampling (ops/cuda/sampling.cu through the Sampler on a CUDA device) against the CPU: the
+// same Sampler on the CPU (ops/cpu/sampling.cpp, same arithmetic: tokens identical up to exp
+// rounding) and the plain ReferenceSampler over thousands of rows per filter configuration, greedy
+// on tied rows, both top-k/top-p paths (shared-memory candidates and the exact bisection fallback),
+// raw logprobs vs log_softmax, the incremental count table over decode steps, an empirical
 // distribution check, CUDA-graph capture and replay, and a DISABLED_ benchmark (B = 1 and 64,
 // vocab 100k and 151936).
 #include <cuda_runtime.h>
@@ -19,8 +19,8 @@
 
 #include "core/cuda/stream.h"
 #include "cuda/cuda_test_util.h"
-#include "engine/runtime/device_sampler.h"
-#include "engine/test_device_sampler_util.h"
+#include "engine/runtime/sampler.h"
+#include "engine/sampler_test_util.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -47,7 +47,7 @@ TEST_F(CudaSamplingTest, GreedyMatchesCpuArgmaxOnRandomAndTiedRows) {
     SamplingParams p;
     p.temperature = 0.0f;
     std::vector<SamplerRow> rows(n, SamplerRow{&p, nullptr, nullptr, 0, 0});
-    DeviceSampler dev(vocab, n, gpu());
+    Sampler dev(vocab, n, gpu());
     std::vector<SampleResult> out;
     dev.sample(logits.to(gpu()), rows, out);
     for (int32_t r = 0; r < n; ++r)
@@ -61,8 +61,8 @@ TEST_F(CudaSamplingTest, GreedyMatchesCpuArgmaxOnRandomAndTiedRows) {
 }
 
 // Every configuration over 4096 rows of a 32k vocabulary and 256 rows of 151936: the CUDA tokens
-// vs the CPU twin's and vs the CPU Sampler's.
-TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndTwinOnEveryConfig) {
+// vs the CPU Sampler's and vs the plain reference's.
+TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndReferenceOnEveryConfig) {
   struct Case {
     int64_t vocab, rows;
     float peak, body_sd;  // wide bodies take the exact path for top-p, peaked heads the fast one
@@ -70,24 +70,25 @@ TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndTwinOnEveryConfig) {
   int64_t total = 0, same = 0, twin_total = 0, twin_same = 0;
   for (Case c : {Case{32000, 2048, 8.0f, 2.0f}, Case{32000, 2048, 16.0f, 1.0f},
                  Case{151936, 256, 16.0f, 1.0f}}) {
-    DeviceSampler dev(c.vocab, 64, gpu());
-    DeviceSampler twin(c.vocab, 64, Device::cpu());
-    Sampler cpu(c.vocab, 64);
+    Sampler dev(c.vocab, 64, gpu());
+    test::ReferenceSampler twin(c.vocab);  // the plain reference
+    Sampler cpu(c.vocab, 64);              // the CPU implementation
     Tensor logits = sampling_logits(c.rows, c.vocab, 1234 + c.vocab, c.peak, c.body_sd);
     for (const auto& cfg : sampling_configs(c.vocab)) {
       test::Agreement a = agree(dev, cpu, logits, cfg.params, 91);
-      test::Agreement t = agree(dev, twin, logits, cfg.params, 91);  // the twin has Sampler's API
-      std::printf(
-          "  vocab %6lld sd %.0f %-16s vs Sampler %lld/%lld (%.3f%%), vs CPU twin %lld/%lld\n",
-          static_cast<long long>(c.vocab), c.body_sd, cfg.name.c_str(),
-          static_cast<long long>(a.same), static_cast<long long>(a.rows), 100.0 * a.rate(),
-          static_cast<long long>(t.same), static_cast<long long>(t.rows));
+      // The plain reference is slow (full sorts): its first 256 rows.
+      test::Agreement t =
+          agree(dev, twin, logits.slice(0, 0, std::min<int64_t>(256, c.rows)), cfg.params, 91);
+      std::printf("  vocab %6lld sd %.0f %-16s vs CPU %lld/%lld (%.3f%%), vs reference %lld/%lld\n",
+                  static_cast<long long>(c.vocab), c.body_sd, cfg.name.c_str(),
+                  static_cast<long long>(a.same), static_cast<long long>(a.rows), 100.0 * a.rate(),
+                  static_cast<long long>(t.same), static_cast<long long>(t.rows));
       // Sampled rows may differ only at floating-point boundaries of the inverse CDF: at most one
       // row per 1000 (at least one; the H200 showed 1/256 on top_p_hot and bias, 2/2048 on
       // temperature); >= 99.9% over all configs together is checked below.
       const int64_t allowed = std::max<int64_t>(1, a.rows / 1000);
       EXPECT_LE(a.rows - a.same, allowed) << cfg.name;
-      EXPECT_LE(t.rows - t.same, allowed) << cfg.name;
+      EXPECT_LE(t.rows - t.same, std::max<int64_t>(1, t.rows / 1000)) << cfg.name;
       if (cfg.name == "greedy" || cfg.name == "penalties_greedy") {
         EXPECT_EQ(a.same, a.rows);
       }
@@ -98,7 +99,7 @@ TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndTwinOnEveryConfig) {
       twin_same += t.same;
     }
   }
-  std::printf("  all configs: vs Sampler %lld/%lld (%.4f%%), vs CPU twin %lld/%lld (%.4f%%)\n",
+  std::printf("  all configs: vs CPU %lld/%lld (%.4f%%), vs reference %lld/%lld (%.4f%%)\n",
               static_cast<long long>(same), static_cast<long long>(total), 100.0 * same / total,
               static_cast<long long>(twin_same), static_cast<long long>(twin_total),
               100.0 * twin_same / twin_total);
@@ -116,7 +117,7 @@ TEST_F(CudaSamplingTest, LargeCandidateSetsTakeTheExactPath) {
   float* x = logits.data<float>();
   for (int64_t i = 0; i < logits.numel(); ++i) x[i] = body(gen);
   for (int64_t r = 0; r < n_rows; r += 4) x[r * vocab + 10] = x[r * vocab + 11];  // a tie
-  DeviceSampler dev(vocab, 64, gpu());
+  Sampler dev(vocab, 64, gpu());
   Sampler cpu(vocab, 64);
   SamplingParams flat_p, big_k, both;
   flat_p.top_p = 0.97f;
@@ -148,7 +149,7 @@ TEST_F(CudaSamplingTest, LogprobsEqualLogSoftmaxOfRawLogits) {
   std::vector<SamplerRow> rows;
   for (int32_t r = 0; r < n; ++r)
     rows.push_back({&p, &history, &history, 7, static_cast<uint64_t>(r)});
-  DeviceSampler dev(vocab, n, gpu());
+  Sampler dev(vocab, n, gpu());
   std::vector<SampleResult> out;
   dev.sample(logits.to(gpu()), rows, out);
   double worst = 0.0;
@@ -185,7 +186,7 @@ TEST_F(CudaSamplingTest, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
   for (int32_t r = 0; r < n; ++r)
     rows.push_back(
         {&ps[static_cast<size_t>(r % 4)], &history, &history, 7, static_cast<uint64_t>(r)});
-  DeviceSampler dev(vocab, n, gpu());
+  Sampler dev(vocab, n, gpu());
   std::vector<SampleResult> out;
   dev.sample(logits.to(gpu()), rows, out);
   const float* x = logits.data<float>();
@@ -206,7 +207,7 @@ TEST_F(CudaSamplingTest, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
 TEST_F(CudaSamplingTest, IncrementalCountsMatchFullHistory) {
   const int64_t vocab = 50000;
   const int32_t n_seqs = 8;
-  DeviceSampler dev(vocab, n_seqs, gpu(), 16);
+  Sampler dev(vocab, n_seqs, gpu(), 16);
   Sampler cpu(vocab, n_seqs);
   SamplingParams p;
   p.repetition_penalty = 1.3f;
@@ -276,7 +277,7 @@ TEST_F(CudaSamplingTest, EmpiricalDistributionOfTopKTopP) {
   std::vector<float> flat;
   for (int32_t r = 0; r < batch; ++r) flat.insert(flat.end(), row.begin(), row.end());
   Tensor logits = Tensor::from_vector(flat, {batch, vocab}).to(gpu());
-  DeviceSampler dev(vocab, batch, gpu());
+  Sampler dev(vocab, batch, gpu());
   std::vector<int64_t> hist(vocab, 0);
   std::vector<SampleResult> out;
   for (int32_t b = 0; b < n_batches; ++b) {
@@ -309,7 +310,7 @@ TEST_F(CudaSamplingTest, GraphCaptureAndReplay) {
   {
     cuda::StreamGuard guard(stream);
     Tensor logits = sampling_logits(n, vocab, 42).to(gpu());
-    DeviceSampler dev(vocab, n, gpu()), ref(vocab, n, gpu());
+    Sampler dev(vocab, n, gpu()), ref(vocab, n, gpu());
     SamplingParams p;
     p.top_p = 0.9f;
     p.top_k = 64;
@@ -362,7 +363,7 @@ TEST_F(CudaSamplingTest, DISABLED_Bench) {
     for (int32_t n : {1, 64}) {
       Tensor logits = sampling_logits(n, vocab, 77, 16.0f, 1.0f).to(gpu());
       Tensor wide = sampling_logits(n, vocab, 78).to(gpu());  // most mass in the body
-      DeviceSampler dev(vocab, n, gpu());
+      Sampler dev(vocab, n, gpu());
       std::vector<int32_t> slots(n);
       for (int32_t r = 0; r < n; ++r) {
         slots[r] = r;

@@ -15,7 +15,7 @@
 #include "core/tensor.h"
 #include "core/test_util.h"
 #include "engine/runtime/sampler.h"
-#include "engine/test_device_sampler_util.h"
+#include "engine/sampler_test_util.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -143,7 +143,8 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   // Token 0 in the prompt, token 1 twice in the output, token 4 (logit 0) in both: each is
   // penalized once; tokens 2 and 3 are untouched.
   SampleResult r = sample_one(sampler, logits, p, {0, 4}, {1, 1, 4});
-  EXPECT_EQ(row_of(logits, 0), (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, 0.0f}));
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0),
+            (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, 0.0f}));
   EXPECT_EQ(r.token, 0);  // 1.0 vs 1.0: ties to the lower id
 }
 
@@ -156,12 +157,12 @@ TEST(Sampler, PresenceAndFrequencyPenaltiesCountGeneratedTokensOnly) {
   Tensor logits = make_logits({{1.0f, 1.0f, 1.0f, 1.0f}});
   SampleResult r = sample_one(sampler, logits, p, /*prompt=*/{0, 0, 0}, /*output=*/{2, 3, 2});
   // 2: 1 - 0.25 * 2 - 0.5 = 0; 3: 1 - 0.25 - 0.5 = 0.25; prompt-only token 0 untouched.
-  EXPECT_EQ(row_of(logits, 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
   EXPECT_EQ(r.token, 0);
   // The scratch counts are cleared between rows: the same call again gives the same result.
   Tensor again = make_logits({{1.0f, 1.0f, 1.0f, 1.0f}});
   sample_one(sampler, again, p, {0, 0, 0}, {2, 3, 2});
-  EXPECT_EQ(row_of(again, 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0), (std::vector<float>{1.0f, 1.0f, 0.0f, 0.25f}));
 }
 
 TEST(Sampler, PenaltiesApplyInVllmOrder) {
@@ -177,7 +178,7 @@ TEST(Sampler, PenaltiesApplyInVllmOrder) {
   // 0: 3 / 1.25 - 2 - 0.5; 1: -1 * 1.25 - 1 - 0.5 + 0.75; 2 (prompt only): 0.5 / 1.25.
   std::vector<float> want{3.0f / 1.25f - 2.0f - 0.5f, -1.0f * 1.25f - 1.0f - 0.5f + 0.75f,
                           0.5f / 1.25f};
-  std::vector<float> got = row_of(logits, 0);
+  std::vector<float> got = row_of(sampler.processed_logits(), 0);
   for (size_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << i;
 }
 
@@ -188,7 +189,7 @@ TEST(Sampler, LogitBiasShiftsAndMinusInfinityBans) {
   greedy.logit_bias = {{3, 5.0f}};
   Tensor logits = make_logits({{2.0f, 1.0f, 0.0f, -2.5f}});
   EXPECT_EQ(sample_one(sampler, logits, greedy).token, 3);
-  EXPECT_EQ(row_of(logits, 0)[3], 2.5f);
+  EXPECT_EQ(row_of(sampler.processed_logits(), 0)[3], 2.5f);
 
   SamplingParams p;  // temperature 1: token 0 would take ~64% of the draws
   p.logit_bias = {{0, -kInf}};
@@ -257,6 +258,58 @@ TEST(Sampler, EachFilterMatchesTheAnalyticDistributionDrawByDraw) {
     }
     EXPECT_EQ(seen, analytic_kept) << c.name;
   }
+}
+
+// SamplerRow::want_probs: the distribution each row was drawn from, as the analytic model gives
+// it (temperature, top-k, top-p, min-p after penalties and bias), one-hot for greedy rows, with
+// rows that did not ask left alone; the token drawn is the same as without it.
+TEST(Sampler, ReportsTheDistributionItDrawsFrom) {
+  const int64_t vocab = 2000;
+  Sampler sampler(vocab, 8);
+  std::vector<SamplingParams> ps(6);
+  ps[0].temperature = 0.7f;
+  ps[1].top_k = 30;
+  ps[2].top_p = 0.8f;
+  ps[3].min_p = 0.1f;
+  ps[3].logit_bias = {{5, 3.0f}};
+  ps[4].temperature = 1.3f;
+  ps[4].top_k = 200;
+  ps[4].top_p = 0.9f;
+  ps[5].temperature = 0.0f;  // greedy: one-hot
+  std::vector<std::vector<float>> raw;
+  for (uint64_t i = 0; i < ps.size(); ++i) raw.push_back(random_logits(vocab, 70 + i, 2.0f));
+  Tensor logits = make_logits(raw);
+  std::vector<SamplerRow> rows;
+  for (size_t i = 0; i < ps.size(); ++i) rows.push_back({&ps[i], nullptr, nullptr, 3, i, 0, true});
+  std::vector<SampleResult> out, plain;
+  sampler.sample(logits, rows, out);
+  std::vector<float> probs = sampler.probabilities().to_vector<float>();
+  for (size_t r = 0; r < ps.size(); ++r) {
+    std::vector<float> biased = raw[r];
+    for (const auto& [id, b] : ps[r].logit_bias) biased[static_cast<size_t>(id)] += b;
+    std::vector<double> want(static_cast<size_t>(vocab), 0.0);
+    if (ps[r].is_greedy()) {
+      want[static_cast<size_t>(argmax_lower_id(biased.data(), vocab))] = 1.0;
+    } else {
+      want = filtered_probs(biased, ps[r]);
+    }
+    double sum = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float got = probs[r * vocab + i];
+      sum += got;
+      worst = std::max(worst, std::fabs(got - want[static_cast<size_t>(i)]));
+      if (want[static_cast<size_t>(i)] == 0.0) {
+        EXPECT_EQ(got, 0.0f) << "row " << r << " token " << i << " is outside the kept set";
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
+    EXPECT_LT(worst, 1e-6) << "row " << r;
+    EXPECT_GT(probs[r * vocab + out[r].token], 0.0f) << "row " << r;
+  }
+  // The same rows without want_probs draw the same tokens.
+  for (SamplerRow& row : rows) row.want_probs = false;
+  sampler.sample(logits, rows, plain);
+  for (size_t r = 0; r < ps.size(); ++r) EXPECT_EQ(plain[r].token, out[r].token) << r;
 }
 
 TEST(Sampler, TopKOneEqualsGreedy) {

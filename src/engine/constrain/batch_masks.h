@@ -1,6 +1,6 @@
 // BatchMasks: the token masks of one sampling step, one row per constrained sample row, filled
 // from the GrammarMatchers on the host and applied to the logits (ops::apply_token_bitmask) on the
-// logits' device just before the Sampler / DeviceSampler. Buffers are allocated once (max_rows);
+// logits' device just before the Sampler samples them (on that device). Buffers are allocated once (max_rows);
 // on CUDA the host side is pinned and uploaded stream-ordered. Loop thread only.
 #pragma once
 

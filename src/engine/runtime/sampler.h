@@ -1,18 +1,43 @@
-// Sampler: turns one row of logits per sequence into the next token (CPU reference).
-// Pipeline per row: raw logprobs (only when asked; kTempered ones after the bias) -> penalties ->
-// logit bias -> temperature -> top-k -> top-p -> min-p -> inverse-CDF draw with one Philox uniform
-// at (seed, stream, step), or argmax when greedy. A row's token depends only on its logits, params
-// and (seed, stream, step), never on the other rows of the batch. Not thread-safe (one Sampler per
-// scheduler loop).
+// Sampler: turns one row of logits per sequence into the next token, on the logits' own device
+// (CPU or CUDA), through the one sampling op (ops/sampling.h). Pipeline per row: raw logprobs
+// (only when asked; kTempered ones after the bias) -> penalties -> logit bias -> temperature ->
+// top-k -> top-p -> min-p -> inverse-CDF draw with one Philox uniform at (seed, stream, step), or
+// argmax when greedy. A row's token depends only on its logits, params and (seed, stream, step),
+// never on the other rows of the batch, nor on the device (up to exp rounding at CDF boundaries:
+// see docs/engine.md). Token masks (structured output) are applied to the logits before this
+// (constrain::BatchMasks); speculative verify rows are ordinary rows (engine/spec/rejection.h).
+//
+// A step is stage(rows) on the host (validates and packs every row's params, logit bias and
+// penalty history into one staging buffer, pinned on CUDA, then ONE async upload), launch(logits)
+// (one op on the current stream: no allocation, no host sync, graph-capturable once it has run
+// once), and finish(out) (one async download of the ids, or ids + logprobs, and one stream sync;
+// nothing to copy on the CPU). sample() chains the three.
+//
+// Penalties (repetition over prompt + output, frequency / presence over output) come from:
+//  - the rows' histories (the default, what the engine uses): stage() packs one (token, (output
+//    count << 1) | in_prompt) entry per distinct token of SamplerRow::prompt / output, so a row
+//    costs O(history) on the host and the op touches only those logits;
+//  - or a token-count table counts [max_slots, vocab] i32 kept incrementally: reset_slot(slot,
+//    prompt, output) at admission, then each row's slot passed to stage(); the op adds every token
+//    it samples for a penalized row to its slot, so a decode step uploads nothing per token.
+//    Slots of one step must be distinct. The table is allocated on the first reset_slot().
+// Buffers are sized at construction from (vocab, max_rows); nothing is allocated per step (the
+// entry buffer grows, once, if a step's bias + histories outgrow it; finish() grows `out` only the
+// first time a caller passes a smaller vector). Not thread-safe (one Sampler per scheduler loop).
+// Throws InvalidArgument on bad rows or shapes; a CUDA device in a CPU-only build is Unsupported.
 #pragma once
 
 #include <cstdint>
-#include <exception>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "engine/sampling_params.h"
+
+namespace vela::cuda {
+class StreamEvent;
+}
 
 namespace vela {
 
@@ -23,6 +48,9 @@ struct SamplerRow {
   uint64_t seed;        // the request's seed (the engine picks one when params->seed is empty)
   uint64_t step;        // index of the token being sampled: the Philox index
   uint64_t stream = 0;  // distinguishes the n parallel samples of one request: the Philox stream
+  // Also report the row's sampling distribution (probabilities(), after masks, penalties, bias,
+  // temperature, top-k, top-p and min-p): the target p of speculative verification.
+  bool want_probs = false;
 };
 
 struct SampleResult {
@@ -38,47 +66,88 @@ struct SampleResult {
 
 class Sampler {
  public:
-  // All scratch is allocated here, sized by vocab and rows; sample() does not allocate (beyond
-  // growing `out` the first time the caller passes a smaller vector).
-  Sampler(int64_t vocab_size, int32_t max_rows);
+  // max_slots: rows of the count table (0: max_rows). max_entries: logit-bias + penalty-history
+  // entries of one step over all rows before the buffer grows (0: max(vocab, 1024 * max_rows)).
+  Sampler(int64_t vocab_size, int32_t max_rows, Device device = Device::cpu(),
+          int32_t max_slots = 0, int64_t max_entries = 0);
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
 
-  // logits: [n_rows, vocab_size] f32 on CPU, unit column stride (rows may be strided); modified in
-  // place (penalties and bias). rows.size() == n_rows <= max_rows. Throws InvalidArgument on a
-  // shape mismatch, a null params pointer, or a token id outside the vocabulary (in a prompt,
-  // output or logit_bias); `out` is then unspecified.
-  void sample(Tensor& logits, const std::vector<SamplerRow>& rows, std::vector<SampleResult>& out);
+  // Sets the count-table row `slot` to the tokens of `prompt` (membership) and `output` (counts).
+  // Enqueued on the current stream; throws InvalidArgument on a slot or token id out of range.
+  void reset_slot(int32_t slot, const std::vector<int32_t>& prompt,
+                  const std::vector<int32_t>& output = {});
+
+  // Validates and uploads the rows of the next launch. `slots` (optional, one per row): the
+  // count-table row of each row (-1: none); rows with penalties then must have one. Without
+  // `slots`, penalized rows take their penalties from their prompt / output.
+  void stage(const std::vector<SamplerRow>& rows, const std::vector<int32_t>* slots = nullptr);
+  // logits: [n_rows, vocab] f32 on this sampler's device, unit column stride (rows may be
+  // strided), n_rows == the staged row count; read only. Graph-capturable.
+  void launch(const Tensor& logits);
+  // Reads back the ids (+ logprobs for rows that asked) of the staged rows, once the launch (or
+  // the replay of a graph that captured it) is enqueued; waits for the stream.
+  void finish(std::vector<SampleResult>& out);
+  // stage + launch + finish.
+  void sample(const Tensor& logits, const std::vector<SamplerRow>& rows,
+              std::vector<SampleResult>& out);
+
+  // The last launch's ids on the device: [max_rows] i32 (a view; valid until the next launch), to
+  // feed the next step's input ids without a host round trip.
+  Tensor device_tokens() const;
+  // [max_rows, vocab] f32 on the device: after a launch, row r holds the distribution row r was
+  // drawn from when it asked (SamplerRow::want_probs: p_i = kept weight / kept mass, zero outside
+  // the kept set; one-hot for greedy rows), else its processed logits (penalties and bias
+  // applied) when it had penalties or bias; other rows are stale. Valid until the next launch.
+  const Tensor& probabilities() const { return work_; }
+  const Tensor& processed_logits() const { return work_; }
+  // The count table [max_slots, vocab] i32 (empty until the first reset_slot(); for tests).
+  const Tensor& counts() const { return counts_; }
 
   int64_t vocab_size() const { return vocab_size_; }
   int32_t max_rows() const { return max_rows_; }
+  int32_t max_slots() const { return max_slots_; }
+  Device device() const { return device_; }
 
  private:
-  // Per-worker scratch; worker w handles rows w, w + n_workers, ...
-  struct Scratch {
-    std::vector<float> raw;   // [vocab] raw row copy, for logprobs when the row is modified
-    std::vector<float> prob;  // [vocab] weights exp((l - l_max) / T); raw exps for logprobs
-    std::vector<float> heap;  // [vocab] top-k threshold selection
-    std::vector<std::pair<float, int32_t>> sorted;  // [vocab] (logit, id) top-p candidates
-    std::vector<std::pair<float, int32_t>> top;     // [top_logprobs + 1] (raw logit, id)
-    std::vector<int32_t> count;  // [vocab] output-token counts, zero between rows
-    std::vector<uint8_t> seen;   // [vocab] prompt/output membership, zero between rows
-    std::exception_ptr error;
-  };
-
-  void sample_row(float* logits, const SamplerRow& row, SampleResult& out, Scratch& s) const;
-  void apply_penalties(float* logits, const SamplerRow& row, Scratch& s) const;
-  // log sum exp(scale * (row - row_max)) over the row (its max row_max, scale > 0); appends the
-  // top_logprobs best entries' logprobs to out.top_logprobs.
-  float row_logprobs(const float* row, float row_max, float scale, int32_t top_logprobs, Scratch& s,
-                     SampleResult& out) const;
-  int32_t sample_filtered(const float* logits, const SamplingParams& p, float u, Scratch& s) const;
+  void upload(const Tensor& host, Tensor& dev, size_t bytes);  // async H2D (no-op on the CPU)
+  void alloc_upload(int64_t max_entries);                      // (re)sizes the staging buffers
+  void ensure_counts();                                        // allocates the count table
+  // Appends row's distinct history tokens as (id, (count << 1) | in_prompt) at entries[at..);
+  // returns the new end.
+  int32_t pack_history(const SamplerRow& row, int32_t* entries, int32_t at);
 
   int64_t vocab_size_;
-  int32_t max_rows_;
-  std::vector<Scratch> workers_;
+  int32_t max_rows_, max_slots_;
+  int64_t max_entries_ = 0;
+  Device device_;
+
+  Tensor upload_dev_;   // [params bytes + 8 * max_entries] u8: params then entries, one upload
+  Tensor params_dev_;   // [max_rows * sizeof(SampleRowParams)] u8 (view of upload_dev_)
+  Tensor entries_dev_;  // [max_entries, 2] i32 (view of upload_dev_)
+  Tensor counts_;       // [max_slots, vocab] i32 once used, [0, vocab] before
+  Tensor work_;         // [max_rows, vocab] f32 penalized / biased rows
+  Tensor out_dev_;      // [kSampleOutRows, max_rows] i32
+  Tensor reset_dev_;    // [3 + 2 * vocab] i32: (slot, begin, end) then (id, value) pairs
+
+  // Host mirrors (the device tensors themselves on the CPU).
+  Tensor upload_host_;  // like upload_dev_
+  Tensor out_host_;     // like out_dev_
+  Tensor reset_host_;   // like reset_dev_
+  // CUDA: the last stage() / reset_slot() upload has left its host buffer (null on the CPU).
+  std::unique_ptr<cuda::StreamEvent> upload_done_, reset_done_;
+
+  std::vector<int32_t> mark_;       // [vocab] history scratch, zero between calls
+  std::vector<int32_t> touched_;    // [vocab] tokens marked
+  std::vector<uint8_t> slot_used_;  // [max_slots] stage() duplicate check, zero between calls
+  // What finish() needs about the staged rows.
+  int32_t n_staged_ = -1;  // rows staged and not yet finished; -1: none
+  bool any_logprobs_ = false;
+  std::vector<int32_t> row_top_logprobs_;  // [max_rows] -1: no logprobs, else how many top
 };
 
-// Helpers shared with tests and a future device twin.
-// Argmax of row[0..n) with ties to the lower index.
+// Argmax of row[0..n) with ties to the lower index (NaN never wins; 0 when all are NaN).
 int32_t argmax_lower_id(const float* row, int64_t n);
 
 }  // namespace vela

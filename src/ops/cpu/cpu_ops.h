@@ -46,7 +46,7 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
                              int64_t n_tiles, float scale, Tensor& out);
 
-void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);

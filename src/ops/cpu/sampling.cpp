@@ -1,7 +1,13 @@
-// CPU twin of the sampling op: the same per-row pipeline as ops/cuda/sampling.cu written plainly
-// (nth_element for top-k, a full sort of the candidates for top-p, serial fixed-point sums), so
-// the kernel's thresholds and draw can be checked against it. Rows run in parallel; each worker
-// owns its scratch (grown on first use, then reused).
+// CPU sampling op (ops/sampling.h): the reference implementation and the engine's CPU sampler.
+// Rows run in parallel, each on one thread with that thread's scratch (grown once, then reused).
+// Per row: NaN scan and raw logprobs; penalties and bias into `work` (a copy plus sparse
+// scatters, or one fused pass over a count-table row); tempered logprobs; then greedy argmax, or
+// exp weights and the filters as thresholds over the row (top-k: the k-th largest logit by a
+// bounded heap or nth_element; top-p: a cut rank in (logit desc, id asc) order found by a
+// weighted quickselect over fixed-point weights, no full sort; min-p: a weight floor) and a draw
+// that walks the kept ids ascending in blocks. AVX-512 where the build targets it, scalar loops
+// otherwise. This file is compiled with -ffp-contract=off (CMakeLists.txt): products and
+// differences are rounded one by one, as the CUDA kernel's __fmul_rn / __fsub_rn are.
 #include "ops/sampling.h"
 
 #include <algorithm>
@@ -9,17 +15,20 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/vec.h"
 
 namespace vela::ops::cpu {
 
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+using Cand = std::pair<float, int32_t>;  // (logit, id)
 
 float bits_to_float(int32_t b) {
   float f;
@@ -32,167 +41,353 @@ int32_t float_to_bits(float f) {
   return b;
 }
 
-float sanitize(float v) { return v != v ? kNegInf : v; }
-
-// Largest value, ties to the lower id (row NaN-free). Returns -1 for an empty row.
-int32_t argmax_row(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = static_cast<int32_t>(i);
-  return best;
-}
-
 struct RowScratch {
-  std::vector<float> raw;      // [vocab] sanitized raw logits
-  std::vector<float> sel;      // [vocab] nth_element buffer
-  std::vector<uint64_t> cand;  // [vocab] top-p candidates as sample_rank
+  std::vector<float> clean;  // [vocab] the raw row with NaN -> -inf (rows that have NaNs)
+  std::vector<float> prob;   // [vocab] weights exp(l * s - m * s); raw exps for logprobs
+  std::vector<float> heap;   // [vocab] top-k selection
+  std::vector<Cand> cand;    // [vocab] top-p candidates
+  std::vector<Cand> top;     // [kSampleMaxTopLogprobs + 1] best (logit, id) for top logprobs
+  void reserve(int64_t n) {
+    const auto v = static_cast<size_t>(n);
+    if (prob.size() >= v) return;
+    clean.resize(v);
+    prob.resize(v);
+    heap.resize(v);
+    cand.resize(v);
+    top.reserve(kSampleMaxTopLogprobs + 1);
+  }
 };
 
-void sample_row(const float* in, const SampleRowParams& p, const int32_t* bias, int32_t* counts_row,
-                float* proc, int64_t n, int32_t* out, int64_t out_stride, int64_t row,
-                RowScratch& s) {
-  s.raw.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) s.raw[i] = sanitize(in[i]);
-  const float* raw = s.raw.data();
+// Largest non-NaN value of row[0..n) (-inf when none); *has_nan reports NaNs.
+float max_value(const float* row, int64_t n, bool* has_nan) {
+  float m = kNegInf;
+  bool any_nan = false;
+#pragma omp simd reduction(max : m) reduction(| : any_nan)
+  for (int64_t i = 0; i < n; ++i) {
+    m = row[i] > m ? row[i] : m;
+    any_nan |= row[i] != row[i];
+  }
+  *has_nan = any_nan;
+  return m;
+}
 
-  // Logprobs of the raw row, or (kSampleLogprobsTempered) of the processed one times 1/T.
+// The first index holding m (ties to the lower id); 0 when none (a row of NaN / -inf).
+int32_t first_index_of(const float* row, int64_t n, float m) {
+  for (int64_t i = 0; i < n; ++i)
+    if (row[i] == m) return static_cast<int32_t>(i);
+  return 0;
+}
+
+// w[i] = exp(x[i] * scale - shift), exactly 0 where x[i] == -inf (banned tokens must carry no
+// mass even though exp of the clamped argument is a tiny subnormal).
+void exp_weights(const float* x, float* w, int64_t n, float scale, float shift) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 vs = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift),
+               vninf = _mm512_set1_ps(kNegInf);
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    __m512 e = exp512(_mm512_sub_ps(_mm512_mul_ps(v, vs), vshift));
+    __mmask16 finite = _mm512_cmp_ps_mask(v, vninf, _CMP_NEQ_OQ);
+    _mm512_storeu_ps(w + i, _mm512_maskz_mov_ps(finite, e));
+  }
+#endif
+  for (; i < n; ++i) w[i] = x[i] == kNegInf ? 0.0f : std::exp(x[i] * scale - shift);
+}
+
+// Sum of sample_fixed(w[i]) over [0, n): exact (integers), so in any order.
+uint64_t fixed_sum(const float* w, int64_t n) {
+  uint64_t s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += sample_fixed(w[i]);
+  return s;
+}
+
+// The k-th largest value of row[0..n) counting multiplicity (1 <= k <= n). A bounded min-heap
+// when k is small (one compare per element), nth_element on a copy otherwise.
+float kth_largest(const float* row, int64_t n, int64_t k, float* buf) {
+  if (k * 16 <= n) {
+    int64_t size = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = row[i];
+      if (size < k) {
+        buf[size++] = v;
+        std::push_heap(buf, buf + size, std::greater<float>());
+      } else if (v > buf[0]) {
+        std::pop_heap(buf, buf + size, std::greater<float>());
+        buf[size - 1] = v;
+        std::push_heap(buf, buf + size, std::greater<float>());
+      }
+    }
+    return buf[0];
+  }
+  std::memcpy(buf, row, static_cast<size_t>(n) * sizeof(float));
+  std::nth_element(buf, buf + (k - 1), buf + n, std::greater<float>());
+  return buf[k - 1];
+}
+
+// (logit desc, id asc): the order of top-p's cumulative mass and of top logprobs (-0.0 and +0.0
+// compare equal, as their sample_key does).
+bool before(const Cand& a, const Cand& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+// The top-p cut: the first candidate in `before` order at which the cumulative fixed-point weight
+// reaches `target`, by a weighted quickselect (expected linear time; no full sort of what may be
+// most of the vocabulary). Keys are unique (ids are), so each round splits the range into the keys
+// before a pivot, the pivot, and the keys after it, and keeps the part where the target falls.
+// Pivots are medians of three positions from a fixed-seed LCG: deterministic, and no input order
+// makes it quadratic in expectation; after 64 rounds the rest is simply sorted. Returns false when
+// the target is never reached (keep everything).
+bool find_top_p_cut(Cand* cand, int64_t n, const float* w, uint64_t target, Cand* cut) {
+  int64_t lo = 0, hi = n;
+  uint64_t acc = 0;  // weight of the candidates known to come before [lo, hi)
+  uint64_t state = 0x853C49E6748FEA9Bull;
+  auto pick = [&]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return cand[lo + static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(hi - lo))];
+  };
+  for (int round = 0; hi - lo > 32 && round < 64; ++round) {
+    Cand a = pick(), b = pick(), c = pick();
+    if (before(b, a)) std::swap(a, b);
+    if (before(c, b)) std::swap(b, c);
+    if (before(b, a)) std::swap(a, b);
+    const Cand pivot = b;
+    Cand* mid =
+        std::partition(cand + lo, cand + hi, [&](const Cand& x) { return before(x, pivot); });
+    uint64_t mass_before = 0;
+    for (Cand* q = cand + lo; q < mid; ++q) mass_before += sample_fixed(w[q->second]);
+    if (acc + mass_before >= target) {
+      hi = mid - cand;
+      continue;
+    }
+    acc += mass_before;
+    std::iter_swap(mid, std::find(mid, cand + hi, pivot));  // the pivot right after its prefix
+    acc += sample_fixed(w[pivot.second]);
+    if (acc >= target) {
+      *cut = pivot;
+      return true;
+    }
+    lo = (mid - cand) + 1;
+  }
+  std::sort(cand + lo, cand + hi, before);
+  for (int64_t j = lo; j < hi; ++j) {
+    acc += sample_fixed(w[cand[j].second]);
+    if (acc >= target) {
+      *cut = cand[j];
+      return true;
+    }
+  }
+  return false;
+}
+
+// log sum exp(scale * (x - x_max)) over the row (x_max its max, scale > 0), and the k best
+// entries' logprobs (k = min(n_top, n)) written to `out`. Returns the log-sum.
+float row_logprobs(const float* x, int64_t n, float x_max, float scale, int32_t n_top,
+                   RowScratch& s, int32_t* out, int64_t os, int64_t row) {
+  const float m = x_max * scale;
+  float log_sum;
+  if (scale == 1.0f) {
+    log_sum = static_cast<float>(std::log(exp_shift_sum(x, s.prob.data(), n, m)));
+  } else {
+    exp_weights(x, s.prob.data(), n, scale, m);
+    log_sum = static_cast<float>(std::log(sum_of(s.prob.data(), n)));
+  }
+  const auto k = static_cast<size_t>(std::min<int64_t>(std::min(n_top, kSampleMaxTopLogprobs), n));
+  if (k == 0) return log_sum;
+  // Insertion into a sorted list of at most k entries while scanning ids upward: an equal value
+  // never displaces an earlier (lower) id. scale > 0 keeps the order of the unscaled row.
+  s.top.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (s.top.size() == k && !(v > s.top.back().first)) continue;
+    const Cand e{v, static_cast<int32_t>(i)};
+    s.top.insert(std::upper_bound(s.top.begin(), s.top.end(), e, before), e);
+    if (s.top.size() > k) s.top.pop_back();
+  }
+  for (size_t j = 0; j < k; ++j) {
+    out[(kSampleOutTopIds + static_cast<int64_t>(j)) * os + row] = s.top[j].second;
+    out[(kSampleOutTopLogprobs + static_cast<int64_t>(j)) * os + row] =
+        float_to_bits((s.top[j].first * scale - m) - log_sum);
+  }
+  return log_sum;
+}
+
+// Repetition, then frequency / presence (vLLM's order) on one logit with history value c.
+inline float penalized(float v, int32_t c, const SampleRowParams& p) {
+  if ((p.flags & kSampleRepetition) && c != 0) v = v > 0.0f ? v / p.repetition : v * p.repetition;
+  if ((p.flags & kSampleFreqPresence) && (c >> 1) > 0) {
+    v -= p.frequency * static_cast<float>(c >> 1);
+    v -= p.presence;
+  }
+  return v;
+}
+
+inline float sanitize(float v) { return v != v ? kNegInf : v; }
+
+// Temperature, top-k, top-p, min-p and the draw at uniform u over l[0..n) (max m > -inf).
+int32_t sample_filtered(const float* l, int64_t n, float m, const SampleRowParams& p, float u,
+                        RowScratch& s) {
+  // Weights w = exp(l * s - m * s) = p / p_max, never normalised explicitly.
+  const float sc = p.inv_temperature;
+  float* w = s.prob.data();
+  exp_weights(l, w, n, sc, m * sc);
+
+  // Top-k: keep logits >= the k-th largest (ties with it are kept, as HF and vLLM do).
+  float kth = kNegInf;
+  if (p.top_k > 0 && p.top_k < n) kth = kth_largest(l, n, p.top_k, s.heap.data());
+
+  // Top-p over the top-k survivors: the cut is the first candidate, in (logit desc, id asc)
+  // order, at which the cumulative mass reaches top_p of their mass; the kept set is every key up
+  // to and including it.
+  bool use_cut = false;
+  Cand cut{0.0f, 0};
+  if (p.top_p < 1.0f) {
+    Cand* cand = s.cand.data();
+    int64_t n_cand = 0;
+    uint64_t mass = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (l[i] >= kth && w[i] > 0.0f) {
+        mass += sample_fixed(w[i]);
+        cand[n_cand++] = {l[i], static_cast<int32_t>(i)};
+      }
+    }
+    const auto target =
+        static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass));
+    use_cut = find_top_p_cut(cand, n_cand, w, target, &cut);
+  }
+
+  // Min-p: p < min_p * p_max  <=>  w < min_p (the row maximum always stays). Dropped tokens get
+  // weight 0, so the draw below is one plain walk.
+  const float min_w = p.min_p;
+  if (kth > kNegInf || use_cut || min_w > 0.0f) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = l[i];
+      if (v < kth || (w[i] < min_w && v != m) ||
+          (use_cut && before(cut, {v, static_cast<int32_t>(i)})))
+        w[i] = 0.0f;
+    }
+  }
+  // Inverse CDF in ascending id order: the first kept token whose cumulative fixed-point mass
+  // exceeds u * mass. Blocks of 512 are summed first, so only one block is walked one by one.
+  constexpr int64_t kBlock = 512;
+  const uint64_t mass = fixed_sum(w, n);
+  const auto target = static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(mass));
+  uint64_t cum = 0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    const uint64_t block = fixed_sum(w + b, e - b);
+    if (cum + block <= target) {
+      cum += block;
+      continue;
+    }
+    for (int64_t i = b; i < e; ++i) {
+      cum += sample_fixed(w[i]);
+      if (cum > target) return static_cast<int32_t>(i);
+    }
+  }
+  return first_index_of(l, n, m);  // unreachable: target < mass
+}
+
+void sample_row(const float* in, const SampleRowParams& p, const int32_t* entries,
+                int32_t* counts_row, float* proc, int64_t n, int32_t* out, int64_t os, int64_t row,
+                RowScratch& s) {
+  bool has_nan = false;
+  const float raw_max = max_value(in, n, &has_nan);
+  const float* raw = in;
+  if (has_nan) {  // a broken model row; NaN would poison every comparison below
+    for (int64_t i = 0; i < n; ++i) s.clean[i] = sanitize(in[i]);
+    raw = s.clean.data();
+  }
+
+  // 1. Logprobs of the raw row, or (kSampleLogprobsTempered) of the processed one times 1/T.
   const bool want_lp = (p.flags & kSampleLogprobs) != 0;
   const bool tempered = want_lp && (p.flags & kSampleLogprobsTempered);
   const float lp_scale = tempered ? p.inv_temperature : 1.0f;
   float lp_max = kNegInf, lp_log_sum = 0.0f;
-  auto logprobs = [&](const float* x) {
-    for (int64_t i = 0; i < n; ++i) lp_max = std::max(lp_max, x[i] * lp_scale);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] * lp_scale - lp_max));
-    lp_log_sum = static_cast<float>(std::log(sum));
-    const int32_t k = std::min<int32_t>(p.n_top_logprobs, static_cast<int32_t>(n));
-    if (k > 0) {
-      s.cand.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i)
-        s.cand[i] = sample_rank(sample_key(x[i]), static_cast<int32_t>(i));
-      std::partial_sort(s.cand.begin(), s.cand.begin() + k, s.cand.end(), std::greater<>());
-      for (int32_t j = 0; j < k; ++j) {
-        const auto id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(s.cand[j]));
-        out[(kSampleOutTopIds + j) * out_stride + row] = id;
-        out[(kSampleOutTopLogprobs + j) * out_stride + row] =
-            float_to_bits((x[id] * lp_scale - lp_max) - lp_log_sum);
-      }
-    }
-  };
-  if (want_lp && !tempered) logprobs(raw);
+  if (want_lp && !tempered) {
+    lp_log_sum = row_logprobs(raw, n, raw_max, 1.0f, p.n_top_logprobs, s, out, os, row);
+    lp_max = raw_max;
+  }
 
-  // Penalties and bias into `proc` (only rows that change).
+  // 2. Penalties and bias into `proc` (only rows that change; they change the argmax too).
   const float* l = raw;
+  float m = raw_max;
   const bool penalize = (p.flags & (kSampleRepetition | kSampleFreqPresence)) != 0;
   if (penalize || p.bias_end > p.bias_begin) {
-    for (int64_t i = 0; i < n; ++i) {
-      float v = raw[i];
-      const int32_t c = penalize ? counts_row[i] : 0;
-      if ((p.flags & kSampleRepetition) && c != 0)
-        v = v > 0.0f ? v / p.repetition : v * p.repetition;
-      if ((p.flags & kSampleFreqPresence) && (c >> 1) > 0) {
-        v -= p.frequency * static_cast<float>(c >> 1);
-        v -= p.presence;
+    if (penalize && counts_row != nullptr) {  // count table: one fused pass
+      for (int64_t i = 0; i < n; ++i) proc[i] = sanitize(penalized(raw[i], counts_row[i], p));
+    } else {
+      std::memcpy(proc, raw, static_cast<size_t>(n) * sizeof(float));
+      if (penalize) {
+        for (int32_t j = p.pen_begin; j < p.pen_end; ++j) {
+          const int32_t id = entries[2 * j];
+          proc[id] = sanitize(penalized(proc[id], entries[2 * j + 1], p));
+        }
       }
-      proc[i] = v;
     }
     for (int32_t b = p.bias_begin; b < p.bias_end; ++b)
-      proc[bias[2 * b]] += bits_to_float(bias[2 * b + 1]);
-    for (int64_t i = 0; i < n; ++i) proc[i] = sanitize(proc[i]);
+      proc[entries[2 * b]] += bits_to_float(entries[2 * b + 1]);
+    for (int32_t b = p.bias_begin; b < p.bias_end; ++b)
+      proc[entries[2 * b]] = sanitize(proc[entries[2 * b]]);  // inf - inf
     l = proc;
+    bool unused = false;
+    m = max_value(l, n, &unused);
   }
 
-  if (tempered) logprobs(l);
+  if (tempered) {
+    lp_log_sum = row_logprobs(l, n, m, lp_scale, p.n_top_logprobs, s, out, os, row);
+    lp_max = m * lp_scale;
+  }
   const float* lp_row = tempered ? l : raw;
 
-  const int32_t am = argmax_row(l, n);
-  const float m = l[am];
-  int32_t token = am;
-  if (!(p.flags & kSampleGreedy) && m != kNegInf) {
-    const float sc = p.inv_temperature, ms = m * sc;
-    auto weight = [&](float v) { return v == kNegInf ? 0.0f : std::exp(v * sc - ms); };
-
-    // Top-k: the k-th largest logit (ties kept).
-    uint32_t kth_key = 0;
-    if (p.top_k > 0 && p.top_k < n) {
-      s.sel.assign(l, l + n);
-      std::nth_element(s.sel.begin(), s.sel.begin() + (p.top_k - 1), s.sel.end(), std::greater<>());
-      kth_key = sample_key(s.sel[p.top_k - 1]);
-    }
-    // Top-p: the first candidate in rank order whose cumulative mass reaches top_p * mass.
-    uint64_t cut = 0;
-    if (p.top_p < 1.0f) {
-      s.cand.clear();
-      uint64_t mass = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t key = sample_key(l[i]);
-        const float w = weight(l[i]);
-        if (key >= kth_key && w > 0.0f) {
-          s.cand.push_back(sample_rank(key, static_cast<int32_t>(i)));
-          mass += sample_fixed(w);
-        }
-      }
-      std::sort(s.cand.begin(), s.cand.end(), std::greater<>());
-      const auto target =
-          static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass));
-      uint64_t acc = 0;
-      for (uint64_t c : s.cand) {
-        const auto id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(c));
-        acc += sample_fixed(weight(l[id]));
-        if (acc >= target) {
-          cut = c;
-          break;
-        }
-      }
-    }
-    // Min-p and the draw in ascending id order.
-    auto kept = [&](int64_t i) -> uint64_t {
-      const float v = l[i];
-      const uint32_t key = sample_key(v);
-      if (key < kth_key || sample_rank(key, static_cast<int32_t>(i)) < cut) return 0;
-      const float w = weight(v);
-      if (w < p.min_p && v != m) return 0;
-      return sample_fixed(w);
-    };
-    uint64_t mass = 0;
-    for (int64_t i = 0; i < n; ++i) mass += kept(i);
-    const float u = philox_uniform(p.seed, p.stream, p.step);
-    const auto target = static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(mass));
-    uint64_t cum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      cum += kept(i);
-      if (cum > target) {
-        token = static_cast<int32_t>(i);
-        break;
-      }
+  // 3. Greedy, or the filters and one draw (every token banned: the lowest id).
+  int32_t token;
+  if ((p.flags & kSampleGreedy) || m == kNegInf) {
+    token = first_index_of(l, n, m);
+  } else {
+    token = sample_filtered(l, n, m, p, philox_uniform(p.seed, p.stream, p.step), s);
+  }
+  out[kSampleOutToken * os + row] = token;
+  out[kSampleOutLogprob * os + row] =
+      want_lp ? float_to_bits((lp_row[token] * lp_scale - lp_max) - lp_log_sum) : 0;
+  if ((p.flags & kSampleUpdateCounts) && counts_row != nullptr) counts_row[token] += 2;
+  if (p.flags & kSampleProbs) {  // after every read of `l` (which may be this very row)
+    if ((p.flags & kSampleGreedy) || m == kNegInf) {
+      std::fill(proc, proc + n, 0.0f);
+      proc[token] = 1.0f;
+    } else {  // s.prob holds the kept weights (dropped ones 0)
+      const float* w = s.prob.data();
+      const auto mass = static_cast<double>(fixed_sum(w, n));
+      for (int64_t i = 0; i < n; ++i)
+        proc[i] = static_cast<float>(static_cast<double>(sample_fixed(w[i])) / mass);
     }
   }
-  out[kSampleOutToken * out_stride + row] = token;
-  out[kSampleOutLogprob * out_stride + row] =
-      want_lp ? float_to_bits((lp_row[token] * lp_scale - lp_max) - lp_log_sum) : 0;
-  if (p.flags & kSampleUpdateCounts) counts_row[token] += 2;
 }
 
 }  // namespace
 
-void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {
   const int64_t n_rows = logits.size(0), n = logits.size(1);
   const auto* rows = reinterpret_cast<const SampleRowParams*>(params.data_ptr());
   const float* base = logits.data<float>();
   const int64_t stride = logits.stride(0);
-  const int32_t* b = bias.data<int32_t>();
-  int32_t* c = counts.data<int32_t>();
+  const int32_t* e = entries.data<int32_t>();
+  int32_t* c = counts.numel() > 0 ? counts.data<int32_t>() : nullptr;
   float* w = work.data<float>();
   int32_t* o = out.data<int32_t>();
   const int64_t out_stride = out.size(1);
-  parallel_for(n_rows, 1, [&](int64_t r0, int64_t r1) {
+  // Rows of a small vocabulary are too cheap to be worth a thread each.
+  parallel_for(n_rows, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
     thread_local RowScratch scratch;
+    scratch.reserve(n);
     for (int64_t r = r0; r < r1; ++r) {
       SampleRowParams p;
       std::memcpy(&p, rows + r, sizeof(p));
-      int32_t* counts_row = p.slot >= 0 ? c + static_cast<int64_t>(p.slot) * n : nullptr;
-      sample_row(base + r * stride, p, b, counts_row, w + r * n, n, o, out_stride, r, scratch);
+      int32_t* counts_row =
+          (p.slot >= 0 && c != nullptr) ? c + static_cast<int64_t>(p.slot) * n : nullptr;
+      sample_row(base + r * stride, p, e, counts_row, w + r * n, n, o, out_stride, r, scratch);
     }
   });
 }

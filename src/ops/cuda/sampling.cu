@@ -3,8 +3,9 @@
 // scratch is `work` and shared memory).
 //
 // Passes over a row (100k floats stream from L2 after the first): raw log-sum-exp and top
-// logprobs when asked (tempered ones: after the bias, of the processed row / T); penalties + bias
-// into `work` when the row has them; a block argmax (the greedy token and the row max m). Sampled
+// logprobs when asked (tempered ones: after the bias, of the processed row / T); penalties (a
+// count-table row fused into the copy, or a scatter of the sparse history) + bias into `work`
+// when the row has them; a block argmax (the greedy token and the row max m). Sampled
 // rows then:
 //  - top-k / top-p: a "ladder" pass counts the tokens (and sums their weights) whose exponent
 //    d = (m - l) / T lies below each of 10 fixed rungs; the tightest rung that provably holds the
@@ -41,7 +42,7 @@ struct SampleArgs {
   int64_t logits_stride;
   int64_t n;  // vocab
   const SampleRowParams* params;
-  const int32_t* bias;
+  const int32_t* entries;  // [n_entries, 2]: bias and penalty-history ranges
   int32_t* counts;
   float* work;
   int32_t* out;
@@ -309,21 +310,31 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   bool vec4 = raw_vec4;
   if (rep || fp || p.bias_end > p.bias_begin) {
     float* wr = a.work + row * n;
-    const int32_t* cr = (rep || fp) ? a.counts + static_cast<int64_t>(p.slot) * n : nullptr;
-    for_each(raw, n, raw_vec4, [&](int64_t i, float v) {
-      if (cr != nullptr) {
-        const int32_t c = cr[i];
-        if (rep && c != 0) v = v > 0.0f ? __fdiv_rn(v, p.repetition) : __fmul_rn(v, p.repetition);
-        if (fp && (c >> 1) > 0) {
-          v = __fsub_rn(v, __fmul_rn(p.frequency, static_cast<float>(c >> 1)));
-          v = __fsub_rn(v, p.presence);
-        }
+    // Penalties from the count table (slot >= 0, fused into the copy) or from the sparse history.
+    const int32_t* cr =
+        (rep || fp) && p.slot >= 0 ? a.counts + static_cast<int64_t>(p.slot) * n : nullptr;
+    auto penalize = [&](float v, int32_t c) {
+      if (rep && c != 0) v = v > 0.0f ? __fdiv_rn(v, p.repetition) : __fmul_rn(v, p.repetition);
+      if (fp && (c >> 1) > 0) {
+        v = __fsub_rn(v, __fmul_rn(p.frequency, static_cast<float>(c >> 1)));
+        v = __fsub_rn(v, p.presence);
       }
+      return v;
+    };
+    for_each(raw, n, raw_vec4, [&](int64_t i, float v) {
+      if (cr != nullptr) v = penalize(v, cr[i]);
       wr[i] = v;
     });
     __syncthreads();
+    if ((rep || fp) && cr == nullptr) {  // distinct ids: no two threads touch one logit
+      for (int32_t j = p.pen_begin + tid; j < p.pen_end; j += kThreads) {
+        const int32_t id = a.entries[2 * j];
+        wr[id] = sanitize(penalize(wr[id], a.entries[2 * j + 1]));
+      }
+      __syncthreads();
+    }
     for (int32_t b = p.bias_begin + tid; b < p.bias_end; b += kThreads)
-      atomicAdd(wr + a.bias[2 * b], __int_as_float(a.bias[2 * b + 1]));
+      atomicAdd(wr + a.entries[2 * b], __int_as_float(a.entries[2 * b + 1]));
     __syncthreads();
     src = wr;
     vec4 = n % 4 == 0;
@@ -530,29 +541,67 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
     // 6. Min-p and the draw in ascending id order.
     const float min_p = p.min_p;
     const float u = philox_uniform(p.seed, p.stream, p.step);
+    auto kept = [&](int64_t i, float v) -> uint64_t {
+      const uint32_t key = sample_key(v);
+      if (key < kth_key || sample_rank(key, static_cast<int32_t>(i)) < cut) return 0;
+      const float w = weight(v);
+      if (w < min_p && v != m) return 0;
+      return sample_fixed(w);
+    };
     const int32_t drawn = ordered_select(
-        src, n,
-        [&](int64_t i, float v) -> uint64_t {
-          const uint32_t key = sample_key(v);
-          if (key < kth_key || sample_rank(key, static_cast<int32_t>(i)) < cut) return 0;
-          const float w = weight(v);
-          if (w < min_p && v != m) return 0;
-          return sample_fixed(w);
-        },
+        src, n, kept,
         [&](uint64_t total) {
           return static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(total));
         },
         s_red, s_int);
     if (drawn >= 0) token = drawn;
+    if (p.flags & kSampleProbs) {
+      // The distribution: kept weight / kept mass, into this row of `work` (which `src` may be:
+      // each thread reads an element before it writes it, and the row's other reads are done,
+      // except the logprob at `token`, read into a register first).
+      const float lp_tok = sanitize(lp_row[token]);
+      const double mass = static_cast<double>(row_sum(src, n, vec4, kept, s_red));
+      float* wr = a.work + row * n;
+      for_each(src, n, vec4, [&](int64_t i, float v) {
+        wr[i] = static_cast<float>(static_cast<double>(kept(i, v)) / mass);
+      });
+      if (tid == 0) {
+        out[kSampleOutToken * os + row] = token;
+        out[kSampleOutLogprob * os + row] =
+            want_lp ? __float_as_int(
+                          __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
+                    : 0;
+        if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
+          a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
+      }
+      return;
+    }
   }
 
+  if (p.flags & kSampleProbs) {  // greedy, or every token banned: one-hot at the token
+    const float lp_tok = sanitize(lp_row[token]);
+    __syncthreads();  // every thread has read its own `token` from `src` before the row changes
+    float* wr = a.work + row * n;
+    for (int64_t i = tid; i < n; i += kThreads) wr[i] = i == token ? 1.0f : 0.0f;
+    if (tid == 0) {
+      out[kSampleOutToken * os + row] = token;
+      out[kSampleOutLogprob * os + row] =
+          want_lp ? __float_as_int(
+                        __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
+                  : 0;
+      if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
+        a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
+    }
+    return;
+  }
   if (tid == 0) {
     out[kSampleOutToken * os + row] = token;
     out[kSampleOutLogprob * os + row] =
         want_lp ? __float_as_int(__fsub_rn(
                       __fsub_rn(__fmul_rn(sanitize(lp_row[token]), lp_scale), lp_max), lp_log_sum))
                 : 0;
-    if (p.flags & kSampleUpdateCounts) a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
+    if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
+      a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
   }
 }
 
@@ -566,7 +615,7 @@ static __global__ void reset_counts_kernel(ResetArgs a) {
     row[a.entries[2 * j]] = a.entries[2 * j + 1];
 }
 
-void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tensor& counts,
+void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {
   DeviceGuard guard(logits.device().index);
   static bool configured[64] = {};
@@ -581,8 +630,8 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& bias, Tens
   a.logits_stride = logits.stride(0);
   a.n = logits.size(1);
   a.params = reinterpret_cast<const SampleRowParams*>(params.data_ptr());
-  a.bias = bias.data<int32_t>();
-  a.counts = counts.data<int32_t>();
+  a.entries = entries.data<int32_t>();
+  a.counts = counts.numel() > 0 ? counts.data<int32_t>() : nullptr;
   a.work = work.data<float>();
   a.out = out.data<int32_t>();
   a.out_stride = out.size(1);

@@ -1,5 +1,6 @@
-// DeviceSampler on the CPU (the sampling op's CPU twin) against the CPU Sampler: greedy on random
-// and tied logits, every filter configuration over thousands of rows (agreement rate printed),
+// The Sampler's op path on the CPU (ops/cpu/sampling.cpp, vectorised) against the plain
+// ReferenceSampler (sampler_test_util.h): greedy on random and tied logits, every filter
+// configuration over thousands of rows (agreement rate printed),
 // raw logprobs vs log_softmax, the incremental count table across decode steps, an empirical
 // distribution check (total variation) for top-k + top-p, and errors on bad input.
 #include <gtest/gtest.h>
@@ -13,8 +14,8 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "engine/runtime/device_sampler.h"
-#include "engine/test_device_sampler_util.h"
+#include "engine/runtime/sampler.h"
+#include "engine/sampler_test_util.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -24,9 +25,9 @@ using test::agree;
 using test::sampling_configs;
 using test::sampling_logits;
 
-TEST(DeviceSamplerCpu, GreedyMatchesArgmaxOnRandomAndTiedLogits) {
+TEST(SamplerOpCpu, GreedyMatchesArgmaxOnRandomAndTiedLogits) {
   const int64_t vocab = 1000;
-  DeviceSampler dev(vocab, 16, Device::cpu());
+  Sampler dev(vocab, 16, Device::cpu());
   SamplingParams p;
   p.temperature = 0.0f;
   Tensor logits = sampling_logits(16, vocab, 3);
@@ -49,15 +50,15 @@ TEST(DeviceSamplerCpu, GreedyMatchesArgmaxOnRandomAndTiedLogits) {
   EXPECT_EQ(out[3].token, 5);
 }
 
-TEST(DeviceSamplerCpu, AgreesWithCpuSamplerOnEveryConfig) {
-  const int64_t vocab = 4096, n_rows = 2000;
-  DeviceSampler dev(vocab, 64, Device::cpu());
-  Sampler cpu(vocab, 64);
+TEST(SamplerOpCpu, AgreesWithTheReferenceOnEveryConfig) {
+  const int64_t vocab = 4096, n_rows = 1000;
+  Sampler dev(vocab, 64, Device::cpu());
+  test::ReferenceSampler cpu(vocab);
   Tensor logits = sampling_logits(n_rows, vocab, 11);
   int64_t total = 0, same = 0;
   for (const auto& cfg : sampling_configs(vocab)) {
     test::Agreement a = agree(dev, cpu, logits, cfg.params, 77);
-    std::printf("  [cpu twin] %-16s %lld/%lld rows agree (%.4f%%)\n", cfg.name.c_str(),
+    std::printf("  [cpu vs reference] %-16s %lld/%lld rows agree (%.4f%%)\n", cfg.name.c_str(),
                 static_cast<long long>(a.same), static_cast<long long>(a.rows), 100.0 * a.rate());
     EXPECT_GE(a.rate(), 0.999) << cfg.name;
     if (cfg.name == "greedy" || cfg.name == "penalties_greedy") {
@@ -67,13 +68,13 @@ TEST(DeviceSamplerCpu, AgreesWithCpuSamplerOnEveryConfig) {
     total += a.rows;
     same += a.same;
   }
-  std::printf("  [cpu twin] all configs: %lld/%lld\n", static_cast<long long>(same),
+  std::printf("  [cpu vs reference] all configs: %lld/%lld\n", static_cast<long long>(same),
               static_cast<long long>(total));
 }
 
-TEST(DeviceSamplerCpu, LogprobsEqualLogSoftmaxOfRawLogits) {
+TEST(SamplerOpCpu, LogprobsEqualLogSoftmaxOfRawLogits) {
   const int64_t vocab = 3000;
-  DeviceSampler dev(vocab, 8, Device::cpu());
+  Sampler dev(vocab, 8, Device::cpu());
   Tensor logits = sampling_logits(8, vocab, 5);
   Tensor ref = Tensor::empty({8, vocab}, DType::kF32);
   ops::log_softmax(logits, ref);
@@ -102,9 +103,9 @@ TEST(DeviceSamplerCpu, LogprobsEqualLogSoftmaxOfRawLogits) {
 }
 
 // LogprobsMode::kTempered through the op's CPU twin: the processed row over T, untruncated.
-TEST(DeviceSamplerCpu, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
+TEST(SamplerOpCpu, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
   const int64_t vocab = 3000;
-  DeviceSampler dev(vocab, 8, Device::cpu());
+  Sampler dev(vocab, 8, Device::cpu());
   Tensor logits = sampling_logits(8, vocab, 6);
   std::vector<SamplingParams> ps(4);
   for (SamplingParams& p : ps) {
@@ -136,12 +137,13 @@ TEST(DeviceSamplerCpu, TemperedLogprobsAreLogSoftmaxOfTheProcessedRowOverT) {
   }
 }
 
-// Decode loop: the engine's incremental mode (reset_slot at admission, slots per step) must give
-// the tokens the CPU Sampler gives when handed the growing prompt + output every step.
-TEST(DeviceSamplerCpu, IncrementalCountsMatchFullHistory) {
+// Decode loop: the incremental count-table mode (reset_slot at admission, slots per step) must give
+// the tokens the history mode (what the engine uses) gives when handed the growing prompt + output
+// every step.
+TEST(SamplerOpCpu, IncrementalCountsMatchFullHistory) {
   const int64_t vocab = 600;
   const int32_t n_seqs = 5;
-  DeviceSampler dev(vocab, n_seqs, Device::cpu(), /*max_slots=*/8);
+  Sampler dev(vocab, n_seqs, Device::cpu(), /*max_slots=*/8);
   Sampler cpu(vocab, n_seqs);
   SamplingParams p;
   p.repetition_penalty = 1.4f;
@@ -183,7 +185,7 @@ TEST(DeviceSamplerCpu, IncrementalCountsMatchFullHistory) {
 
 // Empirical distribution of top-k + top-p + temperature over many seeds vs the exact filtered
 // distribution (computed here in double): total variation below a bound set by the sample size.
-TEST(DeviceSamplerCpu, EmpiricalDistributionMatchesFilteredProbabilities) {
+TEST(SamplerOpCpu, EmpiricalDistributionMatchesFilteredProbabilities) {
   const int64_t vocab = 64;
   std::vector<float> row(vocab);
   for (int64_t i = 0; i < vocab; ++i) row[i] = static_cast<float>(std::sin(i * 1.7) * 2.5);
@@ -211,7 +213,7 @@ TEST(DeviceSamplerCpu, EmpiricalDistributionMatchesFilteredProbabilities) {
   for (double x : w) kept += x;
 
   const int32_t batch = 64, n_batches = 400;
-  DeviceSampler dev(vocab, batch, Device::cpu());
+  Sampler dev(vocab, batch, Device::cpu());
   std::vector<float> flat;
   for (int32_t r = 0; r < batch; ++r) flat.insert(flat.end(), row.begin(), row.end());
   Tensor logits = Tensor::from_vector(flat, {batch, vocab});
@@ -237,9 +239,9 @@ TEST(DeviceSamplerCpu, EmpiricalDistributionMatchesFilteredProbabilities) {
   EXPECT_LT(tv, 0.02);  // expected ~ sqrt(k / n) / 2 ~ 0.006
 }
 
-TEST(DeviceSamplerCpu, RejectsBadInput) {
+TEST(SamplerOpCpu, RejectsBadInput) {
   const int64_t vocab = 100;
-  DeviceSampler dev(vocab, 4, Device::cpu(), 4);
+  Sampler dev(vocab, 4, Device::cpu(), 4);
   SamplingParams p, pen;
   pen.presence_penalty = 1.0f;
   std::vector<SampleResult> out;
@@ -269,7 +271,7 @@ TEST(DeviceSamplerCpu, RejectsBadInput) {
   dev.finish(out);
   EXPECT_EQ(out.size(), 2u);
   EXPECT_THROW(dev.finish(out), InvalidArgument);  // finish twice
-  EXPECT_THROW(DeviceSampler(0, 4, Device::cpu()), InvalidArgument);
+  EXPECT_THROW(Sampler(0, 4, Device::cpu()), InvalidArgument);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// Shared pieces of the DeviceSampler tests (CPU twin in tests/engine, CUDA in tests/cuda): the
-// filter configurations, realistic random logits (a heavy head over a Gaussian body), and an
-// agreement run against the CPU Sampler (the reference) that counts rows with the same token.
+// Shared pieces of the Sampler tests (CPU in tests/engine, CUDA in tests/cuda): the filter
+// configurations, realistic random logits (a heavy head over a Gaussian body), a plain loop-based
+// ReferenceSampler written from the op's contract (ops/sampling.h: std::exp, full sorts, serial
+// fixed-point sums, penalties from the histories), and an agreement run that counts rows with the
+// same token.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,9 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "core/tensor.h"
-#include "engine/runtime/device_sampler.h"
 #include "engine/runtime/sampler.h"
+#include "ops/sampling.h"
 
 namespace vela::test {
 
@@ -110,6 +113,145 @@ inline std::vector<std::vector<int32_t>> random_histories(int64_t n, int64_t voc
   return h;
 }
 
+// The op's contract written plainly (no vectorisation, no selection tricks): per row, NaN -> -inf,
+// raw or tempered logprobs in double, penalties from the row's prompt / output, the bias, then
+// greedy argmax or float weights exp(l * s - m * s) summed as 2^-40 fixed point, top-k by a full
+// sort, top-p over all candidates sorted by (logit desc, id asc), min-p, and the draw in id order.
+// Same API as Sampler::sample on CPU tensors.
+class ReferenceSampler {
+ public:
+  explicit ReferenceSampler(int64_t vocab) : vocab_(vocab) {}
+
+  void sample(const Tensor& logits, const std::vector<SamplerRow>& rows,
+              std::vector<SampleResult>& out) {
+    const int64_t n = vocab_;
+    out.assign(rows.size(), SampleResult{});
+    const float* base = logits.data<float>();
+    for (size_t r = 0; r < rows.size(); ++r)
+      out[r] = sample_row(base + static_cast<int64_t>(r) * logits.stride(0), n, rows[r]);
+  }
+
+ private:
+  static SampleResult sample_row(const float* in, int64_t n, const SamplerRow& row) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    const SamplingParams& p = *row.params;
+    std::vector<float> raw(in, in + n);
+    for (float& v : raw)
+      if (v != v) v = kNegInf;
+    SampleResult res;
+    const bool tempered = p.logprobs && p.logprobs_mode == LogprobsMode::kTempered;
+    const float lp_scale = tempered && !p.is_greedy() ? 1.0f / p.temperature : 1.0f;
+    float lp_max = kNegInf, lp_log_sum = 0.0f;
+    auto logprobs = [&](const std::vector<float>& x) {
+      for (float v : x) lp_max = std::max(lp_max, v * lp_scale);
+      double sum = 0.0;
+      for (float v : x) sum += std::exp(static_cast<double>(v * lp_scale - lp_max));
+      lp_log_sum = static_cast<float>(std::log(sum));
+      std::vector<int32_t> ids(static_cast<size_t>(n));
+      for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+      std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+      const int64_t k = std::min<int64_t>(std::min(p.top_logprobs, 20), n);
+      res.top_logprobs.clear();
+      for (int64_t j = 0; j < k; ++j)
+        res.top_logprobs.emplace_back(
+            ids[static_cast<size_t>(j)],
+            (x[ids[static_cast<size_t>(j)]] * lp_scale - lp_max) - lp_log_sum);
+    };
+    if (p.logprobs && !tempered) logprobs(raw);
+
+    std::vector<float> l = raw;
+    if (p.has_penalties()) {
+      std::vector<int32_t> c(static_cast<size_t>(n), 0);
+      if (row.prompt)
+        for (int32_t t : *row.prompt) c[static_cast<size_t>(t)] |= 1;
+      if (row.output)
+        for (int32_t t : *row.output) c[static_cast<size_t>(t)] += 2;
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t ci = c[static_cast<size_t>(i)];
+        float v = l[i];
+        if (p.repetition_penalty != 1.0f && ci != 0)
+          v = v > 0.0f ? v / p.repetition_penalty : v * p.repetition_penalty;
+        if ((ci >> 1) > 0) {
+          const float f = p.frequency_penalty * static_cast<float>(ci >> 1);
+          v -= f;
+          v -= p.presence_penalty;
+        }
+        l[i] = v;
+      }
+    }
+    for (const auto& [id, b] : p.logit_bias) l[static_cast<size_t>(id)] += b;
+    for (float& v : l)
+      if (v != v) v = kNegInf;
+    if (tempered) logprobs(l);
+    const std::vector<float>& lp_row = tempered ? l : raw;
+
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (l[i] > l[best]) best = static_cast<int32_t>(i);
+    const float m = l[best];
+    int32_t token = best;
+    if (!p.is_greedy() && m != kNegInf) {
+      const float sc = 1.0f / p.temperature, ms = m * sc;
+      auto weight = [&](float v) {
+        if (v == kNegInf) return 0.0f;
+        const float e = v * sc;
+        return std::exp(e - ms);
+      };
+      std::vector<uint64_t> fx(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) fx[i] = ops::sample_fixed(weight(l[i]));
+      std::vector<bool> keep(static_cast<size_t>(n), true);
+      if (p.top_k > 0 && p.top_k < n) {
+        std::vector<float> sorted = l;
+        std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+        const float kth = sorted[static_cast<size_t>(p.top_k) - 1];
+        for (int64_t i = 0; i < n; ++i) keep[i] = l[i] >= kth;
+      }
+      if (p.top_p < 1.0f) {
+        std::vector<int32_t> order;
+        uint64_t mass = 0;
+        for (int32_t i = 0; i < n; ++i)
+          if (keep[i] && weight(l[i]) > 0.0f) {
+            order.push_back(i);
+            mass += fx[i];
+          }
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+        const auto target =
+            static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass));
+        uint64_t acc = 0;
+        size_t j = 0;
+        for (; j < order.size(); ++j) {
+          acc += fx[order[j]];
+          if (acc >= target) break;
+        }
+        for (size_t q = j + 1; q < order.size(); ++q) keep[order[q]] = false;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        if (weight(l[i]) < p.min_p && l[i] != m) keep[i] = false;
+      uint64_t mass = 0;
+      for (int64_t i = 0; i < n; ++i) mass += keep[i] ? fx[i] : 0;
+      const float u = philox_uniform(row.seed, row.stream, row.step);
+      const auto target = static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(mass));
+      uint64_t cum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        cum += keep[i] ? fx[i] : 0;
+        if (cum > target) {
+          token = static_cast<int32_t>(i);
+          break;
+        }
+      }
+    }
+    res.token = token;
+    if (p.logprobs)
+      res.logprob = (lp_row[token] * lp_scale - lp_max) - lp_log_sum;
+    else
+      res.top_logprobs.clear();
+    return res;
+  }
+
+  int64_t vocab_;
+};
+
 struct Agreement {
   int64_t rows = 0;
   int64_t same = 0;
@@ -118,11 +260,11 @@ struct Agreement {
 };
 
 // Samples `logits` (CPU, [n_rows, vocab]) with `params` on every row through both samplers, in
-// batches of the DeviceSampler's max_rows, with per-row seeds and steps; counts equal tokens and
-// checks logprobs (within 1e-5) where asked.
-// `Ref` is the CPU Sampler or another DeviceSampler (e.g. the CPU twin).
+// batches of `dev`'s max_rows, with per-row seeds and steps; counts equal tokens and checks
+// logprobs (within 1e-5) where asked.
+// `Ref` is another Sampler (e.g. on the CPU) or the ReferenceSampler.
 template <typename Ref>
-Agreement agree(DeviceSampler& dev, Ref& cpu, const Tensor& logits, const SamplingParams& params,
+Agreement agree(Sampler& dev, Ref& cpu, const Tensor& logits, const SamplingParams& params,
                 uint64_t seed) {
   const int64_t n_rows = logits.size(0), vocab = logits.size(1);
   const auto prompts = random_histories(n_rows, vocab, 24, seed ^ 0x51);

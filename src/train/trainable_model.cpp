@@ -93,10 +93,10 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
       if (moe.has_shared()) {
         g.moe.shared.dgate_up = add(pre + "mlp.shared_expert.gate_up_proj.weight",
                                     moe.shared.gate_up.weight, ParamKind::kMatrix);
-        g.moe.shared.ddown = add(pre + "mlp.shared_expert.down_proj.weight",
-                                 moe.shared.down.weight, ParamKind::kMatrix);
-        g.moe.dshared_gate = add(pre + "mlp.shared_expert_gate.weight", moe.shared_gate.weight,
+        g.moe.shared.ddown = add(pre + "mlp.shared_expert.down_proj.weight", moe.shared.down.weight,
                                  ParamKind::kMatrix);
+        g.moe.dshared_gate =
+            add(pre + "mlp.shared_expert_gate.weight", moe.shared_gate.weight, ParamKind::kMatrix);
       }
       continue;
     }
@@ -244,7 +244,8 @@ LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_s
   std::vector<DecoderBlockSaved> saved;
   Tensor normed = forward_train(p, residual, saved);
   // MoE: the router losses couple every layer, so their gradients are known only now.
-  const RouterLosses router = apply_router_losses(model_.config, saved, loss_scale, model_.device());
+  const RouterLosses router =
+      apply_router_losses(model_.config, saved, loss_scale, model_.device());
   moe_metrics_.add(saved, router);
   // Fused LM head + loss, backward through it.
   LmHeadLossOptions lo;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the toy RL task of examples/dpo_toy.json and examples/grpo_toy.json.
+"""Writes the toy RL task of examples/dpo_toy.json and examples/grpo_toy.json (and of their LoRA
+variants examples/dpo_toy_lora.json and examples/grpo_toy_lora.json).
 
   python3 examples/make_rl_toy_data.py OUT_DIR [--seed N]
 
@@ -13,6 +14,13 @@ OUT_DIR/grpo.jsonl  prompt records {"input": "3", "answer": "4"} (the seeds' rol
                     user; no instruction, so the rendered prompt is 20 tokens and a GRPO step of
                     8 prompts x 16 samples trains on 2,688 tokens); the reward is an exact match
                     of the one-token completion with the answer.
+OUT_DIR/base.jsonl  SFT records {"input": "3", "output": "3"} for the LoRA runs' base model
+                    (examples/rl_toy_base.json): 60% answer the prompt's own digit, 40% a
+                    uniformly random one, so the base reads the prompt and answers with a
+                    digit, mostly the wrong one (the copy ~64%, each other digit ~4%). A LoRA
+                    adapter cannot learn the task on a random base (docs/rl.md), so the LoRA
+                    runs start from this one and must turn a mostly-copying model into one that
+                    answers the next digit.
 Only the standard library is used.
 """
 import json
@@ -93,7 +101,13 @@ def main():
         for i in range(80):
             d = i % 10
             f.write(json.dumps({"input": str(d), "answer": str((d + 1) % 10)}) + "\n")
-    print(f"wrote {out}: tokenizer ({n_vocab} tokens), dpo.jsonl (160), grpo.jsonl (80)")
+    with open(os.path.join(out, "base.jsonl"), "w") as f:
+        for i in range(400):
+            d = i % 10
+            a = d if rng.random() < 0.6 else rng.randrange(10)
+            f.write(json.dumps({"input": str(d), "output": str(a)}) + "\n")
+    print(f"wrote {out}: tokenizer ({n_vocab} tokens), dpo.jsonl (160), grpo.jsonl (80), "
+          "base.jsonl (400)")
     return 0
 
 

@@ -77,6 +77,29 @@ void set_key(json& cfg, const json& defaults, const std::string& path, const std
     VELA_CHECK(text == "true" || text == "false" || text == "1" || text == "0", "vela train: --",
                path, " takes true or false, got '", text, "'");
     value = text == "true" || text == "1";
+  } else if (def->is_array()) {
+    // A list flag: a JSON array, or names separated by commas (--lora.target-modules q_proj,v_proj
+    // or all-linear); a single name stays a string so keys that accept one (all-linear) get it.
+    if (!text.empty() && text.front() == '[') {
+      try {
+        value = json::parse(text);
+      } catch (const json::exception&) {
+        VELA_THROW(InvalidArgument, "vela train: --", path, " expects a JSON list, got '", text,
+                   "'");
+      }
+    } else if (text.find(',') != std::string::npos) {
+      value = json::array();
+      size_t start = 0;
+      while (start <= text.size()) {
+        size_t comma = std::min(text.find(',', start), text.size());
+        std::string item = text.substr(start, comma - start);
+        VELA_CHECK(!item.empty(), "vela train: --", path, " has an empty entry in '", text, "'");
+        value.push_back(item);
+        start = comma + 1;
+      }
+    } else {
+      value = text;
+    }
   } else {
     try {
       value = json::parse(text);

@@ -3,11 +3,8 @@
 #include "ops/moe.h"
 
 #include "ops/checks.h"
-#include "ops/cpu/cpu_moe_ops.h"
 #include "ops/dispatch.h"
-#if defined(VELA_HAS_CUDA)
-#include "ops/cuda/cuda_moe_ops.h"
-#endif
+#include "ops/moe_impl.h"
 
 namespace vela::ops {
 

@@ -95,10 +95,10 @@ TrainableModel::TrainableModel(Transformer& model, const TrainOptions& opts)
       if (moe.has_shared()) {
         g.moe.shared.dgate_up = add(pre + "mlp.shared_expert.gate_up_proj.weight",
                                     moe.shared.gate_up.weight, ParamKind::kMatrix);
-        g.moe.shared.ddown = add(pre + "mlp.shared_expert.down_proj.weight",
-                                 moe.shared.down.weight, ParamKind::kMatrix);
-        g.moe.dshared_gate = add(pre + "mlp.shared_expert_gate.weight", moe.shared_gate.weight,
+        g.moe.shared.ddown = add(pre + "mlp.shared_expert.down_proj.weight", moe.shared.down.weight,
                                  ParamKind::kMatrix);
+        g.moe.dshared_gate =
+            add(pre + "mlp.shared_expert_gate.weight", moe.shared_gate.weight, ParamKind::kMatrix);
       }
       continue;
     }
@@ -224,41 +224,45 @@ TrainableModel::Prepared TrainableModel::prepare_for(const Transformer& model_,
   return p;
 }
 
-LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_scale) {
-  Prepared p = prepare(batch);
-  if (p.n_targets == 0) return {};
-  const ModelConfig& cfg = model_.config;
-  const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
-  const DType dt = model_.dtype();
-  const Device dev = model_.device();
-  std::optional<LoraDropoutScope> dropout;
-  if (opts_.lora && opts_.lora_config.dropout > 0) dropout.emplace(lora_dropout_seed_);
-  // Forward.
+Tensor TrainableModel::forward_normed(const Transformer& model, const Prepared& p) {
+  const int64_t n = p.batch * p.seq, hidden = model.config.hidden_size;
+  const DType dt = model.dtype();
+  const Device dev = model.device();
   Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
   Tensor flat = residual.view({n, hidden});
+  ops::embedding(model.embed, p.ids, flat);
+  for (const DecoderBlock& block : model.blocks)
+    block.forward_dense(residual, p.positions, p.rope_table, p.doc_ids);
+  Tensor normed = Tensor::empty({n, hidden}, dt, dev);  // [n, hidden]
+  ops::rms_norm(flat, model.final_norm, model.config.rms_norm_eps, normed);
+  return normed;
+}
+
+Tensor TrainableModel::forward_train(const Prepared& p, Tensor& residual,
+                                     std::vector<DecoderBlockSaved>& saved) {
+  const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
+  const DType dt = model_.dtype();
+  const Device dev = model_.device();
+  residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
+  Tensor flat = residual.view({n, hidden});
   ops::embedding(model_.embed, p.ids, flat);
-  std::vector<DecoderBlockSaved> saved(model_.blocks.size());
+  saved.assign(model_.blocks.size(), DecoderBlockSaved{});
   for (size_t l = 0; l < model_.blocks.size(); ++l)
     model_.blocks[l].forward_dense_train(residual, p.positions, p.rope_table, p.doc_ids,
                                          opts_.activation_checkpointing, saved[l]);
-  // MoE: the router losses couple every layer, so their gradients are known only now.
-  const RouterLosses router = apply_router_losses(cfg, saved, loss_scale, dev);
-  moe_metrics_.add(saved, router);
-  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
-  ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
-  // Fused LM head + loss, backward through it.
-  LmHeadLossOptions lo;
-  lo.chunk_rows = opts_.ce_chunk_tokens;
-  lo.label_smoothing = opts_.label_smoothing;
-  lo.ignore_index = kIgnoreIndex;
-  const float grad_scale = loss_scale / static_cast<float>(p.n_targets);
-  Tensor dnormed = Tensor::empty({n, hidden}, dt, dev);
-  LmHeadLossResult loss =
-      lm_head_loss(normed, model_.lm_head.weight, p.targets, lo, grad_scale, dnormed, dlm_head_);
-  // Backward.
-  Tensor dresidual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
+  Tensor normed = Tensor::empty({n, hidden}, dt, dev);  // [n, hidden]
+  ops::rms_norm(flat, model_.final_norm, model_.config.rms_norm_eps, normed);
+  return normed;
+}
+
+void TrainableModel::backward_train(const Prepared& p, const Tensor& residual,
+                                    const Tensor& dnormed, std::vector<DecoderBlockSaved>& saved) {
+  const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
+  const Tensor flat = residual.view({n, hidden});
+  Tensor dresidual = Tensor::empty({p.batch, p.seq, hidden}, model_.dtype(), model_.device());
   Tensor dflat = dresidual.view({n, hidden});
-  ops::rms_norm_backward(flat, model_.final_norm, cfg.rms_norm_eps, dnormed, dflat, dfinal_norm_);
+  ops::rms_norm_backward(flat, model_.final_norm, model_.config.rms_norm_eps, dnormed, dflat,
+                         dfinal_norm_);
   grads_ready(head_params_);
   for (size_t l = model_.blocks.size(); l-- > 0;) {
     model_.blocks[l].backward_dense(saved[l], p.positions, p.rope_table, p.doc_ids, dresidual,
@@ -268,23 +272,38 @@ LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_s
   }
   if (dembed_.defined()) ops::embedding_backward(p.ids, dflat, dembed_);
   grads_ready(embed_params_);
+}
+
+LossStats TrainableModel::forward_backward(const TrainBatch& batch, float loss_scale) {
+  Prepared p = prepare(batch);
+  if (p.n_targets == 0) return {};
+  const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
+  std::optional<LoraDropoutScope> dropout;
+  if (opts_.lora && opts_.lora_config.dropout > 0) dropout.emplace(lora_dropout_seed_);
+  Tensor residual;
+  std::vector<DecoderBlockSaved> saved;
+  Tensor normed = forward_train(p, residual, saved);
+  // MoE: the router losses couple every layer, so their gradients are known only now.
+  const RouterLosses router =
+      apply_router_losses(model_.config, saved, loss_scale, model_.device());
+  moe_metrics_.add(saved, router);
+  // Fused LM head + loss, backward through it.
+  LmHeadLossOptions lo;
+  lo.chunk_rows = opts_.ce_chunk_tokens;
+  lo.label_smoothing = opts_.label_smoothing;
+  lo.ignore_index = kIgnoreIndex;
+  const float grad_scale = loss_scale / static_cast<float>(p.n_targets);
+  Tensor dnormed = Tensor::empty({n, hidden}, model_.dtype(), model_.device());
+  LmHeadLossResult loss =
+      lm_head_loss(normed, model_.lm_head.weight, p.targets, lo, grad_scale, dnormed, dlm_head_);
+  backward_train(p, residual, dnormed, saved);
   return {loss.loss_sum, loss.n_tokens};
 }
 
 LossStats TrainableModel::evaluate(const TrainBatch& batch) const {
   Prepared p = prepare(batch);
   if (p.n_targets == 0) return {};
-  const ModelConfig& cfg = model_.config;
-  const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
-  const DType dt = model_.dtype();
-  const Device dev = model_.device();
-  Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
-  Tensor flat = residual.view({n, hidden});
-  ops::embedding(model_.embed, p.ids, flat);
-  for (const DecoderBlock& block : model_.blocks)
-    block.forward_dense(residual, p.positions, p.rope_table, p.doc_ids);
-  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
-  ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
+  const Tensor normed = forward_normed(model_, p);
   LmHeadLossOptions lo;
   lo.chunk_rows = opts_.ce_chunk_tokens;
   lo.label_smoothing = opts_.label_smoothing;
@@ -304,17 +323,8 @@ std::vector<float> TrainableModel::model_token_logprobs(const Transformer& model
                                                         const TrainBatch& batch, int64_t chunk_rows,
                                                         float temperature) {
   Prepared p = prepare_for(model_, batch);
-  const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
-  if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(n), 0.0f);
-  const DType dt = model_.dtype();
-  const Device dev = model_.device();
-  Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
-  Tensor flat = residual.view({n, hidden});
-  ops::embedding(model_.embed, p.ids, flat);
-  for (const DecoderBlock& block : model_.blocks)
-    block.forward_dense(residual, p.positions, p.rope_table, p.doc_ids);
-  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
-  ops::rms_norm(flat, model_.final_norm, model_.config.rms_norm_eps, normed);
+  if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(p.batch * p.seq), 0.0f);
+  const Tensor normed = forward_normed(model_, p);
   return lm_head_logprobs(normed, model_.lm_head.weight, p.targets, p.host_targets, chunk_rows,
                           kIgnoreIndex, temperature);
 }
@@ -323,40 +333,23 @@ std::vector<float> TrainableModel::forward_backward_logprobs(const TrainBatch& b
                                                              const LogprobLossFn& dloss,
                                                              float temperature) {
   Prepared p = prepare(batch);
-  const ModelConfig& cfg = model_.config;
-  const int64_t n = p.batch * p.seq, hidden = cfg.hidden_size;
+  const int64_t n = p.batch * p.seq, hidden = model_.config.hidden_size;
   if (p.n_targets == 0) return std::vector<float>(static_cast<size_t>(n), 0.0f);
-  const DType dt = model_.dtype();
-  const Device dev = model_.device();
   std::optional<LoraDropoutScope> dropout;  // forward and backward see the same masks
   if (opts_.lora && opts_.lora_config.dropout > 0) dropout.emplace(lora_dropout_seed_);
-  Tensor residual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);  // [batch, seq, hidden]
-  Tensor flat = residual.view({n, hidden});
-  ops::embedding(model_.embed, p.ids, flat);
-  std::vector<DecoderBlockSaved> saved(model_.blocks.size());
-  for (size_t l = 0; l < model_.blocks.size(); ++l)
-    model_.blocks[l].forward_dense_train(residual, p.positions, p.rope_table, p.doc_ids,
-                                         opts_.activation_checkpointing, saved[l]);
-  Tensor normed = Tensor::empty({n, hidden}, dt, dev);
-  ops::rms_norm(flat, model_.final_norm, cfg.rms_norm_eps, normed);
+  Tensor residual;
+  std::vector<DecoderBlockSaved> saved;
+  Tensor normed = forward_train(p, residual, saved);
   std::vector<float> logp =
       lm_head_logprobs(normed, model_.lm_head.weight, p.targets, p.host_targets,
                        opts_.ce_chunk_tokens, kIgnoreIndex, temperature);
   std::vector<float> coef = dloss(logp);
   VELA_CHECK(coef.size() == logp.size(), "forward_backward_logprobs: the loss returned ",
              coef.size(), " coefficients for ", logp.size(), " tokens");
-  Tensor dnormed = Tensor::empty({n, hidden}, dt, dev);
+  Tensor dnormed = Tensor::empty({n, hidden}, model_.dtype(), model_.device());
   lm_head_logprobs_backward(normed, model_.lm_head.weight, p.targets, p.host_targets, coef,
                             opts_.ce_chunk_tokens, kIgnoreIndex, dnormed, dlm_head_, temperature);
-  Tensor dresidual = Tensor::empty({p.batch, p.seq, hidden}, dt, dev);
-  Tensor dflat = dresidual.view({n, hidden});
-  ops::rms_norm_backward(flat, model_.final_norm, cfg.rms_norm_eps, dnormed, dflat, dfinal_norm_);
-  for (size_t l = model_.blocks.size(); l-- > 0;) {
-    model_.blocks[l].backward_dense(saved[l], p.positions, p.rope_table, p.doc_ids, dresidual,
-                                    block_grads_[l]);
-    saved[l] = DecoderBlockSaved{};
-  }
-  if (dembed_.defined()) ops::embedding_backward(p.ids, dflat, dembed_);
+  backward_train(p, residual, dnormed, saved);
   return logp;
 }
 

@@ -70,7 +70,8 @@ class TrainableModel {
 
   void zero_grad();
 
-  // Data parallel (train/data_parallel.h): forward_backward calls the hook with the indices of the
+  // Data parallel (train/data_parallel.h): every backward (forward_backward and
+  // forward_backward_logprobs) calls the hook with the indices of the
   // parameters whose gradients it has just finished (the LM head and final norm, then each block
   // from the last to the first, then the embedding), so their all-reduce can start while the rest
   // of the backward runs. backward_order() lists every parameter in that order (parameters no
@@ -117,6 +118,16 @@ class TrainableModel {
   struct Prepared;  // the batch on the model's device: flat ids/targets, positions, rope table
   Prepared prepare(const TrainBatch& batch) const;
   static Prepared prepare_for(const Transformer& model, const TrainBatch& batch);
+  // The forward every path shares. Inference-style (evaluate, the log-probs of a reference):
+  // embedding -> blocks -> final norm, returns normed [n, hidden]. Training: the same with each
+  // block saving what its backward needs; residual [batch, seq, hidden] (out) is the stream the
+  // final norm read, which backward_train needs.
+  static Tensor forward_normed(const Transformer& model, const Prepared& p);
+  Tensor forward_train(const Prepared& p, Tensor& residual, std::vector<DecoderBlockSaved>& saved);
+  // From d(normed) [n, hidden] back through the final norm, the blocks (freeing their saved
+  // activations) and the embedding, accumulating the parameter gradients.
+  void backward_train(const Prepared& p, const Tensor& residual, const Tensor& dnormed,
+                      std::vector<DecoderBlockSaved>& saved);
 
   Transformer& model_;
   TrainOptions opts_;

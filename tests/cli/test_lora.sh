@@ -5,33 +5,18 @@
 # --resume continues it; `vela generate --lora` == `vela convert --merge-lora` + generate;
 # `vela serve --lora` lists the adapters in /v1/models and serves base and adapters side by side
 # (each request's tokens equal `vela generate`'s); DPO and GRPO train LoRA adapters on the RL toy
-# task against the frozen base; bad input is a clear error.
+# task against the frozen base (pref_acc and the rollouts' reward rise); bad input is a clear
+# error.
 # usage: test_lora.sh path/to/vela   (run from tests/)
 set -euo pipefail
 VELA="$1"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/common.sh"
 dir=$(mktemp -d)
 SERVE_PID=""
 cleanup() { [ -n "$SERVE_PID" ] && kill -9 "$SERVE_PID" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 
-python3 - "$dir" <<'PY'
-import json, random, sys
-d = sys.argv[1]
-random.seed(4)
-words = "the lord said unto moses and aaron go in peace light day night earth heaven water".split()
-with open(f"{d}/text.txt", "w") as t, open(f"{d}/data.jsonl", "w") as j:
-    for i in range(200):
-        s = " ".join(random.choice(words) for _ in range(random.randint(8, 30))) + "."
-        t.write(s + "\n")
-        j.write(json.dumps({"text": s}) + "\n")
-PY
-"$VELA" tokenize train --vocab-size 300 --special "<|endoftext|>" "$dir/text.txt" --out "$dir/tok" >/dev/null 2>&1
-cat > "$dir/prep.json" <<JSON
-{"tokenizer": "$dir/tok", "format": "text", "sections": [{"field": "text"}],
- "eos_token": "<|endoftext|>", "seq_len": 64, "packing": true}
-JSON
-"$VELA" preprocess --config "$dir/prep.json" "$dir/data.jsonl" -o "$dir/shards" --quiet >/dev/null
+make_text_corpus "$VELA" "$dir" 4 200
 
 # The base: a few full-parameter steps from random init.
 cat > "$dir/base.json" <<JSON
@@ -143,57 +128,53 @@ print("serve --lora: /v1/models", names, "; concurrent base/adapter requests con
 PY
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=""
 
-# DPO and GRPO train LoRA adapters on the RL toy task (reference = the frozen base).
-python3 "$ROOT/examples/make_rl_toy_data.py" "$dir/rl" --seed 5 >/dev/null
+# DPO and GRPO train LoRA adapters on the RL toy task (examples/*_toy_lora.json). A LoRA adapter
+# cannot learn it on a random base (the frozen tied embeddings and norms bound the logits: see
+# docs/rl.md), so the base is a short full-parameter SFT (examples/rl_toy_base.json) that mostly
+# copies the prompt's digit; the adapters must make it answer the next one. The reference of both
+# is that frozen base (B = 0).
+# The base's SFT must get past the point where the model starts reading the prompt (a sudden drop
+# of the loss, step ~300-450 of 500 at the seeds tried; some data seeds need longer): data seed 0
+# does, so the runs below are fixed to it (and to RL seed 3), one thread: bit-reproducible.
+make_rl_toy "$VELA" "$dir/rl" 0
+rl=(--tokenizer "$dir/rl/tokenizer" --no-progress --threads 1 --seed 3 --data.seed 3)
+"$VELA" train --config "$ROOT/examples/rl_toy_base.json" --model "$ROOT/examples/rl_toy_model.json" \
+  --tokenizer "$dir/rl/tokenizer" --no-progress --threads 1 --data.path "$dir/rl/base_shards" \
+  --out-dir "$dir/rlbase" >/dev/null 2>&1
+RLBASE="$dir/rlbase/step-00000500"
 for f in dpo grpo; do
-  sed "s#build/rl_toy/tokenizer#$dir/rl/tokenizer#" "$ROOT/examples/${f}_toy_prep.json" > "$dir/${f}_prep.json"
-  "$VELA" preprocess --config "$dir/${f}_prep.json" "$dir/rl/$f.jsonl" -o "$dir/${f}_shards" --quiet >/dev/null
-done
-python3 - "$ROOT" "$dir" <<'PY'
-import json, sys
-root, d = sys.argv[1], sys.argv[2]
-for f, extra in (("dpo", {}), ("grpo", {"grpo": {"group_size": 16, "max_tokens": 1,
-                 "temperature": 1.5, "kl_coef": 0.05, "reward": {"type": "exact_match"}}})):
-    c = json.load(open(f"{root}/examples/{f}_toy.json"))
-    c.update(extra)
-    c["lora"] = {"r": 8, "alpha": 32, "target_modules": "all-linear"}
-    c["model"] = f"{root}/examples/rl_toy_model.json"
-    c["tokenizer"] = f"{d}/rl/tokenizer"
-    c["data"]["path"] = f"{d}/{f}_shards"
-    c["out_dir"] = f"{d}/{f}"
-    c["progress"] = False
-    c["max_steps"] = 40 if f == "dpo" else 20
-    c["log_every"] = 5
-    c["schedule"]["lr"] = 0.02
-    json.dump(c, open(f"{d}/{f}_lora.json", "w"))
-PY
-for f in dpo grpo; do
-  VELA_LOG_LEVEL=info "$VELA" train --config "$dir/${f}_lora.json" >"$dir/$f.log" 2>&1 ||
-    { cat "$dir/$f.log"; exit 1; }
+  VELA_LOG_LEVEL=info "$VELA" train --config "$ROOT/examples/${f}_toy_lora.json" "${rl[@]}" \
+    --init-from "$RLBASE" --data.path "$dir/rl/${f}_shards" --out-dir "$dir/$f" --log-every 5 \
+    >"$dir/$f.log" 2>&1 || { cat "$dir/$f.log"; exit 1; }
   grep -q "the frozen base" "$dir/$f.log" || { echo "$f: no frozen-base reference"; cat "$dir/$f.log"; exit 1; }
 done
 python3 - "$dir" <<'PY'
 import json, os, sys
 d = sys.argv[1]
-for f, key in (("dpo", "reward_margin"), ("grpo", "kl")):
-    v = [json.loads(l)[key] for l in open(f"{d}/{f}/metrics.jsonl") if key in json.loads(l)]
+def rows(f):
+    return [json.loads(l) for l in open(f"{d}/{f}/metrics.jsonl")]
+for f in ("dpo", "grpo"):
     ck = sorted(x for x in os.listdir(f"{d}/{f}") if x.startswith("step-"))[-1]
     files = os.listdir(f"{d}/{f}/{ck}")
     assert "adapter_model.safetensors" in files and "model.safetensors" not in files, files
-    print(f"{f} + LoRA: {key} first {v[0]:.4f}, best {max(v):.4f} ({len(v)} logged)")
-    if f == "dpo":
-        # The implicit reward margin beta (log pi/ref (chosen) - log pi/ref (rejected)) against
-        # the frozen base grows as the adapter learns the preferences (per-batch values: noisy).
-        h = len(v) // 2
-        assert sum(v[h:]) / (len(v) - h) > max(0.0, sum(v[:h]) / h), f"DPO margin did not grow: {v}"
-    else:
-        # The adapter moves the policy away from the frozen base (its KL reference), which is
-        # exactly the starting policy (B = 0): KL > 0 after the first steps. (Reward does not rise
-        # within these 30 steps on the toy task: docs/lora.md.)
-        clip = [json.loads(l)["clip_frac"] for l in open(f"{d}/{f}/metrics.jsonl") if "clip_frac" in l]
-        assert min(v) > 1e-4 and max(clip) < 0.5, (v, clip)
+# DPO: the preference accuracy of the implicit rewards (0 at step 1: B = 0 gives every pair the
+# same reward) reaches a clear level and the margin grows. (As DPO tends to, it gets there mostly
+# by lowering the rejected answers' log-probs; the chosen one's stays about where it was.)
+r = rows("dpo")
+acc = [x["pref_acc"] for x in r]
+margin = [x["reward_margin"] for x in r]
+lpr = [x["logp_rejected"] for x in r]
+late = sum(acc[-3:]) / 3
+print(f"dpo + LoRA: pref_acc {' '.join(f'{a:.2f}' for a in acc)}; margin {margin[0]:.2f} -> "
+      f"{margin[-1]:.2f}; logp_rejected {lpr[0]:.2f} -> {lpr[-1]:.2f}")
+assert late >= 0.85 and margin[-1] > margin[0] + 0.5 and lpr[-1] < lpr[0] - 1, (acc, margin, lpr)
+# GRPO: the reward of the rollouts (base + adapter) rises from the base's level.
+r = rows("grpo")
+rew = [x["reward_mean"] for x in r]
+late = sum(rew[-5:]) / 5
+print(f"grpo + LoRA: reward_mean {' '.join(f'{a:.2f}' for a in rew)} (last five {late:.2f})")
+assert late >= max(0.3, 2 * rew[0]), rew
 PY
-
 # Clear errors.
 set +e
 err=$("$VELA" train --config "$dir/lora.json" --out-dir "$dir/bad" --lora.r 0 2>&1); rc=$?

@@ -7,14 +7,10 @@
 # usage: test_rl.sh path/to/vela   (run from tests/)
 set -euo pipefail
 VELA="$1"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/common.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-python3 "$ROOT/examples/make_rl_toy_data.py" "$dir" --seed 5 >/dev/null
-for f in dpo grpo; do
-  sed "s#build/rl_toy/tokenizer#$dir/tokenizer#" "$ROOT/examples/${f}_toy_prep.json" > "$dir/${f}_prep.json"
-  "$VELA" preprocess --config "$dir/${f}_prep.json" "$dir/$f.jsonl" -o "$dir/${f}_shards" --quiet >/dev/null
-done
+make_rl_toy "$VELA" "$dir" 5
 common=(--model "$ROOT/examples/rl_toy_model.json" --tokenizer "$dir/tokenizer" --no-progress)
 
 best() {  # best value of metric $2 in metrics file $1, and its first value

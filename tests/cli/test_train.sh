@@ -7,26 +7,11 @@
 # usage: test_train.sh path/to/vela   (run from tests/)
 set -euo pipefail
 VELA="$1"
+source "$(dirname "$0")/common.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-python3 - "$dir" <<'PY'
-import json, random, sys
-d = sys.argv[1]
-random.seed(3)
-words = "the lord said unto moses and aaron go in peace light day night earth heaven water".split()
-with open(f"{d}/text.txt", "w") as t, open(f"{d}/data.jsonl", "w") as j:
-    for i in range(120):
-        s = " ".join(random.choice(words) for _ in range(random.randint(8, 30))) + "."
-        t.write(s + "\n")
-        j.write(json.dumps({"text": s}) + "\n")
-PY
-"$VELA" tokenize train --vocab-size 300 --special "<|endoftext|>" "$dir/text.txt" --out "$dir/tok" >/dev/null 2>&1
-cat > "$dir/prep.json" <<JSON
-{"tokenizer": "$dir/tok", "format": "text", "sections": [{"field": "text"}],
- "eos_token": "<|endoftext|>", "seq_len": 64, "packing": true}
-JSON
-"$VELA" preprocess --config "$dir/prep.json" "$dir/data.jsonl" -o "$dir/shards" --quiet >/dev/null
+make_text_corpus "$VELA" "$dir" 3 120
 
 cat > "$dir/train.json" <<JSON
 {"out_dir": "$dir/run", "model": "tiny", "seed": 1, "max_steps": 8, "log_every": 1,

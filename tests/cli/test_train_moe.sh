@@ -6,26 +6,11 @@
 # usage: test_train_moe.sh path/to/vela   (run from tests/)
 set -euo pipefail
 VELA="$1"
+source "$(dirname "$0")/common.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-python3 - "$dir" <<'PY'
-import json, random, sys
-d = sys.argv[1]
-random.seed(5)
-words = "the lord said unto moses and aaron go in peace light day night earth heaven water".split()
-with open(f"{d}/text.txt", "w") as t, open(f"{d}/data.jsonl", "w") as j:
-    for i in range(150):
-        s = " ".join(random.choice(words) for _ in range(random.randint(8, 30))) + "."
-        t.write(s + "\n")
-        j.write(json.dumps({"text": s}) + "\n")
-PY
-"$VELA" tokenize train --vocab-size 300 --special "<|endoftext|>" "$dir/text.txt" --out "$dir/tok" >/dev/null 2>&1
-cat > "$dir/prep.json" <<JSON
-{"tokenizer": "$dir/tok", "format": "text", "sections": [{"field": "text"}],
- "eos_token": "<|endoftext|>", "seq_len": 64, "packing": true}
-JSON
-"$VELA" preprocess --config "$dir/prep.json" "$dir/data.jsonl" -o "$dir/shards" --quiet >/dev/null
+make_text_corpus "$VELA" "$dir" 5 150
 cat > "$dir/moe.json" <<JSON
 {"model_type": "qwen3_moe", "vocab_size": 300, "hidden_size": 48, "num_hidden_layers": 2,
  "intermediate_size": 64, "moe_intermediate_size": 32, "num_attention_heads": 4,

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "ops/cpu/cpu_moe_ops.h"
 #include "ops/cpu/vec.h"
 #include "ops/gemm.h"
+#include "ops/moe_impl.h"
 
 namespace vela::ops::cpu {
 

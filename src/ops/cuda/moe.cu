@@ -19,7 +19,7 @@
 #include <mma.h>
 
 #include "ops/cuda/common.cuh"
-#include "ops/cuda/cuda_moe_ops.h"
+#include "ops/moe_impl.h"
 
 namespace vela::ops::cuda {
 

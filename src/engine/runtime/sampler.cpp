@@ -333,9 +333,29 @@ void Sampler::apply_penalties(float* logits, const SamplerRow& row, Scratch& s) 
 int32_t Sampler::sample_filtered(const float* logits, const SamplingParams& p, float u,
                                  Scratch& s) const {
   const int64_t n = vocab_size_;
+  double mass = 0.0;
+  if (!filter_weights(logits, p, s, &mass)) return argmax_lower_id(logits, n);
+  const float* w = s.prob.data();
+  // Inverse CDF in ascending id order: the first kept token whose cumulative mass exceeds u * mass
+  // (same summation order as `mass`, so some token always qualifies).
+  const double target = static_cast<double>(u) * mass;
+  double cum = 0.0;
+  int32_t last = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(w[i] > 0.0f)) continue;
+    cum += w[i];
+    last = static_cast<int32_t>(i);
+    if (cum > target) return last;
+  }
+  return last >= 0 ? last : argmax_lower_id(logits, n);
+}
+
+bool Sampler::filter_weights(const float* logits, const SamplingParams& p, Scratch& s,
+                             double* total) const {
+  const int64_t n = vocab_size_;
   bool has_nan = false;
   const float m = max_value(logits, n, &has_nan);
-  if (m == kNegInf) return argmax_lower_id(logits, n);  // every token banned: nothing to sample
+  if (m == kNegInf) return false;  // every token banned: nothing to sample
 
   // Temperature: weights w = exp((l - max) / T) = p / p_max, never normalized explicitly.
   const float scale = 1.0f / p.temperature;
@@ -377,18 +397,45 @@ int32_t Sampler::sample_filtered(const float* logits, const SamplingParams& p, f
   }
   double mass = 0.0;
   for (int64_t i = 0; i < n; ++i) mass += w[i];
-  // Inverse CDF in ascending id order: the first kept token whose cumulative mass exceeds u * mass
-  // (same summation order as `mass`, so some token always qualifies).
-  const double target = static_cast<double>(u) * mass;
-  double cum = 0.0;
-  int32_t last = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!(w[i] > 0.0f)) continue;
-    cum += w[i];
-    last = static_cast<int32_t>(i);
-    if (cum > target) return last;
+  *total = mass;
+  return mass > 0.0;
+}
+
+void Sampler::distribution(Tensor& logits, const std::vector<SamplerRow>& rows, float* probs) {
+  VELA_CHECK(logits.defined() && logits.is_cpu() && logits.dtype() == DType::kF32 &&
+                 logits.dim() == 2 && logits.size(1) == vocab_size_ &&
+                 (logits.size(1) == 1 || logits.stride(1) == 1),
+             "Sampler::distribution: logits must be f32 [n_rows, ", vocab_size_,
+             "] on the CPU with unit column stride, got ",
+             logits.defined() ? logits.str() : std::string("undefined"));
+  const int64_t n_rows = logits.size(0), n = vocab_size_;
+  VELA_CHECK(static_cast<int64_t>(rows.size()) == n_rows && n_rows <= max_rows_,
+             "Sampler::distribution: ", rows.size(), " rows for logits ", logits.str(),
+             " (max_rows ", max_rows_, ")");
+  Scratch& s = workers_[0];
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const SamplerRow& row = rows[static_cast<size_t>(r)];
+    VELA_CHECK(row.params != nullptr, "Sampler: a row has no SamplingParams");
+    const SamplingParams& p = *row.params;
+    float* l = logits.data<float>() + r * logits.stride(0);
+    float* out = probs + r * n;
+    for (int64_t i = 0; i < n; ++i)
+      if (l[i] != l[i]) l[i] = kNegInf;
+    if (p.has_penalties()) apply_penalties(l, row, s);
+    for (const auto& [id, bias] : p.logit_bias) {
+      VELA_CHECK(id >= 0 && id < n, "Sampler: logit_bias token id ", id,
+                 " is outside the vocabulary [0, ", n, ")");
+      l[id] += bias;
+    }
+    double mass = 0.0;
+    if (p.is_greedy() || !filter_weights(l, p, s, &mass)) {
+      std::fill(out, out + n, 0.0f);
+      out[argmax_lower_id(l, n)] = 1.0f;
+      continue;
+    }
+    const double inv = 1.0 / mass;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(s.prob[static_cast<size_t>(i)] * inv);
   }
-  return last >= 0 ? last : argmax_lower_id(logits, n);
 }
 
 }  // namespace vela

@@ -48,6 +48,12 @@ class Sampler {
   // output or logit_bias); `out` is then unspecified.
   void sample(Tensor& logits, const std::vector<SamplerRow>& rows, std::vector<SampleResult>& out);
 
+  // The distribution sample() draws each row from, as probabilities: probs[r * vocab + i] =
+  // P(token i) after penalties, logit bias, temperature, top-k, top-p and min-p (greedy rows, and
+  // rows with every token banned: one-hot at the argmax). logits are modified in place as by
+  // sample(). Speculative decoding's rejection rule (engine/spec/rejection.h) reads these.
+  void distribution(Tensor& logits, const std::vector<SamplerRow>& rows, float* probs);
+
   int64_t vocab_size() const { return vocab_size_; }
   int32_t max_rows() const { return max_rows_; }
 
@@ -71,6 +77,10 @@ class Sampler {
   float row_logprobs(const float* row, float row_max, float scale, int32_t top_logprobs, Scratch& s,
                      SampleResult& out) const;
   int32_t sample_filtered(const float* logits, const SamplingParams& p, float u, Scratch& s) const;
+  // Temperature / top-k / top-p / min-p weights of the row into s.prob (0 = dropped) and their
+  // sum; false when every token is banned.
+  bool filter_weights(const float* logits, const SamplingParams& p, Scratch& s,
+                      double* total) const;
 
   int64_t vocab_size_;
   int32_t max_rows_;

@@ -3,9 +3,13 @@
 // prompt, without speculation and with each --speculative setting; reports the decode rate (first
 // to last token), the speed-up, the acceptance rate and tokens per target step, and checks that
 // the tokens are identical to the run without speculation.
+#include <time.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+
+#include <algorithm>
 
 #include "bench/bench_util.h"
 #include "cli/args.h"
@@ -16,6 +20,14 @@ namespace vela::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds of the whole process (every thread): the work a run costs, which a shared, busy
+// machine does not inflate the way it inflates wall time.
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // Public-domain text (Genesis 1:1-5, KJV): repeated, its continuation is a copy of itself.
 const char* kPassage =
@@ -28,6 +40,7 @@ const char* kPassage =
 struct Run {
   std::vector<int32_t> tokens;
   double decode_s = 0;  // first token to last token
+  double cpu_s = 0;     // process CPU seconds over the same span
   SpeculativeStats spec;
 };
 
@@ -43,21 +56,28 @@ Run run_one(Engine& engine, const std::vector<int32_t>& prompt, int32_t n, float
   VELA_CHECK(h != nullptr, "bench spec: the engine's queue is full");
   StreamEvent ev;
   Clock::time_point first{}, last{};
+  double cpu_first = 0, cpu_last = 0;
   bool seen = false;
   while (h->next(ev)) {
     if (ev.tokens.empty()) continue;
     last = Clock::now();
-    if (!seen) first = last;
+    cpu_last = process_cpu_s();
+    if (!seen) {
+      first = last;
+      cpu_first = cpu_last;
+    }
     seen = true;
   }
   Run out;
   out.tokens = h->wait().completions[0].tokens;
   out.decode_s = std::chrono::duration<double>(last - first).count();
+  out.cpu_s = cpu_last - cpu_first;
   SpeculativeStats after = engine.stats().speculative;
   out.spec.rows = after.rows - before.rows;
   out.spec.drafted = after.drafted - before.drafted;
   out.spec.accepted = after.accepted - before.accepted;
   out.spec.emitted = after.emitted - before.emitted;
+  out.spec.draft_forwards = after.draft_forwards - before.draft_forwards;
   return out;
 }
 
@@ -110,9 +130,9 @@ int bench_spec_main(int argc, char** argv) {
   j["temperature"] = temperature;
   j["cases"] = json::array();
   std::vector<std::vector<int32_t>> reference(prompts.size());
-  std::vector<double> base_rate(prompts.size(), 0);
-  std::printf("%-11s %-36s %10s %8s %10s %9s %s\n", "prompt", "speculative", "tok/s", "speedup",
-              "accept", "tok/step", "same");
+  std::vector<double> base_rate(prompts.size(), 0), base_cpu_rate(prompts.size(), 0);
+  std::printf("%-11s %-36s %10s %8s %11s %8s %10s %9s %s\n", "prompt", "speculative", "tok/s",
+              "speedup", "tok/cpu-s", "speedup", "accept", "tok/step", "same");
   for (const std::string& s : settings) {
     EngineConfig ec;
     ec.max_seqs = 4;
@@ -130,14 +150,17 @@ int bench_spec_main(int argc, char** argv) {
         if (r == 0 || x.decode_s < best.decode_s) best = x;
       }
       double rate = (static_cast<double>(best.tokens.size()) - 1) / best.decode_s;
+      double cpu_rate = (static_cast<double>(best.tokens.size()) - 1) / std::max(best.cpu_s, 1e-9);
       if (s == "off") {
         reference[p] = best.tokens;
         base_rate[p] = rate;
+        base_cpu_rate[p] = cpu_rate;
       }
       bool same = best.tokens == reference[p];
       const bool comparable = temperature == 0 || !ec.speculative.uses_draft_model();
-      std::printf("%-11s %-36s %10.1f %7.2fx %10.3f %9.2f %s\n", prompts[p].first.c_str(),
-                  ec.speculative.describe().c_str(), rate, rate / base_rate[p],
+      std::printf("%-11s %-36s %10.1f %7.2fx %11.1f %7.2fx %10.3f %9.2f %s\n",
+                  prompts[p].first.c_str(), ec.speculative.describe().c_str(), rate,
+                  rate / base_rate[p], cpu_rate, cpu_rate / base_cpu_rate[p],
                   best.spec.acceptance_rate(), best.spec.tokens_per_step(),
                   !comparable ? "-" : same ? "yes" : "NO");
       j["cases"].push_back({{"prompt", prompts[p].first},
@@ -145,6 +168,9 @@ int bench_spec_main(int argc, char** argv) {
                             {"speculative", ec.speculative.describe()},
                             {"tokens_per_s", rate},
                             {"speedup", rate / base_rate[p]},
+                            {"tokens_per_cpu_s", cpu_rate},
+                            {"cpu_speedup", cpu_rate / base_cpu_rate[p]},
+                            {"draft_forwards", best.spec.draft_forwards},
                             {"acceptance_rate", best.spec.acceptance_rate()},
                             {"tokens_per_target_step", best.spec.tokens_per_step()},
                             {"draft_tokens", best.spec.drafted},

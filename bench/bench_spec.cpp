@@ -5,11 +5,10 @@
 // the tokens are identical to the run without speculation.
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-
-#include <algorithm>
 
 #include "bench/bench_util.h"
 #include "cli/args.h"
@@ -143,7 +142,8 @@ int bench_spec_main(int argc, char** argv) {
     VELA_CHECK(engine->tokenizer() != nullptr, "bench spec: ", dir, " has no tokenizer.json");
     for (size_t p = 0; p < prompts.size(); ++p) {
       std::vector<int32_t> ids = engine->tokenizer()->encode(prompts[p].second);
-      run_one(*engine, ids, 16, temperature);  // warm-up (graphs, plans); the prefix cache then holds the prompt
+      run_one(*engine, ids, 16,
+              temperature);  // warm-up (graphs, plans); the prefix cache then holds the prompt
       Run best;
       for (int r = 0; r < reps; ++r) {
         Run x = run_one(*engine, ids, n, temperature);
@@ -162,7 +162,9 @@ int bench_spec_main(int argc, char** argv) {
                   prompts[p].first.c_str(), ec.speculative.describe().c_str(), rate,
                   rate / base_rate[p], cpu_rate, cpu_rate / base_cpu_rate[p],
                   best.spec.acceptance_rate(), best.spec.tokens_per_step(),
-                  !comparable ? "-" : same ? "yes" : "NO");
+                  !comparable ? "-"
+                  : same      ? "yes"
+                              : "NO");
       j["cases"].push_back({{"prompt", prompts[p].first},
                             {"prompt_tokens", ids.size()},
                             {"speculative", ec.speculative.describe()},

@@ -108,8 +108,8 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   sampler_ = std::make_unique<Sampler>(mc.vocab_size, n_logit_rows);
   if (cuda) device_sampler_ = std::make_unique<DeviceSampler>(mc.vocab_size, n_logit_rows, dev);
   VELA_CHECK(!draft || cfg_.speculative.uses_draft_model(),
-             "a draft model was given but the speculative config is '",
-             cfg_.speculative.describe(), "' (use draft=DIR)");
+             "a draft model was given but the speculative config is '", cfg_.speculative.describe(),
+             "' (use draft=DIR)");
   if (cfg_.speculative.uses_draft_model()) {
     std::unique_ptr<Tokenizer> draft_tokenizer;
     if (!draft) {
@@ -123,9 +123,9 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
                                  device_, dtype_);
     draft_ = std::make_unique<DraftModel>(std::move(*draft), cfg_, *executor_);
   }
-  scheduler_ = std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_,
-                                           tokenizer_.get(), eos_ids_, device_sampler_.get(),
-                                           draft_.get());
+  scheduler_ =
+      std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_, tokenizer_.get(),
+                                  eos_ids_, device_sampler_.get(), draft_.get());
   // Setup ran on this thread's stream; the loop uses the engine's stream: finish setup first.
   if (cuda) cuda::synchronize(dev.index);
   if (executor_->graphs_enabled()) {

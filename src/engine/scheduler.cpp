@@ -36,8 +36,7 @@ std::vector<int32_t> prefix_key(const Task& t, int32_t n) {
 
 Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor,
                      Sampler& sampler, InferenceWorkspace& ws, const Tokenizer* tokenizer,
-                     std::vector<int32_t> eos_ids, DeviceSampler* device_sampler,
-                     DraftModel* draft)
+                     std::vector<int32_t> eos_ids, DeviceSampler* device_sampler, DraftModel* draft)
     : cfg_(cfg),
       cache_(cache),
       executor_(executor),
@@ -53,7 +52,7 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
   if (cfg.speculative.enabled()) spec_ = std::make_unique<Speculator>(cfg.speculative);  // spec
-  draft_ = draft;                                                                          // spec
+  draft_ = draft;                                                                        // spec
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {

@@ -128,7 +128,7 @@ class Scheduler {
   // ---- Speculative decoding (engine/spec/; defined in engine/spec/scheduler_spec.cpp) --------
   std::unique_ptr<Speculator> spec_;        // null when EngineConfig::speculative is off
   DraftModel* draft_ = nullptr;             // draft-model speculation (owned by the Engine)
-  std::vector<SampleResult> draft_emitted_; // verify() output, reused
+  std::vector<SampleResult> draft_emitted_;  // verify() output, reused
   // Per verified row with penalties: output + the drafts before it. Reused across steps (the
   // first spec_ctx_used_ are this step's; deque: stable addresses), so steady decode allocates
   // nothing here once the buffers have grown.

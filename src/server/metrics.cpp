@@ -139,8 +139,10 @@ std::string Metrics::prometheus(const EngineStats& es) const {
   counter("vela_spec_draft_forwards_total",
           "Speculative decoding: draft-model forwards (catch-up and one-token steps).",
           es.speculative.draft_forwards);
-  gauge("vela_spec_draft_seconds", "Speculative decoding: wall seconds spent drafting with the "
-        "draft model so far.", es.speculative.draft_seconds);
+  gauge("vela_spec_draft_seconds",
+        "Speculative decoding: wall seconds spent drafting with the "
+        "draft model so far.",
+        es.speculative.draft_seconds);
   counter("vela_client_disconnects_total", "Requests cancelled because the client went away.",
           disconnects_.load());
   counter("vela_rejected_requests_total", "Requests refused by admission control (429/503).",

@@ -56,8 +56,8 @@ TEST_F(CudaSpecDraft, GreedyOutputIdenticalWithAndWithoutTheDraftModel) {
                 std::make_unique<Transformer>(Transformer::load(kModel, DType::kF32, gpu())));
     Transformer t = Transformer::load(kModel, DType::kF32, gpu());
     Engine other(std::move(t), nullptr, config(graphs, true),
-                 std::make_unique<Transformer>(Transformer::random(
-                     Transformer::load(kModel).config, DType::kF32, gpu(), 3, 0.3f)));
+                 std::make_unique<Transformer>(Transformer::random(Transformer::load(kModel).config,
+                                                                   DType::kF32, gpu(), 3, 0.3f)));
     auto reqs = requests(0.0f);
     auto a = plain.generate(reqs), b = same.generate(reqs), c = other.generate(reqs);
     for (size_t i = 0; i < reqs.size(); ++i) {

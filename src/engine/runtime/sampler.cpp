@@ -434,7 +434,8 @@ void Sampler::distribution(Tensor& logits, const std::vector<SamplerRow>& rows, 
       continue;
     }
     const double inv = 1.0 / mass;
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(s.prob[static_cast<size_t>(i)] * inv);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<float>(s.prob[static_cast<size_t>(i)] * inv);
   }
 }
 

@@ -49,8 +49,9 @@ void DraftModel::check_compatible(const ModelConfig& target, const Tokenizer* ta
                                   const Transformer& draft, const Tokenizer* draft_tokenizer,
                                   int32_t max_ctx, Device device, DType dtype) {
   const ModelConfig& d = draft.config;
-  VELA_CHECK(d.vocab_size == target.vocab_size, "--speculative draft: the draft model's vocab_size ",
-             d.vocab_size, " differs from the target's ", target.vocab_size,
+  VELA_CHECK(d.vocab_size == target.vocab_size,
+             "--speculative draft: the draft model's vocab_size ", d.vocab_size,
+             " differs from the target's ", target.vocab_size,
              " (a draft model must share the target's tokenizer)");
   if (target_tokenizer != nullptr && draft_tokenizer != nullptr) {
     VELA_CHECK(target_tokenizer->vocab_size() == draft_tokenizer->vocab_size(),
@@ -72,7 +73,8 @@ void DraftModel::check_compatible(const ModelConfig& target, const Tokenizer* ta
              "--speculative draft: the draft model must be on the target's device and dtype (",
              device.str(), ", ", dtype_name(dtype), "), got ", draft.device().str(), ", ",
              dtype_name(draft.dtype()));
-  VELA_CHECK(!draft.lora_adapters, "--speculative draft: the draft model cannot carry LoRA adapters");
+  VELA_CHECK(!draft.lora_adapters,
+             "--speculative draft: the draft model cannot carry LoRA adapters");
 }
 
 DraftModel::DraftModel(Transformer model, const EngineConfig& cfg, const Executor& target_executor)
@@ -91,9 +93,8 @@ DraftModel::DraftModel(Transformer model, const EngineConfig& cfg, const Executo
   const int64_t full = static_cast<int64_t>(cfg.max_seqs) * cfg.max_ctx;
   int64_t n_slots = full;
   if (paged) {
-    n_slots = std::min<int64_t>(
-        full, cfg.n_kv_slots + static_cast<int64_t>(cfg.max_seqs) *
-                                   (cfg.speculative.k + 1 + cfg.page_size));
+    n_slots = std::min<int64_t>(full, cfg.n_kv_slots + static_cast<int64_t>(cfg.max_seqs) *
+                                                           (cfg.speculative.k + 1 + cfg.page_size));
     n_slots = (n_slots + cfg.page_size - 1) / cfg.page_size * cfg.page_size;
   }
   storage_ = std::make_unique<KVStorage>(mc.n_layers, n_slots, mc.n_kv_heads, mc.head_dim,
@@ -134,9 +135,9 @@ DraftModel::DraftModel(Transformer model, const EngineConfig& cfg, const Executo
     VELA_LOG_INFO("[engine] draft model: captured ", executor_->n_graphs(),
                   " decode CUDA graphs in ", static_cast<int>(s * 1000), " ms");
   }
-  VELA_LOG_INFO("[engine] draft model: ", mc.n_layers, " layers, hidden ", mc.hidden_size,
-                ", ", cfg.kv_strategy, " KV ", n_slots, " slots (",
-                storage_->k.nbytes() * 2 / (1 << 20), " MiB)");
+  VELA_LOG_INFO("[engine] draft model: ", mc.n_layers, " layers, hidden ", mc.hidden_size, ", ",
+                cfg.kv_strategy, " KV ", n_slots, " slots (", storage_->k.nbytes() * 2 / (1 << 20),
+                " MiB)");
 }
 
 DraftModel::~DraftModel() = default;
@@ -165,8 +166,8 @@ void DraftModel::draw(const Tensor& logits, const std::vector<int32_t>& job_of_r
     std::memcpy(row_scratch_.data<float>(), host.data<float>() + r * host.stride(0),
                 static_cast<size_t>(vocab_) * sizeof(float));
     const uint64_t step = t.output.size() + static_cast<uint64_t>(j);
-    rows[0] = SamplerRow{&t.params(), &t.prompt(), context(t, t.drafts, j), t.seed, step,
-                         static_cast<uint64_t>(t.index)};
+    rows[0] = SamplerRow{&t.params(), &t.prompt(), context(t, t.drafts, j),
+                         t.seed,      step,        static_cast<uint64_t>(t.index)};
     float* q = q_[t.id].data() + static_cast<int64_t>(j) * vocab_;
     sampler_.distribution(row_scratch_, rows, q);
     const float u = philox_uniform(t.seed, kDraftDrawStream + static_cast<uint64_t>(t.index), step);
@@ -225,8 +226,8 @@ void DraftModel::propose(std::vector<Job>& jobs) {
     items.clear();
     job_of_item.clear();
     int32_t budget = ws_->max_tokens();
-    for (size_t i = 0; i < n_jobs && budget > 0 && items.size() < static_cast<size_t>(cfg_.max_seqs);
-         ++i) {
+    for (size_t i = 0;
+         i < n_jobs && budget > 0 && items.size() < static_cast<size_t>(cfg_.max_seqs); ++i) {
       JobState& js = job_state_[i];
       if (jobs[i].n_drafts <= 0 || js.fed >= js.n_tokens) continue;
       const Task& t = *jobs[i].task;
@@ -300,8 +301,8 @@ int32_t DraftModel::verify(const Task& t, const Tensor& target_logits, int32_t f
     const float* raw = rows.data<float>() + j * rows.stride(0);
     std::memcpy(row_scratch_.data<float>(), raw, static_cast<size_t>(vocab_) * sizeof(float));
     const uint64_t step = t.output.size() + static_cast<uint64_t>(j);
-    one[0] = SamplerRow{&p, &t.prompt(), context(t, t.drafts, j), t.seed, step,
-                        static_cast<uint64_t>(t.index)};
+    one[0] = SamplerRow{&p,     &t.prompt(), context(t, t.drafts, j),
+                        t.seed, step,        static_cast<uint64_t>(t.index)};
     sampler_.distribution(row_scratch_, one, p_.data());
     const uint64_t idx = static_cast<uint64_t>(t.index);
     bool accepted = false;
@@ -312,8 +313,7 @@ int32_t DraftModel::verify(const Task& t, const Tensor& target_logits, int32_t f
     SampleResult r = results[j];
     if (r.token != token) {
       r.token = token;
-      if (p.logprobs)
-        r.logprob = token_logprob(raw, row_scratch_.data<float>(), vocab_, p, token);
+      if (p.logprobs) r.logprob = token_logprob(raw, row_scratch_.data<float>(), vocab_, p, token);
     }
     emitted.push_back(std::move(r));
     if (!accepted) return j;

@@ -86,9 +86,9 @@ class DraftModel {
 
   const ModelConfig& config() const { return model_->config; }
   struct Stats {
-    int64_t forwards = 0;        // draft forwards run
-    double seconds = 0;          // wall time of propose() (forwards + q + draws)
-    int64_t kv_pages_used = 0;   // draft KV pages in use (tasks + its prefix cache)
+    int64_t forwards = 0;       // draft forwards run
+    double seconds = 0;         // wall time of propose() (forwards + q + draws)
+    int64_t kv_pages_used = 0;  // draft KV pages in use (tasks + its prefix cache)
     int64_t kv_pages_cached = 0;
     int64_t n_tasks = 0;
   };

@@ -49,8 +49,8 @@ int32_t sample_from_probs(const float* probs, int64_t vocab, float u);
 
 // Philox streams of the draft-model rule's uniforms, above any sample index (the target's own
 // draws use stream = sample index): stream = base + sample index, index = the output position.
-constexpr uint64_t kDraftDrawStream = 1ull << 40;     // x ~ q
-constexpr uint64_t kDraftAcceptStream = 2ull << 40;   // u_accept
-constexpr uint64_t kDraftResidualStream = 3ull << 40; // u_residual
+constexpr uint64_t kDraftDrawStream = 1ull << 40;      // x ~ q
+constexpr uint64_t kDraftAcceptStream = 2ull << 40;    // u_accept
+constexpr uint64_t kDraftResidualStream = 3ull << 40;  // u_residual
 
 }  // namespace vela

@@ -1,7 +1,7 @@
 // Draft-model speculation (engine/spec/draft_model.h, rejection.h): the general min(1, p/q) rule
 // preserves p exactly (integrated over its uniforms), Sampler::distribution is the distribution
-// sample() draws from, and the engine end to end on the CPU fixture model with a draft model: greedy
-// output identical with and without it (a draft equal to the target accepts everything, a
+// sample() draws from, and the engine end to end on the CPU fixture model with a draft model:
+// greedy output identical with and without it (a draft equal to the target accepts everything, a
 // perturbed one some), the sampled distribution preserved (chi-square against the exact joint
 // target distribution, with a deliberately different draft), no KV leak (target and draft) under
 // cancellation mid-speculation, and clear errors for a draft that does not share the vocabulary.
@@ -52,7 +52,8 @@ TEST(DraftConfig, ParsesAndRejectsWithClearErrors) {
 
 // The emitted token's distribution under the general rule, integrated exactly over x ~ q and a
 // midpoint grid of both uniforms: equal to p up to the grid's resolution.
-std::vector<double> rule_output(const std::vector<float>& p, const std::vector<float>& q, int grid) {
+std::vector<double> rule_output(const std::vector<float>& p, const std::vector<float>& q,
+                                int grid) {
   const int64_t n = static_cast<int64_t>(p.size());
   std::vector<double> out(p.size(), 0.0);
   for (int32_t x = 0; x < n; ++x) {
@@ -128,10 +129,10 @@ TEST(SamplerDistribution, IsWhatSampleDraws) {
       double sum = 0;
       for (float x : probs) sum += x;
       ASSERT_NEAR(sum, 1.0, 1e-5);
-      int32_t y = variants[v].is_greedy()
-                      ? static_cast<int32_t>(std::max_element(probs.begin(), probs.end()) -
-                                             probs.begin())
-                      : sample_from_probs(probs.data(), V, philox_uniform(seed, 0, 3));
+      int32_t y =
+          variants[v].is_greedy()
+              ? static_cast<int32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin())
+              : sample_from_probs(probs.data(), V, philox_uniform(seed, 0, 3));
       mismatches += y != out[0].token;
     }
     EXPECT_LE(mismatches, 2) << "variant " << v;
@@ -151,7 +152,7 @@ Request make_request(std::vector<int32_t> prompt, int max_tokens, float temperat
 
 std::vector<std::vector<int32_t>> prompts() {
   return {{3, 9, 27, 81, 3, 9, 27, 81, 3, 9}, {5},       {11, 12, 13, 14, 15, 16, 17},
-          {40, 41, 40, 41, 40, 41, 40},         {7, 7, 7}, {100, 3, 77, 100, 3, 77, 100}};
+          {40, 41, 40, 41, 40, 41, 40},       {7, 7, 7}, {100, 3, 77, 100, 3, 77, 100}};
 }
 
 EngineConfig draft_config(const std::string& strategy, int32_t page_size, bool speculate) {
@@ -220,10 +221,11 @@ TEST_P(DraftParity, GreedyOutputIdenticalWithAndWithoutTheDraftModel) {
     }
   }
   SpeculativeStats s1 = same.stats().speculative, s2 = other.stats().speculative;
-  std::printf("[draft parity %s] same draft: acceptance %.3f, %.2f tokens/step; perturbed: %.3f, "
-              "%.2f\n",
-              v.name, s1.acceptance_rate(), s1.tokens_per_step(), s2.acceptance_rate(),
-              s2.tokens_per_step());
+  std::printf(
+      "[draft parity %s] same draft: acceptance %.3f, %.2f tokens/step; perturbed: %.3f, "
+      "%.2f\n",
+      v.name, s1.acceptance_rate(), s1.tokens_per_step(), s2.acceptance_rate(),
+      s2.tokens_per_step());
   EXPECT_GT(s1.rows, 0);
   EXPECT_GT(s1.acceptance_rate(), 0.97);
   EXPECT_GT(s1.draft_forwards, 0);
@@ -344,10 +346,11 @@ TEST(DraftModel, SampledDistributionMatchesTheTargetChiSquare) {
   }
   double p_value = chi_square_p_value(chi2, bins - 1);
   SpeculativeStats st = engine.stats().speculative;
-  std::printf("[draft chi-square] %d draws, %d bins, chi2 %.2f, p %.3f; drafted %lld, accepted "
-              "%lld (%.3f), %.2f tokens/step\n",
-              n_draws, bins, chi2, p_value, static_cast<long long>(st.drafted),
-              static_cast<long long>(st.accepted), st.acceptance_rate(), st.tokens_per_step());
+  std::printf(
+      "[draft chi-square] %d draws, %d bins, chi2 %.2f, p %.3f; drafted %lld, accepted "
+      "%lld (%.3f), %.2f tokens/step\n",
+      n_draws, bins, chi2, p_value, static_cast<long long>(st.drafted),
+      static_cast<long long>(st.accepted), st.acceptance_rate(), st.tokens_per_step());
   EXPECT_GT(p_value, 1e-3);
   EXPECT_GT(st.acceptance_rate(), 0.1) << "too few accepted drafts to test acceptance";
   EXPECT_LT(st.acceptance_rate(), 0.9) << "too few rejections to test the residual draw";
@@ -364,8 +367,9 @@ TEST(DraftModel, CancellationMidSpeculationLeaksNoKv) {
   cfg.max_seqs = 8;
   cfg.speculative.method = SpeculativeConfig::Method::kDraft;
   cfg.speculative.k = 5;
-  Engine engine(Transformer::random(mc, DType::kF32, Device::cpu(), 11), nullptr, cfg,
-                std::make_unique<Transformer>(Transformer::random(mc, DType::kF32, Device::cpu(), 11)));
+  Engine engine(
+      Transformer::random(mc, DType::kF32, Device::cpu(), 11), nullptr, cfg,
+      std::make_unique<Transformer>(Transformer::random(mc, DType::kF32, Device::cpu(), 11)));
   std::vector<RequestHandlePtr> handles;
   for (int i = 0; i < 8; ++i) {
     Request r = make_request({1, 2, 3, 1, 2, 3, 1, 2}, 900, i % 2 ? 0.0f : 0.5f, i);
@@ -397,7 +401,8 @@ TEST(DraftModel, CancellationMidSpeculationLeaksNoKv) {
 
 json char_vocab_tokenizer(char first) {
   json vocab = json::object();
-  for (int i = 0; i < 128; ++i) vocab[std::string(1, static_cast<char>(first)) + std::to_string(i)] = i;
+  for (int i = 0; i < 128; ++i)
+    vocab[std::string(1, static_cast<char>(first)) + std::to_string(i)] = i;
   return {{"version", "1.0"},
           {"added_tokens", json::array()},
           {"normalizer", nullptr},

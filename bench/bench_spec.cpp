@@ -77,6 +77,7 @@ Run run_one(Engine& engine, const std::vector<int32_t>& prompt, int32_t n, float
   out.spec.accepted = after.accepted - before.accepted;
   out.spec.emitted = after.emitted - before.emitted;
   out.spec.draft_forwards = after.draft_forwards - before.draft_forwards;
+  out.spec.draft_seconds = after.draft_seconds - before.draft_seconds;
   return out;
 }
 
@@ -173,6 +174,7 @@ int bench_spec_main(int argc, char** argv) {
                             {"tokens_per_cpu_s", cpu_rate},
                             {"cpu_speedup", cpu_rate / base_cpu_rate[p]},
                             {"draft_forwards", best.spec.draft_forwards},
+                            {"draft_seconds", best.spec.draft_seconds},
                             {"acceptance_rate", best.spec.acceptance_rate()},
                             {"tokens_per_target_step", best.spec.tokens_per_step()},
                             {"draft_tokens", best.spec.drafted},

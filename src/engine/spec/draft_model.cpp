@@ -158,7 +158,7 @@ void DraftModel::draw(const Tensor& logits, const std::vector<int32_t>& job_of_r
     host = host_logits_.slice(0, 0, n_rows);
     host.copy_(logits);
   }
-  std::vector<SamplerRow> rows(1);
+  std::vector<SamplerRow>& rows = one_row_;
   for (int64_t r = 0; r < n_rows; ++r) {
     const int32_t i = job_of_row[static_cast<size_t>(r)];
     if (i < 0) continue;
@@ -218,8 +218,8 @@ void DraftModel::propose(std::vector<Job>& jobs) {
     q_[t.id].resize(static_cast<size_t>(job.n_drafts) * static_cast<size_t>(vocab_));
     max_m = std::max(max_m, job.n_drafts);
   }
-  std::vector<BindItem> items;
-  std::vector<int32_t> job_of_item, job_of_row;
+  std::vector<BindItem>& items = items_;
+  std::vector<int32_t>&job_of_item = job_of_item_, &job_of_row = job_of_row_;
   // 1. Catch-up: the tokens the draft has not seen, chunked by the step budget; a job's q_0 comes
   // from the forward that feeds its last token.
   while (true) {
@@ -295,7 +295,7 @@ int32_t DraftModel::verify(const Task& t, const Tensor& target_logits, int32_t f
     rows = h;
   }
   const SamplingParams& p = t.params();
-  std::vector<SamplerRow> one(1);
+  std::vector<SamplerRow>& one = one_row_;
   emitted.clear();
   for (int32_t j = 0; j < m; ++j) {
     const float* raw = rows.data<float>() + j * rows.stride(0);

@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/cache/task_cache_manager.h"
 #include "engine/engine_config.h"
 #include "engine/runtime/sampler.h"
 #include "engine/task.h"
@@ -37,7 +38,6 @@ namespace vela {
 class KVStorage;
 class ReqToTokenPool;
 class InferenceWorkspace;
-class TaskCacheManager;
 class Executor;
 class Tokenizer;
 
@@ -65,6 +65,8 @@ class DraftModel {
   // Drafts for every job (batched forwards). A job whose draft KV cannot be reserved gets none
   // (task->drafts cleared): it decodes normally this step.
   void propose(std::vector<Job>& jobs);
+  // A job list the caller may fill for propose() (reused: no allocation once warm).
+  std::vector<Job>& job_scratch() { return job_scratch_; }
 
   // The general rule over t's m = t.drafts.size() drafts: target_logits rows [first_row, first_row
   // + m] are the target's verification logits (any device), results[0 .. m] the scheduler's
@@ -124,7 +126,10 @@ class DraftModel {
   Tensor row_scratch_;                                 // [1, vocab] f32 CPU
   std::vector<float> p_;                               // [vocab]
   std::vector<int32_t> ctx_;
-  std::vector<int32_t> tokens_scratch_;
+  std::vector<Job> job_scratch_;
+  std::vector<BindItem> items_;
+  std::vector<int32_t> job_of_item_, job_of_row_;
+  std::vector<SamplerRow> one_row_ = std::vector<SamplerRow>(1);
   Stats stats_;
 };
 

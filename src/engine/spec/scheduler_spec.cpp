@@ -31,7 +31,8 @@ int32_t Scheduler::plan_drafts(Task& t, int32_t budget) {
 }
 
 void Scheduler::propose_drafts() {
-  std::vector<DraftModel::Job> jobs;
+  std::vector<DraftModel::Job>& jobs = draft_->job_scratch();
+  jobs.clear();
   for (size_t k = 0; k < items_.size(); ++k) {
     Task* t = item_tasks_[k];
     if (!t->drafts.empty())

@@ -19,6 +19,7 @@
 #include "engine/runtime/executor.h"
 #include "engine/runtime/inference_workspace.h"
 #include "engine/spec/rejection.h"
+#include "ops/attention.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vela {
@@ -73,6 +74,10 @@ void DraftModel::check_compatible(const ModelConfig& target, const Tokenizer* ta
              "--speculative draft: the draft model must be on the target's device and dtype (",
              device.str(), ", ", dtype_name(dtype), "), got ", draft.device().str(), ", ",
              dtype_name(draft.dtype()));
+  VELA_CHECK_T(
+      Unsupported, !device.is_cuda() || ops::cuda_attention_head_dim_ok(d.head_dim),
+      "--speculative draft: the CUDA attention kernels run head_dim a multiple of 8 up to ",
+      ops::kMaxCudaHeadDim, ", but the draft model has head_dim ", d.head_dim);
   VELA_CHECK(!draft.lora_adapters,
              "--speculative draft: the draft model cannot carry LoRA adapters");
 }

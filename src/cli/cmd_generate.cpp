@@ -138,7 +138,7 @@ int cmd_generate(int argc, char** argv) {
         "         [--kv paged|contiguous] [--page-size N] [--json] [--lora DIR ...]\n"
         "         [--json-schema FILE | --json-object | --regex RE | --grammar FILE.gbnf |\n"
         "          --choice a,b,c]\n"
-        "         [--speculative ngram,k=4]\n"
+        "         [--speculative ngram,k=4 | draft=DIR,k=4]\n"
         "  --lora: a PEFT LoRA adapter on top of the model (NAME=DIR or DIR); with several,\n"
         "  requests use the first unless a --batch line names another (\"lora\": NAME).\n"
         "  --json-schema etc.: constrained decoding, the output matches the schema / pattern /\n"

@@ -80,7 +80,7 @@ int cmd_serve(int argc, char** argv) {
         "[--no-web-ui]\n"
         "                  [--io-threads N] [--max-connections N] [--header-timeout S]\n"
         "                  [--body-timeout S] [--idle-timeout S] [--write-timeout S]\n"
-        "                  [--speculative ngram,k=4 | off] (docs/speculative.md)\n"
+        "                  [--speculative ngram,k=4 | draft=DIR,k=4 | off] (docs/speculative.md)\n"
         "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
         "/v1/completions, /v1/models, /v1/messages, /v1/messages/count_tokens, /health, /stats,\n"
         "/metrics, / (chat page). See docs/serving.md.\n");

@@ -15,12 +15,14 @@
 #include "engine/runtime/executor.h"
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
+#include "engine/spec/draft_model.h"
 #include "ops/attention.h"
 #include "model/lora_adapter.h"
 
 namespace vela {
 
-Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const EngineConfig& cfg_in)
+Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const EngineConfig& cfg_in,
+               std::unique_ptr<Transformer> draft)
     : cfg_(cfg_in),
       model_(std::make_unique<Transformer>(std::move(model))),
       model_config_(model_->config),
@@ -103,8 +105,25 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   eo.padding_slot = cuda ? storage_->padding_slot() : -1;
   executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);
   sampler_ = std::make_unique<Sampler>(mc.vocab_size, n_logit_rows, dev);
-  scheduler_ = std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_,
-                                           tokenizer_.get(), eos_ids_);
+  VELA_CHECK(!draft || cfg_.speculative.uses_draft_model(),
+             "a draft model was given but the speculative config is '", cfg_.speculative.describe(),
+             "' (use draft=DIR)");
+  if (cfg_.speculative.uses_draft_model()) {
+    std::unique_ptr<Tokenizer> draft_tokenizer;
+    if (!draft) {
+      const std::string& ddir = cfg_.speculative.draft_dir;
+      VELA_CHECK(!ddir.empty(), "--speculative draft: no draft model directory given");
+      draft = std::make_unique<Transformer>(Transformer::load(ddir, dtype_, device_));
+      if (std::filesystem::exists(std::filesystem::path(ddir) / "tokenizer.json"))
+        draft_tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(ddir));
+    }
+    DraftModel::check_compatible(mc, tokenizer_.get(), *draft, draft_tokenizer.get(), cfg_.max_ctx,
+                                 device_, dtype_);
+    draft_ = std::make_unique<DraftModel>(std::move(*draft), cfg_, *executor_);
+  }
+  scheduler_ =
+      std::make_unique<Scheduler>(cfg_, *cache_, *executor_, *sampler_, *ws_, tokenizer_.get(),
+                                  eos_ids_, draft_.get());
   // Setup ran on this thread's stream; the loop uses the engine's stream: finish setup first.
   if (cuda) cuda::synchronize(dev.index);
   if (executor_->graphs_enabled()) {
@@ -128,6 +147,7 @@ std::string Engine::check_integrity() {
   StepGate::Hold between_steps = scheduler_->gate().enter_outside();
   try {
     cache_->check_integrity();
+    if (draft_) draft_->check_integrity(*cache_);
   } catch (const std::exception& e) {
     return e.what();
   }

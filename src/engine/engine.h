@@ -40,6 +40,7 @@ class InferenceWorkspace;
 class TaskCacheManager;
 class Executor;
 class Sampler;
+class DraftModel;
 namespace constrain {
 class GrammarCompiler;
 }
@@ -57,7 +58,11 @@ struct RolloutSample {
 
 class Engine {
  public:
-  Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const EngineConfig& cfg = {});
+  // With cfg.speculative a draft model (draft=DIR), `draft` is that model when given (tests, or a
+  // caller that built it); else it is loaded from cfg.speculative.draft_dir with the target's dtype
+  // and device. Throws InvalidArgument when it does not share the target's vocabulary.
+  Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const EngineConfig& cfg = {},
+         std::unique_ptr<Transformer> draft = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -134,6 +139,7 @@ class Engine {
   std::unique_ptr<TaskCacheManager> cache_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Sampler> sampler_;  // on the model's device
+  std::unique_ptr<DraftModel> draft_;  // draft-model speculation (loop thread)
   std::unique_ptr<Scheduler> scheduler_;
   std::mutex grammar_mu_;  // creates grammar_compiler_ once
   std::unique_ptr<constrain::GrammarCompiler> grammar_compiler_;

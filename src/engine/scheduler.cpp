@@ -35,7 +35,7 @@ std::vector<int32_t> prefix_key(const Task& t, int32_t n) {
 
 Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor,
                      Sampler& sampler, InferenceWorkspace& ws, const Tokenizer* tokenizer,
-                     std::vector<int32_t> eos_ids)
+                     std::vector<int32_t> eos_ids, DraftModel* draft)
     : cfg_(cfg),
       cache_(cache),
       executor_(executor),
@@ -50,6 +50,7 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
   if (cfg.speculative.enabled()) spec_ = std::make_unique<Speculator>(cfg.speculative);  // spec
+  draft_ = draft;                                                                        // spec
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -179,6 +180,7 @@ void Scheduler::apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEven
 
 void Scheduler::restart(Task& t) {
   if (t.admitted) cache_.rollback(t.id);
+  release_draft(t, false);  // spec
   t.admitted = false;
   t.n_computed = 0;
   t.kv_from_older = false;
@@ -334,6 +336,7 @@ void Scheduler::fork_siblings(Task& leader, int32_t logits_row) {
 void Scheduler::preempt(Task* victim) {
   VELA_LOG_DEBUG("[sched] preempting task ", victim->id, " (", victim->n_tokens(), " tokens)");
   cache_.rollback(victim->id);
+  release_draft(*victim, false);  // spec
   victim->n_computed = 0;
   victim->kv_from_older = false;  // recomputed on the current weights
   victim->admitted = false;
@@ -409,6 +412,7 @@ bool Scheduler::step() {
     publish_final_events();
     return false;
   }
+  if (draft_) propose_drafts();  // spec: the draft model drafts every speculating item at once
   if (weights_ready_) {  // CUDA: new weights written on another stream are complete first
     weights_ready_->make_current_stream_wait();
     weights_ready_.reset();
@@ -470,7 +474,7 @@ bool Scheduler::step() {
     for (size_t j = 0; j < sample_rows_.size(); ++j) {
       Task& t = *sample_tasks_[j];
       if (!t.drafts.empty()) {  // spec: the task's 1 + drafts rows are consecutive
-        n_emitted += accept_drafts(t, &sample_out_[j]);
+        n_emitted += accept_drafts(t, &sample_out_[j], logits, sample_src_[j]);
         j += t.drafts.size();
         t.drafts.clear();
         continue;
@@ -547,6 +551,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   if (reason) {
     t.completion.finish_reason = *reason;
     if (t.admitted) cache_.free(t.id, prefix_key(t, t.n_computed), /*record_prefix=*/true);
+    release_draft(t, true);  // spec
     t.admitted = false;
     ev.finish = reason;
     final_events_.push_back({t.handle, std::move(ev), t.completion});
@@ -559,6 +564,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
 void Scheduler::finish(Task& t, FinishReason reason, const std::string& error) {
   if (!t.request) return;  // already finished
   if (t.admitted) cache_.rollback(t.id);
+  release_draft(t, false);  // spec
   t.admitted = false;
   t.completion.finish_reason = reason;
   t.completion.error = error;
@@ -606,6 +612,7 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt) {
   stats_.n_cuda_graphs = static_cast<int64_t>(executor_.n_graphs());
   stats_.graph_capture_s = executor_.graph_capture_seconds();
   if (spec_) stats_.speculative = spec_->stats();
+  if (draft_) draft_stats(stats_.speculative);  // spec
 }
 
 }  // namespace vela

@@ -52,10 +52,13 @@ struct EngineStats {
   SpeculativeStats speculative;
 };
 
+class DraftModel;
+
 class Scheduler {
  public:
   Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor& executor, Sampler& sampler,
-            InferenceWorkspace& ws, const Tokenizer* tokenizer, std::vector<int32_t> eos_ids);
+            InferenceWorkspace& ws, const Tokenizer* tokenizer, std::vector<int32_t> eos_ids,
+            DraftModel* draft = nullptr);
 
   // Thread-safe: queues the n tasks of a request. Returns false when the queue is full.
   bool submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle);
@@ -127,6 +130,8 @@ class Scheduler {
 
   // ---- Speculative decoding (engine/spec/; defined in engine/spec/scheduler_spec.cpp) --------
   std::unique_ptr<Speculator> spec_;        // null when EngineConfig::speculative is off
+  DraftModel* draft_ = nullptr;             // draft-model speculation (owned by the Engine)
+  std::vector<SampleResult> draft_emitted_;  // verify() output, reused
   // Per verified row with penalties: output + the drafts before it. Reused across steps (the
   // first spec_ctx_used_ are this step's; deque: stable addresses), so steady decode allocates
   // nothing here once the buffers have grown.
@@ -140,7 +145,17 @@ class Scheduler {
   // After sampling: accepts the longest draft prefix the samples match (rejection.h), rolls the
   // KV of the rejected drafts back, emits the tokens (stop conditions apply to each); returns how
   // many were emitted.
-  int64_t accept_drafts(Task& t, const SampleResult* results);
+  // `logits` / `logits_row`: the forward's logits and t's first verification row (the general
+  // rule of draft-model speculation reads the target's distributions from them).
+  int64_t accept_drafts(Task& t, const SampleResult* results, const Tensor& logits,
+                        int32_t logits_row);
+  // Draft-model speculation, after plan(): the planned drafts of every speculating item are drawn
+  // by the draft model in batched forwards; items whose drafts were dropped shrink to one token.
+  void propose_drafts();
+  // The task's KV is gone (finished: record = true; cancelled, preempted, restarted): so is its
+  // draft KV.
+  void release_draft(const Task& t, bool record);
+  void draft_stats(SpeculativeStats& s) const;
 
   // Stats (read by other threads).
   mutable std::mutex stats_mu_;

@@ -136,6 +136,13 @@ std::string Metrics::prometheus(const EngineStats& es) const {
   gauge("vela_spec_tokens_per_step",
         "Speculative decoding: tokens a verifying sample emits per target step.",
         es.speculative.tokens_per_step());
+  counter("vela_spec_draft_forwards_total",
+          "Speculative decoding: draft-model forwards (catch-up and one-token steps).",
+          es.speculative.draft_forwards);
+  gauge("vela_spec_draft_seconds",
+        "Speculative decoding: wall seconds spent drafting with the "
+        "draft model so far.",
+        es.speculative.draft_seconds);
   counter("vela_client_disconnects_total", "Requests cancelled because the client went away.",
           disconnects_.load());
   counter("vela_rejected_requests_total", "Requests refused by admission control (429/503).",
@@ -189,7 +196,9 @@ json Metrics::stats_json(const EngineStats& es) const {
           {"accepted_tokens", es.speculative.accepted},
           {"emitted_tokens", es.speculative.emitted},
           {"acceptance_rate", es.speculative.acceptance_rate()},
-          {"tokens_per_step", es.speculative.tokens_per_step()}}}}},
+          {"tokens_per_step", es.speculative.tokens_per_step()},
+          {"draft_forwards", es.speculative.draft_forwards},
+          {"draft_seconds", es.speculative.draft_seconds}}}}},
       {"server",
        {{"requests", req},
         {"in_flight", in_flight_.load()},

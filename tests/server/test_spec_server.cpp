@@ -1,7 +1,7 @@
 // Speculative decoding through the HTTP API: `"speculative": false` opts a request out (same
 // greedy text either way), a bad value is a 400 naming the field, and /stats and /metrics carry
-// the acceptance counters. A tiny random model with the Qwen3 vocabulary; skips without the
-// fetched Qwen3 tokenizer.
+// the acceptance counters; prompt lookup and a draft model. A tiny random model with the Qwen3
+// vocabulary; skips without the fetched Qwen3 tokenizer.
 #include <httplib.h>
 
 #include <thread>
@@ -78,6 +78,72 @@ TEST(SpecServer, OptOutStatsAndMetrics) {
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   EXPECT_NE(bad->body.find("speculative must be true or false"), std::string::npos) << bad->body;
+}
+
+// A draft model behind the API: greedy text equal to the opted-out request's, sampled requests
+// served, the draft counters in /stats and /metrics, no KV left behind.
+TEST(SpecServer, DraftModelThroughTheApi) {
+  VELA_SKIP_UNLESS_ASSET(test::qwen3_dir() / "tokenizer.json");
+  const Tokenizer* tok = test::qwen3_tokenizer();
+  json c = {{"model_type", "qwen3"},
+            {"vocab_size", tok->vocab_size()},
+            {"hidden_size", 32},
+            {"intermediate_size", 64},
+            {"num_hidden_layers", 1},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},
+            {"head_dim", 8},
+            {"max_position_embeddings", 4096},
+            {"tie_word_embeddings", true},
+            {"eos_token_id", json::array({151645})}};
+  ModelConfig mc = ModelConfig::from_json(c, "test");
+  EngineConfig ec;
+  ec.speculative.method = SpeculativeConfig::Method::kDraft;
+  ec.speculative.k = 3;
+  // The draft: the same random weights (so drafts are accepted) as a separate model.
+  Engine engine(
+      Transformer::random(mc, DType::kF32, Device::cpu(), 3),
+      std::make_unique<Tokenizer>(Tokenizer::from_file(test::qwen3_dir().string())), ec,
+      std::make_unique<Transformer>(Transformer::random(mc, DType::kF32, Device::cpu(), 3)));
+  ServerConfig sc;
+  sc.port = 0;
+  sc.model_name = "tiny";
+  HttpServer server(engine, sc, ChatTemplate::from_tokenizer_config(test::qwen3_dir().string()));
+  int port = server.bind();
+  std::thread runner([&] { server.run(); });
+  struct Stop {
+    HttpServer& s;
+    std::thread& t;
+    ~Stop() {
+      s.shutdown();
+      if (t.joinable()) t.join();
+    }
+  } stop{server, runner};
+  httplib::Client cl("127.0.0.1", port);
+  cl.set_read_timeout(60, 0);
+  auto complete = [&](const json& extra) {
+    json body = {{"prompt", "one two three four"}, {"max_tokens", 32}, {"ignore_eos", true}};
+    body.update(extra);
+    return cl.Post("/v1/completions", body.dump(), "application/json");
+  };
+  auto off = complete({{"temperature", 0}, {"speculative", false}});
+  auto on = complete({{"temperature", 0}});
+  ASSERT_TRUE(off && off->status == 200 && on && on->status == 200);
+  EXPECT_EQ(json::parse(on->body)["choices"][0]["text"],
+            json::parse(off->body)["choices"][0]["text"]);
+  auto sampled = complete({{"temperature", 0.9}, {"seed", 5}, {"n", 2}});
+  ASSERT_TRUE(sampled && sampled->status == 200) << (sampled ? sampled->body : "");
+  EXPECT_EQ(json::parse(sampled->body)["usage"]["completion_tokens"], 64);
+  json s = json::parse(cl.Get("/stats")->body)["engine"]["speculative"];
+  EXPECT_GT(s["verify_rows"].get<int64_t>(), 0) << s.dump();
+  EXPECT_GT(s["draft_forwards"].get<int64_t>(), 0);
+  EXPECT_GT(s["accepted_tokens"].get<int64_t>(), 0);
+  EXPECT_GT(s["draft_seconds"].get<double>(), 0.0);
+  std::string metrics = cl.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("vela_spec_draft_forwards_total " +
+                         std::to_string(s["draft_forwards"].get<int64_t>())),
+            std::string::npos);
+  EXPECT_EQ(engine.check_integrity(), "");
 }
 
 }  // namespace

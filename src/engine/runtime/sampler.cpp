@@ -301,6 +301,28 @@ void Sampler::sample(const Tensor& logits, const std::vector<SamplerRow>& rows,
   finish(out);
 }
 
+void Sampler::distribution(const Tensor& logits, const std::vector<SamplerRow>& rows, float* probs,
+                           float* processed) {
+  VELA_CHECK(device_.is_cpu(), "Sampler::distribution: a CPU sampler only, this one is on ",
+             device_.str());
+  const size_t row_bytes = static_cast<size_t>(vocab_size_) * sizeof(float);
+  dist_rows_.assign(rows.begin(), rows.end());
+  for (SamplerRow& r : dist_rows_) r.want_probs = true;
+  sample(logits, dist_rows_, dist_out_);
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::memcpy(probs + static_cast<int64_t>(r) * vocab_size_,
+                work_.data<float>() + static_cast<int64_t>(r) * work_.stride(0), row_bytes);
+  if (processed == nullptr) return;
+  sample(logits, rows, dist_out_);  // without want_probs: work_ holds the processed logits
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const SamplingParams& p = *rows[r].params;
+    const bool modified = p.has_penalties() || !p.logit_bias.empty();
+    const float* src = modified ? work_.data<float>() + static_cast<int64_t>(r) * work_.stride(0)
+                                : logits.data<float>() + static_cast<int64_t>(r) * logits.stride(0);
+    std::memcpy(processed + static_cast<int64_t>(r) * vocab_size_, src, row_bytes);
+  }
+}
+
 Tensor Sampler::device_tokens() const {
   return out_dev_.slice(0, ops::kSampleOutToken, ops::kSampleOutToken + 1).view({max_rows_});
 }

@@ -102,6 +102,12 @@ class Sampler {
   // applied) when it had penalties or bias; other rows are stale. Valid until the next launch.
   const Tensor& probabilities() const { return work_; }
   const Tensor& processed_logits() const { return work_; }
+  // CPU sampler only: what sample() would draw each row from, as probabilities on the host:
+  // probs[r * vocab + i] (rows with want_probs set, see probabilities()); with `processed`, also
+  // each row's logits after penalties and bias (processed[r * vocab + i]). For speculative
+  // decoding's rejection rule (engine/spec/draft_model.h). Reuses its scratch once warm.
+  void distribution(const Tensor& logits, const std::vector<SamplerRow>& rows, float* probs,
+                    float* processed = nullptr);
   // The count table [max_slots, vocab] i32 (empty until the first reset_slot(); for tests).
   const Tensor& counts() const { return counts_; }
 
@@ -145,6 +151,8 @@ class Sampler {
   int32_t n_staged_ = -1;  // rows staged and not yet finished; -1: none
   bool any_logprobs_ = false;
   std::vector<int32_t> row_top_logprobs_;  // [max_rows] -1: no logprobs, else how many top
+  std::vector<SamplerRow> dist_rows_;       // distribution(): the rows with want_probs set
+  std::vector<SampleResult> dist_out_;      // distribution(): the draws (discarded)
 };
 
 // Argmax of row[0..n) with ties to the lower index (NaN never wins; 0 when all are NaN).

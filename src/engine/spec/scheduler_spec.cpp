@@ -1,10 +1,12 @@
 // The speculative-decoding part of the Scheduler (its hooks in scheduler.cpp are marked "spec"):
-// drafting a decode row, queueing its verification sample rows, and accepting the drafts with the
-// KV rollback of the rejected ones. Kept apart so scheduler.cpp stays about scheduling.
+// drafting a decode row (prompt lookup here, or the draft model for all rows at once after
+// planning), queueing its verification sample rows, and accepting the drafts with the KV rollback
+// of the rejected ones (target and draft). Kept apart so scheduler.cpp stays about scheduling.
 #include <algorithm>
 #include <array>
 
 #include "engine/scheduler.h"
+#include "engine/spec/draft_model.h"
 #include "engine/spec/rejection.h"
 
 namespace vela {
@@ -20,8 +22,40 @@ int32_t Scheduler::plan_drafts(Task& t, int32_t budget) {
   const int32_t max_drafts = std::min({left - 1, budget - 1, cache_.max_ctx() - t.n_computed - 1,
                                        SpeculativeConfig::kMaxDraftTokens});
   if (max_drafts <= 0) return 1;
+  if (draft_) {  // placeholders: propose_drafts() draws them once the batch is planned
+    t.drafts.assign(static_cast<size_t>(std::min(spec_->config().k, max_drafts)), 0);
+    return 1 + static_cast<int32_t>(t.drafts.size());
+  }
   spec_->propose(t.prompt(), t.output, max_drafts, t.drafts);
   return 1 + static_cast<int32_t>(t.drafts.size());
+}
+
+void Scheduler::propose_drafts() {
+  std::vector<DraftModel::Job>& jobs = draft_->job_scratch();
+  jobs.clear();
+  for (size_t k = 0; k < items_.size(); ++k) {
+    Task* t = item_tasks_[k];
+    if (!t->drafts.empty())
+      jobs.push_back({t, static_cast<int32_t>(t->drafts.size()), static_cast<int32_t>(k)});
+  }
+  if (jobs.empty()) return;
+  draft_->propose(jobs);
+  for (const DraftModel::Job& j : jobs) {
+    if (!j.task->drafts.empty()) continue;
+    // No draft KV for it: a plain decode row (its extra target slots stay reserved, unused).
+    items_[static_cast<size_t>(j.item)].n_new = 1;
+    items_[static_cast<size_t>(j.item)].n_logits = 1;
+  }
+}
+
+void Scheduler::release_draft(const Task& t, bool record) {
+  if (draft_) draft_->release(t, record);
+}
+
+void Scheduler::draft_stats(SpeculativeStats& s) const {
+  DraftModel::Stats d = draft_->stats();
+  s.draft_forwards = d.forwards;
+  s.draft_seconds = d.seconds;
 }
 
 void Scheduler::queue_verify_rows(Task& t, int32_t logits_row) {
@@ -46,21 +80,32 @@ void Scheduler::queue_verify_rows(Task& t, int32_t logits_row) {
   }
 }
 
-int64_t Scheduler::accept_drafts(Task& t, const SampleResult* results) {
+int64_t Scheduler::accept_drafts(Task& t, const SampleResult* results, const Tensor& logits,
+                                 int32_t logits_row) {
   const int32_t m = static_cast<int32_t>(t.drafts.size());
-  std::array<int32_t, SpeculativeConfig::kMaxDraftTokens + 1> sampled{};
-  for (int32_t j = 0; j <= m; ++j) sampled[static_cast<size_t>(j)] = results[j].token;
-  const int32_t a = accept_point_mass(sampled.data(), t.drafts.data(), m);
+  int32_t a = 0;
+  const SampleResult* out = results;
+  if (draft_ && !t.params().is_greedy()) {
+    // The general rule: p from the target's rows, q kept by the draft model.
+    a = draft_->verify(t, logits, logits_row, results, draft_emitted_);
+    out = draft_emitted_.data();
+  } else {
+    // Point mass (prompt lookup; greedy rows of a draft model: one-hot p and q).
+    std::array<int32_t, SpeculativeConfig::kMaxDraftTokens + 1> sampled{};
+    for (int32_t j = 0; j <= m; ++j) sampled[static_cast<size_t>(j)] = results[j].token;
+    a = accept_point_mass(sampled.data(), t.drafts.data(), m);
+  }
   // The step computed KV for the last token and the m drafts; keep the last token and the
   // accepted drafts, forget the rest (their slots stay reserved and are rewritten next step).
   const int32_t base = t.n_computed;
   cache_.truncate(t.id, base + 1 + a);
+  if (draft_) draft_->accepted(t, t.n_tokens(), a);
   spec_->record(m, a, a + 1);
   int64_t n_emitted = 0;
   for (int32_t j = 0; j <= a; ++j) {
     // Before emitting token j, the KV covers tokens() up to the one it follows.
     t.n_computed = base + 1 + j;
-    process_sample(t, results[j]);
+    process_sample(t, out[j]);
     ++n_emitted;
     if (!t.request) break;  // finished (stop token or string, max_tokens): drop the rest
   }

@@ -34,6 +34,7 @@ void SpeculativeConfig::validate() const {
   if (!enabled()) return;
   VELA_CHECK(k >= 1 && k <= kMaxDraftTokens, "speculative k must be in [1, ", kMaxDraftTokens,
              "], got ", k);
+  if (method == Method::kDraft) return;
   VELA_CHECK(ngram_min >= 1 && ngram_min <= ngram_max && ngram_max <= 64,
              "speculative n-gram lengths need 1 <= ngram_min <= ngram_max <= 64, got ngram_min ",
              ngram_min, ", ngram_max ", ngram_max);
@@ -45,9 +46,14 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& spec) {
   std::vector<std::string> parts = split(spec, ',');
   if (parts[0] == "ngram" || parts[0] == "prompt_lookup") {
     c.method = Method::kNgram;
+  } else if (parts[0].rfind("draft=", 0) == 0 || parts[0] == "draft") {
+    c.method = Method::kDraft;
+    c.draft_dir = parts[0] == "draft" ? "" : parts[0].substr(6);
+    VELA_CHECK(!c.draft_dir.empty(),
+               "--speculative: draft needs the draft model's directory: draft=DIR[,k=N]");
   } else {
     VELA_THROW(InvalidArgument, "--speculative: unknown method '", parts[0],
-               "' (supported: ngram[,k=N,ngram_max=N,ngram_min=N], off)");
+               "' (supported: ngram[,k=N,ngram_max=N,ngram_min=N], draft=DIR[,k=N], off)");
   }
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string& kv = parts[i];
@@ -56,6 +62,8 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& spec) {
     std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
     if (key == "k")
       c.k = parse_int(key, value);
+    else if (c.method == Method::kDraft)
+      VELA_THROW(InvalidArgument, "--speculative: unknown key '", key, "' for draft (known: k)");
     else if (key == "ngram_max" || key == "n")
       c.ngram_max = parse_int(key, value);
     else if (key == "ngram_min")
@@ -71,6 +79,7 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& spec) {
 
 std::string SpeculativeConfig::describe() const {
   if (!enabled()) return "off";
+  if (method == Method::kDraft) return "draft=" + draft_dir + ",k=" + std::to_string(k);
   return "ngram,k=" + std::to_string(k) + ",ngram_max=" + std::to_string(ngram_max) +
          ",ngram_min=" + std::to_string(ngram_min);
 }

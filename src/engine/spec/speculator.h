@@ -18,6 +18,8 @@ struct SpeculativeStats {
   int64_t drafted = 0;   // draft tokens verified
   int64_t accepted = 0;  // ... accepted
   int64_t emitted = 0;   // tokens those rows emitted (accepted + correction/bonus, before stops)
+  int64_t draft_forwards = 0;  // draft-model forwards run (catch-up and one-token steps)
+  double draft_seconds = 0;    // wall time spent drafting with the draft model
   double acceptance_rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
   double tokens_per_step() const { return rows ? static_cast<double>(emitted) / rows : 0; }
 };

@@ -13,7 +13,7 @@ TOK="${TOK:-.cache/assets/tokenizers/qwen3}"
 CK=/tmp/qwen3-1.7b
 mkdir -p "$OUT"
 python3 tools/make_bench_checkpoint.py --shape qwen3-1.7b --tokenizer "$TOK" --out "$CK" 2>&1 | tail -2
-python3 bench/startup_bench.py --vela "$VELA" --model "$CK" --runs 3 --tokens 16 \
+python3 bench/startup_bench.py --vela "$VELA" --model "$CK" --runs "${RUNS:-3}" --tokens 16 \
   --out "$OUT/startup_h200.json" 2>&1 | tee "$OUT/startup_h200.log"
 for budget in ${BUDGETS:-1024 512 2048}; do
   "$VELA" serve --model "$CK" --device cuda --dtype bf16 --max-batch 64 --port 8200 --no-web-ui \
@@ -26,5 +26,5 @@ for budget in ${BUDGETS:-1024 512 2048}; do
   echo "== budget $budget"; cat "$OUT/serve64_budget$budget.txt"
   kill "$pid"; wait "$pid"
 done
-timeout 120 "$VELA" bench engine --config "$CK/config.json" --dtype bf16 --cases batch64 \
+[ -n "${SKIP_ENGINE:-}" ] || timeout 120 "$VELA" bench engine --config "$CK/config.json" --dtype bf16 --cases batch64 \
   --json "$OUT/engine_b64.json" 2>&1 | tee "$OUT/engine_b64.txt" | tail -8

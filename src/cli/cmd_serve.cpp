@@ -42,7 +42,7 @@ void on_signal(int sig) {
 // docs/serving.md "Scheduling" and bench/results/serve_chunked_cpu.txt.
 void serving_step_defaults(EngineConfig& ec, Device device) {
   const bool cuda = device.is_cuda();
-  if (ec.max_tokens_per_step == 0) ec.max_tokens_per_step = cuda ? 1024 : 256;
+  if (ec.max_tokens_per_step == 0) ec.max_tokens_per_step = cuda ? 512 : 256;
   ec.max_tokens_per_step = std::max(ec.max_tokens_per_step, ec.max_seqs);
   if (ec.max_prefill_chunk < 0) ec.max_prefill_chunk = 0;
 }

@@ -99,10 +99,10 @@ int cmd_serve(int argc, char** argv) {
 
   ServerConfig sc;
   json server_keys = file;
-  for (const char* k : {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue",
-                        "max_context", "page_size", "device", "dtype", "lora", "speculative",
-                        "max_tokens_per_step", "max_prefill_chunk", "max_prefills_per_step",
-                        "prefill_policy"})
+  for (const char* k :
+       {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue", "max_context",
+        "page_size", "device", "dtype", "lora", "speculative", "max_tokens_per_step",
+        "max_prefill_chunk", "max_prefills_per_step", "prefill_policy"})
     server_keys.erase(k);
   static const std::set<std::string> kKnown = {"host",
                                                "port",
@@ -163,13 +163,13 @@ int cmd_serve(int argc, char** argv) {
   // Chunked prefill (docs/serving.md "Scheduling"). The serving default budget is smaller than
   // the engine's offline one: a step's time grows with its tokens, and every decode row waits
   // for the whole step.
-  ec.max_tokens_per_step = static_cast<int32_t>(args.get_int(
-      "max-tokens-per-step", config_value<int64_t>(file, "max_tokens_per_step", 0)));
-  ec.max_prefill_chunk = static_cast<int32_t>(args.get_int(
-      "max-prefill-chunk", config_value<int64_t>(file, "max_prefill_chunk", -1)));
-  ec.max_prefills_per_step = static_cast<int32_t>(args.get_int(
-      "max-prefills-per-step",
-      config_value<int64_t>(file, "max_prefills_per_step", ec.max_prefills_per_step)));
+  ec.max_tokens_per_step = static_cast<int32_t>(
+      args.get_int("max-tokens-per-step", config_value<int64_t>(file, "max_tokens_per_step", 0)));
+  ec.max_prefill_chunk = static_cast<int32_t>(
+      args.get_int("max-prefill-chunk", config_value<int64_t>(file, "max_prefill_chunk", -1)));
+  ec.max_prefills_per_step = static_cast<int32_t>(
+      args.get_int("max-prefills-per-step",
+                   config_value<int64_t>(file, "max_prefills_per_step", ec.max_prefills_per_step)));
   ec.prefill_policy =
       args.get("prefill-policy", config_value<std::string>(file, "prefill_policy", "fcfs"));
   Device device =

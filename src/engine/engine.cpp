@@ -19,8 +19,8 @@
 #include "engine/runtime/executor.h"
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
-#include "ops/attention.h"
 #include "model/lora_adapter.h"
+#include "ops/attention.h"
 
 namespace vela {
 
@@ -103,8 +103,8 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   // On CUDA one reserved slot takes the K/V of padding rows (decode batches padded to a bucket).
   {
     StartupPhase phase("KV pool allocation");
-    storage_ = std::make_unique<KVStorage>(mc.n_layers, cfg_.n_kv_slots, mc.n_kv_heads,
-                                           mc.head_dim, model_->dtype(), dev, cuda ? 1 : 0);
+    storage_ = std::make_unique<KVStorage>(mc.n_layers, cfg_.n_kv_slots, mc.n_kv_heads, mc.head_dim,
+                                           model_->dtype(), dev, cuda ? 1 : 0);
   }
   req_pool_ = std::make_unique<ReqToTokenPool>(cfg_.max_seqs, cfg_.max_ctx, dev);
   WorkspaceConfig wc;
@@ -161,9 +161,9 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   }
   VELA_LOG_INFO("[engine] ", cfg_.kv_strategy, " KV: ", cfg_.n_kv_slots, " slots (",
                 storage_->k.nbytes() * 2 / (1 << 20), " MiB), max_seqs ", cfg_.max_seqs,
-                ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step, " tokens (prefill chunk cap ",
-                cfg_.max_prefill_chunk, ", ", cfg_.prefill_policy, ")",
-                ", speculative ", cfg_.speculative.describe());
+                ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step,
+                " tokens (prefill chunk cap ", cfg_.max_prefill_chunk, ", ", cfg_.prefill_policy,
+                ")", ", speculative ", cfg_.speculative.describe());
   scheduler_->refresh_stats();  // the first snapshot (graphs captured, pages) before any step
   loop_ = std::thread([this] { scheduler_->run(); });
 }

@@ -16,9 +16,9 @@ struct EngineConfig {
   // Chunked prefill (docs/serving.md "Scheduling"): a step carries every running decode row (one
   // token each, speculative drafts after them) and then prompt chunks, all within
   // max_tokens_per_step tokens (>= max_seqs, so decode rows always fit).
-  int32_t max_tokens_per_step = 1024; // tokens of one forward (decodes + prefill chunks)
-  int32_t max_prefill_chunk = 0;      // tokens of one prompt per step at most; 0 = no cap
-  int32_t max_prefills_per_step = 0;  // prompts chunked in one step at most; 0 = no cap
+  int32_t max_tokens_per_step = 1024;  // tokens of one forward (decodes + prefill chunks)
+  int32_t max_prefill_chunk = 0;       // tokens of one prompt per step at most; 0 = no cap
+  int32_t max_prefills_per_step = 0;   // prompts chunked in one step at most; 0 = no cap
   // Who gets the prefill budget and the free request rows: "fcfs" (arrival order) or "prefix"
   // (prefix-cache aware: waiting prompts with the longest cached prefix are admitted first, and
   // running prompts with the fewest tokens left to compute are chunked first; a prompt passed
@@ -27,9 +27,9 @@ struct EngineConfig {
   int32_t max_ctx = 0;                // per-request context limit; 0 = the model's maximum
   // KV pool size (engine/cache/kv_sizing.h): at most one of the three; none = the smaller of
   // max_seqs * max_ctx and max(max_ctx, 65536) tokens.
-  int64_t n_kv_slots = 0;             // in tokens (rounded up to whole pages)
-  int64_t kv_pages = 0;               // in pages (`--kv-pages`)
-  double kv_memory_fraction = 0;      // of the memory free once the weights are loaded (`--kv-memory-fraction`)
+  int64_t n_kv_slots = 0;         // in tokens (rounded up to whole pages)
+  int64_t kv_pages = 0;           // in pages (`--kv-pages`)
+  double kv_memory_fraction = 0;  // of the memory free after the weights (`--kv-memory-fraction`)
   int32_t max_waiting = 1024;         // queued requests beyond which submit() refuses
   uint64_t seed = 0;                  // seeds of requests that bring none are drawn from this
   bool cuda_graphs = true;            // CUDA: replay captured decode graphs (off: eager, same math)

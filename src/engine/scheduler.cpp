@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "core/log.h"
-#include "core/startup_log.h"
 #include "core/rng.h"
+#include "core/startup_log.h"
 #include "engine/runtime/device_sampler.h"
 #include "model/lora_adapter.h"
 
@@ -416,7 +416,9 @@ bool Scheduler::plan() {
   item_tasks_.clear();
   n_prefill_items_ = n_decode_items_ = 0;
   int32_t budget = cfg_.max_tokens_per_step;
-  auto is_decode = [](const Task* t) { return t->n_tokens() - t->n_computed == 1 && t->n_computed > 0; };
+  auto is_decode = [](const Task* t) {
+    return t->n_tokens() - t->n_computed == 1 && t->n_computed > 0;
+  };
   auto add = [&](Task* t, int32_t n_new) {
     items_.push_back({t->id, n_new});
     items_.back().n_logits = 1 + static_cast<int32_t>(t->drafts.size());  // spec: verify all

@@ -42,8 +42,9 @@ void on_signal(int sig) {
 // docs/serving.md "Scheduling" and bench/results/serve_chunked_cpu.txt.
 void serving_step_defaults(EngineConfig& ec, Device device) {
   const bool cuda = device.is_cuda();
-  if (ec.max_tokens_per_step == 0) ec.max_tokens_per_step = cuda ? 512 : 256;
-  ec.max_tokens_per_step = std::max(ec.max_tokens_per_step, ec.max_seqs);
+  // At least one token per decode row (a value given explicitly is checked by the Engine).
+  if (ec.max_tokens_per_step == 0)
+    ec.max_tokens_per_step = std::max(cuda ? 512 : 256, ec.max_seqs);
   if (ec.max_prefill_chunk < 0) ec.max_prefill_chunk = 0;
 }
 

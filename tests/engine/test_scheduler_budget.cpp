@@ -137,16 +137,18 @@ bool cached_prompt_goes_first(const std::string& policy) {
   while (engine.stats().waiting < 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(engine.stats().waiting, 2);
-  std::atomic<int> order{0};
-  int b_done = 0, c_done = 0;
-  std::thread tb([&] { b->wait(), b_done = ++order; });
-  std::thread tc([&] { c->wait(), c_done = ++order; });
+  // Listeners run on the engine thread after every event: the last call of each is its final
+  // event, so the order below is the engine's, not the test threads' wake-up order.
+  std::atomic<int> seq{0}, b_done{0}, c_done{0};
+  b->set_listener([&] { b_done = ++seq; });
+  c->set_listener([&] { c_done = ++seq; });
   a->cancel();
-  tb.join();
-  tc.join();
   a->wait();
-  EXPECT_GT(c->wait().completions.size(), 0u);
-  return c_done < b_done;
+  EXPECT_EQ(b->wait().completions[0].tokens.size(), 2u);
+  EXPECT_EQ(c->wait().completions[0].tokens.size(), 2u);
+  b->set_listener({});
+  c->set_listener({});
+  return c_done.load() < b_done.load();
 }
 
 TEST(PrefillPolicy, PrefixAwareAdmitsTheCachedPromptFirstFcfsTheOlder) {

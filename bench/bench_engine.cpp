@@ -76,7 +76,7 @@ int bench_engine_main(int argc, char** argv) {
     std::printf(
         "usage: vela bench engine [--device cuda|cpu] [--preset bench-1b|100m | --config FILE]\n"
         "                         [--dtype bf16|f32] [--decode N] [--cases LIST] [--no-graphs]\n"
-        "                         [--json FILE]\n"
+        "                         [--json FILE] [--kv-pages N | --kv-memory-fraction F]\n"
         "  cases (comma list; default all): decode1k, decode8k, decode32k, batch64, prefill8k\n");
     return 0;
   }
@@ -88,6 +88,8 @@ int bench_engine_main(int argc, char** argv) {
   std::string cases_arg = args.get("cases", "decode1k,decode8k,decode32k,batch64,prefill8k");
   bool graphs = !args.has("no-graphs");
   std::string json_path = args.get("json", "");
+  const int64_t kv_pages = args.get_int("kv-pages", 0);  // engine/cache/kv_sizing.h
+  const double kv_fraction = args.get_double("kv-memory-fraction", 0.0);
   args.check_all_used();
   VELA_CHECK(n_decode >= 8, "--decode must be at least 8");
 
@@ -109,7 +111,13 @@ int bench_engine_main(int argc, char** argv) {
   ec.max_tokens_per_step = 8192;
   ec.max_ctx = static_cast<int32_t>(max_ctx);
   ec.n_kv_slots = std::max<int64_t>(max_ctx + 256, 64 * (512 + n_decode + 64));
+  if (kv_pages > 0 || kv_fraction > 0) {  // sized by the engine instead (kv_sizing.h)
+    ec.n_kv_slots = 0;
+    ec.kv_pages = kv_pages;
+    ec.kv_memory_fraction = kv_fraction;
+  }
   ec.cuda_graphs = graphs;
+  ec.capture_graphs_at_start = true;  // timed decode never pays for a capture
   ec.max_waiting = 4096;
   ec.time_device = device.is_cuda();  // stream time per decode forward next to the wall time
 

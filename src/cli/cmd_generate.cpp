@@ -136,6 +136,7 @@ int cmd_generate(int argc, char** argv) {
         "         [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
         "         [--top-logprobs K] [--ignore-eos] [--device cpu|cuda] [--dtype f32|bf16]\n"
         "         [--kv paged|contiguous] [--page-size N] [--json] [--lora DIR ...]\n"
+        "         [--kv-pages N | --kv-memory-fraction F]\n"
         "         [--json-schema FILE | --json-object | --regex RE | --grammar FILE.gbnf |\n"
         "          --choice a,b,c]\n"
         "         [--speculative ngram,k=4 | draft=DIR,k=4]\n"
@@ -206,6 +207,8 @@ int cmd_generate(int argc, char** argv) {
   cfg.kv_strategy = args.get("kv", "paged");
   cfg.page_size = static_cast<int32_t>(args.get_int("page-size", 16));
   cfg.speculative = SpeculativeConfig::parse(args.get("speculative", "off"));
+  cfg.kv_pages = args.get_int("kv-pages", 0);  // KV pool size: engine/cache/kv_sizing.h
+  cfg.kv_memory_fraction = args.get_double("kv-memory-fraction", 0.0);
   bool as_json = args.has("json");
   std::vector<std::pair<std::string, std::string>> adapters;
   for (const std::string& a : args.get_all("lora")) adapters.push_back(parse_lora_arg(a));

@@ -5,10 +5,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -16,6 +19,8 @@
 #include "cli/commands.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/startup_log.h"
+#include "engine/cache/kv_sizing.h"
 #include "engine/engine.h"
 #include "model/lora_adapter.h"
 #include "server/http_server.h"
@@ -33,15 +38,14 @@ void on_signal(int sig) {
   }  // async-signal-safe; nothing else to do on failure
 }
 
-// Bytes of free host memory (MemAvailable), for --kv-memory-fraction on the CPU.
-int64_t available_host_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  VELA_THROW(IoError, "cannot read MemAvailable from /proc/meminfo");
+// The step budget `vela serve` uses when none is given (0 / -1 = not given); why these values:
+// docs/serving.md "Scheduling" and bench/results/serve_chunked_cpu.txt.
+void serving_step_defaults(EngineConfig& ec, Device device) {
+  const bool cuda = device.is_cuda();
+  // At least one token per decode row (a value given explicitly is checked by the Engine).
+  if (ec.max_tokens_per_step == 0)
+    ec.max_tokens_per_step = std::max(cuda ? 512 : 256, ec.max_seqs);
+  if (ec.max_prefill_chunk < 0) ec.max_prefill_chunk = 0;
 }
 
 json read_config_file(const std::string& path) {
@@ -81,6 +85,8 @@ int cmd_serve(int argc, char** argv) {
         "                  [--io-threads N] [--max-connections N] [--header-timeout S]\n"
         "                  [--body-timeout S] [--idle-timeout S] [--write-timeout S]\n"
         "                  [--speculative ngram,k=4 | draft=DIR,k=4 | off] (docs/speculative.md)\n"
+        "                  [--max-tokens-per-step N] [--max-prefill-chunk N]\n"
+        "                  [--max-prefills-per-step N] [--prefill-policy fcfs|prefix]\n"
         "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
         "/v1/completions, /v1/models, /v1/messages, /v1/messages/count_tokens, /health, /stats,\n"
         "/metrics, / (chat page). See docs/serving.md.\n");
@@ -94,9 +100,10 @@ int cmd_serve(int argc, char** argv) {
 
   ServerConfig sc;
   json server_keys = file;
-  for (const char* k : {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue",
-                        "max_context", "page_size", "device", "dtype", "lora",
-                        "speculative"})
+  for (const char* k :
+       {"model", "max_batch", "kv_pages", "kv_memory_fraction", "max_queue", "max_context",
+        "page_size", "device", "dtype", "lora", "speculative", "max_tokens_per_step",
+        "max_prefill_chunk", "max_prefills_per_step", "prefill_policy"})
     server_keys.erase(k);
   static const std::set<std::string> kKnown = {"host",
                                                "port",
@@ -151,44 +158,45 @@ int cmd_serve(int argc, char** argv) {
       args.get_int("page-size", config_value<int64_t>(file, "page_size", ec.page_size)));
   ec.speculative = SpeculativeConfig::parse(
       args.get("speculative", config_value<std::string>(file, "speculative", "off")));
-  int64_t kv_pages = args.get_int("kv-pages", config_value<int64_t>(file, "kv_pages", 0));
-  double kv_fraction =
+  ec.kv_pages = args.get_int("kv-pages", config_value<int64_t>(file, "kv_pages", 0));
+  ec.kv_memory_fraction =
       args.get_double("kv-memory-fraction", config_value<double>(file, "kv_memory_fraction", 0.0));
+  // Chunked prefill (docs/serving.md "Scheduling"). The serving default budget is smaller than
+  // the engine's offline one: a step's time grows with its tokens, and every decode row waits
+  // for the whole step.
+  ec.max_tokens_per_step = static_cast<int32_t>(
+      args.get_int("max-tokens-per-step", config_value<int64_t>(file, "max_tokens_per_step", 0)));
+  ec.max_prefill_chunk = static_cast<int32_t>(
+      args.get_int("max-prefill-chunk", config_value<int64_t>(file, "max_prefill_chunk", -1)));
+  ec.max_prefills_per_step = static_cast<int32_t>(
+      args.get_int("max-prefills-per-step",
+                   config_value<int64_t>(file, "max_prefills_per_step", ec.max_prefills_per_step)));
+  ec.prefill_policy =
+      args.get("prefill-policy", config_value<std::string>(file, "prefill_policy", "fcfs"));
   Device device =
       Device::parse(args.get("device", config_value<std::string>(file, "device", "cpu")));
   DType dtype = parse_dtype(args.get("dtype", config_value<std::string>(file, "dtype", "f32")));
   args.check_all_used();
   sc.validate();
-  VELA_CHECK(kv_pages >= 0, "--kv-pages must be >= 0, got ", kv_pages);
-  VELA_CHECK(kv_fraction >= 0 && kv_fraction < 1, "--kv-memory-fraction must be in [0, 1), got ",
-             kv_fraction);
-  VELA_CHECK(kv_pages == 0 || kv_fraction == 0,
-             "give --kv-pages or --kv-memory-fraction, not both");
-  if (kv_pages > 0) ec.n_kv_slots = kv_pages * ec.page_size;
-  if (kv_fraction > 0) {
-    VELA_CHECK_T(Unsupported, device.is_cpu(),
-                 "--kv-memory-fraction is measured on the host; on a GPU use --kv-pages");
-    ModelConfig mc = ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string());
-    int64_t per_token =
-        2 * mc.n_layers * mc.n_kv_heads * mc.head_dim * static_cast<int64_t>(dtype_size(dtype));
-    int64_t slots =
-        static_cast<int64_t>(kv_fraction * static_cast<double>(available_host_bytes())) / per_token;
-    ec.n_kv_slots = slots / ec.page_size * ec.page_size;
-    VELA_CHECK(ec.n_kv_slots >= ec.page_size, "--kv-memory-fraction ", kv_fraction,
-               " leaves no room for a single KV page");
-  }
+  serving_step_defaults(ec, device);
+  KvSizingRequest{ec.kv_pages, ec.kv_memory_fraction, 0, ec.page_size, 1}.validate();
 
   namespace fs = std::filesystem;
-  std::optional<ChatTemplate> tpl;
-  if (fs::exists(fs::path(dir) / "tokenizer_config.json") ||
-      fs::exists(fs::path(dir) / "chat_template.jinja")) {
-    try {
-      tpl = ChatTemplate::from_tokenizer_config(dir);
-    } catch (const Error& e) {
-      VELA_LOG_WARN("[serve] no usable chat template (", e.what(),
-                    "): chat routes will answer 400");
-    }
-  }
+  // The chat template is read and parsed on its own thread while the engine loads.
+  std::future<std::optional<ChatTemplate>> tpl_future =
+      std::async(std::launch::async, [dir]() -> std::optional<ChatTemplate> {
+        if (!fs::exists(fs::path(dir) / "tokenizer_config.json") &&
+            !fs::exists(fs::path(dir) / "chat_template.jinja"))
+          return std::nullopt;
+        StartupPhase phase("chat template load");
+        try {
+          return ChatTemplate::from_tokenizer_config(dir);
+        } catch (const Error& e) {
+          VELA_LOG_WARN("[serve] no usable chat template (", e.what(),
+                        "): chat routes will answer 400");
+        }
+        return std::nullopt;
+      });
 
   std::vector<std::pair<std::string, std::string>> adapters;
   for (const std::string& a : lora_args) adapters.push_back(parse_lora_arg(a));
@@ -206,8 +214,16 @@ int cmd_serve(int argc, char** argv) {
     VELA_LOG_INFO("[serve] ", adapters.size(),
                   " LoRA adapter(s): ", json(engine->lora_names()).dump(),
                   " (request \"model\" picks one)");
-  HttpServer server(*engine, sc, std::move(tpl));
-  int port = server.bind();
+  std::optional<ChatTemplate> tpl = tpl_future.get();
+  std::optional<HttpServer> server_slot;
+  int port = 0;
+  {
+    StartupPhase phase("server bind");
+    server_slot.emplace(*engine, sc, std::move(tpl));
+    port = server_slot->bind();
+  }
+  HttpServer& server = *server_slot;
+  startup_mark("serving");
   // SIGTERM / SIGINT: a handler (whichever thread receives the signal — threads that libraries
   // start before main cannot have it blocked) writes to a pipe; a watcher thread shuts down.
   VELA_CHECK_T(IoError, pipe(g_signal_pipe) == 0, "cannot create the signal pipe");

@@ -34,6 +34,7 @@ std::string device_description(int) { no_cuda(); }
 AllocatorStats allocator_stats(int) { return {}; }
 void reset_peak_stats(int) {}
 void empty_cache(int) {}
+size_t device_free_bytes(int) { no_cuda(); }
 void* device_alloc(size_t, int) { no_cuda(); }
 void device_free(void*) {}
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda(); }

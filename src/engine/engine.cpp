@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 
 #include "core/cuda/cuda_api.h"
 #include "core/log.h"
+#include "core/startup_log.h"
 #include "engine/cache/contiguous_strategy.h"
+#include "engine/cache/kv_sizing.h"
 #include "engine/cache/kv_storage.h"
 #include "engine/cache/paged_strategy.h"
 #include "engine/cache/req_to_token_pool.h"
@@ -16,8 +19,8 @@
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
 #include "engine/spec/draft_model.h"
-#include "ops/attention.h"
 #include "model/lora_adapter.h"
+#include "ops/attention.h"
 
 namespace vela {
 
@@ -50,19 +53,46 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   VELA_CHECK(cfg_.kv_strategy == "paged" || cfg_.kv_strategy == "contiguous",
              "kv_strategy must be 'paged' or 'contiguous', got '", cfg_.kv_strategy, "'");
   VELA_CHECK(cfg_.max_seqs > 0, "max_seqs must be positive");
-  VELA_CHECK(cfg_.max_tokens_per_step > 0, "max_tokens_per_step must be positive");
+  VELA_CHECK(cfg_.max_tokens_per_step >= cfg_.max_seqs, "max_tokens_per_step (",
+             cfg_.max_tokens_per_step, ") must be at least max_seqs (", cfg_.max_seqs,
+             "): every decode row takes one token of each step");
+  VELA_CHECK(cfg_.max_prefill_chunk >= 0, "max_prefill_chunk must be >= 0 (0 = no cap), got ",
+             cfg_.max_prefill_chunk);
+  VELA_CHECK(cfg_.max_prefills_per_step >= 0,
+             "max_prefills_per_step must be >= 0 (0 = no cap), got ", cfg_.max_prefills_per_step);
+  VELA_CHECK(cfg_.prefill_policy == "fcfs" || cfg_.prefill_policy == "prefix",
+             "prefill_policy must be 'fcfs' or 'prefix', got '", cfg_.prefill_policy, "'");
   VELA_CHECK(cfg_.page_size > 0, "page_size must be positive");
   cfg_.speculative.validate();
   int64_t full = static_cast<int64_t>(cfg_.max_seqs) * cfg_.max_ctx;
+  KvSizingRequest kv_req;
+  kv_req.kv_pages = cfg_.kv_pages;
+  kv_req.kv_memory_fraction = cfg_.kv_memory_fraction;
+  kv_req.n_kv_slots = cfg_.n_kv_slots;
+  kv_req.page_size = cfg_.kv_strategy == "paged" ? cfg_.page_size : 1;
+  kv_req.default_slots = std::min<int64_t>(full, std::max<int64_t>(cfg_.max_ctx, 1 << 16));
+  kv_req.validate();
   if (cfg_.kv_strategy == "contiguous") {
-    VELA_CHECK(cfg_.n_kv_slots == 0 || cfg_.n_kv_slots == full,
-               "the contiguous KV strategy needs exactly max_seqs * max_ctx slots (", full, ")");
+    VELA_CHECK(cfg_.kv_pages == 0 && cfg_.kv_memory_fraction == 0 &&
+                   (cfg_.n_kv_slots == 0 || cfg_.n_kv_slots == full),
+               "the contiguous KV strategy needs exactly max_seqs * max_ctx slots (", full,
+               "): leave the KV pool size unset");
     cfg_.n_kv_slots = full;
-  } else if (cfg_.n_kv_slots <= 0) {
-    cfg_.n_kv_slots = std::min<int64_t>(full, std::max<int64_t>(cfg_.max_ctx, 1 << 16));
+  } else {
+    // A memory fraction applies to what is free now (weights loaded) less what the engine
+    // allocates after the pool: the activation arena and the workspace (logits rows), plus slack
+    // for the BLAS workspace and captured graphs on a GPU.
+    int64_t available = 0;
+    if (cfg_.kv_memory_fraction > 0) {
+      const int64_t rows = cfg_.max_seqs + cfg_.max_tokens_per_step;
+      const int64_t reserve =
+          Executor::activation_bytes(mc, dtype_, cfg_.max_tokens_per_step, rows) +
+          rows * mc.vocab_size * static_cast<int64_t>(sizeof(float)) +
+          (device_.is_cuda() ? (int64_t{512} << 20) : 0);
+      available = available_memory_bytes(device_, reserve);
+    }
+    cfg_.n_kv_slots = kv_pool_slots(kv_req, kv_bytes_per_token(mc, dtype_), available);
   }
-  if (cfg_.kv_strategy == "paged")
-    cfg_.n_kv_slots = (cfg_.n_kv_slots + cfg_.page_size - 1) / cfg_.page_size * cfg_.page_size;
 
   for (int32_t e : mc.eos_token_ids) eos_ids_.push_back(e);
   if (tokenizer_ && tokenizer_->eos_id() &&
@@ -72,8 +102,11 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   Device dev = model_->device();
   const bool cuda = dev.is_cuda();
   // On CUDA one reserved slot takes the K/V of padding rows (decode batches padded to a bucket).
-  storage_ = std::make_unique<KVStorage>(mc.n_layers, cfg_.n_kv_slots, mc.n_kv_heads, mc.head_dim,
-                                         model_->dtype(), dev, cuda ? 1 : 0);
+  {
+    StartupPhase phase("KV pool allocation");
+    storage_ = std::make_unique<KVStorage>(mc.n_layers, cfg_.n_kv_slots, mc.n_kv_heads, mc.head_dim,
+                                           model_->dtype(), dev, cuda ? 1 : 0);
+  }
   req_pool_ = std::make_unique<ReqToTokenPool>(cfg_.max_seqs, cfg_.max_ctx, dev);
   WorkspaceConfig wc;
   wc.max_seqs = cfg_.max_seqs;
@@ -131,14 +164,23 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
     cache.k_cache = storage_->k;
     cache.v_cache = storage_->v;
     cache.req_to_token = req_pool_->table();
-    double s = executor_->capture_decode_graphs(cache, std::min<int32_t>(cfg_.max_ctx, 1024));
-    VELA_LOG_INFO("[engine] captured ", executor_->n_graphs(), " decode CUDA graphs in ",
-                  static_cast<int>(s * 1000), " ms");
+    const int32_t len = std::min<int32_t>(cfg_.max_ctx, 1024);
+    if (cfg_.capture_graphs_at_start) {
+      StartupPhase phase("decode graph capture");
+      double s = executor_->capture_decode_graphs(cache, len);
+      VELA_LOG_INFO("[engine] captured ", executor_->n_graphs(), " decode CUDA graphs in ",
+                    static_cast<int>(s * 1000), " ms");
+    } else {
+      // The scheduler loop captures them one at a time while idle (Scheduler::run), so the first
+      // requests do not wait for them; a step whose graph is still missing captures it itself.
+      executor_->queue_decode_graphs(cache, len);
+    }
   }
   VELA_LOG_INFO("[engine] ", cfg_.kv_strategy, " KV: ", cfg_.n_kv_slots, " slots (",
                 storage_->k.nbytes() * 2 / (1 << 20), " MiB), max_seqs ", cfg_.max_seqs,
-                ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step, " tokens",
-                ", speculative ", cfg_.speculative.describe());
+                ", max_ctx ", cfg_.max_ctx, ", step budget ", cfg_.max_tokens_per_step,
+                " tokens (prefill chunk cap ", cfg_.max_prefill_chunk, ", ", cfg_.prefill_policy,
+                ")", ", speculative ", cfg_.speculative.describe());
   scheduler_->refresh_stats();  // the first snapshot (graphs captured, pages) before any step
   loop_ = std::thread([this] { scheduler_->run(); });
 }
@@ -165,11 +207,17 @@ Engine::~Engine() {
 std::unique_ptr<Engine> Engine::load(const std::string& dir, const EngineConfig& cfg, DType dtype,
                                      Device device,
                                      const std::vector<std::pair<std::string, std::string>>& lora) {
+  // The tokenizer loads on its own thread while the weights stream to the device.
+  std::future<std::unique_ptr<Tokenizer>> tok_future;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
+    tok_future = std::async(std::launch::async, [dir] {
+      StartupPhase phase("tokenizer load");
+      return std::make_unique<Tokenizer>(Tokenizer::from_file(dir));
+    });
   Transformer m = Transformer::load(dir, dtype, device);
   if (!lora.empty()) attach_lora_adapters(m, lora);
-  std::unique_ptr<Tokenizer> tok;
-  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
-    tok = std::make_unique<Tokenizer>(Tokenizer::from_file(dir));
+  std::unique_ptr<Tokenizer> tok = tok_future.valid() ? tok_future.get() : nullptr;
+  StartupPhase phase("engine setup (KV pool, workspace, loop)");
   return std::make_unique<Engine>(std::move(m), std::move(tok), cfg);
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/startup_log.h"
 #include "model/lora_adapter.h"
 
 namespace vela {
@@ -51,6 +52,8 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
   if (cfg.speculative.enabled()) spec_ = std::make_unique<Speculator>(cfg.speculative);  // spec
   draft_ = draft;                                                                        // spec
+  plan_order_.reserve(static_cast<size_t>(cfg.max_seqs));
+  prefix_policy_ = cfg.prefill_policy == "prefix";
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -105,6 +108,9 @@ void Scheduler::run() {
       StepGate::Hold hold = gate_.enter_step();
       try {
         worked = step();
+        // Idle: capture a decode graph queued at start-up (one per iteration, so a request that
+        // arrives meanwhile waits for one capture at most).
+        if (!worked) worked = executor_.capture_queued_graph();
       } catch (const std::exception& e) {
         fail_running(e.what());
         worked = true;
@@ -232,7 +238,30 @@ void Scheduler::handle_cancellations() {
   remove_finished();
 }
 
+void Scheduler::order_waiting_by_prefix() {
+  // Sorting costs a radix walk per waiting prompt each step: past 256 waiting, plain FCFS (as
+  // SGLang does). Tasks that were admitted before (preempted, restarted) and prompts passed over
+  // by max_seqs later ones keep the front, in queue order; then the longest cached prefix first.
+  if (waiting_.size() < 2 || waiting_.size() > 256 ||
+      static_cast<int32_t>(running_.size()) >= cfg_.max_seqs)
+    return;
+  auto first = [&](const Task& t) { return t.admit_seq != 0 || t.n_passed >= cfg_.max_seqs; };
+  std::vector<std::pair<int32_t, size_t>> keyed;  // (cached tokens, position in waiting_)
+  keyed.reserve(waiting_.size());
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    const Task& t = *waiting_[i];
+    keyed.emplace_back(first(t) ? INT32_MAX : cache_.peek_prefix(prefix_key(t, t.n_tokens())), i);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::deque<std::unique_ptr<Task>> sorted;
+  for (const auto& [k, i] : keyed) sorted.push_back(std::move(waiting_[i]));
+  waiting_.swap(sorted);
+}
+
 void Scheduler::admit() {
+  if (prefix_policy_) order_waiting_by_prefix();
+  int64_t newest_admitted = 0;
   for (auto it = waiting_.begin();
        it != waiting_.end() && static_cast<int32_t>(running_.size()) < cfg_.max_seqs;) {
     Task& t = **it;
@@ -256,9 +285,13 @@ void Scheduler::admit() {
     }
     t.admitted = true;
     t.admit_seq = ++admit_seq_;
+    newest_admitted = std::max(newest_admitted, t.id);
     running_.push_back(std::move(*it));
     it = waiting_.erase(it);
   }
+  if (prefix_policy_)
+    for (auto& t : waiting_)
+      if (t->id < newest_admitted) ++t->n_passed;
 }
 
 bool Scheduler::waits_for_leader(const Task& t) const {
@@ -351,54 +384,92 @@ void Scheduler::preempt(Task* victim) {
   ++stats_.preemptions;
 }
 
+bool Scheduler::reserve(Task* t, int32_t n_new) {
+  bool ok = cache_.extend(t->id, n_new);
+  while (!ok) {
+    // Out of pages: preempt the newest running task that is not planned yet (maybe t itself).
+    Task* victim = nullptr;
+    for (auto rit = running_.rbegin(); rit != running_.rend(); ++rit) {
+      Task* c = rit->get();
+      if (std::find(item_tasks_.begin(), item_tasks_.end(), c) == item_tasks_.end()) {
+        victim = c;
+        break;
+      }
+    }
+    if (victim == nullptr) return false;
+    preempt(victim);
+    if (victim == t) return false;
+    ok = cache_.extend(t->id, n_new);
+  }
+  return true;
+}
+
 bool Scheduler::plan() {
   items_.clear();
   item_tasks_.clear();
+  n_prefill_items_ = n_decode_items_ = 0;
   int32_t budget = cfg_.max_tokens_per_step;
-  // Oldest first; decodes (one token left to feed) before prefills, so running requests keep
-  // their inter-token latency while new prompts stream in chunks.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (auto it = running_.begin(); it != running_.end();) {
-      Task* t = it->get();
-      ++it;
-      int32_t remaining = t->n_tokens() - t->n_computed;
-      bool is_decode = remaining == 1 && t->n_computed > 0;
-      if ((pass == 0) != is_decode || remaining <= 0) continue;
-      if (std::find(item_tasks_.begin(), item_tasks_.end(), t) != item_tasks_.end()) continue;
-      int32_t n_new = std::min(remaining, budget);
-      if (n_new <= 0) continue;
+  auto is_decode = [](const Task* t) {
+    return t->n_tokens() - t->n_computed == 1 && t->n_computed > 0;
+  };
+  auto add = [&](Task* t, int32_t n_new) {
+    items_.push_back({t->id, n_new});
+    items_.back().n_logits = 1 + static_cast<int32_t>(t->drafts.size());  // spec: verify all
+    item_tasks_.push_back(t);
+    budget -= n_new;
+  };
+  // 1. Every decode row (one token left to feed), oldest first: they always fit (the budget is
+  // >= max_seqs), so running requests keep their inter-token latency while prompts stream in.
+  // Speculative drafts only take what the decode rows after this one leave.
+  plan_order_.clear();
+  for (const auto& t : running_)
+    if (is_decode(t.get())) plan_order_.push_back(t.get());
+  int32_t n_decode_left = static_cast<int32_t>(plan_order_.size());
+  for (Task* t : plan_order_) {
+    --n_decode_left;
+    if (!t->admitted) continue;  // preempted by an earlier row's reservation
+    t->drafts.clear();
+    int32_t n_new = 1;
+    if (spec_) n_new = plan_drafts(*t, budget - n_decode_left);  // spec: 1 + drafts
+    bool ok = cache_.extend(t->id, n_new);
+    if (!ok && n_new > 1) {  // spec: no pages for the drafts: decode plainly
       t->drafts.clear();
-      if (spec_ && is_decode) n_new = plan_drafts(*t, budget);  // spec: 1 + drafts
-      bool ok = cache_.extend(t->id, n_new);
-      if (!ok && n_new > 1 && is_decode) {  // spec: no pages for the drafts: decode plainly
-        t->drafts.clear();
-        n_new = 1;
-        ok = cache_.extend(t->id, n_new);
-      }
-      while (!ok) {
-        // Out of pages: preempt the newest running task that is not planned yet (maybe t itself).
-        Task* victim = nullptr;
-        for (auto rit = running_.rbegin(); rit != running_.rend(); ++rit) {
-          Task* c = rit->get();
-          if (std::find(item_tasks_.begin(), item_tasks_.end(), c) == item_tasks_.end()) {
-            victim = c;
-            break;
-          }
-        }
-        if (victim == nullptr) break;
-        bool self = victim == t;
-        // `it` may point at the victim; step past it before the list node moves.
-        if (it != running_.end() && it->get() == victim) ++it;
-        preempt(victim);
-        if (self) break;
-        ok = cache_.extend(t->id, n_new);
-      }
-      if (!ok) continue;
-      items_.push_back({t->id, n_new});
-      items_.back().n_logits = 1 + static_cast<int32_t>(t->drafts.size());  // spec: verify all
-      item_tasks_.push_back(t);
-      budget -= n_new;
+      n_new = 1;
     }
+    if (!ok && !reserve(t, n_new)) continue;
+    add(t, n_new);
+    ++n_decode_items_;
+  }
+  // 2. Prompt chunks (prefills, recomputes after preemption) under what is left of the budget:
+  // in admission order (fcfs) or fewest tokens left first (prefix); at most max_prefill_chunk
+  // tokens of one prompt and max_prefills_per_step prompts per step.
+  plan_order_.clear();
+  for (const auto& t : running_)
+    if (!is_decode(t.get()) && t->n_tokens() > t->n_computed) plan_order_.push_back(t.get());
+  if (prefix_policy_)
+    std::stable_sort(plan_order_.begin(), plan_order_.end(), [](const Task* a, const Task* b) {
+      return a->n_tokens() - a->n_computed < b->n_tokens() - b->n_computed;
+    });
+  for (Task* t : plan_order_) {
+    if (budget <= 0) break;
+    if (cfg_.max_prefills_per_step > 0 && n_prefill_items_ >= cfg_.max_prefills_per_step) break;
+    if (!t->admitted) continue;  // preempted by an earlier reservation
+    t->drafts.clear();
+    int32_t n_new = std::min(t->n_tokens() - t->n_computed, budget);
+    if (cfg_.max_prefill_chunk > 0) n_new = std::min(n_new, cfg_.max_prefill_chunk);
+    if (!reserve(t, n_new)) continue;
+    add(t, n_new);
+    ++n_prefill_items_;
+  }
+  // Decode rows preempted above are back in waiting_; any other runnable one left out is deferred.
+  int64_t deferred = 0;
+  for (const auto& t : running_)
+    if (is_decode(t.get()) &&
+        std::find(item_tasks_.begin(), item_tasks_.end(), t.get()) == item_tasks_.end())
+      ++deferred;
+  if (deferred > 0) {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    stats_.decode_rows_deferred += deferred;
   }
   return !items_.empty();
 }
@@ -444,6 +515,12 @@ bool Scheduler::step() {
         slots[off++] = item_tasks_[k]->request->lora_slot;
   }
   Tensor logits = executor_.forward(batch);
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    stats_.prefill_chunks += n_prefill_items_;
+    if (n_prefill_items_ > 0 && n_decode_items_ > 0) ++stats_.mixed_steps;
+    stats_.max_step_tokens = std::max<int64_t>(stats_.max_step_tokens, batch.n_tokens);
+  }
 
   // Rows whose tokens are all computed now get a new token sampled.
   sample_rows_.clear();
@@ -497,6 +574,9 @@ void Scheduler::publish_final_events() {
 
 void Scheduler::process_sample(Task& t, const SampleResult& r) {
   const SamplingParams& p = t.params();
+  static std::atomic<bool> first_token{true};  // start-up timing: the process's first token
+  if (first_token.load(std::memory_order_relaxed) && first_token.exchange(false))
+    startup_mark("first token sampled");
   t.output.push_back(r.token);
   StreamEvent ev;
   ev.index = t.index;

@@ -36,6 +36,10 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;
   int64_t preemptions = 0, steps = 0;
+  // Chunked prefill (EngineConfig::max_tokens_per_step ...): prompt chunks planned, steps that
+  // carried decode rows and prompt tokens together, the largest forward (tokens), and decode rows
+  // left out of a step while runnable (stays 0: the plan gives every decode row its token first).
+  int64_t prefill_chunks = 0, mixed_steps = 0, max_step_tokens = 0, decode_rows_deferred = 0;
   double tokens_per_s = 0;  // generated tokens per second over the last few seconds
   // With EngineConfig::time_device: stream time of the forwards (metadata upload + model, sampling
   // excluded), decode steps and the others apart; counts are the forwards timed so far.
@@ -123,6 +127,8 @@ class Scheduler {
   // Scratch reused every step (no per-step allocation once warm).
   std::vector<BindItem> items_;
   std::vector<Task*> item_tasks_;
+  std::vector<Task*> plan_order_;  // plan(): this step's decode or prefill candidates
+  bool prefix_policy_ = false;     // EngineConfig::prefill_policy == "prefix"
   std::vector<SamplerRow> sample_rows_;
   std::vector<SampleResult> sample_out_;
   std::vector<Task*> sample_tasks_;  // the task of each sample row
@@ -177,6 +183,12 @@ class Scheduler {
   // The token masks of the queued rows that carry a grammar.
   void fill_masks(const Tensor& logits);
   bool plan();  // fills items_; false when nothing runnable
+  // Reserves KV for t's next n_new positions, preempting the newest unplanned running tasks when
+  // pages run out (maybe t itself); false when t cannot run this step.
+  bool reserve(Task* t, int32_t n_new);
+  // prefill_policy "prefix": orders waiting_ for admission (see EngineConfig::prefill_policy).
+  void order_waiting_by_prefix();
+  int64_t n_prefill_items_ = 0, n_decode_items_ = 0;  // this step's plan (stats)
   void preempt(Task* victim);
   void restart(Task& t);  // kRestart after a weight update: back to the prompt
   void process_sample(Task& t, const SampleResult& r);

@@ -23,6 +23,7 @@ struct Task {
   uint64_t seed = 0;       // sampling seed (request's, or drawn by the engine)
   uint64_t admit_seq = 0;  // admission order (preemption picks the newest)
   bool admitted = false;
+  int32_t n_passed = 0;  // later tasks admitted before this one (prefill_policy "prefix")
   bool cached_reported = false;
   std::vector<int32_t> output;              // generated tokens
   int32_t n_computed = 0;                   // tokens of tokens() whose KV is in the cache

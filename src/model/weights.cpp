@@ -10,6 +10,8 @@
 #include "core/mmap_file.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "core/startup_log.h"
+#include "model/weight_uploader.h"
 #include "ops/cast.h"
 
 namespace vela {
@@ -22,7 +24,10 @@ std::string layer_key(int64_t i, const std::string& rest) {
 class WeightSource {
  public:
   WeightSource(const SafetensorsReader& r, DType dtype, Device device)
-      : reader_(r), dtype_(dtype), device_(device) {}
+      : reader_(r), dtype_(dtype), device_(device), uploader_(device) {}
+  // Waits for the copies in flight (the destructor does too).
+  void finish() { uploader_.finish(); }
+  int64_t bytes_uploaded() const { return uploader_.bytes_uploaded(); }
 
   // Reads `name`, checks its shape, converts to the compute dtype on the target device.
   Tensor take(const std::string& name, const Shape& shape) {
@@ -55,6 +60,7 @@ class WeightSource {
   DType dtype_;
   Device device_;
   std::set<std::string> used_;
+  WeightUploader uploader_;  // CUDA: pinned staging ring, copies overlap the next conversion
 
   Tensor raw(const std::string& name, const Shape& shape) {
     VELA_CHECK(reader_.contains(name), "checkpoint is missing tensor '", name, "'");
@@ -70,9 +76,7 @@ class WeightSource {
     if (dst.is_cpu()) {
       ops::cast(src.contiguous(), dst);
     } else {
-      Tensor staged = Tensor::empty(src.shape(), dst.dtype());
-      ops::cast(src.contiguous(), staged);
-      dst.copy_(staged);
+      uploader_.upload(src, dst);
     }
   }
 };
@@ -223,6 +227,7 @@ void load_weights(Transformer& m, const SafetensorsReader& reader, DType dtype, 
     m.lm_head.weight = src.take("lm_head.weight", {c.vocab_size, h});
   }
   src.check_all_used();
+  src.finish();
   m.build_rope_table();
 }
 
@@ -231,10 +236,16 @@ Transformer Transformer::load(const std::string& dir, DType dtype, Device device
              "model compute dtype must be f32, bf16 or f16");
   Transformer m;
   m.config = ModelConfig::from_file(dir);
-  SafetensorsReader reader = SafetensorsReader::open(dir);
+  SafetensorsReader reader = [&] {
+    StartupPhase phase("mmap checkpoint");
+    return SafetensorsReader::open(dir);
+  }();
   VELA_LOG_INFO("[model] loading ", dir, ": ", m.config.model_type, ", ", m.config.n_params(),
                 " params, ", dtype_name(dtype), " on ", device.str());
-  load_weights(m, reader, dtype, device);
+  {
+    StartupPhase phase(device.is_cuda() ? "weights: convert + upload" : "weights: convert");
+    load_weights(m, reader, dtype, device);
+  }
   return m;
 }
 

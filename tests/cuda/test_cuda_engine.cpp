@@ -63,6 +63,7 @@ std::vector<RequestResult> run_together(Engine& e, const std::vector<Request>& r
 
 EngineConfig small_config() {
   EngineConfig c;
+  c.capture_graphs_at_start = true;  // the allocation checks start with every graph in place
   c.max_ctx = 64;
   c.max_seqs = 8;
   c.max_tokens_per_step = 32;  // prompts arrive in chunks next to decodes

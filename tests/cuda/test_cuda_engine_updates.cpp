@@ -60,6 +60,7 @@ void concurrent_generation_and_updates(bool all_policies) {
   for (int v = 0; v < kVersions; ++v)
     models.push_back(Transformer::random(config(), DType::kF32, Device::cuda(0), 500 + v, 0.05f));
   EngineConfig ec;
+  ec.capture_graphs_at_start = true;  // graph counts below compare against the start
   ec.max_seqs = 16;
   ec.max_ctx = 512;
   ec.page_size = 16;
@@ -155,6 +156,7 @@ TEST_F(CudaEngineUpdates, UpdateLatencyUnderLoad) { concurrent_generation_and_up
 TEST_F(CudaEngineUpdates, SharedStorageKeepsTheGraphs) {
   Transformer m = Transformer::random(config(), DType::kBF16, gpu(), 7);
   EngineConfig ec;
+  ec.capture_graphs_at_start = true;  // graph counts below compare against the start
   ec.max_seqs = 8;
   ec.max_ctx = 256;
   Engine engine(m, nullptr, ec);
@@ -180,6 +182,7 @@ TEST_F(CudaEngineUpdates, SharedStorageKeepsTheGraphs) {
 TEST_F(CudaEngineUpdates, MoreSamplesThanForwardRows) {
   Transformer m = Transformer::random(config(), DType::kBF16, gpu(), 8);
   EngineConfig ec;
+  ec.capture_graphs_at_start = true;  // graph counts below compare against the start
   ec.max_seqs = 16;
   ec.max_ctx = 256;
   Engine engine(m, nullptr, ec);

@@ -63,6 +63,15 @@ void reset_peak_stats(int device) { CachingAllocator::instance().reset_peak(devi
 
 void empty_cache(int device) { CachingAllocator::instance().empty_cache(device); }
 
+size_t device_free_bytes(int device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  size_t free = 0, total = 0;
+  VELA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  const AllocatorStats st = allocator_stats(device);
+  return free + (st.bytes_reserved - st.bytes_in_use);
+}
+
 void* device_alloc(size_t bytes, int device) {
   check_device(device);
   return CachingAllocator::instance().allocate(bytes, device);

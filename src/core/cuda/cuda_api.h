@@ -33,6 +33,9 @@ AllocatorStats allocator_stats(int device = 0);
 void reset_peak_stats(int device = 0);
 // Returns cached, unused blocks to the driver.
 void empty_cache(int device = 0);
+// Bytes a new allocation on `device` could get: the driver's free memory plus what the caching
+// allocator holds unused (for sizing the KV pool by a memory fraction).
+size_t device_free_bytes(int device = 0);
 
 // Allocation through the caching allocator; throws OutOfMemory with the sizes involved.
 void* device_alloc(size_t bytes, int device);

@@ -193,23 +193,48 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   return run(b);
 }
 
+void Executor::capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket) {
+  // An all-padding batch (every row without keys): the kernels read seq_lens at replay.
+  InferenceWorkspace::Host& h = ws_.host;
+  ws_.wait_staging();
+  h.req_pool_indices.data<int32_t>()[0] = 0;
+  h.qo_indptr.data<int32_t>()[0] = 0;
+  h.kv_indptr.data<int32_t>()[0] = 0;
+  BoundBatch b;
+  b.kv = cache;
+  b.kv.max_len = max_len;
+  decode_bucket(b, 0, bucket);
+}
+
 double Executor::capture_decode_graphs(const KVCacheView& cache, int32_t max_len) {
   if (!graphs_) return 0.0;
   CudaGraphRunner::Scope on_engine_stream(*graphs_);
   const double before = graphs_->capture_seconds();
-  InferenceWorkspace::Host& h = ws_.host;
-  for (int32_t bucket : buckets_) {
-    // An all-padding batch (every row without keys): the kernels read seq_lens at replay.
-    ws_.wait_staging();
-    h.req_pool_indices.data<int32_t>()[0] = 0;
-    h.qo_indptr.data<int32_t>()[0] = 0;
-    h.kv_indptr.data<int32_t>()[0] = 0;
-    BoundBatch b;
-    b.kv = cache;
-    b.kv.max_len = max_len;
-    decode_bucket(b, 0, bucket);
-  }
+  for (int32_t bucket : buckets_) capture_bucket(cache, max_len, bucket);
   return graphs_->capture_seconds() - before;
+}
+
+void Executor::queue_decode_graphs(const KVCacheView& cache, int32_t max_len) {
+  if (!graphs_) return;
+  queued_cache_ = cache;
+  queued_len_ = max_len;
+  queued_buckets_.assign(buckets_.rbegin(), buckets_.rend());  // popped from the back: 1 first
+}
+
+bool Executor::capture_queued_graph() {
+  while (graphs_ && !queued_buckets_.empty()) {
+    const int32_t bucket = queued_buckets_.back();
+    queued_buckets_.pop_back();
+    // The split count this bucket gets at max_len (as decode_bucket computes it).
+    int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, queued_len_, sm_count_);
+    int p = 1;
+    while (p < splits) p *= 2;
+    splits = std::min(p, ops::kMaxDecodeSplits);
+    if (graphs_->has({bucket, splits})) continue;  // a step captured it already
+    capture_bucket(queued_cache_, queued_len_, bucket);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace vela

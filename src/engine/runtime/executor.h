@@ -39,6 +39,12 @@ class Executor {
   // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
   // split counts are captured on first use. No-op without graphs.
   double capture_decode_graphs(const KVCacheView& cache, int32_t max_len);
+  // The same graphs, captured later one at a time by capture_queued_graph() (the scheduler loop
+  // calls it while idle). No-op without graphs.
+  void queue_decode_graphs(const KVCacheView& cache, int32_t max_len);
+  // Captures the next queued graph not captured yet (a step may have captured it); false when
+  // none is left. Loop thread only, between steps.
+  bool capture_queued_graph();
   // Makes the engine's CUDA stream current on the calling thread (the scheduler loop); no-op on CPU.
   void enter_thread() const;
 
@@ -77,6 +83,11 @@ class Executor {
   std::unique_ptr<CudaGraphRunner> graphs_;  // CUDA with graphs on
   std::unique_ptr<CudaGraphRunner> stream_;  // CUDA with graphs off: just the stream
   std::vector<int32_t> buckets_;
+  std::vector<int32_t> queued_buckets_;  // queue_decode_graphs: still to capture, in order
+  KVCacheView queued_cache_;
+  int32_t queued_len_ = 0;
+  // Captures the graph of `bucket` for sequences up to max_len (an all-padding batch).
+  void capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket);
   int sm_count_ = 1;
   // time_device: events around the last forward, not yet counted in device_time_.
   std::unique_ptr<cuda::StreamEvent> fwd_begin_, fwd_end_;

@@ -1,0 +1,56 @@
+// WeightUploader: streams checkpoint tensors (memory-mapped, any floating dtype) into device
+// tensors through a ring of page-locked staging buffers. The host converts the next chunk into a
+// free buffer (ops::cast, multi-threaded: this is also the copy out of the page cache) while the
+// copy engine moves the previous ones to the device, so loading runs at the slower of the two
+// instead of their sum, and no pageable bounce buffer is allocated per tensor. Small tensors
+// share a buffer. upload() returns before its copy ends: the source must stay mapped until
+// finish() (the destructor also waits). For a CPU destination it is a plain cast.
+// Not thread-safe; one per load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace vela {
+
+namespace cuda {
+class StreamEvent;
+}
+
+class WeightUploader {
+ public:
+  // `n_buffers` page-locked buffers of `buffer_bytes` each (allocated on the first device upload).
+  explicit WeightUploader(Device device, int64_t buffer_bytes = int64_t{64} << 20,
+                          int n_buffers = 3);
+  ~WeightUploader();
+  WeightUploader(const WeightUploader&) = delete;
+  WeightUploader& operator=(const WeightUploader&) = delete;
+
+  // dst (contiguous, on the uploader's device) = src converted to dst's dtype; same numel.
+  void upload(const Tensor& src, Tensor dst);
+  // Waits until every copy has reached the device.
+  void finish();
+  int64_t bytes_uploaded() const { return bytes_uploaded_; }
+
+ private:
+  struct Buffer {
+    void* host = nullptr;
+    std::unique_ptr<cuda::StreamEvent> done;  // recorded after the buffer's last copy
+  };
+  Device device_;
+  int64_t buffer_bytes_;
+  int n_buffers_;
+  std::vector<Buffer> buffers_;
+  int current_ = 0;
+  int64_t offset_ = 0;  // bytes used in the current buffer
+  int64_t bytes_uploaded_ = 0;
+
+  void allocate();
+  // Moves to the next buffer (waiting until its previous copies are done).
+  void next_buffer();
+};
+
+}  // namespace vela

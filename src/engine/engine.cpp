@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "core/cuda/cuda_api.h"
@@ -17,6 +18,7 @@
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
 #include "ops/attention.h"
+#include "ops/gemm_tuning.h"
 #include "model/lora_adapter.h"
 
 namespace vela {
@@ -109,14 +111,23 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
                                            tokenizer_.get(), eos_ids_, device_sampler_.get());
   // Setup ran on this thread's stream; the loop uses the engine's stream: finish setup first.
   if (cuda) cuda::synchronize(dev.index);
-  if (executor_->graphs_enabled()) {
+  if (cuda) {
+    // One decode forward per batch bucket (captured as a graph when graphs are on), with the
+    // GEMM algorithm search on: every decode GEMM shape gets its plan, timed, before any request.
     KVCacheView cache;
     cache.k_cache = storage_->k;
     cache.v_cache = storage_->v;
     cache.req_to_token = req_pool_->table();
-    double s = executor_->capture_decode_graphs(cache, std::min<int32_t>(cfg_.max_ctx, 1024));
-    VELA_LOG_INFO("[engine] captured ", executor_->n_graphs(), " decode CUDA graphs in ",
-                  static_cast<int>(s * 1000), " ms");
+    const auto t0 = std::chrono::steady_clock::now();
+    double s = 0;
+    {
+      ops::GemmTuningScope tune_gemms;
+      s = executor_->warm_up_decode(cache, std::min<int32_t>(cfg_.max_ctx, 1024));
+    }
+    const double warm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    VELA_LOG_INFO("[engine] decode warm-up ", static_cast<int>(warm_s * 1000), " ms (",
+                  executor_->n_graphs(), " CUDA graphs captured in ", static_cast<int>(s * 1000),
+                  " ms, ", ops::gemm_tune_records(dev.index).size(), " GEMM plans tuned so far)");
   }
   VELA_LOG_INFO("[engine] ", cfg_.kv_strategy, " KV: ", cfg_.n_kv_slots, " slots (",
                 storage_->k.nbytes() * 2 / (1 << 20), " MiB), max_seqs ", cfg_.max_seqs,

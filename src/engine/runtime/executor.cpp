@@ -193,10 +193,10 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   return run(b);
 }
 
-double Executor::capture_decode_graphs(const KVCacheView& cache, int32_t max_len) {
-  if (!graphs_) return 0.0;
-  CudaGraphRunner::Scope on_engine_stream(*graphs_);
-  const double before = graphs_->capture_seconds();
+double Executor::warm_up_decode(const KVCacheView& cache, int32_t max_len) {
+  if (!graphs_ && !stream_) return 0.0;  // CPU
+  CudaGraphRunner::Scope on_engine_stream(graphs_ ? *graphs_ : *stream_);
+  const double before = graphs_ ? graphs_->capture_seconds() : 0.0;
   InferenceWorkspace::Host& h = ws_.host;
   for (int32_t bucket : buckets_) {
     // An all-padding batch (every row without keys): the kernels read seq_lens at replay.
@@ -209,6 +209,7 @@ double Executor::capture_decode_graphs(const KVCacheView& cache, int32_t max_len
     b.kv.max_len = max_len;
     decode_bucket(b, 0, bucket);
   }
+  if (!graphs_) return 0.0;
   return graphs_->capture_seconds() - before;
 }
 

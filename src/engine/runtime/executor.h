@@ -35,10 +35,12 @@ class Executor {
   // Logits [n_logits, vocab] f32 at each item's last BindItem::n_logits rows (one per item unless
   // speculating), on the model's device; valid until the next forward.
   Tensor forward(const BoundBatch& batch);
-  // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
-  // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
-  // split counts are captured on first use. No-op without graphs.
-  double capture_decode_graphs(const KVCacheView& cache, int32_t max_len);
+  // Engine start (`cache` gives the KV storage and request table): runs one all-padding decode
+  // forward per batch bucket for sequences up to `max_len` long, capturing its graph when graphs
+  // are on (other split counts are captured on first use), so every decode GEMM plan exists before
+  // the first request (tuned when the caller holds an ops::GemmTuningScope). Returns the seconds
+  // the graph captures took (0 without graphs). No-op on the CPU.
+  double warm_up_decode(const KVCacheView& cache, int32_t max_len);
   // Makes the engine's CUDA stream current on the calling thread (the scheduler loop); no-op on CPU.
   void enter_thread() const;
 

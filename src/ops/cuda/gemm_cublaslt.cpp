@@ -1,5 +1,6 @@
-// CUDA GEMM through cuBLASLt (host code; gemm.cu has the K = 0 kernel): c = alpha * op(a) @ op(b) + beta * c on row-major tensors, fp32
-// accumulation (CUBLAS_COMPUTE_32F; TF32 only when allowed, see gemm_cublaslt.h).
+// CUDA GEMM through cuBLASLt (host code; gemm.cu has the K = 0 kernel): c = alpha * op(a) @ op(b) +
+// beta * c on row-major tensors, fp32 accumulation (CUBLAS_COMPUTE_32F; TF32 only when allowed, see
+// gemm_cublaslt.h).
 //
 // cuBLAS is column-major, so the row-major c[M, N] is computed as the column-major
 // c^T[N, M] = op(b)^T @ op(a)^T: b's storage is cuBLAS's A, a's storage is cuBLAS's B, and the
@@ -8,6 +9,8 @@
 // shape makes no heuristic query. Inside a tuning session (ops/gemm_tuning.h) a new small-M plan
 // times the heuristic's top candidates and keeps the fastest (`tune_plan`), optionally through a
 // disk cache keyed by GPU name, cuBLASLt version and the shape key.
+#include "ops/cuda/gemm_cublaslt.h"
+
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -21,10 +24,9 @@
 #include <vector>
 
 #include "core/cuda/cuda_api.h"
-#include "core/log.h"
 #include "core/cuda/stream.h"
+#include "core/log.h"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/gemm_cublaslt.h"
 #include "ops/cuda/gemm_tune_cache.h"
 
 #define VELA_CUBLAS_CHECK(expr)                                                                \
@@ -223,18 +225,17 @@ std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_w
                                         r.workspaceSize > kWorkspaceBytes;
                                }),
                 results.end());
-  VELA_CHECK_T(Unsupported, !results.empty(), "cuBLASLt has no algorithm for gemm m=", m,
-               " n=", n, " k=", k, " batch=", key[kBatch], " lda=", key[kLda],
-               " ldb=", key[kLdb], " ldc=", key[kLdc]);
+  VELA_CHECK_T(Unsupported, !results.empty(), "cuBLASLt has no algorithm for gemm m=", m, " n=", n,
+               " k=", k, " batch=", key[kBatch], " lda=", key[kLda], " ldb=", key[kLdb],
+               " ldc=", key[kLdc]);
   plan->algo = results[0].algo;
   return plan;
 }
 
 // ---- algorithm search (ops/gemm_tuning.h) ----
 
-// The calling thread's tuning session: options, nesting depth, and device scratch (an output
-// buffer for candidate runs and an L2-sized buffer overwritten before each timed run). Raw
-// cudaMalloc, not the caching allocator: the session's memory goes back to the driver at its end.
+// The calling thread's tuning session: options, nesting depth, and device scratch on one device
+// (an output buffer for candidate runs and a 2 x L2 buffer overwritten before each timed run).
 struct TuneSession {
   int depth = 0;
   GemmTuneOptions options;
@@ -285,14 +286,16 @@ void save_disk_cache(DeviceGemm& ctx, int device) {
   ctx.disk_dirty = false;
 }
 
-// Grows (cudaMalloc) a session buffer; false when the device has no room for it.
-bool ensure_buffer(void*& p, size_t& have, size_t want) {
+// Grows a session buffer on `device` (from the caching allocator: freeing it at the session's end
+// needs no device synchronization); false when the device has no room for it.
+bool ensure_buffer(void*& p, size_t& have, size_t want, int device) {
   if (have >= want) return true;
-  if (p != nullptr) cudaFree(p);
+  if (p != nullptr) vela::cuda::device_free(p);
   p = nullptr;
   have = 0;
-  if (cudaMalloc(&p, want) != cudaSuccess) {
-    (void)cudaGetLastError();
+  try {
+    p = vela::cuda::device_alloc(want, device);
+  } catch (const std::exception&) {
     return false;
   }
   have = want;
@@ -313,8 +316,8 @@ double time_algo(DeviceGemm& ctx, const GemmPlan& plan, const cublasLtMatmulAlgo
   auto launch = [&] {
     return cublasLtMatmul(ctx.handle, plan.op_desc, &ops.alpha, ops.a, plan.a_layout, ops.b,
                           plan.b_layout, &beta, session().c_scratch, plan.c_layout,
-                          session().c_scratch, plan.c_layout, &algo, ctx.workspace,
-                          kWorkspaceBytes, stream);
+                          session().c_scratch, plan.c_layout, &algo, ctx.workspace, kWorkspaceBytes,
+                          stream);
   };
   if (launch() != CUBLAS_STATUS_SUCCESS) return -1.0;  // warm-up (module load, first touch)
   std::vector<double> us;
@@ -353,12 +356,15 @@ void tune_plan(DeviceGemm& ctx, int device, const GemmKey& key, GemmPlan& plan,
     }
   }
   cudaStream_t stream = current_stream();
-  if (!ensure_buffer(session().c_scratch, session().c_scratch_bytes, c_bytes)) return;
-  if (session().flush == nullptr) {
+  TuneSession& ts = session();
+  if (ts.device < 0) ts.device = device;
+  if (ts.device != device) return;  // scratch lives on the session's first device: heuristic here
+  if (!ensure_buffer(ts.c_scratch, ts.c_scratch_bytes, c_bytes, device)) return;
+  if (ts.flush == nullptr) {
     int l2 = 0;
     VELA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    if (!ensure_buffer(session().flush, session().flush_bytes, 2 * static_cast<size_t>(l2)))
-      session().flush = nullptr;  // no room: tune with a warm L2
+    if (!ensure_buffer(ts.flush, ts.flush_bytes, 2 * static_cast<size_t>(l2), device))
+      ts.flush = nullptr;  // no room: tune with a warm L2
   }
   cudaEvent_t begin = nullptr, end = nullptr;
   VELA_CUDA_CHECK(cudaEventCreate(&begin));
@@ -374,6 +380,8 @@ void tune_plan(DeviceGemm& ctx, int device, const GemmKey& key, GemmPlan& plan,
       best_us = us;
     }
   }
+  // Every candidate run is done before the scratch can be reused or freed.
+  VELA_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
   if (best < 0) return;  // nothing ran: keep the heuristic's choice untimed
@@ -393,9 +401,13 @@ void tune_plan(DeviceGemm& ctx, int device, const GemmKey& key, GemmPlan& plan,
   }
 }
 
+// True while `stream` is being captured (or when the query fails: then do not tune either).
 bool stream_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  VELA_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
   return status != cudaStreamCaptureStatusNone;
 }
 
@@ -429,14 +441,13 @@ void gemm_tuning_end() {
       VELA_LOG_WARN("[gemm] could not write the tuning cache: ", e.what());
     }
   }
-  session().devices.clear();
-  if (session().c_scratch != nullptr || session().flush != nullptr) {
-    cudaDeviceSynchronize();  // candidate runs may still be using the buffers
-    if (session().c_scratch != nullptr) cudaFree(session().c_scratch);
-    if (session().flush != nullptr) cudaFree(session().flush);
-  }
-  session().c_scratch = session().flush = nullptr;
-  session().c_scratch_bytes = session().flush_bytes = 0;
+  TuneSession& ts = session();
+  ts.devices.clear();
+  if (ts.c_scratch != nullptr) vela::cuda::device_free(ts.c_scratch);
+  if (ts.flush != nullptr) vela::cuda::device_free(ts.flush);
+  ts.c_scratch = ts.flush = nullptr;
+  ts.c_scratch_bytes = ts.flush_bytes = 0;
+  ts.device = -1;
 }
 
 bool gemm_tuning_active() { return session().depth > 0; }
@@ -528,10 +539,16 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
         record.k = inner_k;
         record.in_dtype = dtype_name(in_dtype);
         record.out_dtype = dtype_name(c.dtype());
-        const size_t c_bytes = static_cast<size_t>((rows_m - 1) * key[kLdc] + cols_n) *
-                               dtype_size(c.dtype());
-        tune_plan(ctx, device, key, *made, results, Operands{b.data_ptr(), a.data_ptr(), alpha},
-                  c_bytes, record);
+        const size_t c_bytes =
+            static_cast<size_t>((rows_m - 1) * key[kLdc] + cols_n) * dtype_size(c.dtype());
+        try {
+          tune_plan(ctx, device, key, *made, results, Operands{b.data_ptr(), a.data_ptr(), alpha},
+                    c_bytes, record);
+        } catch (const std::exception& e) {  // the search is an optimization: keep the heuristic's
+          made->algo = results[0].algo;
+          VELA_LOG_WARN("[gemm] algorithm search failed for m=", rows_m, " n=", cols_n,
+                        " k=", inner_k, ", keeping the heuristic's choice: ", e.what());
+        }
       }
       it = ctx.plans.emplace(key, std::move(made)).first;
     }

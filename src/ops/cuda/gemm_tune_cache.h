@@ -10,8 +10,8 @@
 namespace vela::ops::cuda {
 
 struct TuneCacheEntry {
-  std::vector<int64_t> key;     // gemm.cu's plan key
-  std::vector<uint64_t> algo;   // cublasLtMatmulAlgo_t::data
+  std::vector<int64_t> key;    // gemm.cu's plan key
+  std::vector<uint64_t> algo;  // cublasLtMatmulAlgo_t::data
 };
 
 // Entries of `gpu` / `cublaslt_version` in the file at `path`; a missing file has none, an

@@ -51,6 +51,10 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   sample_out_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
+  token_events_.reserve(static_cast<size_t>(cfg.max_seqs));
+  // CUDA engines (a DeviceSampler) launch the forward asynchronously: the previous step's token
+  // events are pushed while it runs. CPU forwards run on this thread: push at once.
+  defer_token_events_ = device_sampler != nullptr;
   if (cfg.speculative.enabled()) spec_ = std::make_unique<Speculator>(cfg.speculative);  // spec
 }
 
@@ -130,6 +134,7 @@ void Scheduler::run() {
   running_.clear();
   waiting_.clear();
   update_stats(0, 0);
+  publish_token_events();
   publish_final_events();
 }
 
@@ -188,6 +193,7 @@ void Scheduler::restart(Task& t) {
   StreamEvent ev;
   ev.index = t.index;
   ev.restarted = true;
+  publish_token_events();  // this stream's earlier tokens first
   t.handle->push(std::move(ev));
   std::lock_guard<std::mutex> s(stats_mu_);
   ++stats_.restarts;
@@ -416,6 +422,7 @@ bool Scheduler::step() {
   admit();
   if (!plan()) {
     update_stats(0, 0);
+    publish_token_events();
     publish_final_events();
     return false;
   }
@@ -450,6 +457,7 @@ bool Scheduler::step() {
         slots[off++] = item_tasks_[k]->request->lora_slot;
   }
   Tensor logits = executor_.forward(batch);
+  publish_token_events();  // the previous step's tokens, while the GPU runs this forward
 
   // Rows whose tokens are all computed now get a new token sampled.
   sample_rows_.clear();
@@ -495,7 +503,15 @@ bool Scheduler::step() {
   return true;
 }
 
+void Scheduler::publish_token_events() {
+  for (TokenEvent& e : token_events_) e.handle->push(std::move(e.event));
+  token_events_.clear();
+}
+
 void Scheduler::publish_final_events() {
+  // Pending token events first (a stream's events stay in order); without a final event they may
+  // wait for the next forward's launch.
+  if (!final_events_.empty() || !defer_token_events_) publish_token_events();
   // After update_stats: a caller woken by its final event sees stats that include it.
   for (FinalEvent& f : final_events_) f.handle->push(std::move(f.event), &f.completion);
   final_events_.clear();
@@ -562,7 +578,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
     final_events_.push_back({t.handle, std::move(ev), t.completion});
     t.request.reset();  // marks finished for remove_finished()
   } else {
-    t.handle->push(std::move(ev));
+    token_events_.push_back({t.handle, std::move(ev)});
   }
 }
 

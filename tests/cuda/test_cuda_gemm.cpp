@@ -3,7 +3,6 @@
 // strides, alpha / beta, K = 0, the plan cache (a repeated shape adds no plan), and the small-M
 // algorithm search (tuned plans against the CPU, the disk cache, a benchmark of bench-1b shapes).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -11,11 +10,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "core/json.h"
 #include "cuda/cuda_test_util.h"
-#include "ops/cuda/gemm_cublaslt.h"
 #include "ops/cuda/bench_cuda.h"
+#include "ops/cuda/gemm_cublaslt.h"
 #include "ops/gemm.h"
 #include "ops/gemm_tuning.h"
 
@@ -51,9 +52,14 @@ TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (DType out_dt : {dt, DType::kF32}) {
       for (int64_t m = 1; m <= 9; ++m) {
-        for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8}, {13, 1536}, {1000, 264}, {70, 6912}, {3000, 1024}}) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8},
+                            {13, 1536},
+                            {1000, 264},
+                            {70, 6912},
+                            {3000, 1024}}) {
           std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
-                             std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k);
+                             std::to_string(m) + " n" + std::to_string(n) + " k" +
+                             std::to_string(k);
           SCOPED_TRACE(what);
           Tensor a = test::random_cpu({m, k}, dt, 1);
           Tensor w = test::random_cpu({n + 8, k}, dt, 2).slice(0, 8, n + 8);
@@ -176,11 +182,12 @@ TEST_F(CudaGemmTest, Tf32IsOptIn) {
   test::expect_equal(got, want, "f32 exact");
 }
 
-
 const ops::GemmTuneRecord* find_record(const std::vector<ops::GemmTuneRecord>& records, int64_t m,
-                                       int64_t n, int64_t k, DType out_dt) {
+                                       int64_t n, int64_t k, DType in_dt, DType out_dt) {
   for (const auto& r : records)
-    if (r.m == m && r.n == n && r.k == k && r.out_dtype == dtype_name(out_dt)) return &r;
+    if (r.m == m && r.n == n && r.k == k && r.in_dtype == dtype_name(in_dt) &&
+        r.out_dtype == dtype_name(out_dt))
+      return &r;
   return nullptr;
 }
 
@@ -200,20 +207,22 @@ TEST_F(CudaGemmTest, TunedSmallMShapesMatchCpu) {
       for (int64_t m : {9, 16, 24, 64, 100, 256}) {
         for (auto [n, k] : {std::pair<int64_t, int64_t>{1544, 1536}, {264, 1536}, {1528, 6920}}) {
           std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
-                             std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k);
+                             std::to_string(m) + " n" + std::to_string(n) + " k" +
+                             std::to_string(k);
           SCOPED_TRACE(what);
           Tensor a = test::random_cpu({m, k}, dt, 21);
           Tensor w = test::random_cpu({n, k}, dt, 22);
           Tensor c0 = test::random_cpu({m, n}, out_dt, 23);
           check_gemm(a, w, c0, false, true, 0.5f, 0.75f, what + " alpha beta");
           check_gemm(a, w, c0, false, true, 1.0f, 0.0f, what);
-          const ops::GemmTuneRecord* r = find_record(ops::gemm_tune_records(0), m, n, k, out_dt);
+          const ops::GemmTuneRecord* r =
+              find_record(ops::gemm_tune_records(0), m, n, k, dt, out_dt);
           ASSERT_NE(r, nullptr) << "no tuned plan for " << what;
           if (!r->from_disk) {
             EXPECT_GE(r->n_candidates, 1);
             EXPECT_LT(r->chosen, r->n_candidates);
             EXPECT_GT(r->best_us, 0.0);
-            EXPECT_LE(r->best_us, r->heuristic_us);
+            if (r->heuristic_us > 0) EXPECT_LE(r->best_us, r->heuristic_us);
           }
         }
       }
@@ -235,7 +244,7 @@ TEST_F(CudaGemmTest, TunedSmallMShapesMatchCpu) {
 }
 
 // The disk cache: a session with a cache path writes every plan it tuned there (GPU name and
-// cuBLASLt version on each entry); a broken file is an IoError naming it. A second process with
+// cuBLASLt version on each entry); a broken file is ignored and left alone. A second process with
 // the same VELA_GEMM_TUNE_CACHE takes these plans from the file (from_disk, no timing).
 TEST_F(CudaGemmTest, TuningCacheFileIsWrittenAndCheckedOnRead) {
   const std::string dir = ::testing::TempDir() + "vela_gemm_tune_" + std::to_string(getpid());
@@ -269,17 +278,22 @@ TEST_F(CudaGemmTest, TuningCacheFileIsWrittenAndCheckedOnRead) {
     std::ofstream bad(dir + "/bad.json");
     bad << "{not json";
   }
+  // A broken file is ignored (a warning): the GEMM is tuned and correct, the file left as it was.
   opts.cache_path = dir + "/bad.json";
-  try {
+  {
     ops::GemmTuningScope tune(opts);
-    Tensor a = test::random_cpu({40, 512}, DType::kBF16, 29).to(gpu());
-    Tensor w = test::random_cpu({1064, 512}, DType::kBF16, 30).to(gpu());
-    Tensor c = Tensor::empty({40, 1064}, DType::kBF16, gpu());
-    ops::gemm(a, w, c, false, true);
-    ADD_FAILURE() << "a broken cache file was accepted";
-  } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+    Tensor a = test::random_cpu({40, 512}, DType::kBF16, 29);
+    Tensor w = test::random_cpu({1064, 512}, DType::kBF16, 30);
+    check_gemm(a, w, test::random_cpu({40, 1064}, DType::kBF16, 31), false, true, 1.0f, 0.0f,
+               "with a broken cache file");
   }
+  const ops::GemmTuneRecord* r =
+      find_record(ops::gemm_tune_records(0), 40, 1064, 512, DType::kBF16, DType::kBF16);
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->from_disk);
+  std::ifstream again(dir + "/bad.json");
+  std::string text((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "{not json");
   std::filesystem::remove_all(dir);
 }
 
@@ -292,10 +306,11 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
     int64_t n, k;
     DType out;
   };
-  const Shape3 shapes[] = {{"q", 1536, 1536, DType::kBF16},     {"k|v", 256, 1536, DType::kBF16},
-                           {"qkv fused", 2048, 1536, DType::kBF16}, {"o", 1536, 1536, DType::kBF16},
-                           {"gate_up", 13824, 1536, DType::kBF16}, {"down", 1536, 6912, DType::kBF16},
-                           {"lm_head", 100000, 1536, DType::kF32}};
+  const Shape3 shapes[] = {
+      {"q", 1536, 1536, DType::kBF16},         {"k|v", 256, 1536, DType::kBF16},
+      {"qkv fused", 2048, 1536, DType::kBF16}, {"o", 1536, 1536, DType::kBF16},
+      {"gate_up", 13824, 1536, DType::kBF16},  {"down", 1536, 6912, DType::kBF16},
+      {"lm_head", 100000, 1536, DType::kF32}};
   ops::GemmTuneOptions opts;
   opts.n_candidates = 24;
   opts.n_reps = 7;
@@ -314,7 +329,8 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
       Tensor a = test::random_cpu({m, s.k}, DType::kBF16, 32).to(gpu());
       Tensor c = Tensor::empty({m, s.n}, s.out, gpu());
       ops::gemm(a, w, c, false, true);
-      const ops::GemmTuneRecord* r = find_record(ops::gemm_tune_records(0), m, s.n, s.k, s.out);
+      const ops::GemmTuneRecord* r =
+          find_record(ops::gemm_tune_records(0), m, s.n, s.k, DType::kBF16, s.out);
       if (r == nullptr || r->best_us <= 0) continue;
       const double bytes = 2.0 * s.n * s.k + 2.0 * m * s.k + dtype_size(s.out) * m * s.n;
       const double gbps = bytes / (r->best_us * 1e-6) / 1e9;

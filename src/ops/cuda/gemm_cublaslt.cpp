@@ -82,6 +82,7 @@ struct DeviceGemm {
   // Disk cache entries of this GPU and cuBLASLt version (loaded once per path), and whether new
   // tuned plans wait to be written.
   std::string disk_path;
+  std::string broken_path;  // a cache file that could not be read: not used, never overwritten
   std::unordered_map<GemmKey, cublasLtMatmulAlgo_t, GemmKeyHash> disk;
   bool disk_dirty = false;
 };
@@ -258,11 +259,18 @@ std::string gpu_name(int device) {
 }
 
 void load_disk_cache(DeviceGemm& ctx, int device, const std::string& path) {
-  if (path.empty() || ctx.disk_path == path) return;
-  ctx.disk_path = path;
+  if (path.empty() || ctx.disk_path == path || ctx.broken_path == path) return;
+  ctx.disk_path.clear();
   ctx.disk.clear();
-  const std::vector<TuneCacheEntry> entries =
-      read_tune_cache(path, gpu_name(device), static_cast<int64_t>(cublasLtGetVersion()));
+  std::vector<TuneCacheEntry> entries;
+  try {
+    entries = read_tune_cache(path, gpu_name(device), static_cast<int64_t>(cublasLtGetVersion()));
+  } catch (const std::exception& e) {  // tune without it; leave the file as it is
+    ctx.broken_path = path;
+    VELA_LOG_WARN("[gemm] ignoring the tuning cache: ", e.what());
+    return;
+  }
+  ctx.disk_path = path;
   for (const TuneCacheEntry& e : entries) {
     GemmKey key{};
     cublasLtMatmulAlgo_t algo{};
@@ -395,7 +403,7 @@ void tune_plan(DeviceGemm& ctx, int device, const GemmKey& key, GemmPlan& plan,
   record.heuristic_us = first_us;
   record.best_us = best_us;
   ctx.records.push_back(record);
-  if (!session().options.cache_path.empty()) {
+  if (!ctx.disk_path.empty() && ctx.disk_path == session().options.cache_path) {
     ctx.disk[key] = plan.algo;
     ctx.disk_dirty = true;
   }

@@ -222,7 +222,9 @@ TEST_F(CudaGemmTest, TunedSmallMShapesMatchCpu) {
             EXPECT_GE(r->n_candidates, 1);
             EXPECT_LT(r->chosen, r->n_candidates);
             EXPECT_GT(r->best_us, 0.0);
-            if (r->heuristic_us > 0) EXPECT_LE(r->best_us, r->heuristic_us);
+            if (r->heuristic_us > 0) {
+              EXPECT_LE(r->best_us, r->heuristic_us);
+            }
           }
         }
       }

@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <future>
 
@@ -19,6 +20,7 @@
 #include "engine/runtime/inference_workspace.h"
 #include "engine/runtime/sampler.h"
 #include "engine/spec/draft_model.h"
+#include "ops/gemm_tuning.h"
 #include "model/lora_adapter.h"
 #include "ops/attention.h"
 
@@ -167,6 +169,7 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
     const int32_t len = std::min<int32_t>(cfg_.max_ctx, 1024);
     if (cfg_.capture_graphs_at_start) {
       StartupPhase phase("decode graph capture");
+      ops::GemmTuningScope tune_gemms;  // VELA_GEMM_TUNE=1: decode GEMM plans timed (gemm_tuning.h)
       double s = executor_->capture_decode_graphs(cache, len);
       VELA_LOG_INFO("[engine] captured ", executor_->n_graphs(), " decode CUDA graphs in ",
                     static_cast<int>(s * 1000), " ms");

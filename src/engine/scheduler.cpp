@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "core/startup_log.h"
 #include "model/lora_adapter.h"
+#include "ops/gemm_tuning.h"
 
 namespace vela {
 namespace {
@@ -50,6 +51,10 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   sample_out_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
+  token_events_.reserve(static_cast<size_t>(cfg.max_seqs));
+  // CUDA engines launch the forward asynchronously: the previous step's token events are pushed
+  // while it runs. CPU forwards run on this thread: push at once.
+  defer_token_events_ = sampler.device().is_cuda();
   if (cfg.speculative.enabled()) spec_ = std::make_unique<Speculator>(cfg.speculative);  // spec
   draft_ = draft;                                                                        // spec
   plan_order_.reserve(static_cast<size_t>(cfg.max_seqs));
@@ -110,7 +115,10 @@ void Scheduler::run() {
         worked = step();
         // Idle: capture a decode graph queued at start-up (one per iteration, so a request that
         // arrives meanwhile waits for one capture at most).
-        if (!worked) worked = executor_.capture_queued_graph();
+        if (!worked) {
+          ops::GemmTuningScope tune_gemms;  // VELA_GEMM_TUNE=1 (ops/gemm_tuning.h)
+          worked = executor_.capture_queued_graph();
+        }
       } catch (const std::exception& e) {
         fail_running(e.what());
         worked = true;
@@ -135,6 +143,7 @@ void Scheduler::run() {
   running_.clear();
   waiting_.clear();
   update_stats(0, 0);
+  publish_token_events();
   publish_final_events();
 }
 
@@ -199,6 +208,7 @@ void Scheduler::restart(Task& t) {
   StreamEvent ev;
   ev.index = t.index;
   ev.restarted = true;
+  publish_token_events();  // this stream's earlier tokens first
   t.handle->push(std::move(ev));
   std::lock_guard<std::mutex> s(stats_mu_);
   ++stats_.restarts;
@@ -480,6 +490,7 @@ bool Scheduler::step() {
   admit();
   if (!plan()) {
     update_stats(0, 0);
+    publish_token_events();
     publish_final_events();
     return false;
   }
@@ -521,6 +532,7 @@ bool Scheduler::step() {
     if (n_prefill_items_ > 0 && n_decode_items_ > 0) ++stats_.mixed_steps;
     stats_.max_step_tokens = std::max<int64_t>(stats_.max_step_tokens, batch.n_tokens);
   }
+  publish_token_events();  // the previous step's tokens, while the GPU runs this forward
 
   // Rows whose tokens are all computed now get a new token sampled.
   sample_rows_.clear();
@@ -566,7 +578,15 @@ bool Scheduler::step() {
   return true;
 }
 
+void Scheduler::publish_token_events() {
+  for (TokenEvent& e : token_events_) e.handle->push(std::move(e.event));
+  token_events_.clear();
+}
+
 void Scheduler::publish_final_events() {
+  // Pending token events first (a stream's events stay in order); without a final event they may
+  // wait for the next forward's launch.
+  if (!final_events_.empty() || !defer_token_events_) publish_token_events();
   // After update_stats: a caller woken by its final event sees stats that include it.
   for (FinalEvent& f : final_events_) f.handle->push(std::move(f.event), &f.completion);
   final_events_.clear();
@@ -637,7 +657,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
     final_events_.push_back({t.handle, std::move(ev), t.completion});
     t.request.reset();  // marks finished for remove_finished()
   } else {
-    t.handle->push(std::move(ev));
+    token_events_.push_back({t.handle, std::move(ev)});
   }
 }
 

@@ -196,6 +196,17 @@ class Scheduler {
   void remove_finished();
   void update_stats(int64_t n_generated, int64_t n_prompt);
   void publish_final_events();
+  void publish_token_events();
+
+  // Token events of the last step (CUDA engines): pushed right after the next forward is launched,
+  // so the per-stream pushes (a lock and a waiter wake-up each) overlap the GPU instead of adding
+  // to the step; always before any final or restart event, so every stream keeps its order.
+  struct TokenEvent {
+    RequestHandlePtr handle;
+    StreamEvent event;
+  };
+  std::vector<TokenEvent> token_events_;
+  bool defer_token_events_ = false;  // a DeviceSampler: the forward is asynchronous
 
   // Last events of finished samples, pushed after the step's stats are published.
   struct FinalEvent {

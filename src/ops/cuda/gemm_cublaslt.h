@@ -3,6 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/gemm_tuning.h"
 
 namespace vela::ops::cuda {
 
@@ -13,5 +17,16 @@ bool gemm_allow_tf32();
 
 // Number of cached GEMM plans (one heuristic query each) on `device`. A repeated shape adds none.
 int64_t gemm_plan_cache_size(int device = 0);
+
+// Algorithm search (ops/gemm_tuning.h): while a tuning session is open on the calling thread, a
+// GEMM whose plan is new and whose row count M is in [9, max_rows] (one matrix, not batched, not
+// inside a stream capture) times the heuristic's top candidates on its own operands and keeps the
+// fastest. begin/end nest; the outermost end writes the disk cache (if any) and frees the scratch.
+void gemm_tuning_begin(const GemmTuneOptions& options);
+void gemm_tuning_end();
+bool gemm_tuning_active();
+
+// Every plan tuned (or taken from the disk cache) on `device` so far, in order.
+std::vector<GemmTuneRecord> gemm_tune_records(int device = 0);
 
 }  // namespace vela::ops::cuda

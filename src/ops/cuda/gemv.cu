@@ -1,148 +1,354 @@
 // Skinny GEMM for decode: c[M, N] = alpha * a[M, K] @ w[N, K]^T with M <= 8 (the batch rows of a
-// decode step) and bf16/f16 inputs. It is a matrix-vector product per row of a, bound by reading
-// w once: each warp owns one output column n, streams w's row n with 16-byte loads and dots it
-// with the M rows of a (small, L1/L2-resident), then reduces across the warp (and across the W
-// warps that split K when the output is too narrow to fill the SMs). cuBLASLt's kernels for
-// M = 1..8 leave a good part of the bandwidth unused; this one keeps every SM streaming.
+// decode step) and bf16/f16 inputs, plus the fused forms of a decode layer (ops/fused_gemm.h):
+//   kRmsNorm:  the input is rms_norm(x) * norm_w, computed by every block into shared memory
+//   kSiluMul:  the input is silu(gate) * up of a [M, 2K] gate|up row, likewise
+//   kAdd:      the output is added into c (the residual) instead of stored
+// Each of them is rounded to the storage type exactly where the unfused ops round, so the fused
+// and unfused paths differ only in fp32 summation order.
+//
+// It is a matrix-vector product per row of a, bound by reading w once: each warp owns one output
+// column n (W warps split its K when the output is too narrow to fill the SMs), streams w's row
+// with 16-byte loads, kUnroll of them in flight per lane plus the next kUnroll prefetched while
+// the current ones are used, and dots them with the M rows of a (L1/L2 or shared memory). The
+// first loads of w are issued before pdl_wait(): under programmatic dependent launch (pdl.cuh) the
+// weights of the next GEMV stream while the previous kernel drains.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
 
 namespace {
 
-constexpr int kGemvWarps = 8;  // output columns per block
-constexpr int kGemvVec = 8;    // elements per 16-byte load of bf16/f16
+constexpr int kGemvWarps = 8;   // warps per block
+constexpr int kGemvVec = 8;     // elements per 16-byte load of bf16/f16
+constexpr int kUnroll = 4;      // 16-byte loads of w per lane per step (and as many prefetched)
+constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused) input
 
-// W warps share one output column (each takes every W-th 256-element slice of K) so that narrow
-// outputs (k / v projections: a few hundred columns) still put a block on every SM.
-template <typename T, typename TC, int M, int W>
-static __global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const T* __restrict__ a, int64_t lda, const T* __restrict__ w, int64_t ldw,
-                TC* __restrict__ c, int64_t ldc, int64_t n, int64_t k, float alpha) {
-  constexpr int kColsPerBlock = kGemvWarps / W;
-  __shared__ float partial[kGemvWarps][M];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int part = warp % W;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + warp / W;
-  const bool live = col < n;
-  float acc[M];
+enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
+enum class GemvOut { kStore, kAdd };
+
+struct GemvArgs {
+  const void* a;  // plain: [m, k]; kRmsNorm: x [m, k]; kSiluMul: [m, 2k] = gate | up
+  int64_t lda;
+  const void* w;  // [n, k]
+  int64_t ldw;
+  void* c;  // [m, n]: out (kStore) or residual (kAdd, updated in place)
+  int64_t ldc;
+  const void* norm_w;  // kRmsNorm: [k], f32 or the input dtype
+  bool norm_f32;
+  float eps;
+  int64_t n, k;
+  int m;  // rows actually present (<= the kernel's M)
+  float alpha;
+};
+
+__device__ __forceinline__ uint4 load_w(const void* p) {
+  // Weights are read once per step: keep them out of L1.
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+}
+
+// Fills xs [m, k] (T) with the kernel's input rows: rms_norm(x) * norm_w or silu(gate) * up,
+// rounded to T as the unfused ops store them.
+template <typename T, int M, GemvIn IN>
+__device__ void stage_input(const GemvArgs& args, T* xs) {
+  const T* a = static_cast<const T*>(args.a);
+  const int nv = static_cast<int>(args.k / kGemvVec);
+  const int tid = threadIdx.x;
+  constexpr int kThreads = kGemvWarps * 32;
+  if constexpr (IN == GemvIn::kSiluMul) {
+    for (int mi = 0; mi < args.m; ++mi) {
+      const T* g = a + mi * args.lda;
+      const T* u = g + args.k;
+      for (int v = tid; v < nv; v += kThreads) {
+        float gv[kGemvVec], uv[kGemvVec];
+        load_float<kGemvVec>(g + v * kGemvVec, gv);
+        load_float<kGemvVec>(u + v * kGemvVec, uv);
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  if (live) {
-    const T* wr = w + col * ldw;
-    constexpr int64_t kStep = 32 * kGemvVec * W;
-    int64_t k0 = (static_cast<int64_t>(part) * 32 + lane) * kGemvVec;
-    // Two loads of w in flight per lane, then the M dots.
-    for (; k0 + kStep < k; k0 += 2 * kStep) {
-      float w0[kGemvVec], w1[kGemvVec];
-      load_float<kGemvVec>(wr + k0, w0);
-      load_float<kGemvVec>(wr + k0 + kStep, w1);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float x0[kGemvVec], x1[kGemvVec];
-        load_float<kGemvVec>(a + m * lda + k0, x0);
-        load_float<kGemvVec>(a + m * lda + k0 + kStep, x1);
-#pragma unroll
-        for (int i = 0; i < kGemvVec; ++i) acc[m] += w0[i] * x0[i] + w1[i] * x1[i];
+        for (int i = 0; i < kGemvVec; ++i) gv[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
+        store_float<kGemvVec>(xs + mi * args.k + v * kGemvVec, gv);
       }
     }
-    if (k0 < k) {
-      float w0[kGemvVec];
-      load_float<kGemvVec>(wr + k0, w0);
+  } else {
+    __shared__ float red[kGemvWarps][M];
+    float ss[M];
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float x0[kGemvVec];
-        load_float<kGemvVec>(a + m * lda + k0, x0);
+    for (int mi = 0; mi < M; ++mi) {
+      ss[mi] = 0.0f;
+      if (mi < args.m) {
+        const T* x = a + mi * args.lda;
+        for (int v = tid; v < nv; v += kThreads) {
+          const uint4 raw = *reinterpret_cast<const uint4*>(x + v * kGemvVec);
+          *reinterpret_cast<uint4*>(xs + mi * args.k + v * kGemvVec) = raw;
+          float f[kGemvVec];
+          unpack16<T>(raw, f);
 #pragma unroll
-        for (int i = 0; i < kGemvVec; ++i) acc[m] += w0[i] * x0[i];
+          for (int i = 0; i < kGemvVec; ++i) ss[mi] += f[i] * f[i];
+        }
+      }
+      ss[mi] = warp_sum(ss[mi]);
+      if (tid % 32 == 0) red[tid / 32][mi] = ss[mi];
+    }
+    __syncthreads();
+    for (int mi = 0; mi < args.m; ++mi) {
+      float s = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < kGemvWarps; ++wi) s += red[wi][mi];
+      const float rstd = rsqrtf(s / static_cast<float>(args.k) + args.eps);
+      for (int v = tid; v < nv; v += kThreads) {
+        float f[kGemvVec], wv[kGemvVec];
+        T* p = xs + mi * args.k + v * kGemvVec;
+        unpack16<T>(*reinterpret_cast<const uint4*>(p), f);
+        if (args.norm_f32)
+          load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + v * kGemvVec, wv);
+        else
+          load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + v * kGemvVec, wv);
+#pragma unroll
+        for (int i = 0; i < kGemvVec; ++i) f[i] = f[i] * rstd * wv[i];
+        store_float<kGemvVec>(p, f);
       }
     }
   }
+  __syncthreads();
+}
+
+template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
+static __global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(GemvArgs args) {
+  constexpr int kColsPerBlock = kGemvWarps / W;
+  constexpr bool kStaged = IN != GemvIn::kPlain;
+  extern __shared__ uint4 stage_smem[];
+  __shared__ float partial[kGemvWarps][M];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int part = warp % W;
+  const int64_t n = args.n, k = args.k;
+  const int m = args.m;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + warp / W;
+  const bool live = col < n;
+  const T* wr = static_cast<const T*>(args.w) + (live ? col : 0) * args.ldw;
+  constexpr int64_t kStep = 32 * kGemvVec * W;  // elements between a lane's consecutive loads
+  const int64_t k_first = (static_cast<int64_t>(part) * 32 + lane) * kGemvVec;
+
+  // Weights do not depend on the previous kernel: start streaming them before waiting on it.
+  uint4 cur[kUnroll];
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    float s = warp_sum(acc[m]);
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t kk = k_first + u * kStep;
+    if (live && kk < k) cur[u] = load_w(wr + kk);
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const T* xs;
+  int64_t ldx;
+  if constexpr (kStaged) {
+    T* s = reinterpret_cast<T*>(stage_smem);
+    stage_input<T, M, IN>(args, s);
+    xs = s;
+    ldx = k;
+  } else {
+    xs = static_cast<const T*>(args.a);
+    ldx = args.lda;
+  }
+
+  float acc[M];
+#pragma unroll
+  for (int mi = 0; mi < M; ++mi) acc[mi] = 0.0f;
+  if (live) {
+    for (int64_t base = k_first; base < k; base += kUnroll * kStep) {
+      uint4 nxt[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t kk = base + (kUnroll + u) * kStep;
+        if (kk < k) nxt[u] = load_w(wr + kk);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t kk = base + u * kStep;
+        if (kk < k) {
+          float wf[kGemvVec];
+          unpack16<T>(cur[u], wf);
+#pragma unroll
+          for (int mi = 0; mi < M; ++mi) {
+            if (mi < m) {
+              float xf[kGemvVec];
+              load_float<kGemvVec>(xs + mi * ldx + kk, xf);
+#pragma unroll
+              for (int i = 0; i < kGemvVec; ++i) acc[mi] += wf[i] * xf[i];
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) cur[u] = nxt[u];
+    }
+  }
+
+  float result = 0.0f;  // lane mi of the column's first warp ends up holding row mi
+#pragma unroll
+  for (int mi = 0; mi < M; ++mi) {
+    const float s = warp_sum(acc[mi]);
     if constexpr (W == 1) {
-      if (live && lane == 0) c[m * ldc + col] = from_float<TC>(alpha * s);
+      if (lane == mi) result = s;
     } else if (lane == 0) {
-      partial[warp][m] = s;
+      partial[warp][mi] = s;
     }
   }
   if constexpr (W > 1) {
     __syncthreads();
-    if (live && part == 0 && lane < M) {
-      float s = 0.0f;
+    if (part == 0 && lane < M) {
 #pragma unroll
-      for (int p = 0; p < W; ++p) s += partial[warp + p][lane];
-      c[lane * ldc + col] = from_float<TC>(alpha * s);
+      for (int p = 0; p < W; ++p) result += partial[warp + p][lane];
+    }
+  }
+  if (live && part == 0 && lane < m) {
+    TC* c = static_cast<TC*>(args.c) + lane * args.ldc + col;
+    if constexpr (OUT == GemvOut::kAdd) {
+      // residual += round(a @ w^T), rounded again: what gemm + add_rms_norm store.
+      const float y = to_float(from_float<T>(args.alpha * result));
+      *c = from_float<TC>(y + to_float(*c));
+    } else {
+      *c = from_float<TC>(args.alpha * result);
     }
   }
 }
 
-template <typename T, typename TC, int M, int W>
-void launch_gemv(const Tensor& a, const Tensor& w, Tensor& c, float alpha) {
-  const int64_t n = w.size(0), k = w.size(1);
+template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
+void launch_gemv(const GemvArgs& args) {
   constexpr int kColsPerBlock = kGemvWarps / W;
-  const unsigned blocks = static_cast<unsigned>((n + kColsPerBlock - 1) / kColsPerBlock);
-  gemv_kernel<T, TC, M, W><<<blocks, kGemvWarps * 32, 0, current_stream()>>>(
-      static_cast<const T*>(a.data_ptr()), a.stride(0), static_cast<const T*>(w.data_ptr()),
-      w.stride(0), static_cast<TC*>(c.data_ptr()), c.stride(0), n, k, alpha);
-  VELA_CUDA_CHECK_LAUNCH();
+  const unsigned blocks = static_cast<unsigned>((args.n + kColsPerBlock - 1) / kColsPerBlock);
+  size_t smem = 0;
+  auto kernel = gemv_kernel<T, TC, M, W, IN, OUT>;
+  if constexpr (IN != GemvIn::kPlain) {
+    smem = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
+    if (smem > 48 * 1024)  // opt in above the default (per device, so every time: a host call)
+      VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kStageMaxBytes));
+  }
+  launch_pdl(kernel, dim3(blocks), dim3(kGemvWarps * 32), smem, args);
 }
 
 // Warps per column: enough blocks for ~4 per SM, but no more parts than K has 256-element slices.
-template <typename T, typename TC, int M>
-void dispatch_w(const Tensor& a, const Tensor& w, Tensor& c, float alpha) {
-  const int64_t n = w.size(0), k = w.size(1);
+template <typename T, typename TC, int M, GemvIn IN, GemvOut OUT>
+void dispatch_w(const GemvArgs& args) {
+  const int64_t n = args.n, k = args.k;
   const int64_t want_blocks = 4 * static_cast<int64_t>(n_sms());
   int parts = 1;
   while (parts < kGemvWarps && n * parts / kGemvWarps < want_blocks &&
          k >= static_cast<int64_t>(2 * parts) * 32 * kGemvVec)
     parts *= 2;
   switch (parts) {
-    case 1: return launch_gemv<T, TC, M, 1>(a, w, c, alpha);
-    case 2: return launch_gemv<T, TC, M, 2>(a, w, c, alpha);
-    case 4: return launch_gemv<T, TC, M, 4>(a, w, c, alpha);
-    default: return launch_gemv<T, TC, M, 8>(a, w, c, alpha);
+    case 1: return launch_gemv<T, TC, M, 1, IN, OUT>(args);
+    case 2: return launch_gemv<T, TC, M, 2, IN, OUT>(args);
+    case 4: return launch_gemv<T, TC, M, 4, IN, OUT>(args);
+    default: return launch_gemv<T, TC, M, 8, IN, OUT>(args);
   }
 }
 
-template <typename T, typename TC>
-void dispatch_m(const Tensor& a, const Tensor& w, Tensor& c, float alpha) {
-  switch (a.size(0)) {
-    case 1: return dispatch_w<T, TC, 1>(a, w, c, alpha);
-    case 2: return dispatch_w<T, TC, 2>(a, w, c, alpha);
-    case 3: return dispatch_w<T, TC, 3>(a, w, c, alpha);
-    case 4: return dispatch_w<T, TC, 4>(a, w, c, alpha);
-    case 5: return dispatch_w<T, TC, 5>(a, w, c, alpha);
-    case 6: return dispatch_w<T, TC, 6>(a, w, c, alpha);
-    case 7: return dispatch_w<T, TC, 7>(a, w, c, alpha);
-    default: return dispatch_w<T, TC, 8>(a, w, c, alpha);
+// Plain GEMV: M exact (1..8). Fused forms: M rounded up to 1, 2, 4 or 8 (rows past args.m idle).
+template <typename T, typename TC, GemvIn IN, GemvOut OUT>
+void dispatch_m(const GemvArgs& args) {
+  if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
+    switch (args.m) {
+      case 1: return dispatch_w<T, TC, 1, IN, OUT>(args);
+      case 2: return dispatch_w<T, TC, 2, IN, OUT>(args);
+      case 3: return dispatch_w<T, TC, 3, IN, OUT>(args);
+      case 4: return dispatch_w<T, TC, 4, IN, OUT>(args);
+      case 5: return dispatch_w<T, TC, 5, IN, OUT>(args);
+      case 6: return dispatch_w<T, TC, 6, IN, OUT>(args);
+      case 7: return dispatch_w<T, TC, 7, IN, OUT>(args);
+      default: return dispatch_w<T, TC, 8, IN, OUT>(args);
+    }
+  } else {
+    if (args.m == 1) return dispatch_w<T, TC, 1, IN, OUT>(args);
+    if (args.m == 2) return dispatch_w<T, TC, 2, IN, OUT>(args);
+    if (args.m <= 4) return dispatch_w<T, TC, 4, IN, OUT>(args);
+    return dispatch_w<T, TC, 8, IN, OUT>(args);
   }
+}
+
+bool gemv_operands_ok(const Tensor& a, int64_t k, const Tensor& w, const Tensor& c) {
+  const DType dt = a.dtype();
+  if ((dt != DType::kBF16 && dt != DType::kF16) || w.dtype() != dt) return false;
+  if (a.dim() != 2 || w.dim() != 2 || c.dim() != 2) return false;
+  const int64_t m = a.size(0);
+  if (m < 1 || m > 8 || k % kGemvVec != 0 || w.size(1) != k) return false;
+  if (a.stride(1) != 1 || w.stride(1) != 1 || c.stride(1) != 1) return false;
+  if (a.stride(0) % kGemvVec != 0 || w.stride(0) % kGemvVec != 0) return false;
+  return is_aligned(a.data_ptr(), 16) && is_aligned(w.data_ptr(), 16);
+}
+
+GemvArgs make_args(const Tensor& a, const Tensor& w, Tensor& c, int64_t k, float alpha) {
+  GemvArgs args{};
+  args.a = a.data_ptr();
+  args.lda = a.stride(0);
+  args.w = w.data_ptr();
+  args.ldw = w.stride(0);
+  args.c = c.data_ptr();
+  args.ldc = c.stride(0);
+  args.n = w.size(0);
+  args.k = k;
+  args.m = static_cast<int>(a.size(0));
+  args.alpha = alpha;
+  return args;
+}
+
+template <GemvIn IN, GemvOut OUT>
+void dispatch_fused(DType dt, const GemvArgs& args) {
+  if (dt == DType::kBF16) dispatch_m<bf16, bf16, IN, OUT>(args);
+  else dispatch_m<f16, f16, IN, OUT>(args);
 }
 
 }  // namespace
 
 bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta) {
-  if (trans_a || !trans_b || beta != 0.0f || a.dim() != 2 || b.dim() != 2 || c.dim() != 2)
-    return false;
+  if (trans_a || !trans_b || beta != 0.0f || a.dim() != 2) return false;
+  if (!gemv_operands_ok(a, a.size(1), b, c)) return false;
   const DType dt = a.dtype();
-  if ((dt != DType::kBF16 && dt != DType::kF16) || b.dtype() != dt) return false;
   if (c.dtype() != dt && c.dtype() != DType::kF32) return false;
-  const int64_t m = a.size(0), k = a.size(1);
-  if (m < 1 || m > 8 || k % kGemvVec != 0) return false;
-  if (a.stride(1) != 1 || b.stride(1) != 1 || c.stride(1) != 1) return false;
-  if (a.stride(0) % kGemvVec != 0 || b.stride(0) % kGemvVec != 0) return false;
-  if (!is_aligned(a.data_ptr(), 16) || !is_aligned(b.data_ptr(), 16)) return false;
   DeviceGuard guard(c.device().index);
+  const GemvArgs args = make_args(a, b, c, a.size(1), alpha);
+  constexpr GemvIn P = GemvIn::kPlain;
+  constexpr GemvOut S = GemvOut::kStore;
   if (dt == DType::kBF16) {
-    if (c.dtype() == DType::kF32) dispatch_m<bf16, float>(a, b, c, alpha);
-    else dispatch_m<bf16, bf16>(a, b, c, alpha);
+    if (c.dtype() == DType::kF32) dispatch_m<bf16, float, P, S>(args);
+    else dispatch_m<bf16, bf16, P, S>(args);
   } else {
-    if (c.dtype() == DType::kF32) dispatch_m<f16, float>(a, b, c, alpha);
-    else dispatch_m<f16, f16>(a, b, c, alpha);
+    if (c.dtype() == DType::kF32) dispatch_m<f16, float, P, S>(args);
+    else dispatch_m<f16, f16, P, S>(args);
   }
+  return true;
+}
+
+bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
+  if (!gemv_operands_ok(x, x.size(1), w, out) || out.dtype() != x.dtype()) return false;
+  if (x.size(0) * x.size(1) * static_cast<int64_t>(x.element_size()) > kStageMaxBytes) return false;
+  if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
+  DeviceGuard guard(out.device().index);
+  GemvArgs args = make_args(x, w, out, x.size(1), 1.0f);
+  args.norm_w = norm_w.data_ptr();
+  args.norm_f32 = norm_w.dtype() == DType::kF32;
+  args.eps = eps;
+  dispatch_fused<GemvIn::kRmsNorm, GemvOut::kStore>(x.dtype(), args);
+  return true;
+}
+
+bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual) {
+  if (!gemv_operands_ok(a, a.size(1), w, residual) || residual.dtype() != a.dtype()) return false;
+  DeviceGuard guard(residual.device().index);
+  dispatch_fused<GemvIn::kPlain, GemvOut::kAdd>(a.dtype(), make_args(a, w, residual, a.size(1), 1.0f));
+  return true;
+}
+
+bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual) {
+  const int64_t k = h.size(1) / 2;
+  if (h.size(1) % 2 != 0 || !gemv_operands_ok(h, k, w, residual) ||
+      residual.dtype() != h.dtype())
+    return false;
+  if (h.size(0) * k * static_cast<int64_t>(h.element_size()) > kStageMaxBytes) return false;
+  DeviceGuard guard(residual.device().index);
+  dispatch_fused<GemvIn::kSiluMul, GemvOut::kAdd>(h.dtype(), make_args(h, w, residual, k, 1.0f));
   return true;
 }
 

@@ -20,6 +20,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
 
@@ -95,6 +96,8 @@ struct RowsCfg {
 template <typename T, int D, int kG, bool kExact>
 static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(RowsArgs a) {
   using Cfg = RowsCfg<T, D, kG>;
+  pdl_wait();  // q and this step's K/V come from the kernel before (launched with launch_pdl)
+  pdl_launch_dependents();
   constexpr int kVec = Cfg::kVec, kTpk = Cfg::kTpk, kKpp = Cfg::kKpp, kKps = Cfg::kKps;
   constexpr int kVec16 = Cfg::kVec16;
   const int hd = kExact ? D : a.head_dim;
@@ -314,6 +317,8 @@ struct MmaDecodeCfg {
 template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs a) {
   using Cfg = MmaDecodeCfg<D>;
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int kChunks = D / 8;
   const int hd = kExact ? D : a.head_dim;
   const int hc = hd / 8;  // live 16-byte chunks per row
@@ -515,6 +520,8 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
   __shared__ float s_w[kMergeThreads];
   __shared__ float s_red[2][kMergeThreads / 32];
   __shared__ float4 s_acc[kMergeThreads];
+  pdl_wait();  // the partials of the split kernel
+  pdl_launch_dependents();
   const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   int seq, n_keys;
@@ -575,13 +582,11 @@ void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
-  decode_mma_kernel<T, D, kExact>
-      <<<grid, kMmaThreads, MmaDecodeCfg<D>::kSmemBytes, current_stream()>>>(a);
-  VELA_CUDA_CHECK_LAUNCH();
+  launch_pdl(decode_mma_kernel<T, D, kExact>, grid, dim3(kMmaThreads),
+             MmaDecodeCfg<D>::kSmemBytes, a);
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    merge_splits_kernel<T, D, kExact><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
-    VELA_CUDA_CHECK_LAUNCH();
+    launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
   }
 }
 
@@ -604,12 +609,10 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
   const dim3 grid(static_cast<unsigned>(n_rows),
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));
-  rows_attention_kernel<T, D, kG, kExact><<<grid, kRowThreads, kSmem, current_stream()>>>(a);
-  VELA_CUDA_CHECK_LAUNCH();
+  launch_pdl(rows_attention_kernel<T, D, kG, kExact>, grid, dim3(kRowThreads), kSmem, a);
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    merge_splits_kernel<T, D, kExact><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
-    VELA_CUDA_CHECK_LAUNCH();
+    launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
   }
 }
 

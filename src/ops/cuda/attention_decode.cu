@@ -421,32 +421,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
           }
         }
       }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx =
-            fmaxf(fmaxf(sc[0][2 * r], sc[0][2 * r + 1]), fmaxf(sc[1][2 * r], sc[1][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[r], mx * a.scale_log2);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float corr = exp2f(m[r] - m_use);
-        m[r] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            sc[nt][e] = exp2f(fmaf(sc[nt][e], a.scale_log2, -m_use));
-            sum += sc[nt][e];
-          }
-        }
-        l[r] = l[r] * corr + sum;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          o[dt][2 * r] *= corr;
-          o[dt][2 * r + 1] *= corr;
-        }
-      }
+      online_softmax_tile(sc, m, l, o, a.scale_log2);
       const uint32_t pa[4] = {pack2<T>(sc[0][0], sc[0][1]), pack2<T>(sc[0][2], sc[0][3]),
                               pack2<T>(sc[1][0], sc[1][1]), pack2<T>(sc[1][2], sc[1][3])};
 #pragma unroll

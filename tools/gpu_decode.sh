@@ -30,7 +30,7 @@ fi
 B=$PWD/build-gpu
 if has tests; then
   (cd tests && timeout 240 "$B/tests/test_cuda" \
-    --gtest_filter='CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*' \
+    --gtest_filter="${TESTS:-CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*}" \
     > "$OUT/test_cuda.log" 2>&1)
   echo "test_cuda rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cuda.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \]|Failure|bf16 GPU vs" "$OUT/test_cuda.log" | head -30
@@ -63,5 +63,5 @@ print(f"nsys kernels: {tot/1e6:.2f} ms total")
 for r in rows[:25]:
     print(f'{float(r["Total Time (ns)"])/1e6:8.2f} ms {int(r["Instances"]):7d} x {float(r["Avg (ns)"])/1e3:8.2f} us  {r["Name"][:110]}')
 PY
-  rm -f "$OUT/decode1k.sqlite"
+  rm -f "$OUT/decode1k.sqlite" "$OUT/decode1k.nsys-rep"
 fi

@@ -317,8 +317,6 @@ struct MmaDecodeCfg {
 template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs a) {
   using Cfg = MmaDecodeCfg<D>;
-  pdl_wait();
-  pdl_launch_dependents();
   constexpr int kChunks = D / 8;
   const int hd = kExact ? D : a.head_dim;
   const int hc = hd / 8;  // live 16-byte chunks per row
@@ -341,11 +339,46 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
     if (direct) {
+      pdl_wait();
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
       for (int i = tid; i < group * hd; i += kMmaThreads) out[i] = from_float<T>(0.0f);
     }
     return;
   }
+
+  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
+  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
+  // Tile t of the window starting at key wb (slots staged in s_slots) into buffer t & 1.
+  auto load_tile = [&](int t, int wb, int we) {
+    const int buf = t & 1;
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int idx = tid + i * kMmaThreads, r = idx / kChunks, c = idx % kChunks;
+      const int key = t * kMmaKeys + r;
+      const bool valid = wb + key < we && (kExact || c < hc);
+      const int64_t src = valid ? s_slots[key] * slot_stride + c * 8 : 0;
+      const int dst = buf * kMmaKeys * D + smem_swizzle<D>(r, c);
+      cp_async16(sk + dst, kbase + src, valid);
+      cp_async16(sv + dst, vbase + src, valid);
+    }
+  };
+  // Before waiting on the previous kernel (programmatic dependent launch): the metadata and every
+  // key but this step's (the last) were written by work that completed before that kernel began,
+  // so the first window's slots, and its first tile when that tile stops short of the newest key,
+  // load while the previous kernel (rotary + KV write) drains.
+  const int first_we = min(begin + kSlotWindow, end);
+  const bool early_tile = begin + kMmaKeys <= n_keys - 1;
+#pragma unroll 8
+  for (int i = tid; i < first_we - begin; i += kMmaThreads) s_slots[i] = slots_of[begin + i];
+  if (early_tile) {
+    __syncthreads();
+    load_tile(0, begin, first_we);
+    cp_async_commit();
+  }
+  pdl_wait();
+  pdl_launch_dependents();
 
   // Q rows = the group's heads (rows >= group are zero).
   const T* qbase = static_cast<const T*>(a.q) + row * a.q_token_stride + head0 * hd;
@@ -357,11 +390,6 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   cp_async_commit();  // waited for with the first window's slots (the loads overlap)
   uint32_t qf[D / 16][4];
 
-  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
-  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
-  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
-  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
-
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -369,9 +397,11 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
 
   for (int wb = begin; wb < end; wb += kSlotWindow) {
     const int we = min(wb + kSlotWindow, end);
-    __syncthreads();  // the previous window's copies are issued and its tiles consumed
+    if (wb != begin) {
+      __syncthreads();  // the previous window's copies are issued and its tiles consumed
 #pragma unroll 8
-    for (int i = tid; i < we - wb; i += kMmaThreads) s_slots[i] = slots_of[wb + i];
+      for (int i = tid; i < we - wb; i += kMmaThreads) s_slots[i] = slots_of[wb + i];
+    }
     cp_async_wait<0>();
     __syncthreads();
     if (wb == begin) {
@@ -380,25 +410,14 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
         ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(lane & 15, 2 * kk + (lane >> 4)));
     }
     const int n_tiles = (we - wb + kMmaKeys - 1) / kMmaKeys;
-    auto load_tile = [&](int t) {
-      const int buf = t & 1;
-#pragma unroll
-      for (int i = 0; i < kLoads; ++i) {
-        const int idx = tid + i * kMmaThreads, r = idx / kChunks, c = idx % kChunks;
-        const int key = t * kMmaKeys + r;
-        const bool valid = wb + key < we && (kExact || c < hc);
-        const int64_t src = valid ? s_slots[key] * slot_stride + c * 8 : 0;
-        const int dst = buf * kMmaKeys * D + smem_swizzle<D>(r, c);
-        cp_async16(sk + dst, kbase + src, valid);
-        cp_async16(sv + dst, vbase + src, valid);
-      }
-    };
-    load_tile(0);
-    cp_async_commit();
+    if (wb != begin || !early_tile) {
+      load_tile(0, wb, we);
+      cp_async_commit();
+    }
     for (int t = 0; t < n_tiles; ++t) {
       cp_async_wait<0>();
       __syncthreads();  // tile t landed everywhere; everyone is done with tile t - 1
-      if (t + 1 < n_tiles) load_tile(t + 1);
+      if (t + 1 < n_tiles) load_tile(t + 1, wb, we);
       cp_async_commit();
       const T* skb = sk + (t & 1) * kMmaKeys * D;
       const T* svb = sv + (t & 1) * kMmaKeys * D;

@@ -20,6 +20,9 @@ bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, boo
 bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
 bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual);
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
+// Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
+// 1/2/4, the latter at one row only); 0 = the shape heuristic.
+void gemv_set_split(int parts, int cols);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void mul(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& x, float s, Tensor& out);

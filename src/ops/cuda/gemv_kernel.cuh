@@ -1,0 +1,348 @@
+// The decode GEMV kernel (included by gemv.cu and gemv_fused.cu): skinny GEMM
+// c[M, N] = alpha * a[M, K] @ w[N, K]^T with M <= 8 (the batch rows of a decode step) and bf16/f16
+// inputs, plus the fused forms of a decode layer (ops/fused_gemm.h):
+//   kRmsNorm:  the input is rms_norm(x) * norm_w, computed by every block into shared memory
+//   kSiluMul:  the input is silu(gate) * up of a [M, 2K] gate|up row, likewise
+//   kAdd:      the output is added into c (the residual) instead of stored
+// Each of them is rounded to the storage type exactly where the unfused ops round, so the fused
+// and unfused paths differ only in fp32 summation order.
+//
+// It is a matrix-vector product per row of a, bound by reading w once: each warp owns C adjacent
+// output columns (W warps split their K when the output is too narrow to fill the SMs), streams
+// their rows with 16-byte loads (kUnroll per column in flight plus the next kUnroll prefetched
+// while the current ones are used) and dots them with the M rows of a (L1/L2, or shared memory for
+// the staged forms). The first loads of w are issued before pdl_wait(): under programmatic
+// dependent launch (pdl.cuh) the weights of the next GEMV stream while the previous kernel drains.
+#pragma once
+
+#include <atomic>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
+
+namespace vela::ops::cuda::gemv_detail {
+
+constexpr int kGemvWarps = 8;   // warps per block
+constexpr int kGemvVec = 8;     // elements per 16-byte load of bf16/f16
+constexpr int kUnroll = 4;      // 16-byte loads of w per lane per step (and as many prefetched)
+constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused) input
+
+enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
+enum class GemvOut { kStore, kAdd };
+
+struct GemvArgs {
+  const void* a;  // plain: [m, k]; kRmsNorm: x [m, k]; kSiluMul: [m, 2k] = gate | up
+  int64_t lda;
+  const void* w;  // [n, k]
+  int64_t ldw;
+  void* c;  // [m, n]: out (kStore) or residual (kAdd, updated in place)
+  int64_t ldc;
+  const void* norm_w;  // kRmsNorm: [k], f32 or the input dtype
+  bool norm_f32;
+  float eps;
+  int64_t n, k;
+  int m;  // rows actually present (<= the kernel's M)
+  float alpha;
+};
+
+__device__ __forceinline__ uint4 load_w(const void* p) {
+  // Weights are read once per step: keep them out of L1.
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+}
+
+// Fills xs [m, k] (T) with the kernel's input rows: rms_norm(x) * norm_w or silu(gate) * up,
+// rounded to T as the unfused ops store them.
+template <typename T, int M, GemvIn IN>
+__device__ void stage_input(const GemvArgs& args, T* xs) {
+  const T* a = static_cast<const T*>(args.a);
+  const int nv = static_cast<int>(args.k / kGemvVec);
+  const int tid = threadIdx.x;
+  constexpr int kThreads = kGemvWarps * 32;
+  if constexpr (IN == GemvIn::kSiluMul) {
+    for (int mi = 0; mi < args.m; ++mi) {
+      const T* g = a + mi * args.lda;
+      const T* u = g + args.k;
+      for (int v = tid; v < nv; v += kThreads) {
+        float gv[kGemvVec], uv[kGemvVec];
+        load_float<kGemvVec>(g + v * kGemvVec, gv);
+        load_float<kGemvVec>(u + v * kGemvVec, uv);
+#pragma unroll
+        for (int i = 0; i < kGemvVec; ++i) gv[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
+        store_float<kGemvVec>(xs + mi * args.k + v * kGemvVec, gv);
+      }
+    }
+  } else {
+    __shared__ float red[kGemvWarps][M];
+    float ss[M];
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) {
+      ss[mi] = 0.0f;
+      if (mi < args.m) {
+        const T* x = a + mi * args.lda;
+        for (int v = tid; v < nv; v += kThreads) {
+          const uint4 raw = *reinterpret_cast<const uint4*>(x + v * kGemvVec);
+          *reinterpret_cast<uint4*>(xs + mi * args.k + v * kGemvVec) = raw;
+          float f[kGemvVec];
+          unpack16<T>(raw, f);
+#pragma unroll
+          for (int i = 0; i < kGemvVec; ++i) ss[mi] += f[i] * f[i];
+        }
+      }
+      ss[mi] = warp_sum(ss[mi]);
+      if (tid % 32 == 0) red[tid / 32][mi] = ss[mi];
+    }
+    __syncthreads();
+    for (int mi = 0; mi < args.m; ++mi) {
+      float s = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < kGemvWarps; ++wi) s += red[wi][mi];
+      const float rstd = rsqrtf(s / static_cast<float>(args.k) + args.eps);
+      for (int v = tid; v < nv; v += kThreads) {
+        float f[kGemvVec], wv[kGemvVec];
+        T* p = xs + mi * args.k + v * kGemvVec;
+        unpack16<T>(*reinterpret_cast<const uint4*>(p), f);
+        if (args.norm_f32)
+          load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + v * kGemvVec, wv);
+        else
+          load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + v * kGemvVec, wv);
+#pragma unroll
+        for (int i = 0; i < kGemvVec; ++i) f[i] = f[i] * rstd * wv[i];
+        store_float<kGemvVec>(p, f);
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Each warp owns C adjacent output columns (their loads are in flight together, so a short row
+// still keeps the memory pipe full), W warps split their K.
+template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
+static __global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(GemvArgs args) {
+  constexpr int kColsPerBlock = kGemvWarps / W * C;
+  constexpr bool kStaged = IN != GemvIn::kPlain;
+  extern __shared__ uint4 stage_smem[];
+  __shared__ float partial[kGemvWarps][C][M];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int part = warp % W;
+  const int64_t n = args.n, k = args.k;
+  const int m = args.m;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + (warp / W) * C;
+  const T* wr[C];
+  bool live[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    live[c] = col0 + c < n;
+    wr[c] = static_cast<const T*>(args.w) + (live[c] ? col0 + c : 0) * args.ldw;
+  }
+  constexpr int64_t kStep = 32 * kGemvVec * W;  // elements between a lane's consecutive loads
+  const int64_t k_first = (static_cast<int64_t>(part) * 32 + lane) * kGemvVec;
+
+  // Weights do not depend on the previous kernel: start streaming them before waiting on it.
+  uint4 cur[C][kUnroll];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = k_first + u * kStep;
+      if (live[c] && kk < k) cur[c][u] = load_w(wr[c] + kk);
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const T* xs;
+  int64_t ldx;
+  if constexpr (kStaged) {
+    T* s = reinterpret_cast<T*>(stage_smem);
+    stage_input<T, M, IN>(args, s);
+    xs = s;
+    ldx = k;
+  } else {
+    xs = static_cast<const T*>(args.a);
+    ldx = args.lda;
+  }
+
+  float acc[C][M];
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) acc[c][mi] = 0.0f;
+  for (int64_t base = k_first; base < k; base += kUnroll * kStep) {
+    uint4 nxt[C][kUnroll];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t kk = base + (kUnroll + u) * kStep;
+        if (live[c] && kk < k) nxt[c][u] = load_w(wr[c] + kk);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = base + u * kStep;
+      if (kk < k) {
+#pragma unroll
+        for (int mi = 0; mi < M; ++mi) {
+          if (mi < m) {
+            float xf[kGemvVec];
+            load_float<kGemvVec>(xs + mi * ldx + kk, xf);
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+              float wf[kGemvVec];
+              unpack16<T>(cur[c][u], wf);
+#pragma unroll
+              for (int i = 0; i < kGemvVec; ++i) acc[c][mi] += wf[i] * xf[i];
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) cur[c][u] = nxt[c][u];
+  }
+
+  // Lane c * M + mi of the columns' first warp ends up holding (column c, row mi).
+  float result = 0.0f;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) {
+      const float s = warp_sum(acc[c][mi]);
+      if constexpr (W == 1) {
+        if (lane == c * M + mi) result = s;
+      } else if (lane == 0) {
+        partial[warp][c][mi] = s;
+      }
+    }
+  }
+  if constexpr (W > 1) {
+    __syncthreads();
+    if (part == 0 && lane < C * M) {
+#pragma unroll
+      for (int p = 0; p < W; ++p) result += partial[warp + p][lane / M][lane % M];
+    }
+  }
+  const int c = lane / M, mi = lane % M;
+  if (part == 0 && lane < C * M && mi < m && col0 + c < n) {
+    TC* out = static_cast<TC*>(args.c) + mi * args.ldc + col0 + c;
+    if constexpr (OUT == GemvOut::kAdd) {
+      // residual += round(a @ w^T), rounded again: what gemm + add_rms_norm store.
+      const float y = to_float(from_float<T>(args.alpha * result));
+      *out = from_float<TC>(y + to_float(*out));
+    } else {
+      *out = from_float<TC>(args.alpha * result);
+    }
+  }
+}
+
+template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
+void launch_gemv(const GemvArgs& args) {
+  constexpr int kColsPerBlock = kGemvWarps / W * C;
+  const unsigned blocks = static_cast<unsigned>((args.n + kColsPerBlock - 1) / kColsPerBlock);
+  size_t smem = 0;
+  auto kernel = gemv_kernel<T, TC, M, W, C, IN, OUT>;
+  if constexpr (IN != GemvIn::kPlain) {
+    smem = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
+    if (smem > 48 * 1024)  // opt in above the default (per device, so every time: a host call)
+      VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kStageMaxBytes));
+  }
+  launch_pdl(kernel, dim3(blocks), dim3(kGemvWarps * 32), smem, args);
+}
+
+template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
+void dispatch_c(const GemvArgs& args, int cols) {
+  if constexpr (M == 1) {
+    if (cols >= 4) return launch_gemv<T, TC, M, W, 4, IN, OUT>(args);
+    if (cols == 2) return launch_gemv<T, TC, M, W, 2, IN, OUT>(args);
+  }
+  launch_gemv<T, TC, M, W, 1, IN, OUT>(args);
+}
+
+// The split: W warps per column and C columns per warp. Default: C = 1 and enough parts for ~4
+// blocks per SM, but no more parts than K has 256-element slices; staged (fused-prologue) forms
+// keep W = 1 once there are as many blocks as SMs (each block recomputes the prologue).
+// gemv_set_split() overrides both (benchmarks).
+extern std::atomic<int> g_force_parts, g_force_cols;  // gemv.cu
+
+template <typename T, typename TC, int M, GemvIn IN, GemvOut OUT>
+void dispatch_w(const GemvArgs& args) {
+  const int64_t n = args.n, k = args.k;
+  const int64_t sms = n_sms();
+  int parts = 1, cols = 1;
+  if (IN != GemvIn::kPlain && n / kGemvWarps >= sms) {
+    parts = 1;
+  } else {
+    while (parts < kGemvWarps && n * parts / kGemvWarps < 4 * sms &&
+           k >= static_cast<int64_t>(2 * parts) * 32 * kGemvVec)
+      parts *= 2;
+  }
+  if (g_force_parts.load(std::memory_order_relaxed) > 0) parts = g_force_parts.load();
+  if (g_force_cols.load(std::memory_order_relaxed) > 0) cols = g_force_cols.load();
+  switch (parts) {
+    case 1: return dispatch_c<T, TC, M, 1, IN, OUT>(args, cols);
+    case 2: return dispatch_c<T, TC, M, 2, IN, OUT>(args, cols);
+    case 4: return dispatch_c<T, TC, M, 4, IN, OUT>(args, cols);
+    default: return dispatch_c<T, TC, M, 8, IN, OUT>(args, cols);
+  }
+}
+
+// Plain GEMV: M exact (1..8). Fused forms: M rounded up to 1, 2, 4 or 8 (rows past args.m idle).
+template <typename T, typename TC, GemvIn IN, GemvOut OUT>
+void dispatch_m(const GemvArgs& args) {
+  if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
+    switch (args.m) {
+      case 1: return dispatch_w<T, TC, 1, IN, OUT>(args);
+      case 2: return dispatch_w<T, TC, 2, IN, OUT>(args);
+      case 3: return dispatch_w<T, TC, 3, IN, OUT>(args);
+      case 4: return dispatch_w<T, TC, 4, IN, OUT>(args);
+      case 5: return dispatch_w<T, TC, 5, IN, OUT>(args);
+      case 6: return dispatch_w<T, TC, 6, IN, OUT>(args);
+      case 7: return dispatch_w<T, TC, 7, IN, OUT>(args);
+      default: return dispatch_w<T, TC, 8, IN, OUT>(args);
+    }
+  } else {
+    if (args.m == 1) return dispatch_w<T, TC, 1, IN, OUT>(args);
+    if (args.m == 2) return dispatch_w<T, TC, 2, IN, OUT>(args);
+    if (args.m <= 4) return dispatch_w<T, TC, 4, IN, OUT>(args);
+    return dispatch_w<T, TC, 8, IN, OUT>(args);
+  }
+}
+
+inline bool gemv_operands_ok(const Tensor& a, int64_t k, const Tensor& w, const Tensor& c) {
+  const DType dt = a.dtype();
+  if ((dt != DType::kBF16 && dt != DType::kF16) || w.dtype() != dt) return false;
+  if (a.dim() != 2 || w.dim() != 2 || c.dim() != 2) return false;
+  const int64_t m = a.size(0);
+  if (m < 1 || m > 8 || k % kGemvVec != 0 || w.size(1) != k) return false;
+  if (a.stride(1) != 1 || w.stride(1) != 1 || c.stride(1) != 1) return false;
+  if (a.stride(0) % kGemvVec != 0 || w.stride(0) % kGemvVec != 0) return false;
+  return is_aligned(a.data_ptr(), 16) && is_aligned(w.data_ptr(), 16);
+}
+
+inline GemvArgs make_args(const Tensor& a, const Tensor& w, Tensor& c, int64_t k, float alpha) {
+  GemvArgs args{};
+  args.a = a.data_ptr();
+  args.lda = a.stride(0);
+  args.w = w.data_ptr();
+  args.ldw = w.stride(0);
+  args.c = c.data_ptr();
+  args.ldc = c.stride(0);
+  args.n = w.size(0);
+  args.k = k;
+  args.m = static_cast<int>(a.size(0));
+  args.alpha = alpha;
+  return args;
+}
+
+template <GemvIn IN, GemvOut OUT>
+void dispatch_fused(DType dt, const GemvArgs& args) {
+  if (dt == DType::kBF16) dispatch_m<bf16, bf16, IN, OUT>(args);
+  else dispatch_m<f16, f16, IN, OUT>(args);
+}
+
+}  // namespace vela::ops::cuda::gemv_detail

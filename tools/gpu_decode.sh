@@ -29,7 +29,7 @@ if has build; then
 fi
 B=$PWD/build-gpu
 if has tests; then
-  (cd tests && timeout 240 "$B/tests/test_cuda" \
+  (cd tests && timeout "${TEST_TIMEOUT:-240}" "$B/tests/test_cuda" \
     --gtest_filter="${TESTS:-CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*}" \
     > "$OUT/test_cuda.log" 2>&1)
   echo "test_cuda rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cuda.log" | tr '\n' ' ')"

@@ -115,7 +115,7 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   Tensor normed = scratch_tensor({n, h}, dtype(), device());
   if (use_fused_packed(n)) {
     // Decode-sized batches on CUDA: each block's norms, SiLU*up and residual adds live inside its
-    // GEMVs (DecoderBlock::forward_packed_fused), 6 kernels plus attention per layer.
+    // GEMVs (DecoderBlock::forward_packed_fused), 5 kernels plus attention per layer.
     for (size_t l = 0; l < blocks.size(); ++l)
       blocks[l].forward_packed_fused(residual, positions, table, kv, static_cast<int64_t>(l));
     ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);

@@ -32,10 +32,9 @@ void DecoderBlock::forward_packed_fused(Tensor& residual, const Tensor& position
                                         int64_t layer_idx) const {
   attn.forward_packed_fused(residual, input_norm, eps, positions, rope_table, kv, layer_idx);
   ScratchMark temporaries;
-  Tensor h = scratch_tensor({residual.size(0), mlp.gate_up.out_features()}, residual.dtype(),
-                            residual.device());
-  ops::rms_norm_gemm(residual, post_norm, eps, mlp.gate_up.weight, h);
-  ops::silu_mul_gemm_add(h, mlp.down.weight, residual);  // residual += down(silu(gate) * up)
+  Tensor act = scratch_tensor({residual.size(0), mlp.inter()}, residual.dtype(), residual.device());
+  ops::rms_norm_gemm_silu_mul(residual, post_norm, eps, mlp.gate_up.weight, act);
+  ops::gemm_add(act, mlp.down.weight, residual);  // residual += down(silu(gate) * up)
 }
 
 void DecoderBlock::forward_dense(Tensor& residual, const Tensor& positions,

@@ -40,11 +40,20 @@ void check_projection(const char* op, const char* in_name, const Tensor& in, int
   check_out_rows(op, out_name, out);
 }
 
-}  // namespace
-
-void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
-  const char* op = "rms_norm_gemm";
-  check_projection(op, "x", x, x.dim() == 2 ? x.size(1) : -1, w, "out", out);
+// x [n_rows, k] with its norm weight, projected by w [n, k].
+void check_norm_input(const char* op, const Tensor& x, const Tensor& norm_w, float eps,
+                      const Tensor& w, int64_t n) {
+  check_defined(op, "x", x);
+  check_defined(op, "w", w);
+  check_rank(op, "x", x, 2);
+  check_rank(op, "w", w, 2);
+  check_floating(op, "x", x);
+  check_same_dtype(op, "w", w, "x", x);
+  check_same_device(op, "w", w, "x", x);
+  VELA_CHECK(w.size(1) == x.size(1) && w.size(0) == n, op, ": w ", w.str(), " must be [", n, ", ",
+             x.size(1), "] for x ", x.str());
+  check_rows(op, "x", x);
+  check_rows(op, "w", w);
   check_defined(op, "norm_w", norm_w);
   check_rank(op, "norm_w", norm_w, 1);
   VELA_CHECK(norm_w.size(0) == x.size(1), op, ": norm_w ", norm_w.str(),
@@ -53,6 +62,14 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tenso
              norm_w.str(), " must be f32 or the dtype of x ", x.str());
   check_same_device(op, "norm_w", norm_w, "x", x);
   VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
+}
+
+}  // namespace
+
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
+  const char* op = "rms_norm_gemm";
+  check_projection(op, "x", x, x.dim() == 2 ? x.size(1) : -1, w, "out", out);
+  check_norm_input(op, x, norm_w, eps, w, w.size(0));
   if (x.device().is_cpu()) return cpu::rms_norm_gemm(x, norm_w, eps, w, out);
 #if defined(VELA_HAS_CUDA)
   if (cuda::gemv_rms_norm(x, norm_w, eps, w, out)) return;
@@ -61,6 +78,27 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tenso
   Tensor normed = scratch_tensor(x.shape(), x.dtype(), x.device());
   rms_norm(x, norm_w, eps, normed);
   gemm(normed, w, out, false, true);
+}
+
+void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                            Tensor& act) {
+  const char* op = "rms_norm_gemm_silu_mul";
+  check_defined(op, "act", act);
+  VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
+             ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
+  check_norm_input(op, x, norm_w, eps, w, act.size(1) * 2);
+  check_same_dtype(op, "act", act, "x", x);
+  check_same_device(op, "act", act, "x", x);
+  check_shape(op, "act", act, {x.size(0), act.size(1)});
+  check_out_rows(op, "act", act);
+  if (x.device().is_cpu()) return cpu::rms_norm_gemm_silu_mul(x, norm_w, eps, w, act);
+#if defined(VELA_HAS_CUDA)
+  if (cuda::gemv_rms_norm_silu(x, norm_w, eps, w, act)) return;
+#endif
+  ScratchMark temporaries;
+  Tensor h = scratch_tensor({x.size(0), w.size(0)}, x.dtype(), x.device());
+  rms_norm_gemm(x, norm_w, eps, w, h);
+  silu_and_mul(h, act);
 }
 
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual) {

@@ -1,6 +1,6 @@
 // The fused decode ops against their CPU twins: rms_norm_gemm / gemm_add / silu_mul_gemm_add
 // (ops/fused_gemm.h: the CUDA GEMV with a norm or SiLU*up prologue and a residual-add epilogue,
-// 1..8 rows, and the unfused fallback at 9 rows), qkv_rotary_kv_write (ops/qkv_rotary.h: head_dim
+// rms_norm_gemm_silu_mul, 1..8 rows, and the unfused fallback at 9 rows), qkv_rotary_kv_write (ops/qkv_rotary.h: head_dim
 // 16 .. 256, partial rotary, QK-norm in f32 and bf16, shuffled slots), the fused
 // engine path against the unfused one (greedy tokens, logprobs within bf16 noise), and an opt-in
 // benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at bench-1b's shapes.
@@ -60,6 +60,14 @@ TEST_F(CudaFusedDecodeTest, FusedGemmsMatchCpu) {
           ops::rms_norm_gemm(x, nw, 1e-5f, w, want);
           ops::rms_norm_gemm(dx, nw.to(gpu()), 1e-5f, dw, got);
           test::expect_close(got, want, fused_tol(dt, k), what + " rms_norm_gemm");
+        }
+        {
+          Tensor w2 = test::random_cpu({2 * n, k}, dt, 12);  // gate | up
+          Tensor nw = test::random_cpu({k}, DType::kF32, 13, 0.5, 1.5);
+          Tensor want = Tensor::empty({m, n}, dt), got = Tensor::empty({m, n}, dt, gpu());
+          ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w2, want);
+          ops::rms_norm_gemm_silu_mul(dx, nw.to(gpu()), 1e-5f, w2.to(gpu()), got);
+          test::expect_close(got, want, fused_tol(dt, k), what + " rms_norm_gemm_silu_mul");
         }
         {
           Tensor r = test::random_cpu({m, n}, dt, 4, -4.0, 4.0);
@@ -272,6 +280,9 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
         {"o gemm_add", b_o, [&] { ops::gemm_add(attn, w_o[next()], resid); }},
         {"gate_up gemv", b_gu, [&] { ops::gemm(normed, w_gu[next()], h, false, true); }},
         {"gate_up rms_norm_gemm", b_gu, [&] { ops::rms_norm_gemm(x, nw, 1e-5f, w_gu[next()], h); }},
+        {"gate_up rms_norm_gemm_silu_mul", b_gu,
+         [&] { ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[next()], act); }},
+        {"down gemm_add", b_down, [&] { ops::gemm_add(act, w_down[next()], resid); }},
         {"down silu + gemv + add (3 kernels)", b_down,
          [&] {
            ops::silu_and_mul(h, act);
@@ -284,8 +295,7 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
          [&] { ops::gemm(normed, w_head, logits, false, true); }},
     };
     // (parts, cols) splits to compare against the heuristic (0, 0); cols > 1 only at one row.
-    const std::pair<int, int> splits[] = {{0, 0}, {1, 1}, {2, 1}, {4, 1}, {8, 1},
-                                          {1, 2}, {2, 2}, {1, 4}, {2, 4}};
+    const std::pair<int, int> splits[] = {{0, 0}, {1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {2, 2}};
     for (const Row& r : rows) {
       for (auto [parts, cols] : splits) {
         if (m > 1 && cols > 1) continue;
@@ -302,12 +312,12 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
       const int c = next();
       ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[c], qkv);
       ops::gemm_add(attn, w_o[c], resid);
-      ops::rms_norm_gemm(x, nw, 1e-5f, w_gu[c], h);
-      ops::silu_mul_gemm_add(h, w_down[c], resid);
+      ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
+      ops::gemm_add(act, w_down[c], resid);
     });
     const double lb = b_qkv + b_o + b_gu + b_down;
     std::printf("B=%lld %-36s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n", static_cast<long long>(m),
-                "layer: 4 fused GEMVs", layer, lb / layer / 1e3, 24 * layer / 1e3);
+                "layer: 4 fused GEMVs (decode path)", layer, lb / layer / 1e3, 24 * layer / 1e3);
   }
 }
 

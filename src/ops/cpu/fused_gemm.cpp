@@ -13,6 +13,15 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tenso
   gemm(normed, w, out, false, true, 1.0f, 0.0f);
 }
 
+void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                            Tensor& act) {
+  ScratchMark temporaries;
+  const int64_t inter = act.size(1);
+  Tensor h = scratch_tensor({x.size(0), 2 * inter}, x.dtype(), x.device());
+  rms_norm_gemm(x, norm_w, eps, w, h);
+  silu_mul(h.slice(1, 0, inter), h.slice(1, inter, 2 * inter), act);
+}
+
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual) {
   ScratchMark temporaries;
   Tensor y = scratch_tensor(residual.shape(), residual.dtype(), residual.device());

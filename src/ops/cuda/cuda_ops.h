@@ -18,10 +18,12 @@ bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, boo
 // The fused decode GEMVs of ops/fused_gemm.h (gemv.cu); false when the problem is not 1..8
 // aligned bf16/f16 rows (or its staged input exceeds the kernel's shared memory).
 bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
+bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                        Tensor& act);
 bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual);
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
-// 1/2/4, the latter at one row only); 0 = the shape heuristic.
+// 1/2, the latter at one row only); 0 = the shape heuristic.
 void gemv_set_split(int parts, int cols);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void mul(const Tensor& a, const Tensor& b, Tensor& out);

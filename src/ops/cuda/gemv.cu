@@ -13,8 +13,8 @@ using namespace gemv_detail;
 void gemv_set_split(int parts, int cols) {
   VELA_CHECK(parts == 0 || parts == 1 || parts == 2 || parts == 4 || parts == 8,
              "gemv_set_split: parts must be 0 (heuristic), 1, 2, 4 or 8, got ", parts);
-  VELA_CHECK(cols == 0 || cols == 1 || cols == 2 || cols == 4,
-             "gemv_set_split: cols must be 0 (heuristic), 1, 2 or 4, got ", cols);
+  VELA_CHECK(cols == 0 || cols == 1 || cols == 2,
+             "gemv_set_split: cols must be 0 (heuristic), 1 or 2, got ", cols);
   g_force_parts = parts;
   g_force_cols = cols;
 }

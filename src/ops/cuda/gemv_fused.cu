@@ -8,7 +8,6 @@ using namespace gemv_detail;
 
 bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
   if (!gemv_operands_ok(x, x.size(1), w, out) || out.dtype() != x.dtype()) return false;
-  if (x.size(0) * x.size(1) * static_cast<int64_t>(x.element_size()) > kStageMaxBytes) return false;
   if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
   DeviceGuard guard(out.device().index);
   GemvArgs args = make_args(x, w, out, x.size(1), 1.0f);
@@ -16,6 +15,21 @@ bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tenso
   args.norm_f32 = norm_w.dtype() == DType::kF32;
   args.eps = eps;
   dispatch_fused<GemvIn::kRmsNorm, GemvOut::kStore>(x.dtype(), args);
+  return true;
+}
+
+bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                        Tensor& act) {
+  if (!gemv_operands_ok(x, x.size(1), w, act) || act.dtype() != x.dtype()) return false;
+  if (w.size(0) != 2 * act.size(1)) return false;
+  if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
+  DeviceGuard guard(act.device().index);
+  GemvArgs args = make_args(x, w, act, x.size(1), 1.0f);
+  args.n = act.size(1);  // gate / up pairs
+  args.norm_w = norm_w.data_ptr();
+  args.norm_f32 = norm_w.dtype() == DType::kF32;
+  args.eps = eps;
+  dispatch_fused<GemvIn::kRmsNorm, GemvOut::kSiluMul>(x.dtype(), args);
   return true;
 }
 

@@ -1,9 +1,12 @@
 // The decode GEMV kernel (included by gemv.cu and gemv_fused.cu): skinny GEMM
 // c[M, N] = alpha * a[M, K] @ w[N, K]^T with M <= 8 (the batch rows of a decode step) and bf16/f16
 // inputs, plus the fused forms of a decode layer (ops/fused_gemm.h):
-//   kRmsNorm:  the input is rms_norm(x) * norm_w, computed by every block into shared memory
-//   kSiluMul:  the input is silu(gate) * up of a [M, 2K] gate|up row, likewise
-//   kAdd:      the output is added into c (the residual) instead of stored
+//   in kRmsNorm:  the input is rms_norm(x) * norm_w: every warp takes the rows' rms itself and
+//                 normalises each chunk of x as it loads it
+//   in kSiluMul:  the input is silu(gate) * up of a [M, 2K] gate|up row, staged by every block in
+//                 shared memory
+//   out kAdd:     the output is added into c (the residual) instead of stored
+//   out kSiluMul: the warp's two columns are gate j and up j, the output silu(gate) * up
 // Each of them is rounded to the storage type exactly where the unfused ops round, so the fused
 // and unfused paths differ only in fp32 summation order.
 //
@@ -29,7 +32,9 @@ constexpr int kUnroll = 4;      // 16-byte loads of w per lane per step (and as 
 constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused) input
 
 enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
-enum class GemvOut { kStore, kAdd };
+// kSiluMul out: the warp's C = 2 columns are gate row j and up row j + n (w is [2n, k] = gate |
+// up) and the epilogue stores silu(gate) * up (each rounded as the unfused gemm + silu_and_mul).
+enum class GemvOut { kStore, kAdd, kSiluMul };
 
 struct GemvArgs {
   const void* a;  // plain: [m, k]; kRmsNorm: x [m, k]; kSiluMul: [m, 2k] = gate | up
@@ -51,65 +56,23 @@ __device__ __forceinline__ uint4 load_w(const void* p) {
   return __ldcs(reinterpret_cast<const uint4*>(p));
 }
 
-// Fills xs [m, k] (T) with the kernel's input rows: rms_norm(x) * norm_w or silu(gate) * up,
-// rounded to T as the unfused ops store them.
+// kSiluMul input: fills xs [m, k] (T) with silu(gate) * up, rounded to T as silu_and_mul stores
+// it (the whole block, then a barrier).
 template <typename T, int M, GemvIn IN>
 __device__ void stage_input(const GemvArgs& args, T* xs) {
   const T* a = static_cast<const T*>(args.a);
   const int nv = static_cast<int>(args.k / kGemvVec);
-  const int tid = threadIdx.x;
   constexpr int kThreads = kGemvWarps * 32;
-  if constexpr (IN == GemvIn::kSiluMul) {
-    for (int mi = 0; mi < args.m; ++mi) {
-      const T* g = a + mi * args.lda;
-      const T* u = g + args.k;
-      for (int v = tid; v < nv; v += kThreads) {
-        float gv[kGemvVec], uv[kGemvVec];
-        load_float<kGemvVec>(g + v * kGemvVec, gv);
-        load_float<kGemvVec>(u + v * kGemvVec, uv);
+  for (int mi = 0; mi < args.m; ++mi) {
+    const T* g = a + mi * args.lda;
+    const T* u = g + args.k;
+    for (int v = threadIdx.x; v < nv; v += kThreads) {
+      float gv[kGemvVec], uv[kGemvVec];
+      load_float<kGemvVec>(g + v * kGemvVec, gv);
+      load_float<kGemvVec>(u + v * kGemvVec, uv);
 #pragma unroll
-        for (int i = 0; i < kGemvVec; ++i) gv[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
-        store_float<kGemvVec>(xs + mi * args.k + v * kGemvVec, gv);
-      }
-    }
-  } else {
-    __shared__ float red[kGemvWarps][M];
-    float ss[M];
-#pragma unroll
-    for (int mi = 0; mi < M; ++mi) {
-      ss[mi] = 0.0f;
-      if (mi < args.m) {
-        const T* x = a + mi * args.lda;
-        for (int v = tid; v < nv; v += kThreads) {
-          const uint4 raw = *reinterpret_cast<const uint4*>(x + v * kGemvVec);
-          *reinterpret_cast<uint4*>(xs + mi * args.k + v * kGemvVec) = raw;
-          float f[kGemvVec];
-          unpack16<T>(raw, f);
-#pragma unroll
-          for (int i = 0; i < kGemvVec; ++i) ss[mi] += f[i] * f[i];
-        }
-      }
-      ss[mi] = warp_sum(ss[mi]);
-      if (tid % 32 == 0) red[tid / 32][mi] = ss[mi];
-    }
-    __syncthreads();
-    for (int mi = 0; mi < args.m; ++mi) {
-      float s = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kGemvWarps; ++wi) s += red[wi][mi];
-      const float rstd = rsqrtf(s / static_cast<float>(args.k) + args.eps);
-      for (int v = tid; v < nv; v += kThreads) {
-        float f[kGemvVec], wv[kGemvVec];
-        T* p = xs + mi * args.k + v * kGemvVec;
-        unpack16<T>(*reinterpret_cast<const uint4*>(p), f);
-        if (args.norm_f32)
-          load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + v * kGemvVec, wv);
-        else
-          load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + v * kGemvVec, wv);
-#pragma unroll
-        for (int i = 0; i < kGemvVec; ++i) f[i] = f[i] * rstd * wv[i];
-        store_float<kGemvVec>(p, f);
-      }
+      for (int i = 0; i < kGemvVec; ++i) gv[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
+      store_float<kGemvVec>(xs + mi * args.k + v * kGemvVec, gv);
     }
   }
   __syncthreads();
@@ -120,21 +83,26 @@ __device__ void stage_input(const GemvArgs& args, T* xs) {
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 static __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(GemvArgs args) {
-  constexpr int kColsPerBlock = kGemvWarps / W * C;
-  constexpr bool kStaged = IN != GemvIn::kPlain;
+  constexpr bool kPairs = OUT == GemvOut::kSiluMul;
+  static_assert(!kPairs || C == 2, "the SiLU epilogue takes a gate and an up column per warp");
+  constexpr int kColsPerBlock = kGemvWarps / W * (kPairs ? 1 : C);
+  constexpr bool kStaged = IN == GemvIn::kSiluMul;
+  constexpr bool kNorm = IN == GemvIn::kRmsNorm;
   extern __shared__ uint4 stage_smem[];
   __shared__ float partial[kGemvWarps][C][M];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int part = warp % W;
   const int64_t n = args.n, k = args.k;
   const int m = args.m;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + (warp / W) * C;
+  const int64_t col0 =
+      static_cast<int64_t>(blockIdx.x) * kColsPerBlock + (warp / W) * (kPairs ? 1 : C);
   const T* wr[C];
   bool live[C];
 #pragma unroll
   for (int c = 0; c < C; ++c) {
-    live[c] = col0 + c < n;
-    wr[c] = static_cast<const T*>(args.w) + (live[c] ? col0 + c : 0) * args.ldw;
+    const int64_t row = kPairs ? col0 + c * n : col0 + c;  // kPairs: gate j, up j
+    live[c] = kPairs ? col0 < n : col0 + c < n;
+    wr[c] = static_cast<const T*>(args.w) + (live[c] ? row : 0) * args.ldw;
   }
   constexpr int64_t kStep = 32 * kGemvVec * W;  // elements between a lane's consecutive loads
   const int64_t k_first = (static_cast<int64_t>(part) * 32 + lane) * kGemvVec;
@@ -163,6 +131,26 @@ static __global__ void __launch_bounds__(kGemvWarps * 32)
     xs = static_cast<const T*>(args.a);
     ldx = args.lda;
   }
+  // kRmsNorm: every warp takes the rows' sums of squares itself (L1-resident, no block barrier)
+  // and normalises each chunk of x as it uses it.
+  float rstd[M];
+#pragma unroll
+  for (int mi = 0; mi < M; ++mi) rstd[mi] = 0.0f;
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) {
+      if (mi < m) {
+        float ss = 0.0f;
+        for (int64_t kk = lane * kGemvVec; kk < k; kk += 32 * kGemvVec) {
+          float f[kGemvVec];
+          load_float<kGemvVec>(xs + mi * ldx + kk, f);
+#pragma unroll
+          for (int i = 0; i < kGemvVec; ++i) ss += f[i] * f[i];
+        }
+        rstd[mi] = rsqrtf(warp_sum(ss) / static_cast<float>(k) + args.eps);
+      }
+    }
+  }
 
   float acc[C][M];
 #pragma unroll
@@ -183,11 +171,24 @@ static __global__ void __launch_bounds__(kGemvWarps * 32)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = base + u * kStep;
       if (kk < k) {
+        float nwf[kGemvVec];
+        if constexpr (kNorm) {
+          if (args.norm_f32)
+            load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + kk, nwf);
+          else
+            load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + kk, nwf);
+        }
 #pragma unroll
         for (int mi = 0; mi < M; ++mi) {
           if (mi < m) {
             float xf[kGemvVec];
             load_float<kGemvVec>(xs + mi * ldx + kk, xf);
+            if constexpr (kNorm) {
+              // rms_norm's stored value: round(x * rstd * w)
+#pragma unroll
+              for (int i = 0; i < kGemvVec; ++i)
+                xf[i] = to_float(from_float<T>(xf[i] * rstd[mi] * nwf[i]));
+            }
 #pragma unroll
             for (int c = 0; c < C; ++c) {
               float wf[kGemvVec];
@@ -226,6 +227,17 @@ static __global__ void __launch_bounds__(kGemvWarps * 32)
       for (int p = 0; p < W; ++p) result += partial[warp + p][lane / M][lane % M];
     }
   }
+  if constexpr (kPairs) {
+    // Lane mi holds gate row mi, lane M + mi the up row: bring the up value over.
+    const float up = __shfl_down_sync(0xffffffffu, result, M);
+    if (part == 0 && lane < m && col0 < n) {
+      const float g = to_float(from_float<T>(args.alpha * result));
+      const float u = to_float(from_float<T>(args.alpha * up));
+      static_cast<TC*>(args.c)[lane * args.ldc + col0] =
+          from_float<TC>(g / (1.0f + expf(-g)) * u);
+    }
+    return;
+  }
   const int c = lane / M, mi = lane % M;
   if (part == 0 && lane < C * M && mi < m && col0 + c < n) {
     TC* out = static_cast<TC*>(args.c) + mi * args.ldc + col0 + c;
@@ -241,11 +253,11 @@ static __global__ void __launch_bounds__(kGemvWarps * 32)
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
-  constexpr int kColsPerBlock = kGemvWarps / W * C;
+  constexpr int kColsPerBlock = kGemvWarps / W * (OUT == GemvOut::kSiluMul ? 1 : C);
   const unsigned blocks = static_cast<unsigned>((args.n + kColsPerBlock - 1) / kColsPerBlock);
   size_t smem = 0;
   auto kernel = gemv_kernel<T, TC, M, W, C, IN, OUT>;
-  if constexpr (IN != GemvIn::kPlain) {
+  if constexpr (IN == GemvIn::kSiluMul) {
     smem = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
     if (smem > 48 * 1024)  // opt in above the default (per device, so every time: a host call)
       VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -256,17 +268,19 @@ void launch_gemv(const GemvArgs& args) {
 
 template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
 void dispatch_c(const GemvArgs& args, int cols) {
-  if constexpr (M == 1) {
-    if (cols >= 4) return launch_gemv<T, TC, M, W, 4, IN, OUT>(args);
-    if (cols == 2) return launch_gemv<T, TC, M, W, 2, IN, OUT>(args);
+  if constexpr (OUT == GemvOut::kSiluMul) {
+    launch_gemv<T, TC, M, W, 2, IN, OUT>(args);
+  } else {
+    if constexpr (M == 1)
+      if (cols == 2) return launch_gemv<T, TC, M, W, 2, IN, OUT>(args);
+    launch_gemv<T, TC, M, W, 1, IN, OUT>(args);
   }
-  launch_gemv<T, TC, M, W, 1, IN, OUT>(args);
 }
 
-// The split: W warps per column and C columns per warp. Default: C = 1 and enough parts for ~4
-// blocks per SM, but no more parts than K has 256-element slices; staged (fused-prologue) forms
-// keep W = 1 once there are as many blocks as SMs (each block recomputes the prologue).
-// gemv_set_split() overrides both (benchmarks).
+// The split: W warps per column and C columns per warp (graph-timed on the H200 at bench-1b's
+// shapes, docs/kernels.md): wide outputs (>= 4 blocks per SM at one warp per column: gate_up, the
+// LM head) W = 1 at one row, 2 at more; long rows (K >= 4096: down) W = 8; the narrow short ones
+// (q|k|v, o) W = 2 and, at one row, C = 2. gemv_set_split() overrides both (benchmarks).
 extern std::atomic<int> g_force_parts, g_force_cols;  // gemv.cu
 
 template <typename T, typename TC, int M, GemvIn IN, GemvOut OUT>
@@ -274,13 +288,16 @@ void dispatch_w(const GemvArgs& args) {
   const int64_t n = args.n, k = args.k;
   const int64_t sms = n_sms();
   int parts = 1, cols = 1;
-  if (IN != GemvIn::kPlain && n / kGemvWarps >= sms) {
-    parts = 1;
+  const int64_t columns = OUT == GemvOut::kSiluMul ? 2 * n : n;
+  if (columns / kGemvWarps >= 4 * sms) {
+    parts = M == 1 ? 1 : 2;
+  } else if (k >= 4096) {
+    parts = 8;
   } else {
-    while (parts < kGemvWarps && n * parts / kGemvWarps < 4 * sms &&
-           k >= static_cast<int64_t>(2 * parts) * 32 * kGemvVec)
-      parts *= 2;
+    parts = 2;
+    cols = M == 1 ? 2 : 1;
   }
+  while (parts > 1 && k < static_cast<int64_t>(parts) * 32 * kGemvVec) parts /= 2;
   if (g_force_parts.load(std::memory_order_relaxed) > 0) parts = g_force_parts.load();
   if (g_force_cols.load(std::memory_order_relaxed) > 0) cols = g_force_cols.load();
   switch (parts) {

@@ -93,7 +93,9 @@ bool Transformer::fused_decode_default() {
 }
 
 bool Transformer::use_fused_packed(int64_t n_tokens) const {
-  if (!fused_decode || !device().is_cuda() || n_tokens < 1 || n_tokens > 8) return false;
+  // One row only: at 2..8 rows the per-warp norm of the fused GEMVs costs more than the kernels it
+  // saves (graph-timed, docs/kernels.md), so those batches keep the unfused ops.
+  if (!fused_decode || !device().is_cuda() || n_tokens != 1) return false;
   if (dtype() != DType::kBF16 && dtype() != DType::kF16) return false;
   for (const DecoderBlock& b : blocks)
     if (!b.fusable_packed()) return false;

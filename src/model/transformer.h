@@ -64,7 +64,7 @@ class Transformer {
   // how an in-process trainer lets the engine read its compute weights without a copy.
   bool same_storage(const Transformer& other) const;
 
-  // forward_packed runs decode-sized batches (1..8 tokens, CUDA, bf16/f16, every block fusable)
+  // forward_packed runs single-token steps (batch-1 decode; CUDA, bf16/f16, every block fusable)
   // through the fused blocks (DecoderBlock::forward_packed_fused). Default on; the environment
   // variable VELA_FUSED_DECODE=0 sets the default off (A/B measurements), tests flip it directly.
   bool fused_decode = fused_decode_default();

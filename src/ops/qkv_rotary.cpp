@@ -52,8 +52,7 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
     check_same_device(op, "q_norm / k_norm", *w, "qkv", qkv);
   }
   const Tensor* operands[] = {&positions, &table, &out_cache_loc, &q_out, &k_cache, &v_cache};
-  for (const Tensor* t : operands)
-    check_same_device(op, "operand", *t, "qkv", qkv);
+  for (const Tensor* t : operands) check_same_device(op, "operand", *t, "qkv", qkv);
   VELA_DISPATCH(qkv.device(), qkv_rotary_kv_write, qkv, positions, table, q_norm, k_norm, eps,
                 out_cache_loc, q_out, k_cache, v_cache);
 }

@@ -1,9 +1,10 @@
 // The fused decode ops against their CPU twins: rms_norm_gemm / gemm_add / silu_mul_gemm_add
 // (ops/fused_gemm.h: the CUDA GEMV with a norm or SiLU*up prologue and a residual-add epilogue,
-// rms_norm_gemm_silu_mul, 1..8 rows, and the unfused fallback at 9 rows), qkv_rotary_kv_write (ops/qkv_rotary.h: head_dim
-// 16 .. 256, partial rotary, QK-norm in f32 and bf16, shuffled slots), the fused
-// engine path against the unfused one at batch 1 (greedy tokens, logprobs within bf16 noise), and an opt-in
-// benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at bench-1b's shapes.
+// rms_norm_gemm_silu_mul, 1..8 rows, and the unfused fallback at 9 rows), qkv_rotary_kv_write
+// (ops/qkv_rotary.h: head_dim 16 .. 256, partial rotary, QK-norm in f32 and bf16, shuffled slots),
+// the fused engine path against the unfused one at batch 1 (greedy tokens, logprobs within bf16
+// noise), and an opt-in benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at bench-1b's
+// shapes.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -46,8 +47,8 @@ test::Tol fused_tol(DType dt, int64_t k) {
 TEST_F(CudaFusedDecodeTest, FusedGemmsMatchCpu) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int64_t m : {1, 2, 3, 5, 8, 9}) {
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{13, 1536}, {1000, 264}, {70, 6912},
-                          {600, 512}}) {
+      for (auto [n, k] :
+           {std::pair<int64_t, int64_t>{13, 1536}, {1000, 264}, {70, 6912}, {600, 512}}) {
         const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) + " n" +
                                  std::to_string(n) + " k" + std::to_string(k);
         SCOPED_TRACE(what);
@@ -110,9 +111,9 @@ struct QkvCase {
 
 TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   const QkvCase cases[] = {
-      {1, 24, 4, 64, 64, false, DType::kF32},   {3, 8, 2, 128, 128, true, DType::kF32},
-      {5, 4, 4, 48, 48, true, DType::kBF16},    {2, 2, 1, 256, 256, true, DType::kF32},
-      {4, 6, 2, 80, 40, false, DType::kF32},    {8, 4, 2, 16, 16, false, DType::kF32},
+      {1, 24, 4, 64, 64, false, DType::kF32}, {3, 8, 2, 128, 128, true, DType::kF32},
+      {5, 4, 4, 48, 48, true, DType::kBF16},  {2, 2, 1, 256, 256, true, DType::kF32},
+      {4, 6, 2, 80, 40, false, DType::kF32},  {8, 4, 2, 16, 16, false, DType::kF32},
       {1, 12, 12, 96, 64, true, DType::kF32},
   };
   ops::RopeConfig rc;
@@ -120,9 +121,9 @@ TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   for (DType dt : test::kCudaFloatDTypes) {
     for (const QkvCase& c : cases) {
       const std::string what = std::string(dtype_name(dt)) + " n" + std::to_string(c.n_tokens) +
-                               " H" + std::to_string(c.n_heads) + " Hkv" +
-                               std::to_string(c.n_kv) + " d" + std::to_string(c.d) + " rot" +
-                               std::to_string(c.rotary_dim) + (c.qk_norm ? " qknorm" : "");
+                               " H" + std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
+                               " d" + std::to_string(c.d) + " rot" + std::to_string(c.rotary_dim) +
+                               (c.qk_norm ? " qknorm" : "");
       SCOPED_TRACE(what);
       rc.rotary_dim = c.rotary_dim;
       Tensor table = ops::make_rope_table(rc, 4096);
@@ -293,7 +294,8 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
            ops::add(resid, y, resid);
          }},
         {"down gemv", b_down, [&] { ops::gemm(act, w_down[next()], y, false, true); }},
-        {"down silu_mul_gemm_add", b_down, [&] { ops::silu_mul_gemm_add(h, w_down[next()], resid); }},
+        {"down silu_mul_gemm_add", b_down,
+         [&] { ops::silu_mul_gemm_add(h, w_down[next()], resid); }},
         {"lm head gemv (f32 out)", vocab * hidden * 2.0,
          [&] { ops::gemm(normed, w_head, logits, false, true); }},
     };

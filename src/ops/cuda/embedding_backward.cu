@@ -61,10 +61,10 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight) 
   VELA_CHECK(n_groups <= (int64_t{1} << 31) - 1, "embedding_backward: too many distinct ids");
   dispatch_float(dout.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    embedding_backward_kernel<T><<<static_cast<unsigned>(n_groups), kEmbThreads, 0,
-                                   current_stream()>>>(
-        groups.data<int32_t>(), n_groups, static_cast<const T*>(dout.data_ptr()), dl.row_stride,
-        hidden, dweight.data<float>());
+    embedding_backward_kernel<T>
+        <<<static_cast<unsigned>(n_groups), kEmbThreads, 0, current_stream()>>>(
+            groups.data<int32_t>(), n_groups, static_cast<const T*>(dout.data_ptr()), dl.row_stride,
+            hidden, dweight.data<float>());
     VELA_CUDA_CHECK_LAUNCH();
   });
 }

@@ -30,11 +30,15 @@ bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, boo
   constexpr GemvIn P = GemvIn::kPlain;
   constexpr GemvOut S = GemvOut::kStore;
   if (dt == DType::kBF16) {
-    if (c.dtype() == DType::kF32) dispatch_m<bf16, float, P, S>(args);
-    else dispatch_m<bf16, bf16, P, S>(args);
+    if (c.dtype() == DType::kF32)
+      dispatch_m<bf16, float, P, S>(args);
+    else
+      dispatch_m<bf16, bf16, P, S>(args);
   } else {
-    if (c.dtype() == DType::kF32) dispatch_m<f16, float, P, S>(args);
-    else dispatch_m<f16, f16, P, S>(args);
+    if (c.dtype() == DType::kF32)
+      dispatch_m<f16, float, P, S>(args);
+    else
+      dispatch_m<f16, f16, P, S>(args);
   }
   return true;
 }

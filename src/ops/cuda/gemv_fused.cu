@@ -36,14 +36,14 @@ bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const 
 bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual) {
   if (!gemv_operands_ok(a, a.size(1), w, residual) || residual.dtype() != a.dtype()) return false;
   DeviceGuard guard(residual.device().index);
-  dispatch_fused<GemvIn::kPlain, GemvOut::kAdd>(a.dtype(), make_args(a, w, residual, a.size(1), 1.0f));
+  dispatch_fused<GemvIn::kPlain, GemvOut::kAdd>(a.dtype(),
+                                                make_args(a, w, residual, a.size(1), 1.0f));
   return true;
 }
 
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual) {
   const int64_t k = h.size(1) / 2;
-  if (h.size(1) % 2 != 0 || !gemv_operands_ok(h, k, w, residual) ||
-      residual.dtype() != h.dtype())
+  if (h.size(1) % 2 != 0 || !gemv_operands_ok(h, k, w, residual) || residual.dtype() != h.dtype())
     return false;
   if (h.size(0) * k * static_cast<int64_t>(h.element_size()) > kStageMaxBytes) return false;
   DeviceGuard guard(residual.device().index);

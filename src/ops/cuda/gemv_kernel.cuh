@@ -26,9 +26,9 @@
 
 namespace vela::ops::cuda::gemv_detail {
 
-constexpr int kGemvWarps = 8;   // warps per block
-constexpr int kGemvVec = 8;     // elements per 16-byte load of bf16/f16
-constexpr int kUnroll = 4;      // 16-byte loads of w per lane per step (and as many prefetched)
+constexpr int kGemvWarps = 8;  // warps per block
+constexpr int kGemvVec = 8;    // elements per 16-byte load of bf16/f16
+constexpr int kUnroll = 4;     // 16-byte loads of w per lane per step (and as many prefetched)
 constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused) input
 
 enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
@@ -81,8 +81,7 @@ __device__ void stage_input(const GemvArgs& args, T* xs) {
 // Each warp owns C adjacent output columns (their loads are in flight together, so a short row
 // still keeps the memory pipe full), W warps split their K.
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
-static __global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(GemvArgs args) {
+static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs args) {
   constexpr bool kPairs = OUT == GemvOut::kSiluMul;
   static_assert(!kPairs || C == 2, "the SiLU epilogue takes a gate and an up column per warp");
   constexpr int kColsPerBlock = kGemvWarps / W * (kPairs ? 1 : C);
@@ -233,8 +232,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32)
     if (part == 0 && lane < m && col0 < n) {
       const float g = to_float(from_float<T>(args.alpha * result));
       const float u = to_float(from_float<T>(args.alpha * up));
-      static_cast<TC*>(args.c)[lane * args.ldc + col0] =
-          from_float<TC>(g / (1.0f + expf(-g)) * u);
+      static_cast<TC*>(args.c)[lane * args.ldc + col0] = from_float<TC>(g / (1.0f + expf(-g)) * u);
     }
     return;
   }
@@ -301,10 +299,14 @@ void dispatch_w(const GemvArgs& args) {
   if (g_force_parts.load(std::memory_order_relaxed) > 0) parts = g_force_parts.load();
   if (g_force_cols.load(std::memory_order_relaxed) > 0) cols = g_force_cols.load();
   switch (parts) {
-    case 1: return dispatch_c<T, TC, M, 1, IN, OUT>(args, cols);
-    case 2: return dispatch_c<T, TC, M, 2, IN, OUT>(args, cols);
-    case 4: return dispatch_c<T, TC, M, 4, IN, OUT>(args, cols);
-    default: return dispatch_c<T, TC, M, 8, IN, OUT>(args, cols);
+    case 1:
+      return dispatch_c<T, TC, M, 1, IN, OUT>(args, cols);
+    case 2:
+      return dispatch_c<T, TC, M, 2, IN, OUT>(args, cols);
+    case 4:
+      return dispatch_c<T, TC, M, 4, IN, OUT>(args, cols);
+    default:
+      return dispatch_c<T, TC, M, 8, IN, OUT>(args, cols);
   }
 }
 
@@ -313,14 +315,22 @@ template <typename T, typename TC, GemvIn IN, GemvOut OUT>
 void dispatch_m(const GemvArgs& args) {
   if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
     switch (args.m) {
-      case 1: return dispatch_w<T, TC, 1, IN, OUT>(args);
-      case 2: return dispatch_w<T, TC, 2, IN, OUT>(args);
-      case 3: return dispatch_w<T, TC, 3, IN, OUT>(args);
-      case 4: return dispatch_w<T, TC, 4, IN, OUT>(args);
-      case 5: return dispatch_w<T, TC, 5, IN, OUT>(args);
-      case 6: return dispatch_w<T, TC, 6, IN, OUT>(args);
-      case 7: return dispatch_w<T, TC, 7, IN, OUT>(args);
-      default: return dispatch_w<T, TC, 8, IN, OUT>(args);
+      case 1:
+        return dispatch_w<T, TC, 1, IN, OUT>(args);
+      case 2:
+        return dispatch_w<T, TC, 2, IN, OUT>(args);
+      case 3:
+        return dispatch_w<T, TC, 3, IN, OUT>(args);
+      case 4:
+        return dispatch_w<T, TC, 4, IN, OUT>(args);
+      case 5:
+        return dispatch_w<T, TC, 5, IN, OUT>(args);
+      case 6:
+        return dispatch_w<T, TC, 6, IN, OUT>(args);
+      case 7:
+        return dispatch_w<T, TC, 7, IN, OUT>(args);
+      default:
+        return dispatch_w<T, TC, 8, IN, OUT>(args);
     }
   } else {
     if (args.m == 1) return dispatch_w<T, TC, 1, IN, OUT>(args);
@@ -358,8 +368,10 @@ inline GemvArgs make_args(const Tensor& a, const Tensor& w, Tensor& c, int64_t k
 
 template <GemvIn IN, GemvOut OUT>
 void dispatch_fused(DType dt, const GemvArgs& args) {
-  if (dt == DType::kBF16) dispatch_m<bf16, bf16, IN, OUT>(args);
-  else dispatch_m<f16, f16, IN, OUT>(args);
+  if (dt == DType::kBF16)
+    dispatch_m<bf16, bf16, IN, OUT>(args);
+  else
+    dispatch_m<f16, f16, IN, OUT>(args);
 }
 
 }  // namespace vela::ops::cuda::gemv_detail

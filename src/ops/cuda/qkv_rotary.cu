@@ -120,8 +120,9 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
                          Tensor& v_cache) {
   const int64_t n = qkv.size(0);
   if (n == 0) return;
-  VELA_CHECK(q_out.size(2) <= kMaxPerLane * 32, "qkv_rotary_kv_write: CUDA supports head_dim <= ",
-             kMaxPerLane * 32, ", got ", q_out.size(2));
+  VELA_CHECK(q_out.size(2) <= kMaxPerLane * 32,
+             "qkv_rotary_kv_write: CUDA supports head_dim <= ", kMaxPerLane * 32, ", got ",
+             q_out.size(2));
   QkvRotaryArgs a{};
   a.qkv = qkv.data_ptr();
   a.qkv_stride = qkv.stride(0);

@@ -64,15 +64,18 @@ TEST(FusedGemm, EqualsTheUnfusedOps) {
 }
 
 TEST(FusedGemm, BadInputNamesTheProblem) {
-  Tensor x = Tensor::empty({2, 16}), w = Tensor::empty({8, 12}), out = Tensor::empty({2, 8});
-  Tensor nw = Tensor::empty({16});
+  Tensor x = Tensor::empty({2, 16}, DType::kF32), w = Tensor::empty({8, 12}, DType::kF32),
+         out = Tensor::empty({2, 8}, DType::kF32);
+  Tensor nw = Tensor::empty({16}, DType::kF32);
   EXPECT_THROW(ops::rms_norm_gemm(x, nw, 1e-5f, w, out), InvalidArgument);
-  EXPECT_THROW(ops::rms_norm_gemm(x, Tensor::empty({15}), 1e-5f, Tensor::empty({8, 16}), out),
+  EXPECT_THROW(ops::rms_norm_gemm(x, Tensor::empty({15}, DType::kF32), 1e-5f,
+                                  Tensor::empty({8, 16}, DType::kF32), out),
                InvalidArgument);
   EXPECT_THROW(ops::gemm_add(x, w, out), InvalidArgument);
-  EXPECT_THROW(ops::silu_mul_gemm_add(Tensor::empty({2, 15}), w, out), InvalidArgument);
-  Tensor act = Tensor::empty({2, 5});
-  EXPECT_THROW(ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, Tensor::empty({8, 16}), act),
+  EXPECT_THROW(ops::silu_mul_gemm_add(Tensor::empty({2, 15}, DType::kF32), w, out),
+               InvalidArgument);
+  Tensor act = Tensor::empty({2, 5}, DType::kF32);
+  EXPECT_THROW(ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, Tensor::empty({8, 16}, DType::kF32), act),
                InvalidArgument);
   EXPECT_THROW(ops::gemm_add(x, Tensor::empty({8, 16}, DType::kBF16), out), InvalidArgument);
 }
@@ -115,14 +118,16 @@ TEST(QkvRotary, EqualsSplitNormRotaryAndKvWrite) {
       EXPECT_EQ(to_doubles(vc), to_doubles(vc_want));
     }
   }
-  Tensor q = Tensor::empty({n, h, d}), kc = Tensor::empty({n_slots, hkv, d});
-  Tensor vc = Tensor::empty({n_slots, hkv, d});
-  EXPECT_THROW(ops::qkv_rotary_kv_write(Tensor::empty({n, 100}), positions, table, Tensor(),
-                                        Tensor(), 1e-6f, loc, q, kc, vc),
+  Tensor q = Tensor::empty({n, h, d}, DType::kF32),
+         kc = Tensor::empty({n_slots, hkv, d}, DType::kF32);
+  Tensor vc = Tensor::empty({n_slots, hkv, d}, DType::kF32);
+  EXPECT_THROW(ops::qkv_rotary_kv_write(Tensor::empty({n, 100}, DType::kF32), positions, table,
+                                        Tensor(), Tensor(), 1e-6f, loc, q, kc, vc),
                InvalidArgument);
-  EXPECT_THROW(ops::qkv_rotary_kv_write(Tensor::empty({n, (h + 2 * hkv) * d}), positions, table,
-                                        Tensor::empty({d}), Tensor(), 1e-6f, loc, q, kc, vc),
-               InvalidArgument);
+  EXPECT_THROW(
+      ops::qkv_rotary_kv_write(Tensor::empty({n, (h + 2 * hkv) * d}, DType::kF32), positions, table,
+                               Tensor::empty({d}, DType::kF32), Tensor(), 1e-6f, loc, q, kc, vc),
+      InvalidArgument);
 }
 
 }  // namespace

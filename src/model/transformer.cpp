@@ -2,6 +2,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/rng.h"
 #include "core/scratch_arena.h"
@@ -83,6 +84,24 @@ Tensor Transformer::forward_dense(const Tensor& ids, const Tensor& doc_ids,
   return logits_from_hidden(flat).view({b, t, config.vocab_size});
 }
 
+bool Transformer::fused_decode_default() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VELA_FUSED_DECODE");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+bool Transformer::use_fused_packed(int64_t n_tokens) const {
+  // One row only: at 2..8 rows the per-warp norm of the fused GEMVs costs more than the kernels it
+  // saves (graph-timed, docs/kernels.md), so those batches keep the unfused ops.
+  if (!fused_decode || !device().is_cuda() || n_tokens != 1) return false;
+  if (dtype() != DType::kBF16 && dtype() != DType::kF16) return false;
+  for (const DecoderBlock& b : blocks)
+    if (!b.fusable_packed()) return false;
+  return true;
+}
+
 Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
                                    const KVCacheView& kv, const Tensor& logits_indices) const {
   VELA_CHECK(ids.dim() == 1 && ids.dtype() == DType::kI32,
@@ -96,11 +115,17 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   ops::embedding(embed, ids, residual);
   // `normed` carries each block's normalized input; the last block leaves final_norm(residual).
   Tensor normed = scratch_tensor({n, h}, dtype(), device());
-  if (!blocks.empty())
+  if (use_fused_packed(n)) {
+    // Decode-sized batches on CUDA: each block's norms, SiLU*up and residual adds live inside its
+    // GEMVs (DecoderBlock::forward_packed_fused), 5 kernels plus attention per layer.
+    for (size_t l = 0; l < blocks.size(); ++l)
+      blocks[l].forward_packed_fused(residual, positions, table, kv, static_cast<int64_t>(l));
+    ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
+  } else if (!blocks.empty())
     ops::rms_norm(residual, blocks[0].input_norm, blocks[0].eps, normed);
   else
     ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
-  for (size_t l = 0; l < blocks.size(); ++l) {
+  for (size_t l = 0; !use_fused_packed(n) && l < blocks.size(); ++l) {
     const bool last = l + 1 == blocks.size();
     blocks[l].forward_packed(residual, normed, positions, table, kv, static_cast<int64_t>(l),
                              last ? final_norm : blocks[l + 1].input_norm,

@@ -64,7 +64,15 @@ class Transformer {
   // how an in-process trainer lets the engine read its compute weights without a copy.
   bool same_storage(const Transformer& other) const;
 
+  // forward_packed runs single-token steps (batch-1 decode; CUDA, bf16/f16, every block fusable)
+  // through the fused blocks (DecoderBlock::forward_packed_fused). Default on; the environment
+  // variable VELA_FUSED_DECODE=0 sets the default off (A/B measurements), tests flip it directly.
+  bool fused_decode = fused_decode_default();
+  static bool fused_decode_default();
+
  private:
+  // Whether forward_packed of n_tokens takes the fused blocks (see fused_decode).
+  bool use_fused_packed(int64_t n_tokens) const;
   Tensor rope_table_;  // [max_position_embeddings, rotary_dim] f32
   Tensor logits_from_hidden(const Tensor& hidden) const;
 };

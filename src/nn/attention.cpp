@@ -7,7 +7,9 @@
 #include "nn/lora.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "ops/fused_gemm.h"
 #include "ops/gemm.h"
+#include "ops/qkv_rotary.h"
 #include "ops/rms_norm.h"
 #include "ops/rotary.h"
 
@@ -45,6 +47,12 @@ void Attention::forward_packed(const Tensor& x, const Tensor& positions, const T
   Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
   ops::kv_write(k, v, kv.out_cache_loc, k_cache, v_cache);
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
+  attend(q, k_cache, v_cache, kv, attn);
+  o.forward(attn.view({x.size(0), cfg.q_dim()}), out);
+}
+
+void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const KVCacheView& kv, Tensor& attn) const {
   float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   switch (kv.mode) {
     case AttentionMode::kDecode: {
@@ -63,7 +71,26 @@ void Attention::forward_packed(const Tensor& x, const Tensor& positions, const T
                            kv.qo_indptr, scale, attn);
       break;
   }
-  o.forward(attn.view({x.size(0), cfg.q_dim()}), out);
+}
+
+bool Attention::fusable_packed() const {
+  return !qkv.bias.defined() && !qkv.lora && !o.bias.defined() && !o.lora;
+}
+
+void Attention::forward_packed_fused(Tensor& residual, const Tensor& input_norm, float eps,
+                                     const Tensor& positions, const Tensor& rope_table,
+                                     const KVCacheView& kv, int64_t layer_idx) const {
+  ScratchMark temporaries;
+  const int64_t n = residual.size(0);
+  Tensor qkv_out = scratch_tensor({n, qkv.out_features()}, residual.dtype(), residual.device());
+  ops::rms_norm_gemm(residual, input_norm, eps, qkv.weight, qkv_out);
+  Tensor q = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, residual.dtype(), residual.device());
+  Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
+  ops::qkv_rotary_kv_write(qkv_out, positions, rope_table, q_norm, k_norm, cfg.norm_eps,
+                           kv.out_cache_loc, q, k_cache, v_cache);
+  Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
+  attend(q, k_cache, v_cache, kv, attn);
+  ops::gemm_add(attn.view({n, cfg.q_dim()}), o.weight, residual);
 }
 
 void Attention::forward_dense(const Tensor& x, const Tensor& positions, const Tensor& rope_table,

@@ -48,6 +48,14 @@ struct Attention {
   void forward_packed(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
                       const KVCacheView& kv, int64_t layer_idx, Tensor& out) const;
 
+  // Whether forward_packed_fused computes this layer (no biases, no LoRA on qkv / o).
+  bool fusable_packed() const;
+  // The packed path with its neighbours fused (the decode path, ops/fused_gemm.h and
+  // ops/qkv_rotary.h): residual += o(attention(rotary(qkv(rms_norm(residual, input_norm))))).
+  //   residual: [n_tokens, hidden], updated in place
+  void forward_packed_fused(Tensor& residual, const Tensor& input_norm, float eps,
+                            const Tensor& positions, const Tensor& rope_table,
+                            const KVCacheView& kv, int64_t layer_idx) const;
   // Dense training path (causal, document boundaries optional).
   //   x: [batch, seq, hidden]   positions: [batch * seq] i32   doc_ids: [batch, seq] i32 or undefined
   //   out: [batch, seq, hidden]
@@ -63,6 +71,9 @@ struct Attention {
                       Tensor& dx, AttentionGrads& grads) const;
 
  private:
+  // Attention of q [n, H, D] over layer caches by kv.mode into attn [n, H, D].
+  void attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const KVCacheView& kv,
+              Tensor& attn) const;
   // Projects x [n, hidden] into contiguous q [n, H, D], k and v [n, Hkv, D], applies QK-norm and
   // rotary to q and k.
   void project_qkv(const Tensor& x, const Tensor& positions, const Tensor& rope_table, Tensor& q,

@@ -4,6 +4,7 @@
 
 #include "core/scratch_arena.h"
 #include "ops/elementwise.h"
+#include "ops/fused_gemm.h"
 #include "ops/rms_norm.h"
 
 namespace vela {
@@ -19,6 +20,21 @@ void DecoderBlock::forward_packed(Tensor& residual, Tensor& normed, const Tensor
   ops::add_rms_norm(attn_out, residual, post_norm, eps, mlp_in);  // residual += attn_out
   ffn_forward(mlp_in, attn_out);
   ops::add_rms_norm(attn_out, residual, next_norm, next_eps, normed);  // residual += mlp_out
+}
+
+bool DecoderBlock::fusable_packed() const {
+  auto plain = [](const Linear& l) { return !l.bias.defined() && !l.lora; };
+  return !moe.defined() && attn.fusable_packed() && plain(mlp.gate_up) && plain(mlp.down);
+}
+
+void DecoderBlock::forward_packed_fused(Tensor& residual, const Tensor& positions,
+                                        const Tensor& rope_table, const KVCacheView& kv,
+                                        int64_t layer_idx) const {
+  attn.forward_packed_fused(residual, input_norm, eps, positions, rope_table, kv, layer_idx);
+  ScratchMark temporaries;
+  Tensor act = scratch_tensor({residual.size(0), mlp.inter()}, residual.dtype(), residual.device());
+  ops::rms_norm_gemm_silu_mul(residual, post_norm, eps, mlp.gate_up.weight, act);
+  ops::gemm_add(act, mlp.down.weight, residual);  // residual += down(silu(gate) * up)
 }
 
 void DecoderBlock::forward_dense(Tensor& residual, const Tensor& positions,

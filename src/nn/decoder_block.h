@@ -57,6 +57,13 @@ struct DecoderBlock {
   void forward_packed(Tensor& residual, Tensor& normed, const Tensor& positions,
                       const Tensor& rope_table, const KVCacheView& kv, int64_t layer_idx,
                       const Tensor& next_norm, float next_eps) const;
+  // Whether forward_packed_fused computes this block: a dense MLP, no biases or LoRA.
+  bool fusable_packed() const;
+  // The packed path as the decode step runs it on CUDA: 5 kernels (ops/fused_gemm.h,
+  // ops/qkv_rotary.h) plus attention; residual: [n_tokens, hidden], updated in place to the
+  // block's output (un-normed: the next block's norm is its first GEMV's prologue).
+  void forward_packed_fused(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
+                            const KVCacheView& kv, int64_t layer_idx) const;
   // residual: [batch, seq, hidden], updated in place.
   void forward_dense(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
                      const Tensor& doc_ids) const;

@@ -18,6 +18,12 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out);
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out);
 void rotary(Tensor& x, const Tensor& positions, const Tensor& table);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+// ops/fused_gemm.h (cpu/fused_gemm.cpp)
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
+void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                            Tensor& act);
+void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual);
+void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual);
 void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);
 void softmax(const Tensor& x, Tensor& out);
 void log_softmax(const Tensor& x, Tensor& out);
@@ -31,6 +37,11 @@ void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
                       float scale, Tensor& out, const Tensor& lse);
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,
               Tensor& v_cache);
+// ops/qkv_rotary.h
+void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tensor& table,
+                         const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const Tensor& req_to_token, const Tensor& req_pool_indices,
                      const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out);

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -99,6 +100,47 @@ __host__ __device__ __forceinline__ int split_chunk(int n_keys, int n_splits) {
 __host__ __device__ __forceinline__ int live_splits(int n_keys, int n_splits) {
   const int chunk = split_chunk(n_keys, n_splits);
   return chunk == 0 ? 0 : (n_keys + chunk - 1) / chunk;
+}
+
+// ---- online softmax over one key tile of a 16-row mma tile ----
+// The update shared by the tensor-core kernels (flash forward, prefill, GQA decode). s holds the
+// tile's raw scores as NT m16n8 accumulator fragments: element e of fragment nt belongs to row
+// lane / 4 (e < 2) or lane / 4 + 8 (e >= 2), so a row's scores are spread over the 4 lanes of a
+// quad. Per row half r: the running max m[r] (log2 domain, scores times scale_log2) takes the
+// tile's, the scores become P = 2^(s * scale_log2 - m) in place, l[r] becomes l * corr + sum(P) and
+// the O accumulators o[OT][4] are rescaled by corr = 2^(m_old - m_new). Fully masked rows (-inf)
+// keep m = -inf and P = 0.
+template <int NT, int OT>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m)[2],
+                                                    float (&l)[2], float (&o)[OT][4],
+                                                    float scale_log2) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[r], mx * scale_log2);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    const float corr = exp2f(m[r] - m_use);
+    m[r] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        s[nt][e] = exp2f(fmaf(s[nt][e], scale_log2, -m_use));
+        sum += s[nt][e];
+      }
+    }
+    l[r] = l[r] * corr + sum;
+#pragma unroll
+    for (int dt = 0; dt < OT; ++dt) {
+      o[dt][2 * r] *= corr;
+      o[dt][2 * r + 1] *= corr;
+    }
+  }
 }
 
 // ---- head_dim dispatch ----

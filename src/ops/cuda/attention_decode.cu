@@ -20,6 +20,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
 
@@ -95,6 +96,8 @@ struct RowsCfg {
 template <typename T, int D, int kG, bool kExact>
 static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(RowsArgs a) {
   using Cfg = RowsCfg<T, D, kG>;
+  pdl_wait();  // q and this step's K/V come from the kernel before (launched with launch_pdl)
+  pdl_launch_dependents();
   constexpr int kVec = Cfg::kVec, kTpk = Cfg::kTpk, kKpp = Cfg::kKpp, kKps = Cfg::kKps;
   constexpr int kVec16 = Cfg::kVec16;
   const int hd = kExact ? D : a.head_dim;
@@ -336,11 +339,46 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
     if (direct) {
+      pdl_wait();
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
       for (int i = tid; i < group * hd; i += kMmaThreads) out[i] = from_float<T>(0.0f);
     }
     return;
   }
+
+  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
+  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
+  // Tile t of the window starting at key wb (slots staged in s_slots) into buffer t & 1.
+  auto load_tile = [&](int t, int wb, int we) {
+    const int buf = t & 1;
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int idx = tid + i * kMmaThreads, r = idx / kChunks, c = idx % kChunks;
+      const int key = t * kMmaKeys + r;
+      const bool valid = wb + key < we && (kExact || c < hc);
+      const int64_t src = valid ? s_slots[key] * slot_stride + c * 8 : 0;
+      const int dst = buf * kMmaKeys * D + smem_swizzle<D>(r, c);
+      cp_async16(sk + dst, kbase + src, valid);
+      cp_async16(sv + dst, vbase + src, valid);
+    }
+  };
+  // Before waiting on the previous kernel (programmatic dependent launch): the metadata and every
+  // key but this step's (the last) were written by work that completed before that kernel began,
+  // so the first window's slots, and its first tile when that tile stops short of the newest key,
+  // load while the previous kernel (rotary + KV write) drains.
+  const int first_we = min(begin + kSlotWindow, end);
+  const bool early_tile = begin + kMmaKeys <= n_keys - 1;
+#pragma unroll 8
+  for (int i = tid; i < first_we - begin; i += kMmaThreads) s_slots[i] = slots_of[begin + i];
+  if (early_tile) {
+    __syncthreads();
+    load_tile(0, begin, first_we);
+    cp_async_commit();
+  }
+  pdl_wait();
+  pdl_launch_dependents();
 
   // Q rows = the group's heads (rows >= group are zero).
   const T* qbase = static_cast<const T*>(a.q) + row * a.q_token_stride + head0 * hd;
@@ -352,11 +390,6 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   cp_async_commit();  // waited for with the first window's slots (the loads overlap)
   uint32_t qf[D / 16][4];
 
-  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
-  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
-  const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
-  const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
-
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -364,9 +397,11 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
 
   for (int wb = begin; wb < end; wb += kSlotWindow) {
     const int we = min(wb + kSlotWindow, end);
-    __syncthreads();  // the previous window's copies are issued and its tiles consumed
+    if (wb != begin) {
+      __syncthreads();  // the previous window's copies are issued and its tiles consumed
 #pragma unroll 8
-    for (int i = tid; i < we - wb; i += kMmaThreads) s_slots[i] = slots_of[wb + i];
+      for (int i = tid; i < we - wb; i += kMmaThreads) s_slots[i] = slots_of[wb + i];
+    }
     cp_async_wait<0>();
     __syncthreads();
     if (wb == begin) {
@@ -375,25 +410,14 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
         ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(lane & 15, 2 * kk + (lane >> 4)));
     }
     const int n_tiles = (we - wb + kMmaKeys - 1) / kMmaKeys;
-    auto load_tile = [&](int t) {
-      const int buf = t & 1;
-#pragma unroll
-      for (int i = 0; i < kLoads; ++i) {
-        const int idx = tid + i * kMmaThreads, r = idx / kChunks, c = idx % kChunks;
-        const int key = t * kMmaKeys + r;
-        const bool valid = wb + key < we && (kExact || c < hc);
-        const int64_t src = valid ? s_slots[key] * slot_stride + c * 8 : 0;
-        const int dst = buf * kMmaKeys * D + smem_swizzle<D>(r, c);
-        cp_async16(sk + dst, kbase + src, valid);
-        cp_async16(sv + dst, vbase + src, valid);
-      }
-    };
-    load_tile(0);
-    cp_async_commit();
+    if (wb != begin || !early_tile) {
+      load_tile(0, wb, we);
+      cp_async_commit();
+    }
     for (int t = 0; t < n_tiles; ++t) {
       cp_async_wait<0>();
       __syncthreads();  // tile t landed everywhere; everyone is done with tile t - 1
-      if (t + 1 < n_tiles) load_tile(t + 1);
+      if (t + 1 < n_tiles) load_tile(t + 1, wb, we);
       cp_async_commit();
       const T* skb = sk + (t & 1) * kMmaKeys * D;
       const T* svb = sv + (t & 1) * kMmaKeys * D;
@@ -416,32 +440,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
           }
         }
       }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx =
-            fmaxf(fmaxf(sc[0][2 * r], sc[0][2 * r + 1]), fmaxf(sc[1][2 * r], sc[1][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[r], mx * a.scale_log2);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float corr = exp2f(m[r] - m_use);
-        m[r] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            sc[nt][e] = exp2f(fmaf(sc[nt][e], a.scale_log2, -m_use));
-            sum += sc[nt][e];
-          }
-        }
-        l[r] = l[r] * corr + sum;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          o[dt][2 * r] *= corr;
-          o[dt][2 * r + 1] *= corr;
-        }
-      }
+      online_softmax_tile(sc, m, l, o, a.scale_log2);
       const uint32_t pa[4] = {pack2<T>(sc[0][0], sc[0][1]), pack2<T>(sc[0][2], sc[0][3]),
                               pack2<T>(sc[1][0], sc[1][1]), pack2<T>(sc[1][2], sc[1][3])};
 #pragma unroll
@@ -515,6 +514,8 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
   __shared__ float s_w[kMergeThreads];
   __shared__ float s_red[2][kMergeThreads / 32];
   __shared__ float4 s_acc[kMergeThreads];
+  pdl_wait();  // the partials of the split kernel
+  pdl_launch_dependents();
   const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   int seq, n_keys;
@@ -575,13 +576,11 @@ void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
-  decode_mma_kernel<T, D, kExact>
-      <<<grid, kMmaThreads, MmaDecodeCfg<D>::kSmemBytes, current_stream()>>>(a);
-  VELA_CUDA_CHECK_LAUNCH();
+  launch_pdl(decode_mma_kernel<T, D, kExact>, grid, dim3(kMmaThreads),
+             MmaDecodeCfg<D>::kSmemBytes, a);
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    merge_splits_kernel<T, D, kExact><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
-    VELA_CUDA_CHECK_LAUNCH();
+    launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
   }
 }
 
@@ -604,12 +603,10 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
   const dim3 grid(static_cast<unsigned>(n_rows),
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));
-  rows_attention_kernel<T, D, kG, kExact><<<grid, kRowThreads, kSmem, current_stream()>>>(a);
-  VELA_CUDA_CHECK_LAUNCH();
+  launch_pdl(rows_attention_kernel<T, D, kG, kExact>, grid, dim3(kRowThreads), kSmem, a);
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    merge_splits_kernel<T, D, kExact><<<mgrid, kMergeThreads, 0, current_stream()>>>(a);
-    VELA_CUDA_CHECK_LAUNCH();
+    launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
   }
 }
 

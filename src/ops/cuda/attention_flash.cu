@@ -327,33 +327,7 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(FlashPa
       }
     }
     // Online softmax per row (a row's 64 scores are spread over the 4 lanes of a quad).
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kTile / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[r], mx * a.scale_log2);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = exp2f(m[r] - m_use);
-      m[r] = m_new;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < kTile / 8; ++nt) {
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[nt][e] = exp2f(fmaf(s[nt][e], a.scale_log2, -m_use));
-          sum += s[nt][e];
-        }
-      }
-      l[r] = l[r] * corr + sum;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][2 * r] *= corr;
-        o[dt][2 * r + 1] *= corr;
-      }
-    }
+    online_softmax_tile(s, m, l, o, a.scale_log2);
     mma_scores_x_tile<T, D>(o, s, sv + buf * kTile * D, lane, hd);
     kt = kt_next;
   }

@@ -17,6 +17,16 @@ void gemm_scale_c(Tensor& c, float beta, int64_t n_batch, int64_t m, int64_t n);
 // problem does not have that shape (gemm then uses cuBLASLt).
 bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
+// The fused decode GEMVs of ops/fused_gemm.h (gemv.cu); false when the problem is not 1..8
+// aligned bf16/f16 rows (or its staged input exceeds the kernel's shared memory).
+bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
+bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                        Tensor& act);
+bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual);
+bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
+// Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
+// 1/2, the latter at one row only); 0 = the shape heuristic.
+void gemv_set_split(int parts, int cols);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void mul(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& x, float s, Tensor& out);
@@ -36,6 +46,11 @@ void cast(const Tensor& x, Tensor& out);
 // Attention (ops/attention.h). Device metadata is trusted: kv_write skips out-of-range slots.
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,
               Tensor& v_cache);
+// ops/qkv_rotary.h
+void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tensor& table,
+                         const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache);
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,

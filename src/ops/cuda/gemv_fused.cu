@@ -1,0 +1,54 @@
+// The fused decode GEMVs of ops/fused_gemm.h: rms_norm or SiLU*up prologue, residual-add
+// epilogue (kernel in gemv_kernel.cuh).
+#include "ops/cuda/gemv_kernel.cuh"
+
+namespace vela::ops::cuda {
+
+using namespace gemv_detail;
+
+bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
+  if (!gemv_operands_ok(x, x.size(1), w, out) || out.dtype() != x.dtype()) return false;
+  if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
+  DeviceGuard guard(out.device().index);
+  GemvArgs args = make_args(x, w, out, x.size(1), 1.0f);
+  args.norm_w = norm_w.data_ptr();
+  args.norm_f32 = norm_w.dtype() == DType::kF32;
+  args.eps = eps;
+  dispatch_fused<GemvIn::kRmsNorm, GemvOut::kStore>(x.dtype(), args);
+  return true;
+}
+
+bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                        Tensor& act) {
+  if (!gemv_operands_ok(x, x.size(1), w, act) || act.dtype() != x.dtype()) return false;
+  if (w.size(0) != 2 * act.size(1)) return false;
+  if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
+  DeviceGuard guard(act.device().index);
+  GemvArgs args = make_args(x, w, act, x.size(1), 1.0f);
+  args.n = act.size(1);  // gate / up pairs
+  args.norm_w = norm_w.data_ptr();
+  args.norm_f32 = norm_w.dtype() == DType::kF32;
+  args.eps = eps;
+  dispatch_fused<GemvIn::kRmsNorm, GemvOut::kSiluMul>(x.dtype(), args);
+  return true;
+}
+
+bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual) {
+  if (!gemv_operands_ok(a, a.size(1), w, residual) || residual.dtype() != a.dtype()) return false;
+  DeviceGuard guard(residual.device().index);
+  dispatch_fused<GemvIn::kPlain, GemvOut::kAdd>(a.dtype(),
+                                                make_args(a, w, residual, a.size(1), 1.0f));
+  return true;
+}
+
+bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual) {
+  const int64_t k = h.size(1) / 2;
+  if (h.size(1) % 2 != 0 || !gemv_operands_ok(h, k, w, residual) || residual.dtype() != h.dtype())
+    return false;
+  if (h.size(0) * k * static_cast<int64_t>(h.element_size()) > kStageMaxBytes) return false;
+  DeviceGuard guard(residual.device().index);
+  dispatch_fused<GemvIn::kSiluMul, GemvOut::kAdd>(h.dtype(), make_args(h, w, residual, k, 1.0f));
+  return true;
+}
+
+}  // namespace vela::ops::cuda

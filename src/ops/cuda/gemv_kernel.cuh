@@ -1,0 +1,377 @@
+// The decode GEMV kernel (included by gemv.cu and gemv_fused.cu): skinny GEMM
+// c[M, N] = alpha * a[M, K] @ w[N, K]^T with M <= 8 (the batch rows of a decode step) and bf16/f16
+// inputs, plus the fused forms of a decode layer (ops/fused_gemm.h):
+//   in kRmsNorm:  the input is rms_norm(x) * norm_w: every warp takes the rows' rms itself and
+//                 normalises each chunk of x as it loads it
+//   in kSiluMul:  the input is silu(gate) * up of a [M, 2K] gate|up row, staged by every block in
+//                 shared memory
+//   out kAdd:     the output is added into c (the residual) instead of stored
+//   out kSiluMul: the warp's two columns are gate j and up j, the output silu(gate) * up
+// Each of them is rounded to the storage type exactly where the unfused ops round, so the fused
+// and unfused paths differ only in fp32 summation order.
+//
+// It is a matrix-vector product per row of a, bound by reading w once: each warp owns C adjacent
+// output columns (W warps split their K when the output is too narrow to fill the SMs), streams
+// their rows with 16-byte loads (kUnroll per column in flight plus the next kUnroll prefetched
+// while the current ones are used) and dots them with the M rows of a (L1/L2, or shared memory for
+// the staged forms). The first loads of w are issued before pdl_wait(): under programmatic
+// dependent launch (pdl.cuh) the weights of the next GEMV stream while the previous kernel drains.
+#pragma once
+
+#include <atomic>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
+
+namespace vela::ops::cuda::gemv_detail {
+
+constexpr int kGemvWarps = 8;  // warps per block
+constexpr int kGemvVec = 8;    // elements per 16-byte load of bf16/f16
+constexpr int kUnroll = 4;     // 16-byte loads of w per lane per step (and as many prefetched)
+constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused) input
+
+enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
+// kSiluMul out: the warp's C = 2 columns are gate row j and up row j + n (w is [2n, k] = gate |
+// up) and the epilogue stores silu(gate) * up (each rounded as the unfused gemm + silu_and_mul).
+enum class GemvOut { kStore, kAdd, kSiluMul };
+
+struct GemvArgs {
+  const void* a;  // plain: [m, k]; kRmsNorm: x [m, k]; kSiluMul: [m, 2k] = gate | up
+  int64_t lda;
+  const void* w;  // [n, k]
+  int64_t ldw;
+  void* c;  // [m, n]: out (kStore) or residual (kAdd, updated in place)
+  int64_t ldc;
+  const void* norm_w;  // kRmsNorm: [k], f32 or the input dtype
+  bool norm_f32;
+  float eps;
+  int64_t n, k;
+  int m;  // rows actually present (<= the kernel's M)
+  float alpha;
+};
+
+__device__ __forceinline__ uint4 load_w(const void* p) {
+  // Weights are read once per step: keep them out of L1.
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+}
+
+// kSiluMul input: fills xs [m, k] (T) with silu(gate) * up, rounded to T as silu_and_mul stores
+// it (the whole block, then a barrier).
+template <typename T, int M, GemvIn IN>
+__device__ void stage_input(const GemvArgs& args, T* xs) {
+  const T* a = static_cast<const T*>(args.a);
+  const int nv = static_cast<int>(args.k / kGemvVec);
+  constexpr int kThreads = kGemvWarps * 32;
+  for (int mi = 0; mi < args.m; ++mi) {
+    const T* g = a + mi * args.lda;
+    const T* u = g + args.k;
+    for (int v = threadIdx.x; v < nv; v += kThreads) {
+      float gv[kGemvVec], uv[kGemvVec];
+      load_float<kGemvVec>(g + v * kGemvVec, gv);
+      load_float<kGemvVec>(u + v * kGemvVec, uv);
+#pragma unroll
+      for (int i = 0; i < kGemvVec; ++i) gv[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
+      store_float<kGemvVec>(xs + mi * args.k + v * kGemvVec, gv);
+    }
+  }
+  __syncthreads();
+}
+
+// Each warp owns C adjacent output columns (their loads are in flight together, so a short row
+// still keeps the memory pipe full), W warps split their K.
+template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
+static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs args) {
+  constexpr bool kPairs = OUT == GemvOut::kSiluMul;
+  static_assert(!kPairs || C == 2, "the SiLU epilogue takes a gate and an up column per warp");
+  constexpr int kColsPerBlock = kGemvWarps / W * (kPairs ? 1 : C);
+  constexpr bool kStaged = IN == GemvIn::kSiluMul;
+  constexpr bool kNorm = IN == GemvIn::kRmsNorm;
+  extern __shared__ uint4 stage_smem[];
+  __shared__ float partial[kGemvWarps][C][M];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int part = warp % W;
+  const int64_t n = args.n, k = args.k;
+  const int m = args.m;
+  const int64_t col0 =
+      static_cast<int64_t>(blockIdx.x) * kColsPerBlock + (warp / W) * (kPairs ? 1 : C);
+  const T* wr[C];
+  bool live[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t row = kPairs ? col0 + c * n : col0 + c;  // kPairs: gate j, up j
+    live[c] = kPairs ? col0 < n : col0 + c < n;
+    wr[c] = static_cast<const T*>(args.w) + (live[c] ? row : 0) * args.ldw;
+  }
+  constexpr int64_t kStep = 32 * kGemvVec * W;  // elements between a lane's consecutive loads
+  const int64_t k_first = (static_cast<int64_t>(part) * 32 + lane) * kGemvVec;
+
+  // Weights do not depend on the previous kernel: start streaming them before waiting on it.
+  uint4 cur[C][kUnroll];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = k_first + u * kStep;
+      if (live[c] && kk < k) cur[c][u] = load_w(wr[c] + kk);
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+
+  const T* xs;
+  int64_t ldx;
+  if constexpr (kStaged) {
+    T* s = reinterpret_cast<T*>(stage_smem);
+    stage_input<T, M, IN>(args, s);
+    xs = s;
+    ldx = k;
+  } else {
+    xs = static_cast<const T*>(args.a);
+    ldx = args.lda;
+  }
+  // kRmsNorm: every warp takes the rows' sums of squares itself (L1-resident, no block barrier)
+  // and normalises each chunk of x as it uses it.
+  float rstd[M];
+#pragma unroll
+  for (int mi = 0; mi < M; ++mi) rstd[mi] = 0.0f;
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) {
+      if (mi < m) {
+        float ss = 0.0f;
+        for (int64_t kk = lane * kGemvVec; kk < k; kk += 32 * kGemvVec) {
+          float f[kGemvVec];
+          load_float<kGemvVec>(xs + mi * ldx + kk, f);
+#pragma unroll
+          for (int i = 0; i < kGemvVec; ++i) ss += f[i] * f[i];
+        }
+        rstd[mi] = rsqrtf(warp_sum(ss) / static_cast<float>(k) + args.eps);
+      }
+    }
+  }
+
+  float acc[C][M];
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) acc[c][mi] = 0.0f;
+  for (int64_t base = k_first; base < k; base += kUnroll * kStep) {
+    uint4 nxt[C][kUnroll];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t kk = base + (kUnroll + u) * kStep;
+        if (live[c] && kk < k) nxt[c][u] = load_w(wr[c] + kk);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = base + u * kStep;
+      if (kk < k) {
+        float nwf[kGemvVec];
+        if constexpr (kNorm) {
+          if (args.norm_f32)
+            load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + kk, nwf);
+          else
+            load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + kk, nwf);
+        }
+#pragma unroll
+        for (int mi = 0; mi < M; ++mi) {
+          if (mi < m) {
+            float xf[kGemvVec];
+            load_float<kGemvVec>(xs + mi * ldx + kk, xf);
+            if constexpr (kNorm) {
+              // rms_norm's stored value: round(x * rstd * w)
+#pragma unroll
+              for (int i = 0; i < kGemvVec; ++i)
+                xf[i] = to_float(from_float<T>(xf[i] * rstd[mi] * nwf[i]));
+            }
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+              float wf[kGemvVec];
+              unpack16<T>(cur[c][u], wf);
+#pragma unroll
+              for (int i = 0; i < kGemvVec; ++i) acc[c][mi] += wf[i] * xf[i];
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) cur[c][u] = nxt[c][u];
+  }
+
+  // Lane c * M + mi of the columns' first warp ends up holding (column c, row mi).
+  float result = 0.0f;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) {
+      const float s = warp_sum(acc[c][mi]);
+      if constexpr (W == 1) {
+        if (lane == c * M + mi) result = s;
+      } else if (lane == 0) {
+        partial[warp][c][mi] = s;
+      }
+    }
+  }
+  if constexpr (W > 1) {
+    __syncthreads();
+    if (part == 0 && lane < C * M) {
+#pragma unroll
+      for (int p = 0; p < W; ++p) result += partial[warp + p][lane / M][lane % M];
+    }
+  }
+  if constexpr (kPairs) {
+    // Lane mi holds gate row mi, lane M + mi the up row: bring the up value over.
+    const float up = __shfl_down_sync(0xffffffffu, result, M);
+    if (part == 0 && lane < m && col0 < n) {
+      const float g = to_float(from_float<T>(args.alpha * result));
+      const float u = to_float(from_float<T>(args.alpha * up));
+      static_cast<TC*>(args.c)[lane * args.ldc + col0] = from_float<TC>(g / (1.0f + expf(-g)) * u);
+    }
+    return;
+  }
+  const int c = lane / M, mi = lane % M;
+  if (part == 0 && lane < C * M && mi < m && col0 + c < n) {
+    TC* out = static_cast<TC*>(args.c) + mi * args.ldc + col0 + c;
+    if constexpr (OUT == GemvOut::kAdd) {
+      // residual += round(a @ w^T), rounded again: what gemm + add_rms_norm store.
+      const float y = to_float(from_float<T>(args.alpha * result));
+      *out = from_float<TC>(y + to_float(*out));
+    } else {
+      *out = from_float<TC>(args.alpha * result);
+    }
+  }
+}
+
+template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
+void launch_gemv(const GemvArgs& args) {
+  constexpr int kColsPerBlock = kGemvWarps / W * (OUT == GemvOut::kSiluMul ? 1 : C);
+  const unsigned blocks = static_cast<unsigned>((args.n + kColsPerBlock - 1) / kColsPerBlock);
+  size_t smem = 0;
+  auto kernel = gemv_kernel<T, TC, M, W, C, IN, OUT>;
+  if constexpr (IN == GemvIn::kSiluMul) {
+    smem = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
+    if (smem > 48 * 1024)  // opt in above the default (per device, so every time: a host call)
+      VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kStageMaxBytes));
+  }
+  launch_pdl(kernel, dim3(blocks), dim3(kGemvWarps * 32), smem, args);
+}
+
+template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
+void dispatch_c(const GemvArgs& args, int cols) {
+  if constexpr (OUT == GemvOut::kSiluMul) {
+    launch_gemv<T, TC, M, W, 2, IN, OUT>(args);
+  } else {
+    if constexpr (M == 1)
+      if (cols == 2) return launch_gemv<T, TC, M, W, 2, IN, OUT>(args);
+    launch_gemv<T, TC, M, W, 1, IN, OUT>(args);
+  }
+}
+
+// The split: W warps per column and C columns per warp (graph-timed on the H200 at bench-1b's
+// shapes, docs/kernels.md): wide outputs (>= 4 blocks per SM at one warp per column: gate_up, the
+// LM head) W = 1 at one row, 2 at more; long rows (K >= 4096: down) W = 8; the narrow short ones
+// (q|k|v, o) W = 2 and, at one row, C = 2. gemv_set_split() overrides both (benchmarks).
+extern std::atomic<int> g_force_parts, g_force_cols;  // gemv.cu
+
+template <typename T, typename TC, int M, GemvIn IN, GemvOut OUT>
+void dispatch_w(const GemvArgs& args) {
+  const int64_t n = args.n, k = args.k;
+  const int64_t sms = n_sms();
+  int parts = 1, cols = 1;
+  const int64_t columns = OUT == GemvOut::kSiluMul ? 2 * n : n;
+  if (columns / kGemvWarps >= 4 * sms) {
+    parts = M == 1 ? 1 : 2;
+  } else if (k >= 4096) {
+    parts = 8;
+  } else {
+    parts = 2;
+    cols = M == 1 ? 2 : 1;
+  }
+  while (parts > 1 && k < static_cast<int64_t>(parts) * 32 * kGemvVec) parts /= 2;
+  if (g_force_parts.load(std::memory_order_relaxed) > 0) parts = g_force_parts.load();
+  if (g_force_cols.load(std::memory_order_relaxed) > 0) cols = g_force_cols.load();
+  switch (parts) {
+    case 1:
+      return dispatch_c<T, TC, M, 1, IN, OUT>(args, cols);
+    case 2:
+      return dispatch_c<T, TC, M, 2, IN, OUT>(args, cols);
+    case 4:
+      return dispatch_c<T, TC, M, 4, IN, OUT>(args, cols);
+    default:
+      return dispatch_c<T, TC, M, 8, IN, OUT>(args, cols);
+  }
+}
+
+// Plain GEMV: M exact (1..8). Fused forms: M rounded up to 1, 2, 4 or 8 (rows past args.m idle).
+template <typename T, typename TC, GemvIn IN, GemvOut OUT>
+void dispatch_m(const GemvArgs& args) {
+  if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
+    switch (args.m) {
+      case 1:
+        return dispatch_w<T, TC, 1, IN, OUT>(args);
+      case 2:
+        return dispatch_w<T, TC, 2, IN, OUT>(args);
+      case 3:
+        return dispatch_w<T, TC, 3, IN, OUT>(args);
+      case 4:
+        return dispatch_w<T, TC, 4, IN, OUT>(args);
+      case 5:
+        return dispatch_w<T, TC, 5, IN, OUT>(args);
+      case 6:
+        return dispatch_w<T, TC, 6, IN, OUT>(args);
+      case 7:
+        return dispatch_w<T, TC, 7, IN, OUT>(args);
+      default:
+        return dispatch_w<T, TC, 8, IN, OUT>(args);
+    }
+  } else {
+    if (args.m == 1) return dispatch_w<T, TC, 1, IN, OUT>(args);
+    if (args.m == 2) return dispatch_w<T, TC, 2, IN, OUT>(args);
+    if (args.m <= 4) return dispatch_w<T, TC, 4, IN, OUT>(args);
+    return dispatch_w<T, TC, 8, IN, OUT>(args);
+  }
+}
+
+inline bool gemv_operands_ok(const Tensor& a, int64_t k, const Tensor& w, const Tensor& c) {
+  const DType dt = a.dtype();
+  if ((dt != DType::kBF16 && dt != DType::kF16) || w.dtype() != dt) return false;
+  if (a.dim() != 2 || w.dim() != 2 || c.dim() != 2) return false;
+  const int64_t m = a.size(0);
+  if (m < 1 || m > 8 || k % kGemvVec != 0 || w.size(1) != k) return false;
+  if (a.stride(1) != 1 || w.stride(1) != 1 || c.stride(1) != 1) return false;
+  if (a.stride(0) % kGemvVec != 0 || w.stride(0) % kGemvVec != 0) return false;
+  return is_aligned(a.data_ptr(), 16) && is_aligned(w.data_ptr(), 16);
+}
+
+inline GemvArgs make_args(const Tensor& a, const Tensor& w, Tensor& c, int64_t k, float alpha) {
+  GemvArgs args{};
+  args.a = a.data_ptr();
+  args.lda = a.stride(0);
+  args.w = w.data_ptr();
+  args.ldw = w.stride(0);
+  args.c = c.data_ptr();
+  args.ldc = c.stride(0);
+  args.n = w.size(0);
+  args.k = k;
+  args.m = static_cast<int>(a.size(0));
+  args.alpha = alpha;
+  return args;
+}
+
+template <GemvIn IN, GemvOut OUT>
+void dispatch_fused(DType dt, const GemvArgs& args) {
+  if (dt == DType::kBF16)
+    dispatch_m<bf16, bf16, IN, OUT>(args);
+  else
+    dispatch_m<f16, f16, IN, OUT>(args);
+}
+
+}  // namespace vela::ops::cuda::gemv_detail

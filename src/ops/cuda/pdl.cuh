@@ -1,0 +1,62 @@
+// Programmatic dependent launch (sm_90): a kernel launched with launch_pdl() may start while the
+// kernel before it on the stream is still finishing, so its blocks are resident and can stream
+// inputs that do not depend on that kernel (weights) before pdl_wait() waits for the previous
+// grid to complete and its writes to be visible. The previous kernel calls
+// pdl_launch_dependents() once its own blocks are all running, which lets the dependent grid in.
+// Both instructions are no-ops when the kernel was launched without the attribute (or on an
+// older architecture), so a kernel written this way is correct under either launch.
+//
+// Rule: every kernel launched with launch_pdl() calls pdl_wait() before it reads anything the
+// previous kernel writes, or writes anything the previous kernel reads. CUDA graphs capture the
+// attribute as a programmatic edge. VELA_PDL=0 turns it off (plain launches).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+
+#include "core/cuda/stream.h"
+#include "ops/cuda/common.cuh"
+
+namespace vela::ops::cuda {
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launch_pdl() sets the attribute: sm_90+ and VELA_PDL not "0" (read once).
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("VELA_PDL");
+    if (env != nullptr && env[0] == '0') return false;
+    return vela::cuda::device_properties().major >= 9;
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, current_stream()>>>(args...) with the programmatic-serialization
+// attribute when pdl_enabled().
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = current_stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  VELA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
+}  // namespace vela::ops::cuda

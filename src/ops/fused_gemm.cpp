@@ -1,0 +1,135 @@
+// rms_norm_gemm / gemm_add / silu_mul_gemm_add: shape, dtype and device checks, then the CUDA
+// GEMV when it takes the problem, else the CPU twin (ops/cpu/fused_gemm.cpp) or the unfused
+// CUDA ops.
+#include "ops/fused_gemm.h"
+
+#include "core/scratch_arena.h"
+#include "ops/checks.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/elementwise.h"
+#include "ops/gemm.h"
+#include "ops/rms_norm.h"
+#include "ops/swiglu.h"
+#if defined(VELA_HAS_CUDA)
+#include "ops/cuda/cuda_ops.h"
+#endif
+
+namespace vela::ops {
+
+namespace {
+
+// in: [n_rows, k] (the GEMM input, after the prologue), w: [n, k], out: [n_rows, n].
+void check_projection(const char* op, const char* in_name, const Tensor& in, int64_t k,
+                      const Tensor& w, const char* out_name, const Tensor& out) {
+  check_defined(op, in_name, in);
+  check_defined(op, "w", w);
+  check_defined(op, out_name, out);
+  check_rank(op, in_name, in, 2);
+  check_rank(op, "w", w, 2);
+  check_rank(op, out_name, out, 2);
+  check_floating(op, in_name, in);
+  check_same_dtype(op, "w", w, in_name, in);
+  check_same_dtype(op, out_name, out, in_name, in);
+  check_same_device(op, "w", w, in_name, in);
+  check_same_device(op, out_name, out, in_name, in);
+  VELA_CHECK(w.size(1) == k, op, ": w ", w.str(), " must have ", k, " columns for ", in_name, " ",
+             in.str());
+  check_shape(op, out_name, out, {in.size(0), w.size(0)});
+  check_rows(op, in_name, in);
+  check_rows(op, "w", w);
+  check_out_rows(op, out_name, out);
+}
+
+// x [n_rows, k] with its norm weight, projected by w [n, k].
+void check_norm_input(const char* op, const Tensor& x, const Tensor& norm_w, float eps,
+                      const Tensor& w, int64_t n) {
+  check_defined(op, "x", x);
+  check_defined(op, "w", w);
+  check_rank(op, "x", x, 2);
+  check_rank(op, "w", w, 2);
+  check_floating(op, "x", x);
+  check_same_dtype(op, "w", w, "x", x);
+  check_same_device(op, "w", w, "x", x);
+  VELA_CHECK(w.size(1) == x.size(1) && w.size(0) == n, op, ": w ", w.str(), " must be [", n, ", ",
+             x.size(1), "] for x ", x.str());
+  check_rows(op, "x", x);
+  check_rows(op, "w", w);
+  check_defined(op, "norm_w", norm_w);
+  check_rank(op, "norm_w", norm_w, 1);
+  VELA_CHECK(norm_w.size(0) == x.size(1), op, ": norm_w ", norm_w.str(),
+             " must have the width of x ", x.str());
+  VELA_CHECK(norm_w.dtype() == DType::kF32 || norm_w.dtype() == x.dtype(), op, ": norm_w ",
+             norm_w.str(), " must be f32 or the dtype of x ", x.str());
+  check_same_device(op, "norm_w", norm_w, "x", x);
+  VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
+}
+
+}  // namespace
+
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
+  const char* op = "rms_norm_gemm";
+  check_projection(op, "x", x, x.dim() == 2 ? x.size(1) : -1, w, "out", out);
+  check_norm_input(op, x, norm_w, eps, w, w.size(0));
+  if (x.device().is_cpu()) return cpu::rms_norm_gemm(x, norm_w, eps, w, out);
+#if defined(VELA_HAS_CUDA)
+  if (cuda::gemv_rms_norm(x, norm_w, eps, w, out)) return;
+#endif
+  ScratchMark temporaries;
+  Tensor normed = scratch_tensor(x.shape(), x.dtype(), x.device());
+  rms_norm(x, norm_w, eps, normed);
+  gemm(normed, w, out, false, true);
+}
+
+void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                            Tensor& act) {
+  const char* op = "rms_norm_gemm_silu_mul";
+  check_defined(op, "act", act);
+  VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
+             ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
+  check_norm_input(op, x, norm_w, eps, w, act.size(1) * 2);
+  check_same_dtype(op, "act", act, "x", x);
+  check_same_device(op, "act", act, "x", x);
+  check_shape(op, "act", act, {x.size(0), act.size(1)});
+  check_out_rows(op, "act", act);
+  if (x.device().is_cpu()) return cpu::rms_norm_gemm_silu_mul(x, norm_w, eps, w, act);
+#if defined(VELA_HAS_CUDA)
+  if (cuda::gemv_rms_norm_silu(x, norm_w, eps, w, act)) return;
+#endif
+  ScratchMark temporaries;
+  Tensor h = scratch_tensor({x.size(0), w.size(0)}, x.dtype(), x.device());
+  rms_norm_gemm(x, norm_w, eps, w, h);
+  silu_and_mul(h, act);
+}
+
+void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual) {
+  const char* op = "gemm_add";
+  check_projection(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w, "residual", residual);
+  if (a.device().is_cpu()) return cpu::gemm_add(a, w, residual);
+#if defined(VELA_HAS_CUDA)
+  if (cuda::gemv_add(a, w, residual)) return;
+#endif
+  ScratchMark temporaries;
+  Tensor y = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
+  gemm(a, w, y, false, true);
+  add(residual, y, residual);
+}
+
+void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual) {
+  const char* op = "silu_mul_gemm_add";
+  check_defined(op, "h", h);
+  VELA_CHECK(h.dim() == 2 && h.size(1) % 2 == 0, op, ": h ", h.str(),
+             " must be [n_rows, 2 * k] (gate | up)");
+  check_projection(op, "h", h, h.size(1) / 2, w, "residual", residual);
+  if (h.device().is_cpu()) return cpu::silu_mul_gemm_add(h, w, residual);
+#if defined(VELA_HAS_CUDA)
+  if (cuda::gemv_silu_mul_add(h, w, residual)) return;
+#endif
+  ScratchMark temporaries;
+  Tensor act = scratch_tensor({h.size(0), h.size(1) / 2}, h.dtype(), h.device());
+  silu_and_mul(h, act);
+  Tensor y = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
+  gemm(act, w, y, false, true);
+  add(residual, y, residual);
+}
+
+}  // namespace vela::ops

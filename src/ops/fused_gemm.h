@@ -1,0 +1,30 @@
+// GEMMs with the neighbouring decode-layer op folded in (the projections of a pre-norm block):
+//   rms_norm_gemm:     out = rms_norm(x, norm_w, eps) @ w^T
+//   rms_norm_gemm_silu_mul: act = silu_and_mul(rms_norm(x, norm_w, eps) @ w^T)   (w = gate | up)
+//   gemm_add:          residual += a @ w^T
+//   silu_mul_gemm_add: residual += silu_and_mul(h) @ w^T      (h = [gate | up])
+// Each is defined as the unfused ops compose it, including where they round to the storage dtype
+// (the normed / activated input and the projection are rounded before use, the residual after the
+// add), so fused and unfused results differ only in fp32 summation order.
+//   x, a: [n_rows, k]   h: [n_rows, 2k]   w: [n, k] (rows contiguous, row stride free)
+//   out, residual: [n_rows, n] (dtype of x)   norm_w: [k], f32 or the dtype of x
+//   rms_norm_gemm_silu_mul: w [2 * inter, k], act [n_rows, inter]
+// On CUDA 1..8 bf16/f16 rows run as one GEMV kernel (ops/cuda/gemv_kernel.cuh: every warp
+// recomputes the row's rms and normalises x as it loads it; SiLU*up of the input is staged by every
+// block; a warp owning gate j and up j applies SiLU*up in its epilogue; the residual add is an
+// epilogue); anything else, and the CPU, runs the unfused ops (temporaries from the scratch arena).
+// The decode layer uses rms_norm_gemm (q|k|v), gemm_add (o, down) and rms_norm_gemm_silu_mul
+// (gate_up): silu_mul_gemm_add's per-block prologue costs more than the kernel it saves.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace vela::ops {
+
+void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
+void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                            Tensor& act);
+void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual);
+void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual);
+
+}  // namespace vela::ops

@@ -1,0 +1,330 @@
+// The fused decode ops against their CPU twins: rms_norm_gemm / gemm_add / silu_mul_gemm_add
+// (ops/fused_gemm.h: the CUDA GEMV with a norm or SiLU*up prologue and a residual-add epilogue,
+// rms_norm_gemm_silu_mul, 1..8 rows, and the unfused fallback at 9 rows), qkv_rotary_kv_write
+// (ops/qkv_rotary.h: head_dim 16 .. 256, partial rotary, QK-norm in f32 and bf16, shuffled slots),
+// the fused engine path against the unfused one at batch 1 (greedy tokens, logprobs within bf16
+// noise), and an opt-in benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at bench-1b's
+// shapes.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/stream.h"
+#include "core/json.h"
+#include "cuda/cuda_test_util.h"
+#include "engine/engine.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/elementwise.h"
+#include "ops/fused_gemm.h"
+#include "ops/gemm.h"
+#include "ops/qkv_rotary.h"
+#include "ops/rms_norm.h"
+#include "ops/rotary.h"
+#include "ops/swiglu.h"
+
+namespace vela {
+namespace {
+
+using test::CudaTest;
+
+class CudaFusedDecodeTest : public CudaTest {};
+
+// One rounding of the projection (and of the residual sum), fp32 sums in another order; the norm
+// or SiLU*up input is rounded once on both sides, so a 1-ulp flip there moves the dot a little.
+test::Tol fused_tol(DType dt, int64_t k) {
+  test::Tol t = test::tol_for(dt);
+  return {t.atol * 2 + 2e-5 * std::sqrt(static_cast<double>(k)), t.rtol * 2};
+}
+
+TEST_F(CudaFusedDecodeTest, FusedGemmsMatchCpu) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 9}) {
+      for (auto [n, k] :
+           {std::pair<int64_t, int64_t>{13, 1536}, {1000, 264}, {70, 6912}, {600, 512}}) {
+        const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) + " n" +
+                                 std::to_string(n) + " k" + std::to_string(k);
+        SCOPED_TRACE(what);
+        Tensor x = test::random_cpu({m, k}, dt, 1, -3.0, 3.0);
+        Tensor w = test::random_cpu({n + 8, k}, dt, 2).slice(0, 8, n + 8);  // a fused part
+        Tensor dx = x.to(gpu()), dw = w.to(gpu());
+        for (DType norm_dt : {DType::kF32, dt}) {
+          Tensor nw = test::random_cpu({k}, norm_dt, 3, 0.5, 1.5);
+          Tensor want = Tensor::empty({m, n}, dt), got = Tensor::empty({m, n}, dt, gpu());
+          ops::rms_norm_gemm(x, nw, 1e-5f, w, want);
+          ops::rms_norm_gemm(dx, nw.to(gpu()), 1e-5f, dw, got);
+          test::expect_close(got, want, fused_tol(dt, k), what + " rms_norm_gemm");
+        }
+        {
+          // gate | up, scaled so that gate and up stay O(1): a 1-ulp flip of a large gate would
+          // move silu(gate) * up by more than the output's own rounding.
+          Tensor w2 = test::random_cpu({2 * n, k}, dt, 12, -0.02, 0.02);
+          Tensor nw = test::random_cpu({k}, DType::kF32, 13, 0.5, 1.5);
+          Tensor want = Tensor::empty({m, n}, dt), got = Tensor::empty({m, n}, dt, gpu());
+          ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w2, want);
+          ops::rms_norm_gemm_silu_mul(dx, nw.to(gpu()), 1e-5f, w2.to(gpu()), got);
+          test::expect_close(got, want, fused_tol(dt, k), what + " rms_norm_gemm_silu_mul");
+        }
+        {
+          Tensor r = test::random_cpu({m, n}, dt, 4, -4.0, 4.0);
+          Tensor got = r.to(gpu());
+          ops::gemm_add(x, w, r);
+          ops::gemm_add(dx, dw, got);
+          test::expect_close(got, r, fused_tol(dt, k), what + " gemm_add");
+        }
+        {
+          Tensor h = test::random_cpu({m, 2 * k}, dt, 5, -3.0, 3.0);
+          Tensor r = test::random_cpu({m, n}, dt, 6, -4.0, 4.0);
+          Tensor got = r.to(gpu());
+          ops::silu_mul_gemm_add(h, w, r);
+          ops::silu_mul_gemm_add(h.to(gpu()), dw, got);
+          test::expect_close(got, r, fused_tol(dt, k), what + " silu_mul_gemm_add");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaFusedDecodeTest, FusedGemmsRejectBadShapes) {
+  Tensor x = Tensor::empty({2, 64}, DType::kBF16, gpu());
+  Tensor w = Tensor::empty({32, 48}, DType::kBF16, gpu());
+  Tensor out = Tensor::empty({2, 32}, DType::kBF16, gpu());
+  Tensor nw = Tensor::empty({64}, DType::kF32, gpu());
+  EXPECT_THROW(ops::rms_norm_gemm(x, nw, 1e-5f, w, out), Error);
+  EXPECT_THROW(ops::gemm_add(x, w, out), Error);
+  Tensor h = Tensor::empty({2, 95}, DType::kBF16, gpu());
+  EXPECT_THROW(ops::silu_mul_gemm_add(h, w, out), Error);
+}
+
+struct QkvCase {
+  int64_t n_tokens, n_heads, n_kv, d, rotary_dim;
+  bool qk_norm;
+  DType norm_dt;
+};
+
+TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
+  const QkvCase cases[] = {
+      {1, 24, 4, 64, 64, false, DType::kF32}, {3, 8, 2, 128, 128, true, DType::kF32},
+      {5, 4, 4, 48, 48, true, DType::kBF16},  {2, 2, 1, 256, 256, true, DType::kF32},
+      {4, 6, 2, 80, 40, false, DType::kF32},  {8, 4, 2, 16, 16, false, DType::kF32},
+      {1, 12, 12, 96, 64, true, DType::kF32},
+  };
+  ops::RopeConfig rc;
+  rc.theta = 10000.0;
+  for (DType dt : test::kCudaFloatDTypes) {
+    for (const QkvCase& c : cases) {
+      const std::string what = std::string(dtype_name(dt)) + " n" + std::to_string(c.n_tokens) +
+                               " H" + std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
+                               " d" + std::to_string(c.d) + " rot" + std::to_string(c.rotary_dim) +
+                               (c.qk_norm ? " qknorm" : "");
+      SCOPED_TRACE(what);
+      rc.rotary_dim = c.rotary_dim;
+      Tensor table = ops::make_rope_table(rc, 4096);
+      const int64_t width = (c.n_heads + 2 * c.n_kv) * c.d, n_slots = 3 * c.n_tokens + 2;
+      Tensor qkv = test::random_cpu({c.n_tokens, width + 8}, dt, 7, -2.0, 2.0).slice(1, 0, width);
+      std::vector<int32_t> pos(static_cast<size_t>(c.n_tokens)), slots(pos.size());
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        pos[t] = static_cast<int32_t>(37 * t + 5 + (t == 1 ? 3000 : 0));
+        slots[t] = static_cast<int32_t>((n_slots - 1 - 2 * t) % n_slots);
+      }
+      Tensor positions = Tensor::from_vector(pos), loc = Tensor::from_vector(slots);
+      Tensor qn, kn;
+      if (c.qk_norm) {
+        qn = test::random_cpu({c.d}, c.norm_dt == DType::kF32 ? DType::kF32 : dt, 8, 0.5, 1.5);
+        kn = test::random_cpu({c.d}, qn.dtype(), 9, 0.5, 1.5);
+      }
+      Tensor kc = test::random_cpu({n_slots, c.n_kv, c.d}, dt, 10);
+      Tensor vc = test::random_cpu({n_slots, c.n_kv, c.d}, dt, 11);
+      Tensor q = Tensor::empty({c.n_tokens, c.n_heads, c.d}, dt);
+      Tensor dkc = kc.to(gpu()), dvc = vc.to(gpu());
+      Tensor dq = Tensor::empty(q.shape(), dt, gpu());
+      ops::qkv_rotary_kv_write(qkv, positions, table, qn, kn, 1e-6f, loc, q, kc, vc);
+      ops::qkv_rotary_kv_write(qkv.to(gpu()), positions.to(gpu()), table.to(gpu()),
+                               qn.defined() ? qn.to(gpu()) : qn, kn.defined() ? kn.to(gpu()) : kn,
+                               1e-6f, loc.to(gpu()), dq, dkc, dvc);
+      test::expect_close(dq, q, test::tol_for(dt), what + " q");
+      test::expect_close(dkc, kc, test::tol_for(dt), what + " k_cache");
+      test::expect_equal(dvc, vc, what + " v_cache");
+    }
+  }
+}
+
+std::string fixture(const std::string& name) { return "fixtures/models/" + name; }
+
+// bf16 engines with the fused decode path on and off: the same greedy tokens, logprobs within
+// bf16 noise (the fused GEMVs sum in another order).
+TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
+  for (const char* name : {"llama_gqa", "qwen3_qknorm", "llama_hd80_mha", "qwen3_hd256"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = fixture(name);
+    std::ifstream f(dir + "/reference.json");
+    Request r;
+    r.prompt = json::parse(f)["prompt_ids"].get<std::vector<int32_t>>();
+    r.params.temperature = 0;
+    r.params.max_tokens = 12;
+    r.params.ignore_eos = true;
+    r.params.logprobs = true;
+    EngineConfig cfg;
+    cfg.max_ctx = 64;
+    cfg.max_seqs = 4;
+    Transformer fused_model = Transformer::load(dir, DType::kBF16, gpu());
+    Transformer plain_model = Transformer::load(dir, DType::kBF16, gpu());
+    plain_model.fused_decode = false;
+    Engine fused(std::move(fused_model), nullptr, cfg);
+    Engine plain(std::move(plain_model), nullptr, cfg);
+    // One request at a time: the fused blocks run single-row steps (batch-1 decode).
+    std::vector<Request> reqs = {r, r};
+    reqs[1].prompt.resize(reqs[1].prompt.size() / 2);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const Completion x = fused.generate({reqs[i]})[0].completions[0];
+      const Completion y = plain.generate({reqs[i]})[0].completions[0];
+      EXPECT_EQ(x.tokens.size(), 12u) << "request " << i;
+      EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
+      for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
+        EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
+            << "request " << i << " token " << t;
+    }
+  }
+}
+
+// ---- opt-in benchmark: GB/s of each GEMV form at bench-1b's decode shapes ----
+// Timed as the engine runs them: `per_graph` calls captured in one CUDA graph (PDL edges between
+// them), replayed; each call reads another copy of the weights (as 24 layers do), so L2 holds none.
+
+double graph_us(const std::function<void()>& f, int per_graph = 24, int replays = 20) {
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  double us = 0;
+  {
+    cuda::StreamGuard guard(stream);
+    f();  // first call outside the capture (shared-memory opt-in, plan caches)
+    cudaStreamSynchronize(stream);
+    cudaGraph_t graph;
+    cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    for (int i = 0; i < per_graph; ++i) f();
+    cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec;
+    cudaGraphInstantiate(&exec, graph, 0);
+    for (int i = 0; i < 3; ++i) cudaGraphLaunch(exec, stream);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventRecord(a, stream);
+    for (int i = 0; i < replays; ++i) cudaGraphLaunch(exec, stream);
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    us = 1000.0 * ms / (replays * per_graph);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  return us;
+}
+
+TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
+  const DType dt = DType::kBF16;
+  const int64_t hidden = 1536, inter = 6912, qkv_n = 2048, vocab = 100000;
+  const int kCopies = 8;
+  auto weights = [&](int64_t n, int64_t k) {
+    std::vector<Tensor> w;
+    for (int i = 0; i < kCopies; ++i) {
+      w.push_back(Tensor::empty({n, k}, dt, gpu()));
+      cudaMemset(w.back().data_ptr(), 0, static_cast<size_t>(n * k) * 2);
+    }
+    return w;
+  };
+  auto w_qkv = weights(qkv_n, hidden), w_o = weights(hidden, hidden);
+  auto w_gu = weights(2 * inter, hidden), w_down = weights(hidden, inter);
+  Tensor w_head = Tensor::empty({vocab, hidden}, dt, gpu());
+  const double b_qkv = qkv_n * hidden * 2.0, b_o = hidden * hidden * 2.0;
+  const double b_gu = 2.0 * inter * hidden * 2.0, b_down = hidden * inter * 2.0;
+  for (int64_t m : {1, 4}) {
+    Tensor x = test::random_cpu({m, hidden}, dt, 1).to(gpu());
+    Tensor nw = test::random_cpu({hidden}, dt, 2).to(gpu());
+    Tensor normed = Tensor::empty({m, hidden}, dt, gpu());
+    Tensor qkv = Tensor::empty({m, qkv_n}, dt, gpu());
+    Tensor attn = test::random_cpu({m, hidden}, dt, 3).to(gpu());
+    Tensor resid = test::random_cpu({m, hidden}, dt, 4).to(gpu());
+    Tensor h = test::random_cpu({m, 2 * inter}, dt, 5, -0.1, 0.1).to(gpu());
+    Tensor act = Tensor::empty({m, inter}, dt, gpu());
+    Tensor y = Tensor::empty({m, hidden}, dt, gpu());
+    Tensor logits = Tensor::empty({m, vocab}, DType::kF32, gpu());
+    int i = 0;
+    auto next = [&] { return (i++) % kCopies; };
+    struct Row {
+      const char* name;
+      double bytes;
+      std::function<void()> f;
+    };
+    std::vector<Row> rows = {
+        {"qkv gemv", b_qkv, [&] { ops::gemm(x, w_qkv[next()], qkv, false, true); }},
+        {"qkv rms_norm + gemv (2 kernels)", b_qkv,
+         [&] {
+           ops::rms_norm(x, nw, 1e-5f, normed);
+           ops::gemm(normed, w_qkv[next()], qkv, false, true);
+         }},
+        {"qkv rms_norm_gemm", b_qkv, [&] { ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[next()], qkv); }},
+        {"o gemv + add (2 kernels)", b_o,
+         [&] {
+           ops::gemm(attn, w_o[next()], y, false, true);
+           ops::add(resid, y, resid);
+         }},
+        {"o gemm_add", b_o, [&] { ops::gemm_add(attn, w_o[next()], resid); }},
+        {"gate_up gemv", b_gu, [&] { ops::gemm(normed, w_gu[next()], h, false, true); }},
+        {"gate_up rms_norm_gemm", b_gu, [&] { ops::rms_norm_gemm(x, nw, 1e-5f, w_gu[next()], h); }},
+        {"gate_up rms_norm_gemm_silu_mul", b_gu,
+         [&] { ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[next()], act); }},
+        {"down gemm_add", b_down, [&] { ops::gemm_add(act, w_down[next()], resid); }},
+        {"down silu + gemv + add (3 kernels)", b_down,
+         [&] {
+           ops::silu_and_mul(h, act);
+           ops::gemm(act, w_down[next()], y, false, true);
+           ops::add(resid, y, resid);
+         }},
+        {"down gemv", b_down, [&] { ops::gemm(act, w_down[next()], y, false, true); }},
+        {"down silu_mul_gemm_add", b_down,
+         [&] { ops::silu_mul_gemm_add(h, w_down[next()], resid); }},
+        {"lm head gemv (f32 out)", vocab * hidden * 2.0,
+         [&] { ops::gemm(normed, w_head, logits, false, true); }},
+    };
+    // (parts, cols) splits to compare against the heuristic (0, 0); cols > 1 only at one row.
+    const std::pair<int, int> splits[] = {{0, 0}, {1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {2, 2}};
+    for (const Row& r : rows) {
+      for (auto [parts, cols] : splits) {
+        if (m > 1 && cols > 1) continue;
+        if (parts != 0 && std::string(r.name).find("kernels") != std::string::npos) continue;
+        ops::cuda::gemv_set_split(parts, cols);
+        const double us = graph_us(r.f, r.bytes > 1e8 ? 4 : 24);
+        std::printf("B=%lld %-36s split %d/%d %8.2f us %8.0f GB/s\n", static_cast<long long>(m),
+                    r.name, parts, cols, us, r.bytes / us / 1e3);
+      }
+      ops::cuda::gemv_set_split(0, 0);
+    }
+    // One layer's 4 fused GEMVs back to back (what the graph replays, minus attention).
+    const double layer = graph_us([&] {
+      const int c = next();
+      ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[c], qkv);
+      ops::gemm_add(attn, w_o[c], resid);
+      ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
+      ops::gemm_add(act, w_down[c], resid);
+    });
+    const double lb = b_qkv + b_o + b_gu + b_down;
+    std::printf("B=%lld %-36s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n", static_cast<long long>(m),
+                "layer: 4 fused GEMVs (decode path)", layer, lb / layer / 1e3, 24 * layer / 1e3);
+  }
+}
+
+}  // namespace
+}  // namespace vela

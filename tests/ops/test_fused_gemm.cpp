@@ -1,0 +1,134 @@
+// The fused decode ops on the CPU (ops/fused_gemm.h, ops/qkv_rotary.h): each equals the unfused
+// ops it is defined by, element for element (the CPU twins are those ops in sequence; the CUDA
+// kernels are checked against these twins in tests/cuda/test_cuda_fused_decode.cpp), for f32 /
+// bf16 / f16 and a strided weight; and the InvalidArgument paths name what was wrong.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/error.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/fused_gemm.h"
+#include "ops/gemm.h"
+#include "ops/op_test_util.h"
+#include "ops/qkv_rotary.h"
+#include "ops/rms_norm.h"
+#include "ops/rotary.h"
+#include "ops/swiglu.h"
+
+namespace vela {
+namespace {
+
+using test::random_tensor;
+using test::to_doubles;
+
+TEST(FusedGemm, EqualsTheUnfusedOps) {
+  const int64_t m = 3, k = 48, n = 20;
+  for (DType dt : test::kFloatDTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = random_tensor({m, k}, dt, 1, -2.0f, 2.0f);
+    Tensor w = random_tensor({n + 4, k}, dt, 2).slice(0, 4, n + 4);  // a part of a fused weight
+    Tensor nw = random_tensor({k}, DType::kF32, 3, 0.5f, 1.5f);
+
+    Tensor normed = Tensor::empty({m, k}, dt), want = Tensor::empty({m, n}, dt);
+    ops::rms_norm(x, nw, 1e-5f, normed);
+    ops::gemm(normed, w, want, false, true);
+    Tensor got = Tensor::empty({m, n}, dt);
+    ops::rms_norm_gemm(x, nw, 1e-5f, w, got);
+    EXPECT_EQ(to_doubles(got), to_doubles(want)) << "rms_norm_gemm";
+
+    Tensor w2 = random_tensor({2 * n, k}, dt, 4, -0.2f, 0.2f);
+    Tensor h = Tensor::empty({m, 2 * n}, dt), act_want = Tensor::empty({m, n}, dt);
+    ops::gemm(normed, w2, h, false, true);
+    ops::silu_and_mul(h, act_want);
+    Tensor act = Tensor::empty({m, n}, dt);
+    ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w2, act);
+    EXPECT_EQ(to_doubles(act), to_doubles(act_want)) << "rms_norm_gemm_silu_mul";
+
+    Tensor r0 = random_tensor({m, n}, dt, 5, -3.0f, 3.0f);
+    Tensor y = Tensor::empty({m, n}, dt), r_want = r0.clone(), r = r0.clone();
+    ops::gemm(x, w, y, false, true);
+    ops::add(r_want, y, r_want);
+    ops::gemm_add(x, w, r);
+    EXPECT_EQ(to_doubles(r), to_doubles(r_want)) << "gemm_add";
+
+    Tensor hk = random_tensor({m, 2 * k}, dt, 6, -2.0f, 2.0f);
+    Tensor a = Tensor::empty({m, k}, dt), r2_want = r0.clone(), r2 = r0.clone();
+    ops::silu_and_mul(hk, a);
+    ops::gemm(a, w, y, false, true);
+    ops::add(r2_want, y, r2_want);
+    ops::silu_mul_gemm_add(hk, w, r2);
+    EXPECT_EQ(to_doubles(r2), to_doubles(r2_want)) << "silu_mul_gemm_add";
+  }
+}
+
+TEST(FusedGemm, BadInputNamesTheProblem) {
+  Tensor x = Tensor::empty({2, 16}, DType::kF32), w = Tensor::empty({8, 12}, DType::kF32),
+         out = Tensor::empty({2, 8}, DType::kF32);
+  Tensor nw = Tensor::empty({16}, DType::kF32);
+  EXPECT_THROW(ops::rms_norm_gemm(x, nw, 1e-5f, w, out), InvalidArgument);
+  EXPECT_THROW(ops::rms_norm_gemm(x, Tensor::empty({15}, DType::kF32), 1e-5f,
+                                  Tensor::empty({8, 16}, DType::kF32), out),
+               InvalidArgument);
+  EXPECT_THROW(ops::gemm_add(x, w, out), InvalidArgument);
+  EXPECT_THROW(ops::silu_mul_gemm_add(Tensor::empty({2, 15}, DType::kF32), w, out),
+               InvalidArgument);
+  Tensor act = Tensor::empty({2, 5}, DType::kF32);
+  EXPECT_THROW(ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, Tensor::empty({8, 16}, DType::kF32), act),
+               InvalidArgument);
+  EXPECT_THROW(ops::gemm_add(x, Tensor::empty({8, 16}, DType::kBF16), out), InvalidArgument);
+}
+
+TEST(QkvRotary, EqualsSplitNormRotaryAndKvWrite) {
+  const int64_t n = 3, h = 4, hkv = 2, d = 16, n_slots = 9;
+  ops::RopeConfig rc;
+  rc.rotary_dim = 8;  // partial rotary
+  Tensor table = ops::make_rope_table(rc, 64);
+  const std::vector<int32_t> pos = {0, 7, 33}, slots = {5, 0, 8};
+  Tensor positions = Tensor::from_vector(pos), loc = Tensor::from_vector(slots);
+  for (bool qk_norm : {false, true}) {
+    for (DType dt : test::kFloatDTypes) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (qk_norm ? " qk_norm" : ""));
+      Tensor qkv = random_tensor({n, (h + 2 * hkv) * d}, dt, 7, -2.0f, 2.0f);
+      Tensor qn, kn;
+      if (qk_norm) {
+        qn = random_tensor({d}, DType::kF32, 8, 0.5f, 1.5f);
+        kn = random_tensor({d}, DType::kF32, 9, 0.5f, 1.5f);
+      }
+      Tensor kc0 = random_tensor({n_slots, hkv, d}, dt, 10),
+             vc0 = random_tensor({n_slots, hkv, d}, dt, 11);
+      // The unfused reference.
+      Tensor q_want = qkv.slice(1, 0, h * d).contiguous().view({n, h, d});
+      Tensor k = qkv.slice(1, h * d, (h + hkv) * d).contiguous().view({n, hkv, d});
+      Tensor v = qkv.slice(1, (h + hkv) * d, (h + 2 * hkv) * d).contiguous().view({n, hkv, d});
+      if (qk_norm) {
+        Tensor qr = q_want.view({n * h, d}), kr = k.view({n * hkv, d});
+        ops::rms_norm(qr, qn, 1e-6f, qr);
+        ops::rms_norm(kr, kn, 1e-6f, kr);
+      }
+      ops::rotary(q_want, positions, table);
+      ops::rotary(k, positions, table);
+      Tensor kc_want = kc0.clone(), vc_want = vc0.clone();
+      ops::kv_write(k, v, loc, kc_want, vc_want);
+      Tensor q = Tensor::empty({n, h, d}, dt), kc = kc0.clone(), vc = vc0.clone();
+      ops::qkv_rotary_kv_write(qkv, positions, table, qn, kn, 1e-6f, loc, q, kc, vc);
+      EXPECT_EQ(to_doubles(q), to_doubles(q_want));
+      EXPECT_EQ(to_doubles(kc), to_doubles(kc_want));
+      EXPECT_EQ(to_doubles(vc), to_doubles(vc_want));
+    }
+  }
+  Tensor q = Tensor::empty({n, h, d}, DType::kF32),
+         kc = Tensor::empty({n_slots, hkv, d}, DType::kF32);
+  Tensor vc = Tensor::empty({n_slots, hkv, d}, DType::kF32);
+  EXPECT_THROW(ops::qkv_rotary_kv_write(Tensor::empty({n, 100}, DType::kF32), positions, table,
+                                        Tensor(), Tensor(), 1e-6f, loc, q, kc, vc),
+               InvalidArgument);
+  EXPECT_THROW(
+      ops::qkv_rotary_kv_write(Tensor::empty({n, (h + 2 * hkv) * d}, DType::kF32), positions, table,
+                               Tensor::empty({d}, DType::kF32), Tensor(), 1e-6f, loc, q, kc, vc),
+      InvalidArgument);
+}
+
+}  // namespace
+}  // namespace vela

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The decode-kernel checks in one GPU call (issue 16 item 1): build vela + test_cuda for sm_90,
+# run the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
+# (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off and PDL off, and
+# an nsys kernel summary of decode at 1K context when nsys exists. Logs go to $OUT.
+# usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
+#   what: build tests micro bench ab profile (default: all)
+set -uo pipefail
+OUT="${OUT:-/tmp/vela-gpu}"
+mkdir -p "$OUT"
+WHAT="${*:-build tests micro bench ab profile}"
+has() { [[ " $WHAT " == *" $1 "* ]]; }
+D=/tmp/deps
+DEBS=.deps-debs
+[ -d "$DEBS" ] || DEBS=../.deps-debs
+if [ -d "$DEBS" ]; then
+  mkdir -p "$D"
+  for f in "$DEBS"/*.deb; do dpkg -x "$f" "$D"; done
+  for f in "$DEBS"/*.tar.gz; do [ -e "$f" ] && tar -xzf "$f" -C "$D"; done
+  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$D
+  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
+fi
+{ which ncu nsys; nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv; } > "$OUT/tools.txt" 2>&1
+if has build; then
+  { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&
+    ninja -C build-gpu -j16 vela test_cuda; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  echo "build ok"
+fi
+B=$PWD/build-gpu
+if has tests; then
+  (cd tests && timeout "${TEST_TIMEOUT:-240}" "$B/tests/test_cuda" \
+    --gtest_filter="${TESTS:-CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*}" \
+    > "$OUT/test_cuda.log" 2>&1)
+  echo "test_cuda rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cuda.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]|Failure|bf16 GPU vs" "$OUT/test_cuda.log" | head -30
+fi
+if has micro; then
+  (cd tests && timeout 120 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
+    --gtest_filter='*FusedDecodeBench*' > "$OUT/micro.log" 2>&1)
+  grep -E "^B=" "$OUT/micro.log"
+fi
+if has bench; then
+  timeout 150 "$B/vela" bench engine --json "$OUT/engine.json" > "$OUT/engine.txt" 2>&1
+  echo "bench engine rc=$?"; cat "$OUT/engine.txt"
+fi
+if has ab; then
+  for v in "VELA_FUSED_DECODE=0" "VELA_PDL=0"; do
+    env $v timeout 90 "$B/vela" bench engine --cases decode1k,decode8k,decode32k > "$OUT/engine_$v.txt" 2>&1
+    echo "bench engine $v rc=$?"; grep -E "^decode" "$OUT/engine_$v.txt"
+  done
+fi
+if has profile && command -v nsys > /dev/null; then
+  timeout 120 nsys profile --cuda-graph-trace=node --force-overwrite true -o "$OUT/decode1k" \
+    "$B/vela" bench engine --cases decode1k --decode 64 > "$OUT/nsys_run.log" 2>&1
+  echo "nsys rc=$?"
+  nsys stats --report cuda_gpu_kern_sum --format csv -o "$OUT/decode1k" "$OUT/decode1k.nsys-rep" > /dev/null 2>&1
+  python3 - "$OUT"/decode1k_cuda_gpu_kern_sum.csv <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+tot = sum(float(r["Total Time (ns)"]) for r in rows)
+print(f"nsys kernels: {tot/1e6:.2f} ms total")
+for r in rows[:25]:
+    print(f'{float(r["Total Time (ns)"])/1e6:8.2f} ms {int(r["Instances"]):7d} x {float(r["Avg (ns)"])/1e3:8.2f} us  {r["Name"][:110]}')
+PY
+  rm -f "$OUT/decode1k.sqlite" "$OUT/decode1k.nsys-rep"
+fi

@@ -199,6 +199,7 @@ TEST_F(CudaMoe, EngineGreedyEqualsCpuEngineWithGraphs) {
     c.max_seqs = 8;
     c.max_tokens_per_step = 32;
     c.page_size = 4;
+    c.capture_graphs_at_start = true;  // counted below (by default the loop captures them later)
     Engine cpu(Transformer::load(dir), nullptr, c);
     Engine dev(Transformer::load(dir, DType::kF32, gpu()), nullptr, c);
     EXPECT_GT(dev.n_cuda_graphs(), 0u);

@@ -256,17 +256,19 @@ void Scheduler::order_waiting_by_prefix() {
       static_cast<int32_t>(running_.size()) >= cfg_.max_seqs)
     return;
   auto first = [&](const Task& t) { return t.admit_seq != 0 || t.n_passed >= cfg_.max_seqs; };
-  std::vector<std::pair<int32_t, size_t>> keyed;  // (cached tokens, position in waiting_)
-  keyed.reserve(waiting_.size());
+  prefix_keyed_.clear();
   for (size_t i = 0; i < waiting_.size(); ++i) {
     const Task& t = *waiting_[i];
-    keyed.emplace_back(first(t) ? INT32_MAX : cache_.peek_prefix(prefix_key(t, t.n_tokens())), i);
+    prefix_keyed_.emplace_back(
+        first(t) ? INT32_MAX : cache_.peek_prefix(prefix_key(t, t.n_tokens())), i);
   }
-  std::stable_sort(keyed.begin(), keyed.end(),
+  std::stable_sort(prefix_keyed_.begin(), prefix_keyed_.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::deque<std::unique_ptr<Task>> sorted;
-  for (const auto& [k, i] : keyed) sorted.push_back(std::move(waiting_[i]));
-  waiting_.swap(sorted);
+  // Permute in place through the reused scratch (no allocation once warm).
+  prefix_sorted_.clear();
+  for (const auto& [k, i] : prefix_keyed_) prefix_sorted_.push_back(std::move(waiting_[i]));
+  for (size_t i = 0; i < prefix_sorted_.size(); ++i) waiting_[i] = std::move(prefix_sorted_[i]);
+  prefix_sorted_.clear();
 }
 
 void Scheduler::admit() {

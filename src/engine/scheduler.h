@@ -128,6 +128,9 @@ class Scheduler {
   std::vector<BindItem> items_;
   std::vector<Task*> item_tasks_;
   std::vector<Task*> plan_order_;  // plan(): this step's decode or prefill candidates
+  // order_waiting_by_prefix() scratch: (cached tokens, position in waiting_), the sorted tasks.
+  std::vector<std::pair<int32_t, size_t>> prefix_keyed_;
+  std::vector<std::unique_ptr<Task>> prefix_sorted_;
   bool prefix_policy_ = false;     // EngineConfig::prefill_policy == "prefix"
   std::vector<SamplerRow> sample_rows_;
   std::vector<SampleResult> sample_out_;

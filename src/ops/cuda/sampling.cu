@@ -354,6 +354,18 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   best = block_max_u64(best, s_red);
   int32_t token = rank_id(best);
   const float m = sanitize(src[token]);
+  // Thread 0 writes the row's result: the token, its logprob (lp_tok: its logit in the logprob
+  // row, read before the row may change) and its count-table update.
+  auto write_result = [&](float lp_tok) {
+    if (tid != 0) return;
+    out[kSampleOutToken * os + row] = token;
+    out[kSampleOutLogprob * os + row] =
+        want_lp ? __float_as_int(
+                      __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
+                : 0;
+    if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
+      a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
+  };
 
   if (!(p.flags & kSampleGreedy) && m != -INFINITY) {
     const float sc = p.inv_temperature, msc = __fmul_rn(m, sc);
@@ -565,15 +577,7 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
       for_each(src, n, vec4, [&](int64_t i, float v) {
         wr[i] = static_cast<float>(static_cast<double>(kept(i, v)) / mass);
       });
-      if (tid == 0) {
-        out[kSampleOutToken * os + row] = token;
-        out[kSampleOutLogprob * os + row] =
-            want_lp ? __float_as_int(
-                          __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
-                    : 0;
-        if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
-          a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
-      }
+      write_result(lp_tok);
       return;
     }
   }
@@ -583,26 +587,10 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
     __syncthreads();  // every thread has read its own `token` from `src` before the row changes
     float* wr = a.work + row * n;
     for (int64_t i = tid; i < n; i += kThreads) wr[i] = i == token ? 1.0f : 0.0f;
-    if (tid == 0) {
-      out[kSampleOutToken * os + row] = token;
-      out[kSampleOutLogprob * os + row] =
-          want_lp ? __float_as_int(
-                        __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
-                  : 0;
-      if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
-        a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
-    }
+    write_result(lp_tok);
     return;
   }
-  if (tid == 0) {
-    out[kSampleOutToken * os + row] = token;
-    out[kSampleOutLogprob * os + row] =
-        want_lp ? __float_as_int(__fsub_rn(
-                      __fsub_rn(__fmul_rn(sanitize(lp_row[token]), lp_scale), lp_max), lp_log_sum))
-                : 0;
-    if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
-      a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
-  }
+  write_result(sanitize(lp_row[token]));
 }
 
 static __global__ void reset_counts_kernel(ResetArgs a) {

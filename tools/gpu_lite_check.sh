@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
-# The lead's one-call H200 check when the tree is too big to carry .deps-debs beside it (tree 51 MB,
-# limit 64 MiB): .deps-lite/ holds deps.tar.xz (the .deps-debs packages unpacked, static libraries,
-# docs and pcre2-16/32 dropped: 7.3 MB) and boost-headers-subset.tar.gz. Make it with:
-#   mkdir -p /tmp/x && for f in .deps-debs/*.deb; do dpkg -x $f /tmp/x; done && find /tmp/x -name "*.a" -delete &&
-#   rm -rf /tmp/x/usr/share/doc && tar -C /tmp/x -cf - . | xz -6 > .deps-lite/deps.tar.xz && cp .deps-debs/*.tar.gz .deps-lite/
-# then run with carry [".deps-lite", ".gpu-carry/moe_ckpt"]: OUT=$OUT tools/gpu_lite_check.sh
+# The lead's one-call H200 check of the merged tree. Make the dependency archive here first
+# (tools/make_gpu_deps.sh), then run with carry [".deps-lite", ".gpu-carry/moe_ckpt"]:
+#   OUT=$OUT tools/gpu_lite_check.sh
 # (.gpu-carry/moe_ckpt from tools/check_moe_checkpoints.sh build/vela .gpu-carry/moe_ckpt).
 set -uo pipefail
-D=/tmp/deps; mkdir -p $D
-tar -xJf .deps-lite/deps.tar.xz -C $D && tar -xzf .deps-lite/boost-headers-subset.tar.gz -C $D
-export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-export PKG_CONFIG_SYSROOT_DIR=$D LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
+source tools/gpu_deps.sh
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release -DVELA_MPI=OFF &&
   ninja -C build-gpu -j16 vela test_cuda test_engine; } > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

@@ -7,22 +7,11 @@
 #   model.tar.part-*   the exported model directory (split below the tool's 16 MiB per file)
 #   train.log, metrics.tar.gz (both runs' metrics.jsonl, configs, sft_eval.json, stage times)
 # usage (GPU machine, repository root): OUT=dir PRETRAIN_BUDGET_S=240 tools/demo_gpu.sh
-# Before, on the CPU machine: scripts/demo_data.sh, and `apt-get download libbrotli-dev libbrotli1`
-# into .deps-extra/ (git-ignored; cpp-httplib's pkg-config file requires brotli, which the GPU
-# machine lacks), next to the .deps-debs of ASSETS.md.
+# Before, on the CPU machine: scripts/demo_data.sh and tools/make_gpu_deps.sh (carry .deps-lite).
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-demo}"
 mkdir -p "$OUT"
-D=/tmp/deps
-DEBS=.deps-debs; [ -d "$DEBS" ] || DEBS=../.deps-debs
-if [ -d "$DEBS" ]; then
-  mkdir -p "$D"
-  # .deps-extra: libbrotli-dev + libbrotli1 (cpp-httplib.pc requires them; apt-get download here)
-  for f in "$DEBS"/*.deb .deps-extra/*.deb; do [ -f "$f" ] && dpkg -x "$f" "$D"; done
-  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
-fi
+source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packages are missing
 t0=$(date +%s)
 { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
     -DVELA_BUILD_TESTS=OFF -DVELA_BUILD_BENCH=OFF && ninja -C build-gpu -j16 vela; } > "$OUT/build.log" 2>&1 ||

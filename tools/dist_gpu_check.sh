@@ -8,16 +8,7 @@
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-dist-gpu}"
 mkdir -p "$OUT"
-D=/tmp/deps
-if [ -d ../.deps-debs ] || [ -d .deps-debs ]; then
-  DEBS=$( [ -d .deps-debs ] && echo .deps-debs || echo ../.deps-debs )
-  mkdir -p "$D"
-  for f in "$DEBS"/*.deb; do dpkg -x "$f" "$D"; done
-  for f in "$DEBS"/*.tar.gz; do [ -e "$f" ] && tar -xzf "$f" -C "$D"; done
-  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
-fi
+source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packages are missing
 NCCL_ROOT=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null)
 echo "NCCL_ROOT=$NCCL_ROOT"; ls "$NCCL_ROOT/include" "$NCCL_ROOT/lib" 2>&1 | tr '\n' ' '; echo
 export LD_LIBRARY_PATH=$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}

@@ -8,18 +8,7 @@ set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
 WHAT="${*:-build tests bench grads}"
-D=/tmp/deps
-if [ -d .deps-debs ]; then
-  mkdir -p "$D"
-  for f in .deps-debs/*.deb; do dpkg -x "$f" "$D"; done
-  # The Boost headers the server includes, as usr/include/boost/... (libboost1.81-dev's 10 MB deb
-  # does not fit the 64 MiB carry beside the tree): the top-level components named by `g++ -M` of
-  # the Beast/Asio sources, tarred from /usr/include/boost on the dev machine.
-  for f in .deps-debs/*.tar.gz; do [ -e "$f" ] && tar -xzf "$f" -C "$D"; done
-  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
-fi
+source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packages are missing
 has() { [[ " $WHAT " == *" $1 "* ]]; }
 if has build; then
   { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&

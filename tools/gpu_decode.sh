@@ -10,17 +10,7 @@ OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
 WHAT="${*:-build tests micro bench ab profile}"
 has() { [[ " $WHAT " == *" $1 "* ]]; }
-D=/tmp/deps
-DEBS=.deps-debs
-[ -d "$DEBS" ] || DEBS=../.deps-debs
-if [ -d "$DEBS" ]; then
-  mkdir -p "$D"
-  for f in "$DEBS"/*.deb; do dpkg -x "$f" "$D"; done
-  for f in "$DEBS"/*.tar.gz; do [ -e "$f" ] && tar -xzf "$f" -C "$D"; done
-  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
-fi
+source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packages are missing
 { which ncu nsys; nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv; } > "$OUT/tools.txt" 2>&1
 if has build; then
   { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&

@@ -10,8 +10,8 @@
 #     and compared with vela's logits (tools/check_moe_checkpoints.sh) -> $OUT/moe_ckpt/
 # usage (GPU machine, repository root): OUT=dir tools/gpu_lora_moe.sh [BUILD_DIR]
 #   BUILD_DIR (default build-gpu) must hold vela and tests/test_cuda built with -DVELA_CUDA=ON
-#   (tools/gpu_checks.sh builds them); when they are missing they are built here (the
-#   .deps-debs recipe of tools/gpu_checks.sh), which takes a few minutes on 16 cores.
+#   (tools/gpu_checks.sh builds them); when they are missing they are built here (with
+#   .deps-lite from tools/make_gpu_deps.sh), which takes a few minutes on 16 cores.
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-lora-moe}"
 mkdir -p "$OUT"
@@ -19,21 +19,13 @@ OUT=$(cd "$OUT" && pwd)
 B="${1:-build-gpu}"
 t0=$(date +%s)
 if [ ! -x "$B/vela" ] || [ ! -x "$B/tests/test_cuda" ]; then
-  D=/tmp/deps
-  DEBS=$( [ -d .deps-debs ] && echo .deps-debs || echo ../.deps-debs )
-  if [ -d "$DEBS" ]; then
-    mkdir -p "$D"
-    for f in "$DEBS"/*.deb; do dpkg -x "$f" "$D"; done
-    for f in "$DEBS"/*.tar.gz; do [ -f "$f" ] && tar -xzf "$f" -C "$D"; done
-    export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-    export PKG_CONFIG_SYSROOT_DIR=$D
-  fi
+  source tools/gpu_deps.sh
   { cmake -S . -B "$B" -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
       -DVELA_BUILD_TESTS=ON && ninja -C "$B" -j16 vela test_cuda; } > "$OUT/build.log" 2>&1 ||
     { tail -30 "$OUT/build.log"; exit 1; }
   echo "built $B in $(( $(date +%s) - t0 )) s"
 fi
-[ -d /tmp/deps ] && export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
+source tools/gpu_deps.sh   # the loader path to .deps-lite's libraries (a no-op without it)
 VELA=$(cd "$B" && pwd)/vela
 TEST_CUDA=$(cd "$B" && pwd)/tests/test_cuda
 

@@ -4,19 +4,11 @@
 # MoE tests (ops vs CPU twins, the MoE fixtures through the CUDA engine with graphs) and the
 # Qwen3-30B-A3B-shaped layer / 4-layer stack benchmarks. Logs, fixtures (moe_fixtures.tar.gz) and
 # bench JSON go to $OUT.
-# usage (from the repository root on the GPU machine): OUT=dir tools/gpu_moe.sh [DEBS_DIR]
+# usage (from the repository root on the GPU machine): OUT=dir tools/gpu_moe.sh   (carry .deps-lite: tools/make_gpu_deps.sh)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
-DEBS="${1:-.deps-debs}"
-D=/tmp/deps
-if [ -d "$DEBS" ]; then
-  mkdir -p "$D"
-  for f in "$DEBS"/*.deb; do dpkg -x "$f" "$D"; done
-  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
-fi
+source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packages are missing
 t0=$(date +%s)
 ( python3 tools/make_moe_fixtures.py > "$OUT/fixtures.log" 2>&1; echo "fixtures rc=$?" >> "$OUT/fixtures.log" ) &
 fixtures_pid=$!

@@ -11,15 +11,7 @@ set -uo pipefail
 OUT="${OUT:-/tmp/vela-lora}"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-D=/tmp/deps
-if [ -d ../.deps-debs ] || [ -d .deps-debs ]; then
-  DEBS=$( [ -d .deps-debs ] && echo .deps-debs || echo ../.deps-debs )
-  mkdir -p "$D"
-  for f in "$DEBS"/*.deb; do dpkg -x "$f" "$D"; done
-  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
-fi
+source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packages are missing
 FIX=tests/fixtures/lora/qwen3_qknorm_r4
 BASE=tests/fixtures/models/qwen3_qknorm
 t0=$(date +%s)

@@ -8,22 +8,13 @@
 # bench/results/rl_*_h200.txt.
 # usage (GPU machine, repository root): OUT=dir tools/rl_gpu_checks.sh
 #   needs bench/configs/grpo_h200/shards (prompt shards, see docs/rl.md) for the bench part.
-#   Run from a branch: copy only the files it changed (plus the shards and the .deps-debs it
-#   needs) into /work/main/.wt-NAME, carry that, and start with `cp -r .wt-NAME/. . &&` (main's
-#   tree with .deps-debs and a full worktree copy exceeds the 64 MiB a call carries).
+#   Run from a branch: copy only the files it changed (plus the shards; carry .deps-lite
+#   too) into /work/main/.wt-NAME, carry that, and start with `cp -r .wt-NAME/. . &&` (main's
+#   tree with a full worktree copy exceeds the 64 MiB a call carries).
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-rl-gpu}"
 mkdir -p "$OUT"
-D=/tmp/deps
-DEBS=.deps-debs
-[ -d $DEBS ] || DEBS=../.deps-debs
-if [ -d $DEBS ]; then
-  mkdir -p "$D"
-  for f in $DEBS/*.deb; do dpkg -x "$f" "$D"; done
-  export CMAKE_PREFIX_PATH=$D/usr PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/usr/lib/x86_64-linux-gnu/openblas-pthread
-fi
+source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packages are missing
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \

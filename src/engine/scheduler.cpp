@@ -528,12 +528,7 @@ bool Scheduler::step() {
         slots[off++] = item_tasks_[k]->request->lora_slot;
   }
   Tensor logits = executor_.forward(batch);
-  {
-    std::lock_guard<std::mutex> s(stats_mu_);
-    stats_.prefill_chunks += n_prefill_items_;
-    if (n_prefill_items_ > 0 && n_decode_items_ > 0) ++stats_.mixed_steps;
-    stats_.max_step_tokens = std::max<int64_t>(stats_.max_step_tokens, batch.n_tokens);
-  }
+  step_tokens_ = batch.n_tokens;  // counted with the step's other stats, under one lock
   publish_token_events();  // the previous step's tokens, while the GPU runs this forward
 
   // Rows whose tokens are all computed now get a new token sampled.
@@ -575,7 +570,7 @@ bool Scheduler::step() {
     }
   }
   remove_finished();
-  update_stats(n_emitted, n_prompt_tokens);
+  update_stats(n_emitted, n_prompt_tokens, /*stepped=*/true);
   publish_final_events();
   return true;
 }
@@ -683,8 +678,13 @@ void Scheduler::remove_finished() {
   running_.remove_if([](const std::unique_ptr<Task>& t) { return !t->request; });
 }
 
-void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt) {
+void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt, bool stepped) {
   std::lock_guard<std::mutex> s(stats_mu_);
+  if (stepped) {  // this step's plan: prefill chunks, mixed prefill + decode, its size
+    stats_.prefill_chunks += n_prefill_items_;
+    if (n_prefill_items_ > 0 && n_decode_items_ > 0) ++stats_.mixed_steps;
+    stats_.max_step_tokens = std::max<int64_t>(stats_.max_step_tokens, step_tokens_);
+  }
   double t = now_s();
   if (n_generated > 0) {
     ++stats_.steps;

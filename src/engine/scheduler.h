@@ -192,12 +192,13 @@ class Scheduler {
   // prefill_policy "prefix": orders waiting_ for admission (see EngineConfig::prefill_policy).
   void order_waiting_by_prefix();
   int64_t n_prefill_items_ = 0, n_decode_items_ = 0;  // this step's plan (stats)
+  int64_t step_tokens_ = 0;                             // this step's bound tokens (stats)
   void preempt(Task* victim);
   void restart(Task& t);  // kRestart after a weight update: back to the prompt
   void process_sample(Task& t, const SampleResult& r);
   void finish(Task& t, FinishReason reason, const std::string& error = "");
   void remove_finished();
-  void update_stats(int64_t n_generated, int64_t n_prompt);
+  void update_stats(int64_t n_generated, int64_t n_prompt, bool stepped = false);
   void publish_final_events();
   void publish_token_events();
 

@@ -372,13 +372,15 @@ TEST_F(CudaGemmTest, StreamsRunningAtOnceEachHaveTheirOwnWorkspace) {
       cuda::set_current_stream(s);
       {
         std::vector<Tensor> outs;
-        for (int it = 0; it < kIters; ++it) outs.push_back(Tensor::zeros({m, n}, DType::kF32, gpu()));
+        for (int it = 0; it < kIters; ++it)
+          outs.push_back(Tensor::zeros({m, n}, DType::kF32, gpu()));
         for (int it = 0; it < kIters; ++it) ops::gemm(a[i], b[i], outs[it]);
         for (const Tensor& o : outs) {
           Tensor h = o.to(Device::cpu());
           for (int64_t j = 0; j < m * n; ++j)
-            worst[i] = std::max(worst[i], static_cast<double>(std::fabs(
-                                              h.data<float>()[j] - alone[i].data<float>()[j])));
+            worst[i] = std::max(
+                worst[i],
+                static_cast<double>(std::fabs(h.data<float>()[j] - alone[i].data<float>()[j])));
         }
       }
       cudaStreamSynchronize(s);

@@ -181,8 +181,8 @@ void DraftModel::draw(const Tensor& logits, const std::vector<int32_t>& job_of_r
       ctx = &c;
     }
     const uint64_t step = t.output.size() + static_cast<uint64_t>(j);
-    SamplerRow row{&t.params(), &t.prompt(), ctx, t.seed,
-                   step,        kDraftDrawStream + static_cast<uint64_t>(t.index)};
+    SamplerRow row{&t.params(), &t.prompt(), ctx,
+                   t.seed,      step,        kDraftDrawStream + static_cast<uint64_t>(t.index)};
     row.want_probs = !t.params().is_greedy();  // q_j for the general rule
     draw_rows_.push_back(row);
   }

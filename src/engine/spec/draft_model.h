@@ -119,7 +119,7 @@ class DraftModel {
   std::unique_ptr<InferenceWorkspace> ws_;
   std::unique_ptr<TaskCacheManager> cache_;
   std::unique_ptr<Executor> executor_;
-  Sampler sampler_;                      // CPU, one row: the target's p in verify()
+  Sampler sampler_;                        // CPU, one row: the target's p in verify()
   std::unique_ptr<Sampler> draw_sampler_;  // the draft's device, max_seqs rows: the drafts
   int64_t vocab_ = 0;
 

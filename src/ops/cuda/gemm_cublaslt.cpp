@@ -4,13 +4,14 @@
 //
 // cuBLAS is column-major, so the row-major c[M, N] is computed as the column-major
 // c^T[N, M] = op(b)^T @ op(a)^T: b's storage is cuBLAS's A, a's storage is cuBLAS's B, and the
-// transposes carry over unchanged. One cuBLASLt handle per device and one 32 MiB workspace (from the
-// caching allocator) per device and stream: GEMMs on two streams may run at once (two engines on one
-// GPU, a draft model's stream, a trainer beside an engine), and a matmul's workspace is its scratch
-// (split-K partials), so a workspace shared across streams corrupts results; descriptors and the algorithm are cached per shape key, so a repeated
-// shape makes no heuristic query. Inside a tuning session (ops/gemm_tuning.h) a new small-M plan
-// times the heuristic's top candidates and keeps the fastest (`tune_plan`), optionally through a
-// disk cache keyed by GPU name, cuBLASLt version and the shape key.
+// transposes carry over unchanged. One cuBLASLt handle per device and one 32 MiB workspace (from
+// the caching allocator) per device and stream: GEMMs on two streams may run at once (two engines
+// on one GPU, a draft model's stream, a trainer beside an engine), and a matmul's workspace is its
+// scratch (split-K partials), so a workspace shared across streams corrupts results; descriptors
+// and the algorithm are cached per shape key, so a repeated shape makes no heuristic query. Inside
+// a tuning session (ops/gemm_tuning.h) a new small-M plan times the heuristic's top candidates and
+// keeps the fastest (`tune_plan`), optionally through a disk cache keyed by GPU name, cuBLASLt
+// version and the shape key.
 #include "ops/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>

@@ -1,7 +1,8 @@
 // CUDA gemm (cuBLASLt) against the CPU twin: all transpose combinations, f32 / bf16 / f16 inputs
 // with f32 or input-dtype output, odd shapes, batches with batched or shared b, leading-dim
 // strides, alpha / beta, K = 0, the plan cache (a repeated shape adds no plan), and the small-M
-// algorithm search (tuned plans against the CPU, the disk cache, a benchmark of bench-1b shapes).
+// algorithm search (tuned plans against the CPU, the disk cache, a benchmark of bench-1b shapes),
+// and GEMMs on several streams at once (each stream its own cuBLASLt workspace).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,7 +13,10 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "core/cuda/stream.h"
 #include "core/json.h"
 #include "cuda/cuda_test_util.h"
 #include "ops/cuda/bench_cuda.h"
@@ -342,6 +346,51 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
                   r->n_candidates, gbps, 100.0 * gbps / copy);
     }
   }
+}
+
+// Split-K shapes (small M x N, long K) keep partial sums in cuBLASLt's workspace. Streams running
+// GEMMs at once (two engines on one GPU, a trainer beside an engine) must not share it: each
+// thread's results on its own stream, with the others running, equal its results alone.
+TEST_F(CudaGemmTest, StreamsRunningAtOnceEachHaveTheirOwnWorkspace) {
+  constexpr int kStreams = 4, kIters = 24;
+  constexpr int64_t m = 16, n = 64, k = 32768;
+  std::vector<Tensor> a, b, alone;
+  for (int i = 0; i < kStreams; ++i) {
+    a.push_back(test::random_cpu({m, k}, DType::kF32, 10 + i).to(gpu()));
+    b.push_back(test::random_cpu({k, n}, DType::kF32, 20 + i).to(gpu()));
+    Tensor c = Tensor::zeros({m, n}, DType::kF32, gpu());
+    ops::gemm(a.back(), b.back(), c);
+    alone.push_back(c.to(Device::cpu()));
+  }
+  std::vector<double> worst(kStreams, 0.0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      cudaSetDevice(0);
+      cudaStream_t s = nullptr;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      cuda::set_current_stream(s);
+      {
+        std::vector<Tensor> outs;
+        for (int it = 0; it < kIters; ++it)
+          outs.push_back(Tensor::zeros({m, n}, DType::kF32, gpu()));
+        for (int it = 0; it < kIters; ++it) ops::gemm(a[i], b[i], outs[it]);
+        for (const Tensor& o : outs) {
+          Tensor h = o.to(Device::cpu());
+          for (int64_t j = 0; j < m * n; ++j)
+            worst[i] = std::max(
+                worst[i],
+                static_cast<double>(std::fabs(h.data<float>()[j] - alone[i].data<float>()[j])));
+        }
+      }
+      cudaStreamSynchronize(s);
+      ops::cuda::gemm_release_stream(s, 0);
+      cuda::set_current_stream(nullptr);
+      cudaStreamDestroy(s);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kStreams; ++i) EXPECT_LE(worst[i], 1e-3) << "stream " << i;
 }
 
 }  // namespace

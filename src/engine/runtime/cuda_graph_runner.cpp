@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda/stream.h"
+#include "ops/cuda/gemm_cublaslt.h"
 #endif
 
 namespace vela {
@@ -34,7 +35,15 @@ CudaGraphRunner::CudaGraphRunner(Device device) : device_(device) {
 
 CudaGraphRunner::~CudaGraphRunner() {
   clear();
-  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (stream_ == nullptr) return;
+  // The stream's GEMM workspace goes with it (no graph holds its address any more).
+  cuda::DeviceGuard guard(device_.index);
+  cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  try {
+    ops::cuda::gemm_release_stream(static_cast<cudaStream_t>(stream_), device_.index);
+  } catch (...) {  // a destructor: the workspace then stays cached
+  }
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
 void CudaGraphRunner::enter_thread() const {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/cuda/cuda_api.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -126,9 +127,10 @@ DraftModel::DraftModel(Transformer model, const EngineConfig& cfg, const Executo
   eo.cuda_graphs = cfg.cuda_graphs;
   eo.padding_slot = cuda ? storage_->padding_slot() : -1;
   executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);
-  host_logits_ = Tensor::empty(
-      {std::max<int64_t>(cfg.max_seqs, SpeculativeConfig::kMaxDraftTokens + 1), mc.vocab_size},
-      DType::kF32);
+  draw_sampler_ = std::make_unique<Sampler>(mc.vocab_size, cfg.max_seqs, dev);
+  filler_.temperature = 0.0f;
+  host_logits_ =
+      Tensor::empty({SpeculativeConfig::kMaxDraftTokens + 1, mc.vocab_size}, DType::kF32);
   row_scratch_ = Tensor::empty({1, mc.vocab_size}, DType::kF32);
   p_.resize(static_cast<size_t>(mc.vocab_size));
   processed_.resize(static_cast<size_t>(mc.vocab_size));
@@ -158,26 +160,47 @@ const std::vector<int32_t>* DraftModel::context(const Task& t, const std::vector
 
 void DraftModel::draw(const Tensor& logits, const std::vector<int32_t>& job_of_row, int32_t j,
                       std::vector<Job>& jobs) {
+  // One sampler launch over the forward's rows on its device; rows without a job are greedy
+  // fillers (no history, nothing read back but an id).
   const int64_t n_rows = logits.size(0);
-  Tensor host = logits;
-  if (!logits.is_cpu()) {
-    host = host_logits_.slice(0, 0, n_rows);
-    host.copy_(logits);
+  draw_rows_.clear();
+  size_t n_ctx = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int32_t i = job_of_row[static_cast<size_t>(r)];
+    if (i < 0) {
+      draw_rows_.push_back(SamplerRow{&filler_, nullptr, nullptr, 0, 0, 0});
+      continue;
+    }
+    const Task& t = *jobs[static_cast<size_t>(i)].task;
+    const std::vector<int32_t>* ctx = &t.output;
+    if (t.params().has_penalties() && j > 0) {  // output + drafts[0 .. j), one buffer per row
+      if (n_ctx == draw_ctx_.size()) draw_ctx_.emplace_back();
+      std::vector<int32_t>& c = draw_ctx_[n_ctx++];
+      c.assign(t.output.begin(), t.output.end());
+      c.insert(c.end(), t.drafts.begin(), t.drafts.begin() + j);
+      ctx = &c;
+    }
+    const uint64_t step = t.output.size() + static_cast<uint64_t>(j);
+    SamplerRow row{&t.params(), &t.prompt(), ctx,
+                   t.seed,      step,        kDraftDrawStream + static_cast<uint64_t>(t.index)};
+    row.want_probs = !t.params().is_greedy();  // q_j for the general rule
+    draw_rows_.push_back(row);
   }
-  std::vector<SamplerRow>& rows = one_row_;
+  draw_sampler_->sample(logits, draw_rows_, draw_out_);  // waits for the ids
+  const Tensor& probs = draw_sampler_->probabilities();
+  const size_t row_bytes = static_cast<size_t>(vocab_) * sizeof(float);
   for (int64_t r = 0; r < n_rows; ++r) {
     const int32_t i = job_of_row[static_cast<size_t>(r)];
     if (i < 0) continue;
     Task& t = *jobs[static_cast<size_t>(i)].task;
-    std::memcpy(row_scratch_.data<float>(), host.data<float>() + r * host.stride(0),
-                static_cast<size_t>(vocab_) * sizeof(float));
-    const uint64_t step = t.output.size() + static_cast<uint64_t>(j);
-    rows[0] = SamplerRow{&t.params(), &t.prompt(), context(t, t.drafts, j),
-                         t.seed,      step,        static_cast<uint64_t>(t.index)};
+    t.drafts[static_cast<size_t>(j)] = draw_out_[static_cast<size_t>(r)].token;
+    if (t.params().is_greedy()) continue;  // point-mass verification: no q needed
     float* q = q_[t.id].data() + static_cast<int64_t>(j) * vocab_;
-    sampler_.distribution(row_scratch_, rows, q);
-    const float u = philox_uniform(t.seed, kDraftDrawStream + static_cast<uint64_t>(t.index), step);
-    t.drafts[static_cast<size_t>(j)] = sample_from_probs(q, vocab_, u);
+    const float* src = probs.data<float>() + r * probs.stride(0);
+    if (probs.is_cpu())
+      std::memcpy(q, src, row_bytes);
+    else
+      cuda::copy_bytes(q, Device::cpu(), src, probs.device(), row_bytes);
   }
 }
 

@@ -1,19 +1,21 @@
 // DraftModel: draft-model speculation. A second, small Transformer sharing the target's tokenizer,
 // run by the engine's loop thread on the same device, with its own paged KV cache (a
 // TaskCacheManager of its own over its own KVStorage, request table and workspace: the same cache
-// code as the target's), its own Executor (CUDA graphs for its decode steps) and a CPU Sampler for
-// the q / p distributions.
+// code as the target's), its own Executor (CUDA graphs for its decode steps), a Sampler on its
+// device that draws the drafts, and a CPU Sampler for the target's p rows of sampled requests.
 //
 // Each step, for every sequence the scheduler chose to speculate with m drafts (propose()):
 //  1. catch-up: the draft's KV follows the sequence's tokens; whatever it has not seen yet (the
 //     prompt on a sequence's first speculative step, else the 1 or 2 tokens the last verification
 //     emitted) is fed in one batched ragged forward (chunked by the step token budget);
-//  2. m - 1 batched one-token decode steps over all speculating sequences; after each forward the
-//     draft's distribution q_j is computed with the SAME transform as the target's sampling
-//     distribution (Sampler::distribution with the request's SamplingParams and the context
-//     prompt + output + drafts[0 .. j): penalties, logit bias, temperature, top-k, top-p, min-p;
-//     greedy: one-hot at the argmax), and x_j ~ q_j is drawn with the Philox uniform
-//     (seed, kDraftDrawStream + sample index, output position).
+//  2. m - 1 batched one-token decode steps over all speculating sequences; after each forward
+//     x_j ~ q_j is drawn on the draft's device by the one sampler (ops/sampling.h, one launch for
+//     the batch) with the SAME transform as the target's sampling (the request's SamplingParams
+//     and the context prompt + output + drafts[0 .. j): penalties, logit bias, temperature,
+//     top-k, top-p, min-p; greedy: the argmax) and the Philox uniform (seed, kDraftDrawStream +
+//     sample index, output position). Only the drafted ids come back to the host, plus, for
+//     sampled (non-greedy) rows, the row q_j itself (SamplerRow::want_probs) for the general rule;
+//     greedy rows copy no logits or distribution rows at all.
 // verify() then applies the general rule (rejection.h, verify_draft) to each position, p_j being
 // the target's distribution from its verification logits row under the same transform; greedy rows
 // go through the point-mass rule in the scheduler instead (identical for one-hot p and q).
@@ -23,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -101,7 +104,8 @@ class DraftModel {
     int32_t fed = 0;  // next position of the task's tokens to feed
     int32_t n_tokens = 0;
   };
-  // q_j of each job row i of `rows_logits` (forward output rows), then x_j ~ q_j.
+  // x_j ~ q_j for the job of each forward output row (job_of_row[r] < 0: none), on the device;
+  // sampled rows also keep q_j (q_).
   void draw(const Tensor& logits, const std::vector<int32_t>& job_of_row, int32_t j,
             std::vector<Job>& jobs);
   // The context output + extra[0 .. n) for penalties, in a reused buffer.
@@ -115,14 +119,15 @@ class DraftModel {
   std::unique_ptr<InferenceWorkspace> ws_;
   std::unique_ptr<TaskCacheManager> cache_;
   std::unique_ptr<Executor> executor_;
-  Sampler sampler_;
+  Sampler sampler_;                        // CPU, one row: the target's p in verify()
+  std::unique_ptr<Sampler> draw_sampler_;  // the draft's device, max_seqs rows: the drafts
   int64_t vocab_ = 0;
 
   // propose() scratch, reused.
   std::vector<JobState> job_state_;
   std::vector<std::vector<int32_t>> job_tokens_;
-  std::unordered_map<int64_t, std::vector<float>> q_;  // task id -> [n_drafts, vocab]
-  Tensor host_logits_;                                 // [max(max_seqs, kMax + 1), vocab] f32 CPU
+  std::unordered_map<int64_t, std::vector<float>> q_;  // task id -> [n_drafts, vocab] (sampled)
+  Tensor host_logits_;                                 // [kMaxDraftTokens + 1, vocab] f32 CPU
   Tensor row_scratch_;                                 // [1, vocab] f32 CPU
   std::vector<float> p_;                               // [vocab]
   std::vector<float> processed_;                       // [vocab] p's logits after penalties, bias
@@ -131,6 +136,12 @@ class DraftModel {
   std::vector<BindItem> items_;
   std::vector<int32_t> job_of_item_, job_of_row_;
   std::vector<SamplerRow> one_row_ = std::vector<SamplerRow>(1);
+  // draw() scratch: one row per forward row, penalty contexts (deque: stable addresses), results,
+  // and the greedy params of rows without a job (catch-up chunks before a sequence's last token).
+  std::vector<SamplerRow> draw_rows_;
+  std::deque<std::vector<int32_t>> draw_ctx_;
+  std::vector<SampleResult> draw_out_;
+  SamplingParams filler_;
   Stats stats_;
 };
 

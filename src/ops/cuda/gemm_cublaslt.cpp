@@ -4,11 +4,14 @@
 //
 // cuBLAS is column-major, so the row-major c[M, N] is computed as the column-major
 // c^T[N, M] = op(b)^T @ op(a)^T: b's storage is cuBLAS's A, a's storage is cuBLAS's B, and the
-// transposes carry over unchanged. One cuBLASLt handle and one 32 MiB workspace (from the caching
-// allocator) per device; descriptors and the algorithm are cached per shape key, so a repeated
-// shape makes no heuristic query. Inside a tuning session (ops/gemm_tuning.h) a new small-M plan
-// times the heuristic's top candidates and keeps the fastest (`tune_plan`), optionally through a
-// disk cache keyed by GPU name, cuBLASLt version and the shape key.
+// transposes carry over unchanged. One cuBLASLt handle per device and one 32 MiB workspace (from
+// the caching allocator) per device and stream: GEMMs on two streams may run at once (two engines
+// on one GPU, a draft model's stream, a trainer beside an engine), and a matmul's workspace is its
+// scratch (split-K partials), so a workspace shared across streams corrupts results; descriptors
+// and the algorithm are cached per shape key, so a repeated shape makes no heuristic query. Inside
+// a tuning session (ops/gemm_tuning.h) a new small-M plan times the heuristic's top candidates and
+// keeps the fastest (`tune_plan`), optionally through a disk cache keyed by GPU name, cuBLASLt
+// version and the shape key.
 #include "ops/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>
@@ -75,8 +78,10 @@ struct GemmPlan {
 // destruction order).
 struct DeviceGemm {
   cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
   std::mutex mu;  // guards everything below
+  // Per stream (nullptr: the legacy default stream), made by its first GEMM (the eager run before
+  // a graph capture: graphs bake the pointer in) and freed by gemm_release_stream().
+  std::unordered_map<cudaStream_t, void*> workspaces;
   std::unordered_map<GemmKey, std::unique_ptr<GemmPlan>, GemmKeyHash> plans;
   std::vector<GemmTuneRecord> records;
   // Disk cache entries of this GPU and cuBLASLt version (loaded once per path), and whether new
@@ -95,10 +100,16 @@ DeviceGemm& device_gemm(int device) {
   if (!contexts[device]) {
     auto ctx = std::make_unique<DeviceGemm>();
     VELA_CUBLAS_CHECK(cublasLtCreate(&ctx->handle));
-    ctx->workspace = vela::cuda::device_alloc(kWorkspaceBytes, device);
     contexts[device] = ctx.release();
   }
   return *contexts[device];
+}
+
+// The workspace of GEMMs on `stream` (ctx.mu held); allocated on that stream the first time.
+void* stream_workspace(DeviceGemm& ctx, int device, cudaStream_t stream) {
+  void*& w = ctx.workspaces[stream];
+  if (w == nullptr) w = vela::cuda::device_alloc(kWorkspaceBytes, device);
+  return w;
 }
 
 cudaDataType_t cuda_type(DType dt) {
@@ -324,8 +335,8 @@ double time_algo(DeviceGemm& ctx, const GemmPlan& plan, const cublasLtMatmulAlgo
   auto launch = [&] {
     return cublasLtMatmul(ctx.handle, plan.op_desc, &ops.alpha, ops.a, plan.a_layout, ops.b,
                           plan.b_layout, &beta, session().c_scratch, plan.c_layout,
-                          session().c_scratch, plan.c_layout, &algo, ctx.workspace, kWorkspaceBytes,
-                          stream);
+                          session().c_scratch, plan.c_layout, &algo,
+                          stream_workspace(ctx, session().device, stream), kWorkspaceBytes, stream);
   };
   if (launch() != CUBLAS_STATUS_SUCCESS) return -1.0;  // warm-up (module load, first touch)
   std::vector<double> us;
@@ -527,8 +538,11 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
 
   DeviceGemm& ctx = device_gemm(device);
   GemmPlan* plan = nullptr;
+  void* workspace = nullptr;
+  const cudaStream_t stream = current_stream();
   {
     std::lock_guard<std::mutex> lock(ctx.mu);
+    workspace = stream_workspace(ctx, device, stream);
     auto it = ctx.plans.find(key);
     if (it == ctx.plans.end()) {
       // Small-M, single-matrix shapes in a tuning session, outside stream capture.
@@ -565,7 +579,16 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
   VELA_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan->op_desc, &alpha, b.data_ptr(), plan->a_layout,
                                    a.data_ptr(), plan->b_layout, &beta, c.data_ptr(),
                                    plan->c_layout, c.data_ptr(), plan->c_layout, &plan->algo,
-                                   ctx.workspace, kWorkspaceBytes, current_stream()));
+                                   workspace, kWorkspaceBytes, stream));
+}
+
+void gemm_release_stream(cudaStream_t stream, int device) {
+  DeviceGemm& ctx = device_gemm(device);
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  auto it = ctx.workspaces.find(stream);
+  if (it == ctx.workspaces.end()) return;
+  vela::cuda::device_free(it->second);
+  ctx.workspaces.erase(it);
 }
 
 }  // namespace vela::ops::cuda

@@ -2,6 +2,8 @@
 // Thread-safe. CUDA builds only.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +16,12 @@ namespace vela::ops::cuda {
 // so f32 GEMMs are exact fp32; the environment variable VELA_ALLOW_TF32=1 turns it on at start.
 void set_gemm_allow_tf32(bool allow);
 bool gemm_allow_tf32();
+
+// Frees the GEMM workspace of `stream` on `device` (each stream has its own: GEMMs of two streams
+// may run at once). The stream's owner calls it before destroying the stream, once the stream is
+// idle and no graph captured on it remains (graphs hold the workspace's address). A later GEMM on
+// the stream allocates a new one.
+void gemm_release_stream(cudaStream_t stream, int device);
 
 // Number of cached GEMM plans (one heuristic query each) on `device`. A repeated shape adds none.
 int64_t gemm_plan_cache_size(int device = 0);

@@ -2,6 +2,7 @@
 #include "nn/attention.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "core/scratch_arena.h"
 #include "nn/lora.h"
@@ -40,8 +41,32 @@ void Attention::project_qkv(const Tensor& x, const Tensor& positions, const Tens
   ops::rotary(k, positions, rope_table);
 }
 
+bool Attention::fused_qkv_default() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VELA_FUSED_QKV");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
 void Attention::forward_packed(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
                                const KVCacheView& kv, int64_t layer_idx, Tensor& out) const {
+  if (fused_qkv && x.device().is_cuda() && fusable_packed()) {
+    const int64_t n = x.size(0);
+    Tensor attn = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, x.dtype(), x.device());
+    {
+      ScratchMark temporaries;  // qkv_out and q are free again before attn is used
+      Tensor qkv_out = scratch_tensor({n, qkv.out_features()}, x.dtype(), x.device());
+      ops::gemm(x, qkv.weight, qkv_out, false, true);
+      Tensor q = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, x.dtype(), x.device());
+      Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
+      ops::qkv_rotary_kv_write(qkv_out, positions, rope_table, q_norm, k_norm, cfg.norm_eps,
+                               kv.out_cache_loc, q, k_cache, v_cache);
+      attend(q, k_cache, v_cache, kv, attn);
+    }
+    o.forward(attn.view({n, cfg.q_dim()}), out);
+    return;
+  }
   Tensor q, k, v;
   project_qkv(x, positions, rope_table, q, k, v);
   Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);

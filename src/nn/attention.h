@@ -45,8 +45,14 @@ struct Attention {
   // Packed inference path.
   //   x: [n_tokens, hidden]   positions: [n_tokens] i32   rope_table: [n_positions, rotary_dim]
   //   out: [n_tokens, hidden]; K/V of the new tokens are written into layer `layer_idx` of kv.
+  // On CUDA, when fusable_packed() and fused_qkv, q|k|v is one GEMM over the fused weight and
+  // QK-norm, rotary and the KV write are one qkv_rotary_kv_write (multi-row decode and prefill:
+  // 2 GEMMs and 2..4 small kernels fewer per layer); otherwise three GEMMs and the unfused ops.
   void forward_packed(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
                       const KVCacheView& kv, int64_t layer_idx, Tensor& out) const;
+  // Default on; VELA_FUSED_QKV=0 sets the default off (A/B measurements), tests flip it directly.
+  bool fused_qkv = fused_qkv_default();
+  static bool fused_qkv_default();
 
   // Whether forward_packed_fused computes this layer (no biases, no LoRA on qkv / o).
   bool fusable_packed() const;

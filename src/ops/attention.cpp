@@ -177,6 +177,14 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
   const int64_t blocks = std::max<int64_t>(n_seqs * n_kv_heads, 1);
   const int64_t want = (4 * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
   const int64_t by_len = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  // A batch whose (sequence, KV head) blocks alone cover ~3/4 of the SMs splits only per 1024
+  // keys: there the merge kernel and the shorter blocks cost more than the fill gains
+  // (bench/results/batch_h200.txt: bench-1b B=64 x 512 keys 9.3 us unsplit vs 17.0 us at 3).
+  constexpr int64_t kKeysPerSplitFull = 1024;
+  if (4 * blocks >= 3 * static_cast<int64_t>(sm_count)) {
+    const int64_t by_full = (max_len + kKeysPerSplitFull - 1) / kKeysPerSplitFull;
+    return static_cast<int>(std::clamp<int64_t>(std::min(want, by_full), 1, kMaxDecodeSplits));
+  }
   return static_cast<int>(std::clamp<int64_t>(std::min(want, by_len), 1, kMaxDecodeSplits));
 }
 

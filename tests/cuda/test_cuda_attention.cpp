@@ -520,6 +520,43 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
   }
 }
 
+// Split count vs time for batched decode (which split policy fills the H200 best): bench-1b's
+// heads (24q/4kv/d64) and Qwen3-1.7B's (16q/8kv/d128), page 16; the row marked * is the policy.
+TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
+  const DType dt = DType::kBF16;
+  const int sms = cuda::device_properties().multiProcessorCount;
+  struct Cfg {
+    int64_t n_heads, n_kv, d;
+    int b, ctx;
+  };
+  for (Cfg c : {Cfg{24, 4, 64, 64, 512}, Cfg{24, 4, 64, 64, 1024}, Cfg{24, 4, 64, 32, 512},
+                Cfg{24, 4, 64, 128, 512}, Cfg{24, 4, 64, 64, 4096}, Cfg{16, 8, 128, 64, 512},
+                Cfg{16, 8, 128, 64, 2048}}) {
+    std::vector<int> lens(static_cast<size_t>(c.b), c.ctx), q_lens(lens.size(), 1);
+    Batch b = make_batch(dt, lens, q_lens, c.n_heads, c.n_kv, c.d, 16, 710);
+    Batch g = to_gpu(b, gpu());
+    const int policy = ops::decode_num_splits(c.b, c.n_kv, c.ctx, sms);
+    Tensor o_part =
+        Tensor::empty({ops::decode_o_part_numel(c.b, c.n_heads, c.d, 16)}, DType::kF32, gpu());
+    Tensor lse_part =
+        Tensor::empty({ops::decode_lse_part_numel(c.b, c.n_heads, 16)}, DType::kF32, gpu());
+    Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
+    const double bytes = 2.0 * c.b * c.ctx * c.n_kv * c.d * 2;
+    for (int n_splits : {1, 2, 3, 4, 6, 8, 16}) {
+      const double ms = time_ms([&] {
+        ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                    g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
+      });
+      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      std::printf("splits %lldq/%lldkv/d%lld B=%d ctx=%d: splits %2d%s %7.2f us, %5.0f GB/s = "
+                  "%.1f%% of 4300\n",
+                  static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
+                  static_cast<long long>(c.d), c.b, c.ctx, n_splits,
+                  n_splits == policy ? "*" : " ", ms * 1e3, gbps, 100.0 * gbps / 4300.0);
+    }
+  }
+}
+
 TEST_F(CudaAttentionTest, DISABLED_BenchPrefill) {
   const DType dt = DType::kBF16;
   struct Cfg {

@@ -57,7 +57,11 @@ TEST(AttentionPlan, DecodeSplits) {
   EXPECT_EQ(ops::decode_num_splits(1, 4, 100, 132), 2);
   EXPECT_EQ(ops::decode_num_splits(1, 4, 32768, 132), 128);  // fill the device, capped
   EXPECT_EQ(ops::decode_num_splits(1, 4, 1024, 132), 16);    // >= 64 keys per split
-  EXPECT_EQ(ops::decode_num_splits(64, 4, 512, 132), 3);     // 256 blocks already
+  EXPECT_EQ(ops::decode_num_splits(64, 4, 512, 132), 1);     // 256 blocks already: no split
+  EXPECT_EQ(ops::decode_num_splits(32, 4, 512, 132), 1);     // 128 blocks >= 3/4 of the SMs
+  EXPECT_EQ(ops::decode_num_splits(64, 4, 2048, 132), 2);    // one split per 1024 keys
+  EXPECT_EQ(ops::decode_num_splits(64, 4, 4096, 132), 3);    // ... up to the fill count
+  EXPECT_EQ(ops::decode_num_splits(16, 4, 512, 132), 8);     // 64 blocks: split to fill
   EXPECT_EQ(ops::decode_num_splits(1024, 8, 4096, 132), 1);
   EXPECT_EQ(ops::decode_num_splits(0, 4, 0, 132), 1);
   EXPECT_THROW(ops::decode_num_splits(1, 0, 10, 132), InvalidArgument);

@@ -102,13 +102,15 @@ TEST_F(CudaMoe, PermuteIsBitIdenticalToCpu) {
 
 TEST_F(CudaMoe, GroupedGemmMatchesCpuInEveryPath) {
   // (tokens, k, experts, K, N): decode rows (GEMV path), many rows (tiled / tensor cores), odd
-  // sizes, skewed routing that leaves experts empty.
+  // sizes, skewed routing that leaves experts empty, and prefill rows (>= 2048: cuBLAS grouped
+  // GEMM for 16-bit inputs).
   for (auto [n, k, e, kd, nd] :
        std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{{1, 8, 16, 128, 96},
                                                                             {5, 2, 8, 40, 72},
                                                                             {3, 2, 8, 37, 20},
                                                                             {200, 4, 8, 128, 200},
-                                                                            {300, 2, 6, 37, 53}}) {
+                                                                            {300, 2, 6, 37, 53},
+                                                                            {1100, 2, 8, 64, 40}}) {
     Tensor ids = random_ids(n, k, e, 7 * n + kd, true);
     Routed r = permute_cpu(ids, e);
     for (DType dt : {DType::kF32, DType::kBF16}) {

@@ -7,7 +7,7 @@
 //           bits alone as in a mixed batch
 //   expand  block = 8 rows x 128 columns, one thread per column holding its B row (r floats) in
 //           registers, reloaded only when the slot changes between rows
-// Other shapes use the simple kernels (one block per row / one thread per column). Dropout = a
+// They run from 256 rows or rank 32 up (use_tiled); other shapes use the simple kernels (one block per row / one thread per column). Dropout = a
 // grid-stride loop over the hashed mask (the same hash as the CPU twin: identical masks). No host
 // reads: graph-capturable.
 #include "ops/cuda/common.cuh"
@@ -164,6 +164,11 @@ static __global__ void lora_dropout_kernel(const T* x, int64_t x_stride, T* out,
   }
 }
 
+// The tiled kernels win from 256 rows (prefill: 3.5-6x) or rank 32 up; at decode sizes with rank
+// 8 / 16 the per-row kernels were faster on the H200 (8 row tiles leave most SMs idle):
+// bench/results/lora_bgmv_h200.txt.
+static bool use_tiled(int64_t n_rows, int64_t r) { return n_rows >= 256 || r >= 32; }
+
 void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa) {
   const RowLayout xl = row_layout(x);
   const int64_t r = a.size(1);
@@ -174,7 +179,8 @@ void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& 
     const T* px = static_cast<const T*>(x.data_ptr());
     const T* pa = static_cast<const T*>(a.data_ptr());
     constexpr int V = kVec16<T>;
-    if (xl.n_cols % V == 0 && xl.row_stride % V == 0 && is_aligned(px, 16) && is_aligned(pa, 16)) {
+    if (use_tiled(xl.n_rows, r) && xl.n_cols % V == 0 && xl.row_stride % V == 0 &&
+        is_aligned(px, 16) && is_aligned(pa, 16)) {
       dim3 grid(static_cast<unsigned>(ceil_div(xl.n_rows, kLoraTileRows)),
                 static_cast<unsigned>(ceil_div(r, kShrinkWarps)));
       lora_shrink_tiled_kernel<T><<<grid, 32 * kShrinkWarps, 0, current_stream()>>>(
@@ -209,7 +215,7 @@ void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const T
           static_cast<T*>(y.data_ptr()), yl.row_stride);
       VELA_CUDA_CHECK_LAUNCH();
     };
-    if (is_aligned(pb, 16)) {
+    if (use_tiled(yl.n_rows, r) && is_aligned(pb, 16)) {
       if (r == 8) return tiled(std::integral_constant<int, 8>{});
       if (r == 16) return tiled(std::integral_constant<int, 16>{});
       if (r == 32) return tiled(std::integral_constant<int, 32>{});

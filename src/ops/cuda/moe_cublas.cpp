@@ -70,7 +70,8 @@ int64_t moe_cublas_min_rows() {
 
 bool grouped_gemm_cublas(const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w,
                          Tensor& out) {
-  if (a.dtype() != DType::kBF16 && a.dtype() != DType::kF16) return false;
+  if ((a.dtype() != DType::kBF16 && a.dtype() != DType::kF16) || out.dtype() != a.dtype())
+    return false;
   cudaStream_t stream = vela::cuda::current_stream();
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   VELA_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
@@ -123,11 +124,13 @@ bool grouped_gemm_cublas(const Tensor& a, const Tensor& w, const Tensor& offsets
       sizes(static_cast<size_t>(g), 1);
   std::vector<float> alpha(static_cast<size_t>(g), 1.0f), beta(static_cast<size_t>(g), 0.0f);
   VELA_MOE_CUBLAS_CHECK(cublasSetStream(st.handle, stream));
-  VELA_MOE_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+  const cublasStatus_t status = cublasGemmGroupedBatchedEx(
       st.handle, ta.data(), tb.data(), mm.data(), ms.data(), kk.data(), alpha.data(),
       const_cast<const void* const*>(dA), cuda_type(w.dtype()), lda.data(),
       const_cast<const void* const*>(dB), cuda_type(a.dtype()), ldb.data(), beta.data(), dC,
-      cuda_type(out.dtype()), ldc.data(), g, sizes.data(), CUBLAS_COMPUTE_32F));
+      cuda_type(out.dtype()), ldc.data(), g, sizes.data(), CUBLAS_COMPUTE_32F);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // the tiled kernel handles it
+  VELA_MOE_CUBLAS_CHECK(status);
   return true;
 }
 

@@ -13,7 +13,8 @@ namespace vela::ops::cuda {
 int64_t moe_cublas_min_rows();
 
 // out[seg e] = a[seg e] @ op(w[e]) for 16-bit a / w (out of a's dtype or f32). Returns false
-// (nothing launched) when the path does not apply: f32 inputs, a stream being captured.
+// (nothing launched) when the path does not apply: f32 inputs, an f32 out (cuBLAS reported
+// NOT_SUPPORTED for bf16 in / f32 out on the H200), a stream being captured.
 bool grouped_gemm_cublas(const Tensor& a, const Tensor& w, const Tensor& offsets, bool trans_w,
                          Tensor& out);
 

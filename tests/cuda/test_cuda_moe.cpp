@@ -102,13 +102,15 @@ TEST_F(CudaMoe, PermuteIsBitIdenticalToCpu) {
 
 TEST_F(CudaMoe, GroupedGemmMatchesCpuInEveryPath) {
   // (tokens, k, experts, K, N): decode rows (GEMV path), many rows (tiled / tensor cores), odd
-  // sizes, skewed routing that leaves experts empty.
+  // sizes, skewed routing that leaves experts empty, and prefill rows (>= 2048: cuBLAS grouped
+  // GEMM for 16-bit inputs).
   for (auto [n, k, e, kd, nd] :
        std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{{1, 8, 16, 128, 96},
                                                                             {5, 2, 8, 40, 72},
                                                                             {3, 2, 8, 37, 20},
                                                                             {200, 4, 8, 128, 200},
-                                                                            {300, 2, 6, 37, 53}}) {
+                                                                            {300, 2, 6, 37, 53},
+                                                                            {1100, 2, 8, 64, 40}}) {
     Tensor ids = random_ids(n, k, e, 7 * n + kd, true);
     Routed r = permute_cpu(ids, e);
     for (DType dt : {DType::kF32, DType::kBF16}) {
@@ -131,6 +133,13 @@ TEST_F(CudaMoe, GroupedGemmMatchesCpuInEveryPath) {
         Tensor again = Tensor::empty({n * k, nd}, DType::kF32, gpu());
         ops::grouped_gemm(a.to(gpu()), w.to(gpu()), go, trans, again);
         EXPECT_EQ(test::to_doubles(again), test::to_doubles(got)) << "not deterministic";
+        if (dt == DType::kBF16) {  // out in a's dtype: the cuBLAS path at prefill rows
+          Tensor got16 = Tensor::empty({n * k, nd}, dt, gpu());
+          ops::grouped_gemm(a.to(gpu()), w.to(gpu()), go, trans, got16);
+          Tensor got16f = Tensor::empty({n * k, nd}, DType::kF32, gpu());
+          ops::cast(got16, got16f);
+          expect_close(got16f, want, {tol, 1e-2}, "grouped_gemm bf16 out");
+        }
       }
     }
   }

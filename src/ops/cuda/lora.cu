@@ -1,6 +1,13 @@
 // CUDA LoRA ops (BGMV-style: every row reads its own adapter slot, so rows of different adapters
-// share one launch): shrink = one block per row, one warp per rank index reducing over `in`;
-// expand = one thread per output column with the row's xa staged in shared memory; dropout = a
+// share one launch). Fast paths (16-byte aligned, `in` a multiple of 8, r a multiple of 8 and
+// <= 64 for expand):
+//   shrink  block = 8 rows x 8 rank indices, one warp per rank index streaming its A row once
+//           (16-byte loads) for the tile's rows of that slot (a tile mixing slots loops over its
+//           distinct slots); a row's sum order depends only on the row: a request gets the same
+//           bits alone as in a mixed batch
+//   expand  block = 8 rows x 128 columns, one thread per column holding its B row (r floats) in
+//           registers, reloaded only when the slot changes between rows
+// They run from 256 rows or rank 32 up (use_tiled); other shapes use the simple kernels (one block per row / one thread per column). Dropout = a
 // grid-stride loop over the hashed mask (the same hash as the CPU twin: identical masks). No host
 // reads: graph-capturable.
 #include "ops/cuda/common.cuh"
@@ -46,6 +53,102 @@ static __global__ void lora_expand_kernel(const float* xa, const T* b, const int
   *yp = from_float<T>(to_float(*yp) + scales[s] * acc);
 }
 
+
+constexpr int kLoraTileRows = 8;   // rows per block (shrink and expand)
+constexpr int kShrinkWarps = 8;    // rank indices per shrink block
+constexpr int kExpandCols = 128;   // columns per expand block
+
+// Shrink fast path: grid (row tiles, rank groups of 8).
+template <typename T>
+static __global__ void __launch_bounds__(32 * kShrinkWarps)
+    lora_shrink_tiled_kernel(const T* __restrict__ x, int64_t x_stride, const T* __restrict__ a,
+                             const int32_t* __restrict__ slots, int64_t n, int64_t in, int64_t r,
+                             float* __restrict__ xa) {
+  constexpr int V = kVec16<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t k = static_cast<int64_t>(blockIdx.y) * kShrinkWarps + warp;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kLoraTileRows;
+  if (k >= r) return;
+  const int nr = static_cast<int>(n - i0 < kLoraTileRows ? n - i0 : kLoraTileRows);
+  int my_slot = lane < nr ? slots[i0 + lane] : -1;
+  unsigned todo = __ballot_sync(0xffffffffu, my_slot >= 0) & ((1u << nr) - 1u);
+  if (lane < nr && my_slot < 0) xa[(i0 + lane) * r + k] = 0.0f;
+  while (todo != 0u) {
+    const int lead = __ffs(todo) - 1;
+    const int s = __shfl_sync(0xffffffffu, my_slot, lead);
+    const unsigned mask = __ballot_sync(0xffffffffu, my_slot == s) & todo;
+    todo &= ~mask;
+    const T* ar = a + (static_cast<int64_t>(s) * r + k) * in;
+    float acc[kLoraTileRows];
+#pragma unroll
+    for (int j = 0; j < kLoraTileRows; ++j) acc[j] = 0.0f;
+    for (int64_t c = lane * V; c < in; c += 32 * V) {
+      float av[V];
+      load_float<V>(ar + c, av);
+#pragma unroll
+      for (int j = 0; j < kLoraTileRows; ++j) {
+        if (mask & (1u << j)) {
+          float xv[V];
+          load_float<V>(x + (i0 + j) * x_stride + c, xv);
+#pragma unroll
+          for (int q = 0; q < V; ++q) acc[j] += xv[q] * av[q];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kLoraTileRows; ++j) {
+      if (mask & (1u << j)) {
+        const float v = warp_sum(acc[j]);
+        if (lane == 0) xa[(i0 + j) * r + k] = v;
+      }
+    }
+  }
+}
+
+// Expand fast path: grid (column tiles of 128, row tiles of 8); R = the rank (8..64).
+template <typename T, int R>
+static __global__ void __launch_bounds__(kExpandCols)
+    lora_expand_tiled_kernel(const float* __restrict__ xa, const T* __restrict__ b,
+                             const int32_t* __restrict__ slots, const float* __restrict__ scales,
+                             int64_t n, int64_t n_cols, T* __restrict__ y, int64_t y_stride) {
+  constexpr int V = kVec16<T>;
+  __shared__ float v[kLoraTileRows][R];
+  __shared__ int s_slot[kLoraTileRows];
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kLoraTileRows;
+  const int nr = static_cast<int>(n - i0 < kLoraTileRows ? n - i0 : kLoraTileRows);
+  for (int e = threadIdx.x; e < kLoraTileRows * R; e += blockDim.x) {
+    const int j = e / R, q = e % R;
+    v[j][q] = j < nr ? xa[(i0 + j) * R + q] : 0.0f;
+  }
+  if (threadIdx.x < kLoraTileRows)
+    s_slot[threadIdx.x] = static_cast<int>(threadIdx.x) < nr ? slots[i0 + threadIdx.x] : -1;
+  __syncthreads();
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kExpandCols + threadIdx.x;
+  if (c >= n_cols) return;
+  float br[R];
+  int loaded = -1;
+  for (int j = 0; j < nr; ++j) {
+    const int s = s_slot[j];
+    if (s < 0) continue;
+    if (s != loaded) {
+      const T* bp = b + (static_cast<int64_t>(s) * n_cols + c) * R;
+#pragma unroll
+      for (int g = 0; g < R / V; ++g) {
+        float part[V];
+        load_float<V>(bp + g * V, part);
+#pragma unroll
+        for (int q = 0; q < V; ++q) br[g * V + q] = part[q];
+      }
+      loaded = s;
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int q = 0; q < R; ++q) acc += br[q] * v[j][q];
+    T* yp = y + (i0 + j) * y_stride + c;
+    *yp = from_float<T>(to_float(*yp) + scales[s] * acc);
+  }
+}
+
 template <typename T>
 static __global__ void lora_dropout_kernel(const T* x, int64_t x_stride, T* out, int64_t o_stride,
                                            int64_t n_rows, int64_t n_cols, uint64_t seed,
@@ -61,6 +164,11 @@ static __global__ void lora_dropout_kernel(const T* x, int64_t x_stride, T* out,
   }
 }
 
+// The tiled kernels win from 256 rows (prefill: 3.5-6x) or rank 32 up; at decode sizes with rank
+// 8 / 16 the per-row kernels were faster on the H200 (8 row tiles leave most SMs idle):
+// bench/results/lora_bgmv_h200.txt.
+static bool use_tiled(int64_t n_rows, int64_t r) { return n_rows >= 256 || r >= 32; }
+
 void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa) {
   const RowLayout xl = row_layout(x);
   const int64_t r = a.size(1);
@@ -68,6 +176,18 @@ void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& 
   DeviceGuard guard(x.device().index);
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    constexpr int V = kVec16<T>;
+    if (use_tiled(xl.n_rows, r) && xl.n_cols % V == 0 && xl.row_stride % V == 0 &&
+        is_aligned(px, 16) && is_aligned(pa, 16)) {
+      dim3 grid(static_cast<unsigned>(ceil_div(xl.n_rows, kLoraTileRows)),
+                static_cast<unsigned>(ceil_div(r, kShrinkWarps)));
+      lora_shrink_tiled_kernel<T><<<grid, 32 * kShrinkWarps, 0, current_stream()>>>(
+          px, xl.row_stride, pa, slots.data<int32_t>(), xl.n_rows, xl.n_cols, r, xa.data<float>());
+      VELA_CUDA_CHECK_LAUNCH();
+      return;
+    }
     const int threads = static_cast<int>(32 * std::clamp<int64_t>(r, 1, 8));
     lora_shrink_kernel<T><<<static_cast<unsigned>(xl.n_rows), threads, 0, current_stream()>>>(
         static_cast<const T*>(x.data_ptr()), xl.row_stride, static_cast<const T*>(a.data_ptr()),
@@ -85,6 +205,22 @@ void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const T
   DeviceGuard guard(y.device().index);
   dispatch_float(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    auto tiled = [&](auto rank) {
+      constexpr int R = decltype(rank)::value;
+      dim3 g(static_cast<unsigned>(ceil_div(yl.n_cols, kExpandCols)),
+             static_cast<unsigned>(ceil_div(yl.n_rows, kLoraTileRows)));
+      lora_expand_tiled_kernel<T, R><<<g, kExpandCols, 0, current_stream()>>>(
+          xa.data<float>(), pb, slots.data<int32_t>(), scales.data<float>(), yl.n_rows, yl.n_cols,
+          static_cast<T*>(y.data_ptr()), yl.row_stride);
+      VELA_CUDA_CHECK_LAUNCH();
+    };
+    if (use_tiled(yl.n_rows, r) && is_aligned(pb, 16)) {
+      if (r == 8) return tiled(std::integral_constant<int, 8>{});
+      if (r == 16) return tiled(std::integral_constant<int, 16>{});
+      if (r == 32) return tiled(std::integral_constant<int, 32>{});
+      if (r == 64) return tiled(std::integral_constant<int, 64>{});
+    }
     constexpr int kThreads = 128;
     dim3 grid(static_cast<unsigned>(ceil_div(yl.n_cols, kThreads)),
               static_cast<unsigned>(yl.n_rows));

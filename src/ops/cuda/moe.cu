@@ -14,11 +14,14 @@
 //                   (b) many rows: 64 x 64 output tiles per (expert, column tile), looping over
 //                   the expert's rows; tensor cores (WMMA, bf16/f16 in, fp32 accumulate), fp32
 //                   CUDA cores for f32
+//                   (c) prefill-sized (>= moe_cublas_min_rows() rows, not capturing, 16-bit):
+//                   cuBLAS grouped GEMM (moe_cublas.cpp), one host sync on the offsets
 //   wgrad           64 x 64 tiles of dw[e] per block, the segment's rows reduced in order
 //   combine         one block per token, the k rows added in slot order in fp32
 #include <mma.h>
 
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/moe_cublas.h"
 #include "ops/moe_impl.h"
 
 namespace vela::ops::cuda {
@@ -561,6 +564,10 @@ void launch_grouped_gemm(const Tensor& a, const Tensor& w, const Tensor& offsets
   const T* pw = static_cast<const T*>(w.data_ptr());
   Tout* po = static_cast<Tout*>(out.data_ptr());
   const int32_t* po_off = offsets.data<int32_t>();
+  // Many rows (prefill, training) outside a graph capture: cuBLAS grouped GEMM (moe_cublas.h).
+  const int64_t cublas_rows = moe_cublas_min_rows();
+  if (cublas_rows > 0 && args.m >= cublas_rows && grouped_gemm_cublas(a, w, offsets, trans_w, out))
+    return;
   // Few rows in all (decode): stream each weight row once per 8 rows of its expert.
   if (trans_w && args.m <= kGemvRows * static_cast<int64_t>(n_exp)) {
     const bool vec = args.k % kVec16<T> == 0 && is_aligned(pa, 16) && is_aligned(pw, 16);

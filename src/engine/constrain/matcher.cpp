@@ -191,12 +191,24 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* bits) {
   auto allow = [&](int32_t id) { bits[id >> 5] |= 1u << (id & 31); };
   const std::vector<int32_t>& sorted = v.sorted();
   const std::vector<int32_t>& lcp = v.lcp();
-  // Level d: the tops after the first d bytes of the current token (level 0: the state now).
+  // Level d: the tops after the first d bytes of the current token (level 0: the state now). A
+  // "simple" level (level_state_[d] >= 0) is one stack inside a rule's DFA, kept as the DFA state
+  // alone (its parent is the level-0 top's, p0): moving it by a byte is one table lookup, no node
+  // and no closure, until a state that calls a rule or returns from one (then it is materialised
+  // and walked in general). Inside strings and numbers nearly the whole trie walk is simple.
   level_tops_.assign(tops_.begin() + static_cast<ptrdiff_t>(s.tops_begin),
                      tops_.begin() + static_cast<ptrdiff_t>(s.tops_begin + s.n_tops));
   level_off_.assign({0, level_tops_.size()});
   level_nodes_.assign({nodes_.size()});
   level_acc_.assign({static_cast<uint8_t>(s.accepting)});
+  int32_t p0 = -1;
+  level_state_.assign({-1});
+  if (s.n_tops == 1) {
+    const Node& top = nodes_[static_cast<size_t>(level_tops_[0])];
+    level_state_[0] = top.state;
+    p0 = top.parent;
+  }
+  const int32_t* next = a_->next.data();
   size_t valid = 0;  // levels 0..valid are computed for the current token's prefix
   const size_t n = sorted.size();
   if (s.n_tops > 0) {
@@ -210,15 +222,34 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* bits) {
       level_tops_.resize(level_off_[p + 1]);
       level_nodes_.resize(p + 1);
       level_acc_.resize(p + 1);
+      level_state_.resize(p + 1);
       nodes_.resize(level_nodes_[p]);
-      auto nonempty = [&](size_t d) { return level_off_[d + 1] > level_off_[d]; };
+      auto nonempty = [&](size_t d) {
+        return level_state_[d] >= 0 || level_off_[d + 1] > level_off_[d];
+      };
       while (p < len && nonempty(p)) {
+        const auto byte = static_cast<uint8_t>(tb[p]);
         bool acc = false;
-        advance(level_tops_, level_off_[p], level_off_[p + 1], static_cast<uint8_t>(tb[p]),
-                level_tops_, acc);
+        int32_t simple = -1;
+        if (const int32_t st = level_state_[p]; st >= 0) {
+          const int32_t t = next[static_cast<size_t>(st) * 256 + byte];
+          if (t >= 0) {
+            const auto ts = static_cast<size_t>(t);
+            if (a_->calls[ts].empty() && (!a_->final[ts] || p0 < 0)) {
+              acc = a_->final[ts] && p0 < 0;
+              if (a_->has_bytes[ts]) simple = t;
+            } else {
+              processed_.clear();
+              closure(new_node(t, p0), level_tops_, acc);
+            }
+          }
+        } else {
+          advance(level_tops_, level_off_[p], level_off_[p + 1], byte, level_tops_, acc);
+        }
         level_off_.push_back(level_tops_.size());
         level_nodes_.push_back(nodes_.size());
         level_acc_.push_back(static_cast<uint8_t>(acc));
+        level_state_.push_back(simple);
         ++p;
       }
       valid = p;

@@ -496,3 +496,44 @@ TEST(ConstrainLazy, FreeTextThenConstrainedCalls) {
 
 }  // namespace
 }  // namespace vela::constrain
+
+namespace vela::constrain {
+namespace {
+
+// The lazy tool-call grammar on the real Qwen3 vocabulary: free text allows nearly everything (the
+// <tool_call> token included), the call after it is constrained; masks equal brute force.
+TEST(ConstrainQwen, LazyToolCallsMaskEqualsBruteForce) {
+  const auto dir = test::assets_dir() / "tokenizers" / "qwen3";
+  VELA_SKIP_UNLESS_ASSET(dir / "tokenizer.json");
+  Tokenizer tok = Tokenizer::from_file(dir.string());
+  auto vocab = TokenVocab::from_tokenizer(tok, tok.vocab_size(), {*tok.token_to_id("<|im_end|>")});
+  auto cg = std::make_shared<CompiledGrammar>(compile_automaton(tool_call_grammar(lazy_spec(false))), vocab);
+  GrammarMatcher m(cg);
+  std::vector<uint32_t> bits(static_cast<size_t>(vocab->n_words()));
+  auto brute = [&](const char* where) {
+    m.fill_next_token_bitmask(bits.data());
+    int64_t n_allowed = 0;
+    for (int32_t id = 0; id < vocab->size(); ++id) {
+      const bool in_mask = (bits[static_cast<size_t>(id >> 5)] >> (id & 31)) & 1u;
+      const bool ok = m.accept_token(id);
+      if (ok) m.rollback(1);
+      ASSERT_EQ(in_mask, ok) << where << ": token " << id;
+      n_allowed += ok;
+    }
+    std::printf("[constrain] lazy tool calls, %s: %lld tokens allowed\n", where,
+                static_cast<long long>(n_allowed));
+  };
+  brute("free text");
+  const int32_t open = *tok.token_to_id("<tool_call>");
+  EXPECT_TRUE((bits[static_cast<size_t>(open >> 5)] >> (open & 31)) & 1u);
+  ASSERT_TRUE(m.accept_bytes("I will call <tool"));
+  brute("after a partial trigger");
+  m.reset();
+  ASSERT_TRUE(m.accept_token(open));
+  brute("after <tool_call>");
+  ASSERT_TRUE(m.accept_bytes("\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P"));
+  brute("inside the arguments");
+}
+
+}  // namespace
+}  // namespace vela::constrain

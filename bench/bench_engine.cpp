@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "bench/bench_util.h"
@@ -15,7 +16,9 @@
 #include "core/cuda/cuda_api.h"
 #include "core/mmap_file.h"
 #include "core/rng.h"
+#include "engine/constrain/grammar_compiler.h"
 #include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 #ifdef VELA_HAS_CUDA
 #include "ops/cuda/bench_cuda.h"
 #endif
@@ -66,7 +69,46 @@ struct Case {
   int batch;
   int64_t context;  // prompt tokens (decode cases) or prefill length
   bool prefill;
+  bool constrained = false;  // every request under bench_schema() (batch64_json)
 };
+
+// batch64_json's schema: a list of objects with free strings and integers (greedy decoding of a
+// random model stays mostly inside strings: the dense-mask steady state of a JSON request).
+const char* bench_schema() {
+  return R"({"type":"object","properties":{"items":{"type":"array","items":{"type":"object",
+    "properties":{"name":{"type":"string"},"qty":{"type":"integer"},"tags":{"type":"array",
+    "items":{"type":"string"}}},"required":["name","qty","tags"],"additionalProperties":false}}},
+    "required":["items"],"additionalProperties":false})";
+}
+
+// The vocabulary batch64_json masks: the tokenizer's (--tokenizer DIR) or a synthetic byte-level
+// one of the model's size (256 single bytes, then deterministic pseudo-words of 2-10 printable
+// bytes, a third with a leading space; the last id is the end token).
+std::shared_ptr<const constrain::TokenVocab> bench_vocab(const std::string& tokenizer_dir,
+                                                         int64_t vocab_size) {
+  if (!tokenizer_dir.empty()) {
+    Tokenizer tok = Tokenizer::from_file(tokenizer_dir);
+    std::vector<int32_t> ends;
+    for (const char* e : {"<|im_end|>", "<|endoftext|>", "</s>"})
+      if (auto id = tok.token_to_id(e); id && *id < vocab_size) ends.push_back(*id);
+    return constrain::TokenVocab::from_tokenizer(tok, vocab_size, ends);
+  }
+  std::vector<std::string> t(static_cast<size_t>(vocab_size));
+  for (int64_t i = 0; i < vocab_size - 1; ++i) {
+    if (i < 256) {
+      t[static_cast<size_t>(i)] = std::string(1, static_cast<char>(i));
+      continue;
+    }
+    const uint32_t r = philox_u32(99, 1, static_cast<uint64_t>(i));
+    std::string w = r % 3 == 0 ? " " : "";
+    const int len = 2 + static_cast<int>(r / 3 % 9);
+    for (int k = 0; k < len; ++k)
+      w += static_cast<char>(33 + philox_u32(99, 2 + static_cast<uint64_t>(k), static_cast<uint64_t>(i)) % 94);
+    t[static_cast<size_t>(i)] = w;
+  }
+  return std::make_shared<constrain::TokenVocab>(std::move(t),
+                                                 std::vector<int32_t>{static_cast<int32_t>(vocab_size - 1)});
+}
 
 }  // namespace
 
@@ -77,7 +119,10 @@ int bench_engine_main(int argc, char** argv) {
         "usage: vela bench engine [--device cuda|cpu] [--preset bench-1b|100m | --config FILE]\n"
         "                         [--dtype bf16|f32] [--decode N] [--cases LIST] [--no-graphs]\n"
         "                         [--json FILE] [--kv-pages N | --kv-memory-fraction F]\n"
-        "  cases (comma list; default all): decode1k, decode8k, decode32k, batch64, prefill8k\n");
+        "                         [--vocab-size N] [--tokenizer DIR]\n"
+        "  cases (comma list; default all): decode1k, decode8k, decode32k, batch64, prefill8k,\n"
+        "  batch64_json (batch64 with every request under a JSON schema; masks from --tokenizer's\n"
+        "  vocabulary or a synthetic one; not in the default list)\n");
     return 0;
   }
   Device device = Device::parse(args.get("device", cuda::available() ? "cuda" : "cpu"));
@@ -90,16 +135,20 @@ int bench_engine_main(int argc, char** argv) {
   std::string json_path = args.get("json", "");
   const int64_t kv_pages = args.get_int("kv-pages", 0);  // engine/cache/kv_sizing.h
   const double kv_fraction = args.get_double("kv-memory-fraction", 0.0);
+  const int64_t vocab_override = args.get_int("vocab-size", 0);
+  const std::string tokenizer_dir = args.get("tokenizer", "");
   args.check_all_used();
   VELA_CHECK(n_decode >= 8, "--decode must be at least 8");
 
   ModelConfig mc = config_path.empty() ? ModelConfig::from_json(model_preset(preset_name), preset_name)
                                        : ModelConfig::from_file(config_path);
+  if (vocab_override > 0) mc.vocab_size = vocab_override;
   std::vector<Case> all = {{"decode1k", 1, 1024, false},
                            {"decode8k", 1, 8192, false},
                            {"decode32k", 1, 32768, false},
                            {"batch64", 64, 512, false},
-                           {"prefill8k", 1, 8192, true}};
+                           {"prefill8k", 1, 8192, true},
+                           {"batch64_json", 64, 512, false, true}};
   std::vector<Case> cases;
   for (const Case& c : all)
     if (("," + cases_arg + ",").find("," + c.name + ",") != std::string::npos) cases.push_back(c);
@@ -156,6 +205,7 @@ int bench_engine_main(int argc, char** argv) {
   std::printf("%-10s %6s %8s %12s %12s %14s %12s\n", "case", "batch", "context", "ms/step", "tok/s",
               "achieved", "of floor");
   uint64_t seed = 100;
+  std::map<std::string, double> ms_per_step;  // decode cases
   for (const Case& c : cases) {
     // Warm-up request with the same shape (captures any graph this case needs).
     SamplingParams p;
@@ -186,8 +236,21 @@ int bench_engine_main(int argc, char** argv) {
     }
     p.max_tokens = static_cast<int32_t>(n_decode);
     int64_t prompt_len = std::min<int64_t>(c.context, max_ctx - n_decode - 1);
+    std::shared_ptr<const constrain::CompiledGrammar> grammar;
+    if (c.constrained) {
+      auto t_vocab = Clock::now();
+      constrain::GrammarCompiler compiler(bench_vocab(tokenizer_dir, mc.vocab_size));
+      p.constraint = Constraint::json_schema(json::parse(bench_schema()));
+      grammar = compiler.compile(p.constraint);
+      std::printf("(%s: vocabulary %s and schema compiled in %.0f ms)\n", c.name.c_str(),
+                  tokenizer_dir.empty() ? "synthetic" : tokenizer_dir.c_str(),
+                  std::chrono::duration<double, std::milli>(Clock::now() - t_vocab).count());
+    }
     std::vector<Request> reqs;
-    for (int b = 0; b < c.batch; ++b) reqs.push_back({random_prompt(prompt_len, mc.vocab_size, ++seed), p});
+    for (int b = 0; b < c.batch; ++b) {
+      reqs.push_back({random_prompt(prompt_len, mc.vocab_size, ++seed), p});
+      reqs.back().grammar = grammar;
+    }
     {  // warm-up: short decode of the same shape
       std::vector<Request> warm = reqs;
       for (auto& r : warm) {
@@ -221,6 +284,7 @@ int bench_engine_main(int argc, char** argv) {
     double bytes = decode_weight_bytes(c.batch) + kv_bytes_per_token * ctx_mid * c.batch;
     double gbps = bytes * steps_s / 1e9;
     double floor_ms = bytes / (bw_gbps * 1e9) * 1000;
+    ms_per_step[c.name] = ms_step;
     std::printf("%-10s %6d %8lld %12.3f %12.0f %9.0f GB/s %11.1f%%", c.name.c_str(), c.batch,
                 static_cast<long long>(prompt_len), ms_step, tok_s, gbps, floor_ms / ms_step * 100);
     if (n_timed > 0) std::printf("   (forward on the GPU %.3f ms)", device_ms);
@@ -230,8 +294,16 @@ int bench_engine_main(int argc, char** argv) {
                        {"floor_ms", floor_ms},   {"floor_ratio", floor_ms / ms_step},
                        {"device_forward_ms", device_ms}});
   }
+  json overhead = nullptr;
+  if (ms_per_step.count("batch64") && ms_per_step.count("batch64_json")) {
+    const double o = ms_per_step["batch64_json"] / ms_per_step["batch64"] - 1.0;
+    std::printf("\nconstrained decoding at B = 64: %+.1f%% per decode step (%.3f vs %.3f ms; "
+                "floor: <= +5%%)\n", o * 100, ms_per_step["batch64_json"], ms_per_step["batch64"]);
+    overhead = o;
+  }
   if (!json_path.empty()) {
     json j = {{"benchmark", "engine"},
+              {"constrained_overhead_b64", overhead},
               {"model", config_path.empty() ? preset_name : config_path},
               {"dtype", dtype_name(dtype)},
               {"device", device.str()},

@@ -32,5 +32,6 @@ int bench_engine_main(int argc, char** argv);
 int bench_serve_main(int argc, char** argv);
 int bench_spec_main(int argc, char** argv);
 int bench_sampler_main(int argc, char** argv);
+int bench_constrain_main(int argc, char** argv);
 
 }  // namespace vela::cli

@@ -132,6 +132,7 @@ ChatPrompt convert_request(const ServerContext& ctx, const json& body) {
         throw ApiError(400, p + ".input_schema: a JSON schema object is required",
                        p + ".input_schema");
       fn["parameters"] = *schema;
+      if (const json* strict = field(t, "strict")) fn["strict"] = bool_field(*strict, p + ".strict");
       cp.tools.push_back({{"type", "function"}, {"function", fn}});
     }
   }
@@ -153,6 +154,8 @@ ChatPrompt convert_request(const ServerContext& ctx, const json& body) {
     } else {
       throw ApiError(400, "tool_choice.type must be auto, any, tool or none", "tool_choice.type");
     }
+    if (const json* d = field(*tc, "disable_parallel_tool_use"))
+      cp.parallel_tool_calls = !bool_field(*d, "tool_choice.disable_parallel_tool_use");
   }
   if (const json* th = field(body, "thinking")) {
     if (!th->is_object()) throw ApiError(400, "thinking must be an object", "thinking");
@@ -329,7 +332,7 @@ void handle_messages(ServerContext& ctx, const HttpRequest& req, HttpResponse& r
   if (const json* s = field(body, "stream")) stream = bool_field(*s, "stream");
   SamplingParams params = sampling_from_json(sampling_json(body));
   RenderedPrompt rp = render_chat_prompt(ctx, cp, "toolu_");
-  if (Constraint tc = forced_tool_constraint(cp, rp); tc.active()) params.constraint = tc;
+  params.constraint = tool_call_constraint(cp, rp, params.constraint);
   params.max_tokens = resolve_max_tokens(ctx, rp.ids.size(), max_tokens);
 
   auto st = std::make_shared<MessageState>();

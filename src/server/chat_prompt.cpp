@@ -59,17 +59,37 @@ RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
   return out;
 }
 
-Constraint forced_tool_constraint(const ChatPrompt& p, const RenderedPrompt& rp) {
-  if (rp.output.forced_prefix.empty() || !p.tools.is_array()) return {};
+Constraint tool_call_constraint(const ChatPrompt& p, const RenderedPrompt& rp,
+                                const Constraint& response) {
+  if (!rp.output.tools || !p.tools.is_array()) return response;
+  const bool forced = !rp.output.forced_prefix.empty();
+  bool any_strict = false;
   json tools = json::array();
   for (const json& t : p.tools) {
     const json fn = t.value("function", json::object());
     if (!fn.contains("name") || !fn["name"].is_string()) continue;
     if (p.tool_choice == "function" && fn["name"] != p.forced_tool) continue;
-    tools.push_back({{"name", fn["name"]}, {"parameters", fn.value("parameters", json::object())}});
+    const json strict = fn.value("strict", json(false));
+    const bool is_strict = strict.is_boolean() && strict.get<bool>();
+    any_strict = any_strict || is_strict;
+    json params = forced || is_strict ? fn.value("parameters", json::object())
+                                      : json{{"type", "object"}};  // any object
+    tools.push_back({{"name", fn["name"]}, {"parameters", params}});
   }
-  json spec = {{"tools", tools}, {"parallel", false}};
-  if (p.tool_choice == "function") spec["forced"] = p.forced_tool;
+  if (tools.empty()) return response;
+  if (forced) {
+    json spec = {{"tools", tools}, {"parallel", false}};
+    if (p.tool_choice == "function") spec["forced"] = p.forced_tool;
+    return Constraint::tool_calls(spec);
+  }
+  if (p.tool_choice != "auto" || !any_strict) return response;
+  json spec = {{"tools", tools}, {"parallel", p.parallel_tool_calls}, {"lazy", true}};
+  if (response.kind == Constraint::Kind::kJsonSchema)
+    spec["content"] = json::parse(response.text);
+  else if (response.kind == Constraint::Kind::kJsonObject)
+    spec["content"] = {{"type", "object"}};
+  else if (response.active())
+    return response;
   return Constraint::tool_calls(spec);
 }
 

@@ -3,8 +3,9 @@
 // ids plus the options the output parser needs. Both API front ends build one; rendering is the
 // only place the chat template runs. tool_choice "required" / a named function are honoured by
 // prefilling the assistant turn with "<tool_call>\n{\"name\": \"" (and the name), so the model
-// continues inside a call, and by constrained decoding (forced_tool_constraint): the rest of the
-// call must be a known name and arguments valid against that tool's parameters schema.
+// continues inside a call, and by constrained decoding (tool_call_constraint): the rest of the
+// call must be a known name and arguments valid against that tool's parameters schema. Strict
+// tools under tool_choice auto are constrained lazily, from the model's own "<tool_call>".
 #pragma once
 
 #include <string>
@@ -21,6 +22,7 @@ struct ChatPrompt {
   json tools = nullptr;              // null or [{"type": "function", "function": {...}}]
   std::string tool_choice = "auto";  // auto | none | required | function
   std::string forced_tool;           // tool_choice == "function": its name
+  bool parallel_tool_calls = true;   // tool_choice auto with strict tools: more than one call
   json template_kwargs = json::object();  // extra template variables (enable_thinking, ...)
 };
 
@@ -35,8 +37,14 @@ struct RenderedPrompt {
 RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
                                   const std::string& id_prefix);
 
-// With tool_choice required / a named function: the constraint for what follows the prefill
-// (tool_call_grammar.h); kNone otherwise.
-Constraint forced_tool_constraint(const ChatPrompt& p, const RenderedPrompt& rp);
+// The tool-call constraint (tool_call_grammar.h), kNone when there is none:
+// - tool_choice required / a named function: what follows the prefill (every tool's schema);
+// - tool_choice auto with at least one `"strict": true` tool: a lazy grammar — free text, or
+//   calls whose name and arguments are constrained once "<tool_call>" is written (strict tools
+//   by their schema, the others as any JSON object). `response` is the request's own constraint
+//   (response_format): a JSON schema / object becomes the text alternative; any other kind is
+//   kept as is (the tools are then not constrained), and so is everything when no tool is strict.
+Constraint tool_call_constraint(const ChatPrompt& p, const RenderedPrompt& rp,
+                                const Constraint& response);
 
 }  // namespace vela

@@ -339,6 +339,8 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, HttpRes
   cp.messages = convert_messages(ctx, body);
   if (const json* tools = field(body, "tools")) cp.tools = convert_tools(*tools);
   parse_tool_choice(body, cp);
+  if (const json* ptc = field(body, "parallel_tool_calls"))
+    cp.parallel_tool_calls = bool_field(*ptc, "parallel_tool_calls");
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object())
       throw ApiError(400, "chat_template_kwargs must be an object", "chat_template_kwargs");
@@ -356,8 +358,9 @@ void handle_chat_completions(ServerContext& ctx, const HttpRequest& req, HttpRes
   SamplingParams params = sampling_from_json(body);
 
   RenderedPrompt rp = render_chat_prompt(ctx, cp, "call_");
-  // A forced tool call is constrained to the tool's schema (over any response_format).
-  if (Constraint tc = forced_tool_constraint(cp, rp); tc.active()) params.constraint = tc;
+  // A forced tool call is constrained to the tool's schema (over any response_format); strict
+  // tools under tool_choice auto lazily, from the model's "<tool_call>".
+  params.constraint = tool_call_constraint(cp, rp, params.constraint);
   params.max_tokens = resolve_max_tokens(ctx, rp.ids.size(), max_tokens);
   Request request{rp.ids, params};
   request.lora = lora;

@@ -236,12 +236,14 @@ TEST(ConstrainJsonSchema, GenericJsonObject) {
 
 // The mask must equal "every token whose accept_token succeeds", in random reachable states.
 void check_masks_against_brute_force(const std::shared_ptr<const CompiledGrammar>& cg, int n_walks,
-                                     int max_steps, uint32_t seed) {
+                                     int max_steps, uint32_t seed,
+                                     const std::string& prefix = "") {
   const TokenVocab& v = cg->vocab();
   std::mt19937 rng(seed);
   std::vector<uint32_t> bits(static_cast<size_t>(v.n_words()));
   for (int walk = 0; walk < n_walks; ++walk) {
     GrammarMatcher m(cg);
+    ASSERT_TRUE(m.accept_bytes(prefix));
     for (int step = 0; step < max_steps && !m.is_terminated(); ++step) {
       m.fill_next_token_bitmask(bits.data());
       std::vector<int32_t> allowed;
@@ -425,6 +427,112 @@ TEST(ConstrainToolCalls, NamesAndArgumentsFollowTheToolSchemas) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("tool 't' parameters"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace vela::constrain
+
+namespace vela::constrain {
+namespace {
+
+// text_without: exactly the strings that do not contain the trigger (all strings over a small
+// alphabet up to length 7 against std::string::find).
+TEST(ConstrainLazy, TextWithoutTriggerIsExact) {
+  for (std::string trigger : {"<ab>", "<a", "x"}) {
+    Grammar g;
+    g.root = g.add_rule("root", text_without(trigger));
+    auto cg = compile(g);
+    const std::string alphabet = "<ab>c";
+    std::vector<std::string> all{""};
+    for (int len = 1; len <= 7; ++len) {
+      std::vector<std::string> next;
+      for (const std::string& s : all)
+        if (static_cast<int>(s.size()) == len - 1)
+          for (char c : alphabet) next.push_back(s + c);
+      all.insert(all.end(), next.begin(), next.end());
+    }
+    for (const std::string& s : all)
+      ASSERT_EQ(full_match(cg, s), s.find(trigger) == std::string::npos) << trigger << " / " << s;
+  }
+  EXPECT_THROW(text_without("<a<"), InvalidArgument);
+}
+
+json lazy_spec(bool parallel) {
+  return json::parse(R"({"tools":[
+      {"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},
+                                          "required":["city"],"additionalProperties":false}},
+      {"name":"free","parameters":{"type":"object"}}],"lazy":true,"parallel":)" +
+                     std::string(parallel ? "true" : "false") + "}");
+}
+
+// Lazy (tool_choice auto, strict tools): free text, or free text then constrained calls.
+TEST(ConstrainLazy, FreeTextThenConstrainedCalls) {
+  auto g = compile(tool_call_grammar(lazy_spec(false)));
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}\n</tool_call>";
+  EXPECT_TRUE(full_match(g, ""));
+  EXPECT_TRUE(full_match(g, "Hello <tool <b> any text é"));
+  EXPECT_TRUE(full_match(g, "<think>\nhm\n</think>\n\n" + call));
+  EXPECT_TRUE(full_match(g, call));
+  EXPECT_TRUE(full_match(g, "<tool_call>\n{\"name\": \"free\", \"arguments\": {\"x\": [1]}}\n</tool_call>"));
+  EXPECT_FALSE(full_match(g, "text <tool_call>"));                      // an unfinished call
+  EXPECT_FALSE(full_match(g, call + "\n" + call));                       // not parallel
+  EXPECT_FALSE(full_match(g, call + " and more text"));                  // nothing after the calls
+  EXPECT_FALSE(full_match(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(full_match(g, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
+  auto par = compile(tool_call_grammar(lazy_spec(true)));
+  EXPECT_TRUE(full_match(par, "x" + call + "\n" + call));
+  check_masks_against_brute_force(g, 6, 40, 5);
+  check_masks_against_brute_force(par, 6, 40, 6);
+  check_masks_against_brute_force(g, 6, 40, 7, "ab <tool_call>");
+  check_masks_against_brute_force(par, 6, 60, 8, call + "\n<tool_c");
+  // With a content schema the text must be a JSON value of it.
+  json spec = lazy_spec(false);
+  spec["content"] = json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})");
+  auto c = compile(tool_call_grammar(spec));
+  EXPECT_TRUE(full_match(c, "{\"a\": 1}"));
+  EXPECT_FALSE(full_match(c, "free text"));
+  EXPECT_TRUE(full_match(c, call));
+}
+
+}  // namespace
+}  // namespace vela::constrain
+
+namespace vela::constrain {
+namespace {
+
+// The lazy tool-call grammar on the real Qwen3 vocabulary: free text allows nearly everything (the
+// <tool_call> token included), the call after it is constrained; masks equal brute force.
+TEST(ConstrainQwen, LazyToolCallsMaskEqualsBruteForce) {
+  const auto dir = test::assets_dir() / "tokenizers" / "qwen3";
+  VELA_SKIP_UNLESS_ASSET(dir / "tokenizer.json");
+  Tokenizer tok = Tokenizer::from_file(dir.string());
+  auto vocab = TokenVocab::from_tokenizer(tok, tok.vocab_size(), {*tok.token_to_id("<|im_end|>")});
+  auto cg = std::make_shared<CompiledGrammar>(compile_automaton(tool_call_grammar(lazy_spec(false))), vocab);
+  GrammarMatcher m(cg);
+  std::vector<uint32_t> bits(static_cast<size_t>(vocab->n_words()));
+  auto brute = [&](const char* where) {
+    m.fill_next_token_bitmask(bits.data());
+    int64_t n_allowed = 0;
+    for (int32_t id = 0; id < vocab->size(); ++id) {
+      const bool in_mask = (bits[static_cast<size_t>(id >> 5)] >> (id & 31)) & 1u;
+      const bool ok = m.accept_token(id);
+      if (ok) m.rollback(1);
+      ASSERT_EQ(in_mask, ok) << where << ": token " << id;
+      n_allowed += ok;
+    }
+    std::printf("[constrain] lazy tool calls, %s: %lld tokens allowed\n", where,
+                static_cast<long long>(n_allowed));
+  };
+  brute("free text");
+  const int32_t open = *tok.token_to_id("<tool_call>");
+  EXPECT_TRUE((bits[static_cast<size_t>(open >> 5)] >> (open & 31)) & 1u);
+  ASSERT_TRUE(m.accept_bytes("I will call <tool"));
+  brute("after a partial trigger");
+  m.reset();
+  ASSERT_TRUE(m.accept_token(open));
+  brute("after <tool_call>");
+  ASSERT_TRUE(m.accept_bytes("\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P"));
+  brute("inside the arguments");
 }
 
 }  // namespace

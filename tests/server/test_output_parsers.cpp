@@ -223,3 +223,62 @@ TEST(PartialTagSuffix, Basics) {
 
 }  // namespace
 }  // namespace vela
+
+#include "engine/constrain/grammar_compiler.h"
+#include "engine/constrain/token_vocab.h"
+#include "server/chat_prompt.h"
+
+namespace vela {
+namespace {
+
+json two_tools(bool strict_first) {
+  return json::parse(std::string(R"([
+    {"type":"function","function":{"name":"a","strict":)") + (strict_first ? "true" : "false") +
+                     R"(,"parameters":{"type":"object","properties":{"x":{"type":"integer"}},
+                       "required":["x"],"additionalProperties":false}}},
+    {"type":"function","function":{"name":"b","parameters":{"type":"object","properties":{"y":{"type":"string"}},"required":["y"]}}}])");
+}
+
+bool grammar_matches(const Constraint& c, const std::string& text) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  bytes.push_back("");
+  auto vocab = std::make_shared<constrain::TokenVocab>(bytes, std::vector<int32_t>{256});
+  constrain::GrammarMatcher m(constrain::GrammarCompiler(vocab).compile(c));
+  return m.accept_bytes(text) && m.can_terminate();
+}
+
+// tool_choice auto: constrained lazily when a tool is strict (the strict one by its schema, the
+// others as any object), unconstrained otherwise; response_format becomes the text alternative.
+TEST(ToolCallConstraint, StrictToolsUnderAutoAreLazy) {
+  ChatPrompt p;
+  p.tools = two_tools(true);
+  RenderedPrompt rp;
+  rp.output.tools = true;
+  Constraint c = tool_call_constraint(p, rp, {});
+  ASSERT_EQ(c.kind, Constraint::Kind::kToolCalls);
+  const json spec = json::parse(c.text);
+  EXPECT_TRUE(spec["lazy"].get<bool>());
+  EXPECT_TRUE(spec["parallel"].get<bool>());
+  const std::string call_a = "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+  EXPECT_TRUE(grammar_matches(c, "some text"));
+  EXPECT_TRUE(grammar_matches(c, "ok " + call_a));
+  EXPECT_FALSE(grammar_matches(c, "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_TRUE(grammar_matches(c, "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"z\": 2}}\n</tool_call>"));
+  Constraint with_format = tool_call_constraint(p, rp, Constraint::json_object());
+  EXPECT_TRUE(grammar_matches(with_format, "{\"k\": 1}"));
+  EXPECT_FALSE(grammar_matches(with_format, "some text"));
+  EXPECT_TRUE(grammar_matches(with_format, call_a));
+  EXPECT_EQ(tool_call_constraint(p, rp, Constraint::regex("a+")).kind, Constraint::Kind::kRegex);
+  p.parallel_tool_calls = false;
+  EXPECT_FALSE(grammar_matches(tool_call_constraint(p, rp, {}), call_a + "\n" + call_a));
+  p.tools = two_tools(false);  // nothing strict: auto stays free
+  EXPECT_FALSE(tool_call_constraint(p, rp, {}).active());
+  p.tool_choice = "none";
+  rp.output.tools = false;
+  p.tools = two_tools(true);
+  EXPECT_FALSE(tool_call_constraint(p, rp, {}).active());
+}
+
+}  // namespace
+}  // namespace vela

@@ -66,6 +66,29 @@ Expr Expr::repeat(Expr item, int32_t min, int32_t max) {
   return e;
 }
 
+Expr text_without(std::string_view t) {
+  VELA_CHECK(!t.empty() && t.find(t[0], 1) == std::string_view::npos,
+             "grammar: the trigger '", t, "' must not repeat its first character");
+  const auto c0 = static_cast<uint8_t>(t[0]);
+  ByteSet not_c0;
+  not_c0.set();
+  not_c0.reset(c0);
+  // Segments of text: a byte other than c0 (N); a proper prefix of the trigger followed by a byte
+  // that neither continues it nor is c0 (Q); a proper prefix followed by c0 or the end (P). With
+  // c0 unique in the trigger, ( N | P* Q )* P* is exactly the text without the trigger.
+  std::vector<Expr> prefixes, mismatches;
+  for (size_t k = 1; k < t.size(); ++k) {
+    prefixes.push_back(Expr::literal(t.substr(0, k)));
+    ByteSet other = not_c0;
+    other.reset(static_cast<uint8_t>(t[k]));
+    mismatches.push_back(Expr::seq({Expr::literal(t.substr(0, k)), Expr::byte_set(other)}));
+  }
+  Expr p_star = Expr::star(Expr::alt(prefixes));
+  Expr q = Expr::seq({p_star, Expr::alt(std::move(mismatches))});
+  return Expr::seq(
+      {Expr::star(Expr::alt({Expr::byte_set(not_c0), std::move(q)})), std::move(p_star)});
+}
+
 namespace {
 
 int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }

@@ -51,6 +51,11 @@ using CodepointRange = std::pair<uint32_t, uint32_t>;
 // nothing).
 Expr utf8_class(std::vector<CodepointRange> ranges, bool negated);
 
+// Any byte string that does not contain `trigger` (free text before a lazily triggered grammar:
+// the text may end in a proper prefix of the trigger). The trigger's first byte must not occur
+// again in it (true of tool-call openers: "<tool_call>", "[TOOL_CALLS]"); InvalidArgument if not.
+Expr text_without(std::string_view trigger);
+
 struct Grammar {
   std::vector<std::string> names;  // per rule
   std::vector<Expr> bodies;        // per rule

@@ -191,12 +191,37 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* bits) {
   auto allow = [&](int32_t id) { bits[id >> 5] |= 1u << (id & 31); };
   const std::vector<int32_t>& sorted = v.sorted();
   const std::vector<int32_t>& lcp = v.lcp();
-  // Level d: the tops after the first d bytes of the current token (level 0: the state now).
+  // Level d: the tops after the first d bytes of the current token (level 0: the state now). A
+  // "simple" level (level_state_[d] >= 0) is one stack inside a rule's DFA, kept as the DFA state
+  // alone (its parent is the level-0 top's, p0): moving it by a byte is one table lookup, no node
+  // and no closure, until a state that calls a rule or returns from one (then it is materialised
+  // and walked in general). Inside strings and numbers nearly the whole trie walk is simple.
+  // Per level d (fixed arrays, max_token_bytes() + 1 levels): tops in level_tops_[off[d],
+  // off[d + 1]), the arena size, the accepting flag, the simple state (-1 = general).
+  const size_t max_levels = v.max_token_bytes() + 2;
+  level_off_.assign(max_levels + 1, 0);
+  level_nodes_.assign(max_levels, 0);
+  level_acc_.assign(max_levels, 0);
+  level_state_.assign(max_levels, -1);
   level_tops_.assign(tops_.begin() + static_cast<ptrdiff_t>(s.tops_begin),
                      tops_.begin() + static_cast<ptrdiff_t>(s.tops_begin + s.n_tops));
-  level_off_.assign({0, level_tops_.size()});
-  level_nodes_.assign({nodes_.size()});
-  level_acc_.assign({static_cast<uint8_t>(s.accepting)});
+  size_t* off = level_off_.data();
+  size_t* lnodes = level_nodes_.data();
+  uint8_t* lacc = level_acc_.data();
+  int32_t* lstate = level_state_.data();
+  off[1] = level_tops_.size();
+  lnodes[0] = nodes_.size();
+  lacc[0] = static_cast<uint8_t>(s.accepting);
+  int32_t p0 = -1;
+  if (s.n_tops == 1) {
+    const Node& top = nodes_[static_cast<size_t>(level_tops_[0])];
+    lstate[0] = top.state;
+    p0 = top.parent;
+  }
+  const int32_t* next = a_->next.data();
+  const uint8_t* final_ = a_->final.data();
+  const uint8_t* has_bytes = a_->has_bytes.data();
+  auto nonempty = [&](size_t d) { return lstate[d] >= 0 || off[d + 1] > off[d]; };
   size_t valid = 0;  // levels 0..valid are computed for the current token's prefix
   const size_t n = sorted.size();
   if (s.n_tops > 0) {
@@ -205,24 +230,36 @@ void GrammarMatcher::fill_next_token_bitmask(uint32_t* bits) {
       const std::string_view tb = v.sorted_bytes(i);
       const size_t len = tb.size();
       size_t p = std::min(static_cast<size_t>(lcp[i]), valid);
-      // Drop the levels past p.
-      level_off_.resize(p + 2);
-      level_tops_.resize(level_off_[p + 1]);
-      level_nodes_.resize(p + 1);
-      level_acc_.resize(p + 1);
-      nodes_.resize(level_nodes_[p]);
-      auto nonempty = [&](size_t d) { return level_off_[d + 1] > level_off_[d]; };
+      // Drop the levels past p (general levels own tops and arena nodes past theirs).
+      if (level_tops_.size() != off[p + 1]) level_tops_.resize(off[p + 1]);
+      if (nodes_.size() != lnodes[p]) nodes_.resize(lnodes[p]);
       while (p < len && nonempty(p)) {
+        const auto byte = static_cast<uint8_t>(tb[p]);
         bool acc = false;
-        advance(level_tops_, level_off_[p], level_off_[p + 1], static_cast<uint8_t>(tb[p]),
-                level_tops_, acc);
-        level_off_.push_back(level_tops_.size());
-        level_nodes_.push_back(nodes_.size());
-        level_acc_.push_back(static_cast<uint8_t>(acc));
+        int32_t simple = -1;
+        if (const int32_t st = lstate[p]; st >= 0) {
+          const int32_t t = next[static_cast<size_t>(st) * 256 + byte];
+          if (t >= 0) {
+            const auto ts = static_cast<size_t>(t);
+            if (a_->calls[ts].empty() && (!final_[ts] || p0 < 0)) {
+              acc = final_[ts] && p0 < 0;
+              if (has_bytes[ts]) simple = t;
+            } else {
+              processed_.clear();
+              closure(new_node(t, p0), level_tops_, acc);
+            }
+          }
+        } else {
+          advance(level_tops_, off[p], off[p + 1], byte, level_tops_, acc);
+        }
         ++p;
+        off[p + 1] = level_tops_.size();
+        lnodes[p] = nodes_.size();
+        lacc[p] = static_cast<uint8_t>(acc);
+        lstate[p] = simple;
       }
       valid = p;
-      const bool ok = p == len && (nonempty(len) || level_acc_[len]);
+      const bool ok = p == len && (nonempty(len) || lacc[len]);
       if (ok) allow(id);
       ++i;
       if (!nonempty(p)) {

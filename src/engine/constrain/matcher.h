@@ -106,6 +106,7 @@ class GrammarMatcher {
   std::vector<int32_t> level_tops_;
   std::vector<size_t> level_off_, level_nodes_;
   std::vector<uint8_t> level_acc_;
+  std::vector<int32_t> level_state_;
 };
 
 }  // namespace vela::constrain

@@ -34,6 +34,26 @@ Grammar tool_call_grammar(const json& spec) {
         Expr::seq({Expr::literal(quoted.substr(1) + ", \"arguments\": "), Expr::ref(rule), close}));
   }
   const int32_t call_rest = g.add_rule("call-rest", Expr::alt(std::move(by_name)));
+  const Expr opener = Expr::literal("<tool_call>\n{\"name\": \"");
+  const bool parallel = spec.value("parallel", false);
+  if (spec.value("lazy", false)) {
+    // tool_choice auto: free text (or, with "content", a JSON value of that schema) or calls.
+    std::vector<Expr> calls{opener, Expr::ref(call_rest)};
+    if (parallel) calls.push_back(Expr::star(Expr::seq({Expr::byte('\n'), opener, Expr::ref(call_rest)})));
+    Expr text;
+    if (spec.contains("content") && !spec["content"].is_null()) {
+      try {
+        text = Expr::ref(add_json_schema_rule(g, spec["content"]));
+      } catch (const InvalidArgument& e) {
+        VELA_THROW(InvalidArgument, "response_format: ", e.what());
+      }
+      g.root = g.add_rule("root", Expr::alt({std::move(text), Expr::seq(std::move(calls))}));
+    } else {
+      text = text_without("<tool_call>");
+      g.root = g.add_rule("root", Expr::seq({std::move(text), Expr::optional(Expr::seq(std::move(calls)))}));
+    }
+    return g;
+  }
   Expr first;
   if (spec.contains("forced") && spec["forced"].is_string()) {
     const std::string forced = spec["forced"].get<std::string>();
@@ -46,9 +66,8 @@ Grammar tool_call_grammar(const json& spec) {
     first = Expr::ref(call_rest);
   }
   std::vector<Expr> root{std::move(first)};
-  if (spec.value("parallel", false))
-    root.push_back(Expr::star(
-        Expr::seq({Expr::literal("\n<tool_call>\n{\"name\": \""), Expr::ref(call_rest)})));
+  if (parallel)
+    root.push_back(Expr::star(Expr::seq({Expr::byte('\n'), opener, Expr::ref(call_rest)})));
   g.root = g.add_rule("root", Expr::seq(std::move(root)));
   return g;
 }

@@ -2,7 +2,9 @@
 // the official OpenAI client's chat.completions.parse with a zod schema (zodResponseFormat),
 // response_format json_object / json_schema, vLLM's guided_regex / guided_choice / guided_json on
 // both endpoints, tool_choice required / named (OpenAI) and any / tool (Anthropic) with arguments
-// validated by ajv against the tool's schema, and bad schemas answered 400 naming the construct.
+// validated by ajv against the tool's schema, strict tools under tool_choice auto (a lazily
+// triggered grammar; n > 1, streaming, stop strings, both APIs), and bad schemas answered 400
+// naming the construct.
 // A random model writes arbitrary allowed tokens: a logit_bias on '"' and '}' keeps strings and
 // objects short; validity comes from the grammar alone.
 import assert from "node:assert/strict";
@@ -129,6 +131,90 @@ await check("anthropic tool_choice any / tool: input valid against input_schema"
     assert.ok(use, JSON.stringify(m.content));
     if (tool_choice.name) assert.equal(use.name, tool_choice.name);
     assert.ok(ajv.validate(toolSchema[use.name], use.input), JSON.stringify(use.input));
+    assert.equal(m.stop_reason, "tool_use");
+  }
+});
+
+// Strict tools under tool_choice auto: a lazy grammar, inactive until the model writes
+// <tool_call> (a logit_bias on that token makes the random model open a call at once). The tools'
+// arguments hold no free strings (there the biased <tool_call> token would be valid text forever).
+const TOOL_CALL = 151657;  // <tool_call> in the Qwen3 vocabulary
+const strictTools = [
+  { type: "function", function: { name: "forecast", strict: true,
+    parameters: { type: "object", properties: { unit: { enum: ["c", "f"] }, days: { type: "integer", minimum: 1, maximum: 14 },
+                                                 hourly: { type: "boolean" } },
+                  required: ["unit", "days", "hourly"], additionalProperties: false } } },
+  { type: "function", function: { name: "pick", strict: true,
+    parameters: { type: "object", properties: { ids: { type: "array", items: { type: "integer" }, minItems: 1, maxItems: 3 },
+                                                 mode: { anyOf: [{ const: "all" }, { type: "null" }] } },
+                  required: ["ids", "mode"], additionalProperties: false } } },
+];
+const strictSchema = Object.fromEntries(strictTools.map((t) => [t.function.name, t.function.parameters]));
+const AUTO_STEER = { temperature: 1, logit_bias: { [TOOL_CALL]: 25, [CLOSE]: 6 } };
+function checkCalls(calls, where) {
+  assert.ok(calls && calls.length >= 1, where);
+  for (const tc of calls) {
+    const schema = strictSchema[tc.function.name];
+    assert.ok(schema, `unknown tool ${tc.function.name}`);
+    assert.ok(ajv.validate(schema, JSON.parse(tc.function.arguments)), tc.function.arguments);
+  }
+}
+
+await check("strict tools under tool_choice auto: lazily constrained calls (n = 2, 8 seeds, T = 1)", async () => {
+  let n_calls = 0;
+  for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+    const r = await openai.chat.completions.create({
+      model: MODEL, messages: user("Use a tool if you like."), tools: strictTools, max_tokens: 1500, seed, n: 2,
+      parallel_tool_calls: seed % 2 === 0, stop: ["never-appears"], ...AUTO_STEER,
+    });
+    for (const c of r.choices) {
+      assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c));
+      checkCalls(c.message.tool_calls, JSON.stringify(c.message));
+      if (seed % 2 === 1) assert.equal(c.message.tool_calls.length, 1);
+      n_calls += c.message.tool_calls.length;
+    }
+  }
+  assert.ok(n_calls >= 16);
+  // Unbiased, the model writes free text (the grammar then only keeps out a broken call).
+  const free = await openai.chat.completions.create({
+    model: MODEL, messages: user("Hi"), tools: strictTools, max_tokens: 20, seed: 3, temperature: 1,
+  });
+  const m = free.choices[0].message;
+  if (m.tool_calls) checkCalls(m.tool_calls, JSON.stringify(m));
+  else assert.equal(typeof m.content, "string");
+});
+
+await check("strict tools under tool_choice auto, streamed: the deltas rebuild valid calls", async () => {
+  const stream = await openai.chat.completions.create({
+    model: MODEL, messages: user("Use a tool."), tools: strictTools, max_tokens: 1500, seed: 11, stream: true,
+    ...AUTO_STEER,
+  });
+  const calls = [];
+  let finish = null;
+  for await (const chunk of stream) {
+    const ch = chunk.choices[0];
+    if (!ch) continue;
+    for (const d of ch.delta.tool_calls || []) {
+      calls[d.index] ??= { function: { name: "", arguments: "" } };
+      if (d.function?.name) calls[d.index].function.name += d.function.name;
+      if (d.function?.arguments) calls[d.index].function.arguments += d.function.arguments;
+    }
+    if (ch.finish_reason) finish = ch.finish_reason;
+  }
+  assert.equal(finish, "tool_calls");
+  checkCalls(calls, "stream");
+});
+
+await check("anthropic strict tools under tool_choice auto: tool_use input valid", async () => {
+  const atools = strictTools.map((t) => ({ name: t.function.name, input_schema: t.function.parameters, strict: true }));
+  for (const seed of [1, 2, 3]) {
+    const m = await anthropic.messages.create({
+      model: MODEL, max_tokens: 1500, messages: user("Use a tool."), tools: atools,
+      tool_choice: { type: "auto", disable_parallel_tool_use: true }, seed, ...AUTO_STEER,
+    });
+    const uses = m.content.filter((b) => b.type === "tool_use");
+    assert.equal(uses.length, 1, JSON.stringify(m.content));
+    assert.ok(ajv.validate(strictSchema[uses[0].name], uses[0].input), JSON.stringify(uses[0].input));
     assert.equal(m.stop_reason, "tool_use");
   }
 });

@@ -1,6 +1,9 @@
 // Finite-difference gradient checks for the backward tests: central differences
 // (L(x + h) - L(x - h)) / 2h of a scalar loss evaluated in double, compared elementwise with the
 // analytic gradient (|analytic - numeric| <= atol + rtol * |numeric|), printing the max error.
+// With `richardson`, the estimate is (4 D(h/2) - D(h)) / 3, whose truncation error is O(h^4)
+// instead of O(h^2): a loss with a large value (so f32 forward rounding of ~1e-7 |L| swamps a
+// small step) can then be checked with a step big enough for that noise to vanish.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,7 +30,7 @@ inline double weighted_sum(const Tensor& out, const std::vector<float>& weights)
 // f32 CPU tensor x (perturbed in place, restored). `stride` > 1 checks every stride-th element.
 inline void expect_grad_fd(Tensor& x, const Tensor& analytic, const std::function<double()>& loss,
                            const std::string& what, double h = 1e-2, double atol = 2e-3,
-                           double rtol = 1e-2, int64_t stride = 1) {
+                           double rtol = 1e-2, int64_t stride = 1, bool richardson = false) {
   ASSERT_TRUE(x.is_contiguous() && x.dtype() == DType::kF32) << what;
   ASSERT_EQ(x.numel(), analytic.numel()) << what;
   std::vector<float> a = analytic.to_vector<float>();
@@ -36,15 +39,18 @@ inline void expect_grad_fd(Tensor& x, const Tensor& analytic, const std::functio
   int64_t n_bad = 0, worst = -1, n_checked = 0;
   for (int64_t i = 0; i < x.numel(); i += stride) {
     const float orig = p[i];
-    p[i] = orig + static_cast<float>(h);
-    const double lp = loss();
-    p[i] = orig - static_cast<float>(h);
-    const double lm = loss();
-    p[i] = orig;
-    // The perturbation actually applied (f32 rounding of orig +- h).
-    const double step = static_cast<double>(orig + static_cast<float>(h)) -
-                        static_cast<double>(orig - static_cast<float>(h));
-    const double num = (lp - lm) / step;
+    auto central = [&](double step_h) {
+      p[i] = orig + static_cast<float>(step_h);
+      const double lp = loss();
+      p[i] = orig - static_cast<float>(step_h);
+      const double lm = loss();
+      p[i] = orig;
+      // The perturbation actually applied (f32 rounding of orig +- h).
+      const double step = static_cast<double>(orig + static_cast<float>(step_h)) -
+                          static_cast<double>(orig - static_cast<float>(step_h));
+      return (lp - lm) / step;
+    };
+    const double num = richardson ? (4.0 * central(h / 2) - central(h)) / 3.0 : central(h);
     const double err = std::fabs(num - a[static_cast<size_t>(i)]);
     ++n_checked;
     if (err > max_err) max_err = err;

@@ -109,6 +109,39 @@ TEST(Gemm, AllTransposesDtypesAndShapes) {
   }
 }
 
+// The small-M kernels (M <= 16, 16-bit inputs) give each row of op(a) the same bits whatever the
+// other rows: a decode row equals that row of a speculative verify step or a batch.
+TEST(Gemm, SmallMRowsAreBatchInvariant) {
+  uint64_t seed = 100;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (DType out_dt : {DType::kF32, dt}) {
+      for (int64_t k : {33, 200, 768}) {
+        for (int64_t m : {2, 5, 9, 16}) {
+          for (bool ta : {false, true}) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + " -> " + dtype_name(out_dt) +
+                         " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+                         " ta=" + std::to_string(ta));
+            const int64_t n = 37;
+            Tensor a = random_tensor(op_shape(m, k, ta), dt, seed++);
+            Tensor b = random_tensor({n, k}, dt, seed++);
+            Tensor c = Tensor::empty({m, n}, out_dt);
+            ops::gemm(a, b, c, ta, true);
+            const std::vector<double> all = to_doubles(c);
+            for (int64_t r = 0; r < m; ++r) {
+              Tensor row = (ta ? a.slice(1, r, r + 1) : a.slice(0, r, r + 1)).contiguous();
+              Tensor c1 = Tensor::empty({1, n}, out_dt);
+              ops::gemm(row, b, c1, ta, true);
+              const std::vector<double> one = to_doubles(c1);
+              for (int64_t j = 0; j < n; ++j)
+                ASSERT_EQ(one[j], all[r * n + j]) << "row " << r << " column " << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Gemm, AlphaBeta) {
   uint64_t seed = 100;
   for (DType dt : test::kFloatDTypes) {

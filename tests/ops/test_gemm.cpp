@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/gemm_amx.h"
 #include "ops/gemm.h"
 #include "ops/op_test_util.h"
 
@@ -87,9 +88,11 @@ struct Mnk {
 };
 
 // Covers: M = 1 (GEMV) with a masked K tail, small-M kernel (M <= 16), the panel path with M and
-// N beyond one panel, and degenerate extents.
+// N beyond one panel, degenerate extents, and (K % 32 == 0) the AMX tiles for bf16 on CPUs that
+// have them: row blocks padded past M, row chunks past 256, a last partial column block.
 const Mnk kShapes[] = {{1, 4096, 127}, {3, 127, 33}, {7, 33, 4096}, {16, 65, 200},
-                       {33, 7, 1},     {17, 1, 127}, {520, 600, 24}};
+                       {33, 7, 1},     {17, 1, 127}, {520, 600, 24}, {40, 50, 64},
+                       {300, 37, 96},  {1, 48, 32}};
 
 TEST(Gemm, AllTransposesDtypesAndShapes) {
   uint64_t seed = 1;
@@ -109,14 +112,17 @@ TEST(Gemm, AllTransposesDtypesAndShapes) {
   }
 }
 
-// The small-M kernels (M <= 16, 16-bit inputs) give each row of op(a) the same bits whatever the
-// other rows: a decode row equals that row of a speculative verify step or a batch.
+// The small-M kernels (M <= 16, 16-bit inputs; any M on the AMX path) give each row of op(a) the
+// same bits whatever the other rows: a decode row equals that row of a verify step or a prefill.
 TEST(Gemm, SmallMRowsAreBatchInvariant) {
   uint64_t seed = 100;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (DType out_dt : {DType::kF32, dt}) {
       for (int64_t k : {33, 200, 768}) {
-        for (int64_t m : {2, 5, 9, 16}) {
+        // Past 16 rows only the AMX path is batch-invariant (the panel path is sgemm).
+        std::vector<int64_t> ms = {2, 5, 9, 16};
+        if (dt == DType::kBF16 && k % 32 == 0 && ops::cpu::amx::available()) ms.push_back(300);
+        for (int64_t m : ms) {
           for (bool ta : {false, true}) {
             SCOPED_TRACE(std::string(dtype_name(dt)) + " -> " + dtype_name(out_dt) +
                          " m=" + std::to_string(m) + " k=" + std::to_string(k) +

@@ -246,50 +246,63 @@ inline void dp_group(const bf16* a, int64_t lda, int64_t k, int64_t nm, const bf
   }
 }
 
-// c = op(a) @ b^T for bf16 a and b ([N, K]), M <= kSmallM: op(a) copied to a dense bf16 [m, k]
-// buffer (exact), then threads take blocks of 16 columns. With AMX and k % 32 == 0 the full blocks
-// are tile products (gemm_amx.h) and only a last partial block takes the vdpbf16ps rows, 8 rows of
-// a at a time; which kernel a column gets depends on N and K only, never on M.
+// Rows of op(a) per pass over the weight in bf16_wt: their dense and packed copies (~1 KB a row
+// at K = 2048) stay in L2 while the threads stream w.
+constexpr int64_t kRowChunk = 256;
+
+// The AMX tile path takes this product: bf16 a @ w^T with K a multiple of 32 on an AMX CPU.
+inline bool amx_tiles(const Dims& d) { return d.tb && d.k % amx::kTileK == 0 && amx::available(); }
+
+// c = op(a) @ b^T for bf16 a and b ([N, K]): any M with AMX tiles (amx_tiles), else M <= kSmallM.
+// Per chunk of kRowChunk rows, op(a) is copied to a dense bf16 [m, k] buffer (exact) and packed
+// for the tiles, then threads take blocks of 16 columns: full blocks are tile products
+// (gemm_amx.h) when AMX is there, a last partial block (or all, without AMX) the vdpbf16ps rows,
+// 8 rows of a at a time. Which kernel a column gets depends on N and K only, never on M.
 template <typename TC>
-void small_m_bf16_dp(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
-  const size_t a_elems = static_cast<size_t>(d.m * d.k);
-  bf16* ab = reinterpret_cast<bf16*>(scratch(a_elems, 0));  // 2 * a_elems bf16 of room
-  for (int64_t r = 0; r < d.m; ++r)
-    for (int64_t i = 0; i < d.k; ++i) ab[r * d.k + i] = d.ta ? a.p[i * a.ld + r] : a.p[r * a.ld + i];
-  const bool tiles = d.k % amx::kTileK == 0 && amx::available();
-  bf16* packed = ab + a_elems;
-  if (tiles) amx::pack_rows(ab, d.m, d.k, packed);
+void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
+  const bool tiles = amx_tiles(d);
   constexpr int64_t kBlock = amx::kTileN, kSpan = 256;  // columns per tile call
   const int64_t n_blocks = (d.n + kBlock - 1) / kBlock;
-  parallel_for(n_blocks, std::max<int64_t>(1, grain_for(d.m * d.k, 16) / kBlock),
-               [&](int64_t b0, int64_t b1) {
-    const int64_t n0 = b0 * kBlock, n1 = std::min(d.n, b1 * kBlock);
-    int64_t col = n0;
-    if (tiles) {
-      float* acc = scratch(static_cast<size_t>(d.m * kSpan), 1);
-      for (const int64_t full = n0 + (n1 - n0) / kBlock * kBlock; col < full;) {
-        const int64_t span = std::min(kSpan, full - col);
-        amx::gemm_rows_wt(packed, d.m, d.k, b.p + col * b.ld, b.ld, span, acc, span);
-        for (int64_t r = 0; r < d.m; ++r) {
-          TC* dst = c.p + r * c.ld + col;
-          for (int64_t j = 0; j < span; ++j) dst[j] = epilogue(acc[r * span + j], dst + j, d);
+  for (int64_t m0 = 0; m0 < d.m; m0 += kRowChunk) {
+    const int64_t m = std::min(kRowChunk, d.m - m0);
+    const int64_t dense = m * d.k, packed_n = tiles ? amx::packed_size(m, d.k) : 0;
+    bf16* ab = reinterpret_cast<bf16*>(scratch(static_cast<size_t>(dense + packed_n) / 2 + 1, 0));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < d.k; ++i)
+        ab[r * d.k + i] = d.ta ? a.p[i * a.ld + m0 + r] : a.p[(m0 + r) * a.ld + i];
+    bf16* packed = ab + dense;
+    if (tiles) amx::pack_rows(ab, m, d.k, packed);
+    TC* c0 = c.p + m0 * c.ld;
+    parallel_for(n_blocks, std::max<int64_t>(1, grain_for(m * d.k, 16) / kBlock),
+                 [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kBlock, n1 = std::min(d.n, b1 * kBlock);
+      int64_t col = n0;
+      if (tiles) {
+        float* acc = scratch(static_cast<size_t>(m * kSpan), 1);
+        for (const int64_t full = n0 + (n1 - n0) / kBlock * kBlock; col < full;) {
+          const int64_t span = std::min(kSpan, full - col);
+          amx::gemm_rows_wt(packed, m, d.k, b.p + col * b.ld, b.ld, span, acc, span);
+          for (int64_t r = 0; r < m; ++r) {
+            TC* dst = c0 + r * c.ld + col;
+            for (int64_t j = 0; j < span; ++j) dst[j] = epilogue(acc[r * span + j], dst + j, d);
+          }
+          col += span;
         }
-        col += span;
       }
-    }
-    float out[8];
-    for (; col < n1; ++col) {
-      const bf16* brow = b.p + col * b.ld;
-      for (int64_t m0 = 0; m0 < d.m; m0 += 8) {
-        const int64_t nm = std::min<int64_t>(8, d.m - m0);
-        dp_group(ab + m0 * d.k, d.k, d.k, nm, brow, out);
-        for (int64_t j = 0; j < nm; ++j) {
-          TC* dst = c.p + (m0 + j) * c.ld + col;
-          *dst = epilogue(out[j], dst, d);
+      float out[8];
+      for (; col < n1; ++col) {
+        const bf16* brow = b.p + col * b.ld;
+        for (int64_t r0 = 0; r0 < m; r0 += 8) {
+          const int64_t nm = std::min<int64_t>(8, m - r0);
+          dp_group(ab + r0 * d.k, d.k, d.k, nm, brow, out);
+          for (int64_t jj = 0; jj < nm; ++jj) {
+            TC* dst = c0 + (r0 + jj) * c.ld + col;
+            *dst = epilogue(out[jj], dst, d);
+          }
         }
       }
-    }
-  });
+    });
+  }
 }
 #endif
 
@@ -308,7 +321,7 @@ template <typename T, typename TC>
 void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
 #if defined(__AVX512BF16__)
   if constexpr (std::is_same_v<T, bf16>) {
-    if (d.tb) return small_m_bf16_dp(a, b, c, d);
+    if (d.tb) return bf16_wt(a, b, c, d);
   }
 #endif
   float* af = scratch(static_cast<size_t>(d.m * d.k), 0);
@@ -439,6 +452,10 @@ void gemm_typed(const Tensor& a, const Tensor& b, Tensor& c, Dims d) {
       sgemm_batch(ab, bb, cb, d);
     } else if (d.m <= kSmallM) {
       small_m_batch(ab, bb, cb, d);
+#if defined(__AVX512BF16__)
+    } else if (std::is_same_v<T, bf16> && amx_tiles(d)) {
+      if constexpr (std::is_same_v<T, bf16>) bf16_wt(ab, bb, cb, d);
+#endif
     } else {
       panel_batch(ab, bb, cb, d);
     }

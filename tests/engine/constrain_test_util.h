@@ -77,11 +77,13 @@ inline std::unique_ptr<Engine> json_test_engine(EngineConfig cfg = {}, uint64_t 
 // one character per token.
 inline std::vector<std::string> fixture_char_tokens() {
   std::vector<std::string> t;
-  for (int c = 32; c < 127; ++c) t.push_back(c == 34 ? "<eos>" : std::string(1, static_cast<char>(c)));
+  for (int c = 32; c < 127; ++c)
+    t.push_back(c == 34 ? "<eos>" : std::string(1, static_cast<char>(c)));
   t.push_back("\"");
-  for (const char* s : {"{\"", "\":", "\",", "\"}", "\": \"", "\", \"", "true", "false", "null",
-                        "12", "00", "ab", "abc", "ba", "name", "id", "ing", "  ", "[\"", "\"]",
-                        "},", "],", "aa", "bb", "xy", "yes", "no", ", ", ": ", "\n", "red", "blue"})
+  for (const char* s :
+       {"{\"", "\":", "\",", "\"}",  "\": \"", "\", \"", "true", "false", "null", "12",  "00",
+        "ab",  "abc", "ba",  "name", "id",     "ing",    "  ",   "[\"",   "\"]",  "},",  "],",
+        "aa",  "bb",  "xy",  "yes",  "no",     ", ",     ": ",   "\n",    "red",  "blue"})
     t.push_back(s);
   return t;
 }

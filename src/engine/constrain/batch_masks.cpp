@@ -38,9 +38,9 @@ void BatchMasks::clear() {
 }
 
 void BatchMasks::add(GrammarMatcher& m, int32_t row, const int32_t* drafts, int32_t n_drafts) {
-  VELA_ASSERT(n_drafts >= 0 && n_masks_ + n_drafts < max_rows_ && row >= 0 &&
-                  row + n_drafts < max_rows_,
-              "more constrained rows than max_rows");
+  VELA_ASSERT(
+      n_drafts >= 0 && n_masks_ + n_drafts < max_rows_ && row >= 0 && row + n_drafts < max_rows_,
+      "more constrained rows than max_rows");
   VELA_CHECK(m.grammar().vocab().size() == vocab_size_,
              "constrained decoding: the grammar's "
              "vocabulary (",

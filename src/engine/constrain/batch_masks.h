@@ -48,7 +48,7 @@ class BatchMasks {
   int32_t max_rows_;
   Device device_;
   int32_t n_masks_ = 0;
-  std::vector<Group> groups_;       // reserved for max_rows
+  std::vector<Group> groups_;         // reserved for max_rows
   std::vector<int32_t> mask_of_row_;  // [max_rows] mask index of each logits row, -1: none
   Tensor host_bits_, host_rows_;      // [max_rows, n_words] i32, [max_rows] i32 (pinned on CUDA)
   Tensor device_bits_, device_rows_;  // the device copies (CUDA only)

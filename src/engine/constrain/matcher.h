@@ -8,11 +8,11 @@
 // GrammarMatcher = one sample's position in the grammar: a set of pushdown stacks (persistent,
 // in a node arena: a node is one frame, a state of the automaton, with a parent pointer), the
 // "may terminate here" flag and a snapshot per accepted token for rollback (speculative decoding
-// advances it along the drafts to mask each verify row, then rolls back; see BatchMasks). Byte transitions
-// inside a rule's DFA never touch the stack. The allowed-token mask is computed by walking the
-// vocabulary in sorted byte order (a trie walk: shared prefixes advance once, a dead prefix
-// skips its subtree). Owned and used by one thread (the scheduler's loop). Stacks deeper than
-// kMaxStackDepth are not explored: nesting past it is simply disallowed.
+// advances it along the drafts to mask each verify row, then rolls back; see BatchMasks). Byte
+// transitions inside a rule's DFA never touch the stack. The allowed-token mask is computed by
+// walking the vocabulary in sorted byte order (a trie walk: shared prefixes advance once, a dead
+// prefix skips its subtree). Owned and used by one thread (the scheduler's loop). Stacks deeper
+// than kMaxStackDepth are not explored: nesting past it is simply disallowed.
 #pragma once
 
 #include <cstdint>

@@ -334,6 +334,7 @@ void DraftModel::propose(std::vector<Job>& jobs) {
       items.push_back(it);
       job_of_row.push_back(static_cast<int32_t>(i));
     }
+    if (items.empty()) break;  // every job's drafts were cut where its grammar ends
     ws_->wait_staging();
     BoundBatch batch = cache_->bind(items);
     Tensor logits = executor_->forward(batch);

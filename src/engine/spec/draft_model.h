@@ -129,8 +129,8 @@ class DraftModel {
   std::unique_ptr<InferenceWorkspace> ws_;
   std::unique_ptr<TaskCacheManager> cache_;
   std::unique_ptr<Executor> executor_;
-  Sampler sampler_;                        // CPU, one row: the target's p in verify()
-  std::unique_ptr<Sampler> draw_sampler_;  // the draft's device, max_seqs rows: the drafts
+  Sampler sampler_;                               // CPU, one row: the target's p in verify()
+  std::unique_ptr<Sampler> draw_sampler_;         // the draft's device, max_seqs rows: the drafts
   std::unique_ptr<constrain::BatchMasks> masks_;  // constrained jobs' draw masks (lazily made)
   int64_t vocab_ = 0;
 

@@ -103,6 +103,29 @@ INSTANTIATE_TEST_SUITE_P(Strategies, DraftConstrainedParity,
                                            Variant{"paged4", "paged", 4}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Sampled constrained requests through the general rule (n = 2 siblings, logprobs, stop strings,
+// penalties): every output valid, no errors, finite logprobs of the emitted (allowed) tokens.
+TEST(DraftConstrained, SampledRequestsStayValid) {
+  auto engine = fixture_engine(draft_fixture_config("paged", 4, 4), perturbed(0.15f, 3));
+  std::vector<Request> reqs = constrained_requests(*engine->tokenizer());
+  for (Request& r : reqs) r.params.temperature = 0.9f;
+  auto res = engine->generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    for (size_t s = 0; s < res[i].completions.size(); ++s) {
+      const Completion& x = res[i].completions[s];
+      const std::string at = "request " + std::to_string(i) + " sample " + std::to_string(s);
+      EXPECT_TRUE(x.error.empty()) << at << ": " << x.error;
+      expect_valid(*engine, reqs[i].params.constraint, x, at);
+      ASSERT_EQ(x.logprobs.size(), x.tokens.size()) << at;
+      for (const TokenLogprob& lp : x.logprobs) EXPECT_TRUE(std::isfinite(lp.logprob)) << at;
+    }
+  SpeculativeStats st = engine->stats().speculative;
+  EXPECT_GT(st.accepted, 0);
+  EXPECT_LT(st.accepted, st.drafted);
+  EXPECT_EQ(engine->check_integrity(), "");
+  EXPECT_EQ(engine->stats().kv_pages_used, engine->stats().kv_pages_cached) << "pages leaked";
+}
+
 // Seeded draws of a three-character constrained output at temperature 1 with an unrelated draft:
 // q is the draft's masked distribution, p the target's, and the general rule's output is the
 // exact masked joint target distribution.

@@ -106,8 +106,8 @@ int bench_spec_main(int argc, char** argv) {
         "  may name a draft model: 'draft=DIR,k=4'. Sampled draft-model output differs from the\n"
         "  run without speculation (same distribution, other draws): 'same' is then '-'.\n"
         "  --constrained: every request is constrained by a built-in JSON Schema (an array of\n"
-        "  strings) and the prompts ask for the passage as JSON; --json-schema FILE: that "
-        "schema.\n");
+        "  strings) and the prompts ask for the passage as JSON; --json-schema FILE: that\n"
+        "  schema; --regex RE: every request matches RE (the usual prompts).\n");
     return 0;
   }
   std::string dir = args.require("model");

@@ -1,7 +1,13 @@
 // CPU attention: dense causal (training path) and packed paged (inference path), plus the KV write.
-// One work item = (query token, KV head): the n_heads / n_kv_heads query heads that share a KV head
-// are scored together so each K/V row is converted to f32 once. Softmax in fp32, sums in double.
+// Dense and single-token paged items = (query token, KV head): the n_heads / n_kv_heads query heads
+// that share a KV head are scored together so each K/V row is converted to f32 once. The queries a
+// sequence brings to a paged step (prefill chunk, verify rows) go in blocks of up to 16 tokens per
+// (sequence, KV head): the block's keys are converted once (K transposed) and every score and
+// output row is a vectorised multiply-add over 64 keys or the head dim, 4 rows sharing each load.
+// Softmax in fp32, sums in double.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/parallel.h"
 #include "ops/cpu/cpu_ops.h"
@@ -61,6 +67,75 @@ void query_rows_f32(const T* q, int64_t n_rep, int64_t d, float* dst) {
   load_f32(q, dst, n_rep * d);
 }
 
+constexpr int64_t kQueryBlock = 16;  // query tokens of one sequence per paged block item
+constexpr int64_t kKeyBlock = 64;    // keys per score tile (K^T[i][p0 .. p0 + 64) stays in L1)
+
+// Attends the f32 query rows q [rows = n_q * n_rep, d] (row r: query token r / n_rep, which sees
+// keys 0 .. first_pos + r / n_rep) to keys / values 0 .. first_pos + n_q - 1 given by key(p) /
+// value(p), writing row r to out(r) (d elements of T). Same math as attend(): fp32 scores and
+// P @ V, the softmax sum in double, P normalised before P @ V.
+template <typename T, typename KeyFn, typename ValFn, typename OutFn>
+void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, int64_t first_pos,
+                        KeyFn key, ValFn value, float scale, OutFn out) {
+  const int64_t rows = n_q * n_rep, n_keys = first_pos + n_q;
+  float* tmp = scratch(static_cast<size_t>(5 * d), 0);  // a key row, then 4 output rows
+  float* kt = scratch(static_cast<size_t>(d * n_keys), 1);     // K^T [d, n_keys]
+  float* vf = scratch(static_cast<size_t>(n_keys * d), 2);     // V [n_keys, d]
+  float* sc = scratch(static_cast<size_t>(rows * n_keys), 3);  // scores, then P [rows, n_keys]
+  for (int64_t p = 0; p < n_keys; ++p) {
+    load_f32(key(p), tmp, d);
+    for (int64_t i = 0; i < d; ++i) kt[i * n_keys + p] = tmp[i];
+    load_f32(value(p), vf + p * d, d);
+  }
+  for (int64_t p0 = 0; p0 < n_keys; p0 += kKeyBlock) {
+    const int64_t np = std::min(kKeyBlock, n_keys - p0);
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+      const int64_t nr = std::min<int64_t>(4, rows - r0);
+      float acc[4][kKeyBlock] = {};
+      for (int64_t i = 0; i < d; ++i) {
+        const float* kr = kt + i * n_keys + p0;
+        for (int64_t j = 0; j < nr; ++j) {
+          const float qv = q[(r0 + j) * d + i];
+#pragma omp simd
+          for (int64_t pp = 0; pp < np; ++pp) acc[j][pp] += qv * kr[pp];
+        }
+      }
+      for (int64_t j = 0; j < nr; ++j) {
+        const int64_t last = first_pos + (r0 + j) / n_rep;  // causal: keys up to this position
+        float* sr = sc + (r0 + j) * n_keys + p0;
+        for (int64_t pp = 0; pp < np; ++pp)
+          sr[pp] = p0 + pp <= last ? acc[j][pp] * scale : -INFINITY;
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = sc + r * n_keys;
+    const int64_t visible = first_pos + r / n_rep + 1;
+    const float m = max_of(sr, visible);
+    const double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, visible, m);
+    const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
+    for (int64_t p = 0; p < visible; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int64_t nr = std::min<int64_t>(4, rows - r0);
+    float* acc = tmp + d;
+    std::fill(acc, acc + 4 * d, 0.f);
+    const int64_t visible = first_pos + (r0 + nr - 1) / n_rep + 1;  // of the block's last row
+    for (int64_t p = 0; p < visible; ++p) {
+      const float* v = vf + p * d;
+      for (int64_t j = 0; j < nr; ++j) {
+        const int64_t r = r0 + j;
+        if (p >= first_pos + r / n_rep + 1) continue;  // past this row's keys (P is not zeroed)
+        const float w = sc[r * n_keys + p];
+        float* ar = acc + j * d;
+#pragma omp simd
+        for (int64_t i = 0; i < d; ++i) ar[i] += w * v[i];
+      }
+    }
+    for (int64_t j = 0; j < nr; ++j) store_f32(acc + j * d, out(r0 + j), d);
+  }
+}
+
 }  // namespace
 
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
@@ -115,17 +190,25 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Ten
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const Tensor& req_to_token, const Tensor& req_pool_indices,
                      const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out) {
-  const int64_t n_tokens = q.size(0), n_heads = q.size(1), d = q.size(2);
+  const int64_t n_heads = q.size(1), d = q.size(2);
   const int64_t n_kv = k_cache.size(1), n_rep = n_heads / n_kv, n_slots = k_cache.size(0);
   const int64_t n_seqs = seq_lens.size(0), max_ctx = req_to_token.size(1);
   const int32_t* qo = qo_indptr.data<int32_t>();
   const int32_t* lens = seq_lens.data<int32_t>();
   const int32_t* rows = req_pool_indices.data<int32_t>();
   const int32_t* r2t = req_to_token.data<int32_t>();
-  // Token -> sequence map, and a slot range check before any kernel reads through the table.
-  std::vector<int32_t> seq_of(static_cast<size_t>(n_tokens));
+  // Work blocks (sequence, first query token, query count), and a slot range check before any
+  // kernel reads through the table. Reused across steps: no allocation once warm.
+  struct Block {
+    int32_t seq, t0, n_q;
+  };
+  thread_local std::vector<Block> blocks_storage;
+  std::vector<Block>& blocks = blocks_storage;  // this thread's: the workers below read it
+  blocks.clear();
   for (int64_t s = 0; s < n_seqs; ++s) {
-    for (int32_t i = qo[s]; i < qo[s + 1]; ++i) seq_of[i] = static_cast<int32_t>(s);
+    for (int32_t t = qo[s]; t < qo[s + 1]; t += static_cast<int32_t>(kQueryBlock))
+      blocks.push_back({static_cast<int32_t>(s), t,
+                        std::min(qo[s + 1] - t, static_cast<int32_t>(kQueryBlock))});
     const int32_t* slots = r2t + rows[s] * max_ctx;
     for (int32_t p = 0; p < lens[s]; ++p)
       VELA_CHECK(slots[p] >= 0 && slots[p] < n_slots, "paged_attention: sequence ", s,
@@ -140,20 +223,34 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
       const TK* kc = static_cast<const TK*>(k_cache.data_ptr());
       const TK* vc = static_cast<const TK*>(v_cache.data_ptr());
       TQ* op = static_cast<TQ*>(out.data_ptr());
-      parallel_for(n_tokens * n_kv, 1, [&](int64_t begin, int64_t end) {
-        std::vector<float> qbuf(static_cast<size_t>(n_rep * d));
+      // Items differ in cost (a causal block's keys grow with its position): taken one at a time.
+      parallel_for_dynamic(static_cast<int64_t>(blocks.size()) * n_kv, 1,
+                           [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> qbuf;
+        if (qbuf.size() < static_cast<size_t>(kQueryBlock * n_rep * d))
+          qbuf.resize(static_cast<size_t>(kQueryBlock * n_rep * d));
         for (int64_t item = begin; item < end; ++item) {
-          int64_t g = item % n_kv, t = item / n_kv;
-          int32_t s = seq_of[t];
-          int64_t q_len = qo[s + 1] - qo[s];
-          int64_t pos = lens[s] - q_len + (t - qo[s]);  // this query's position
-          const int32_t* slots = r2t + rows[s] * max_ctx;
-          query_rows_f32(qp + t * q_row_stride + g * n_rep * d, n_rep, d, qbuf.data());
+          const int64_t g = item % n_kv;
+          const Block& b = blocks[static_cast<size_t>(item / n_kv)];
+          const int64_t q_len = qo[b.seq + 1] - qo[b.seq];
+          const int64_t first_pos = lens[b.seq] - q_len + (b.t0 - qo[b.seq]);
+          const int32_t* slots = r2t + rows[b.seq] * max_ctx;
+          for (int64_t qi = 0; qi < b.n_q; ++qi)
+            query_rows_f32(qp + (b.t0 + qi) * q_row_stride + g * n_rep * d, n_rep, d,
+                           qbuf.data() + qi * n_rep * d);
           auto key = [&](int64_t p) { return kc + (slots[p] * n_kv + g) * d; };
           auto val = [&](int64_t p) { return vc + (slots[p] * n_kv + g) * d; };
-          auto vis = [](int64_t) { return true; };
-          attend(qbuf.data(), n_rep, d, pos + 1, key, val, vis, scale,
-                 op + (t * n_heads + g * n_rep) * d, d);
+          if (b.n_q == 1) {  // decode: one query per KV head group
+            auto vis = [](int64_t) { return true; };
+            attend(qbuf.data(), n_rep, d, first_pos + 1, key, val, vis, scale,
+                   op + (b.t0 * n_heads + g * n_rep) * d, d);
+          } else {
+            auto dst = [&](int64_t r) {
+              return op + ((b.t0 + r / n_rep) * n_heads + g * n_rep + r % n_rep) * d;
+            };
+            attend_query_block<TQ>(qbuf.data(), b.n_q, n_rep, d, first_pos, key, val, scale,
+                                   dst);
+          }
         }
       });
     });

@@ -139,9 +139,14 @@ inline double exp_shift_sum(const float* src, float* dst, int64_t n, float shift
   for (; i + 16 <= n; i += 16) {
     __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(src + i), s));
     _mm512_storeu_ps(dst + i, e);
+#if defined(__AVX512DQ__)  // GCC 12's castps512_ps256 / extractf64x4 trip -Wuninitialized inlined
+    acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 0)));
+    acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+#else
     acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
     acc1 = _mm512_add_pd(
         acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+#endif
   }
   total = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 #endif

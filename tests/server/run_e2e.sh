@@ -39,12 +39,15 @@ if [ "$WHICH" = llama3_tools ]; then
   [ -f "$ASSETS/tokenizers/llama3_1/tokenizer.json" ] || skip "no Llama 3.1 tokenizer (run scripts/fetch_assets.sh)"
   [ -f "$ASSETS/node_modules/@huggingface/jinja/package.json" ] && [ -f "$ASSETS/node_modules/tokenizers/package.json" ] \
     || skip "@huggingface/jinja / tokenizers missing (scripts/fetch_assets.sh)"
-  TPL="$HERE/../tokenizer/chat_cases/templates/llama31_style_tools.jinja"
+  # VELA_LLAMA3_TEMPLATE: another Llama 3 tool template to serve (e.g. Meta's own, if you have it).
+  TPL="${VELA_LLAMA3_TEMPLATE:-$HERE/../tokenizer/chat_cases/templates/llama31_style_tools.jinja}"
   MODEL="$WORK/model_llama3"
   TOK="$WORK/tokenizer_llama31"
-  if [ ! -f "$MODEL/model.safetensors" ] || [ "$TPL" -nt "$MODEL/tokenizer_config.json" ]; then
+  if [ ! -f "$MODEL/model.safetensors" ] || [ "$TPL" -nt "$MODEL/tokenizer_config.json" ] \
+     || ! cmp -s "$TPL" "$MODEL/template.jinja"; then
     node "$HERE/tools/make_llama31_tokenizer.mjs" "$ASSETS/tokenizers/llama3_1" "$TPL" "$TOK" >/dev/null
     "$MAKE_MODEL" "$TOK" "$MODEL.tmp.$$" --max-context 4096 >/dev/null
+    cp "$TPL" "$MODEL.tmp.$$/template.jinja"
     rm -rf "$MODEL"; mv "$MODEL.tmp.$$" "$MODEL"
   fi
   # An unknown --tool-call-parser is a clear startup error.

@@ -231,7 +231,8 @@ await check("round trip: assistant tool_calls (string arguments) and tool result
                                                    chat_template_kwargs: kwargs });
   const want = await expectedPromptTokens(messages, tools, kwargs);
   assert.ok(want.text.includes(`{"name": "add", "parameters": {"a": 2, "b": 3}}<|eot_id|>`), want.text);
-  assert.ok(want.text.includes("<|start_header_id|>ipython<|end_header_id|>\n\n5<|eot_id|>"), want.text);
+  // Meta's own template sends string results through tojson ("5"); the repository's prints them.
+  assert.match(want.text, /<\|start_header_id\|>ipython<\|end_header_id\|>\n\n"?5"?<\|eot_id\|>/);
   assert.equal(r.usage.prompt_tokens, want.n, "prompt tokens: vela vs @huggingface/jinja + tokenizers");
   // Anthropic: tool_use / tool_result blocks become the same template messages.
   const atools = tools.map((t) => ({ name: t.function.name, description: t.function.description,
@@ -254,7 +255,7 @@ await check("round trip: assistant tool_calls (string arguments) and tool result
       { id: "a", type: "function", function: { name: "add", arguments: "{}" } },
       { id: "b", type: "function", function: { name: "add", arguments: "{}" } }] }] });
   assert.equal(two.status, 400, two.text);
-  assert.ok(two.json.error.message.includes("Only one tool call per turn"), two.json.error.message);
+  assert.ok(two.json.error.message.startsWith("the chat template rejected the messages: "), two.json.error.message);
 });
 
 console.log(`${n_checks} checks passed, ${n_calls_checked} tool calls validated`);

@@ -85,10 +85,8 @@ Constraint tool_call_constraint(const ChatPrompt& p, const RenderedPrompt& rp,
     return Constraint::tool_calls(spec);
   }
   if (p.tool_choice != "auto" || !any_strict) return response;
-  json spec = {{"tools", tools},
-               {"parallel", p.parallel_tool_calls},
-               {"lazy", true},
-               {"syntax", syntax}};
+  json spec = {
+      {"tools", tools}, {"parallel", p.parallel_tool_calls}, {"lazy", true}, {"syntax", syntax}};
   if (response.kind == Constraint::Kind::kJsonSchema)
     spec["content"] = json::parse(response.text);
   else if (response.kind == Constraint::Kind::kJsonObject)

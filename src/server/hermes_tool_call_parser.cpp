@@ -1,6 +1,7 @@
-// HermesToolCallParser. kText scans for "<tool_call>" (holding back a partial tag); kCall accumulates
-// the body until "</tool_call>", announcing the name once `{"name": "..."` is complete and then
-// releasing the arguments text except a tail that could be the outer object's closing brace.
+// HermesToolCallParser. kText scans for "<tool_call>" (holding back a partial tag); kCall
+// accumulates the body until "</tool_call>", announcing the name once `{"name": "..."` is complete
+// and then releasing the arguments text except a tail that could be the outer object's closing
+// brace.
 #include "server/hermes_tool_call_parser.h"
 
 #include "core/json.h"

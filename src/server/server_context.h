@@ -1,6 +1,7 @@
 // ServerContext: what every route handler shares — the engine, tokenizer, chat template, config,
-// tool-call dialect, metrics, and the registry of in-flight generations that shutdown cancels. Owned by HttpServer;
-// handlers run on many HTTP threads at once, so everything here is thread-safe or immutable.
+// tool-call dialect, metrics, and the registry of in-flight generations that shutdown cancels.
+// Owned by HttpServer; handlers run on many HTTP threads at once, so everything here is thread-safe
+// or immutable.
 #pragma once
 
 #include <atomic>
@@ -22,8 +23,8 @@ struct ServerContext {
       : engine(e),
         cfg(std::move(c)),
         chat_template(std::move(tpl)),
-        tool_dialect(choose_tool_call_dialect(cfg.tool_call_parser,
-                                              chat_template ? &chat_template->source() : nullptr)) {}
+        tool_dialect(choose_tool_call_dialect(
+            cfg.tool_call_parser, chat_template ? &chat_template->source() : nullptr)) {}
 
   Engine& engine;
   const ServerConfig cfg;

@@ -9,8 +9,12 @@
 namespace vela {
 
 namespace {
-const ToolCallSyntax kHermes{"<tool_call>\n{\"name\": \"", ", \"arguments\": ", "}\n</tool_call>",
-                             "\n", "<tool_call>", false};
+const ToolCallSyntax kHermes{"<tool_call>\n{\"name\": \"",
+                             ", \"arguments\": ",
+                             "}\n</tool_call>",
+                             "\n",
+                             "<tool_call>",
+                             false};
 // Llama 3.1's template renders a past call as {"name": "fn", "parameters": ARGS}; vLLM's
 // llama3_json parser reads calls joined by "; ".
 const ToolCallSyntax kLlama3Json{"{\"name\": \"", ", \"parameters\": ", "}", "; ", "{", true};
@@ -32,8 +36,9 @@ ToolCallDialect detect_tool_call_dialect(std::string_view src) {
   if (has("<tool_call>")) return ToolCallDialect::kHermes;
   if (has("<|start_header_id|>") && (has("<|python_tag|>") || has("\"parameters\"")))
     return ToolCallDialect::kLlama3Json;
-  VELA_LOG_DEBUG("[serve] the chat template shows no known tool-call syntax: using hermes "
-                 "(--tool-call-parser picks another)");
+  VELA_LOG_DEBUG(
+      "[serve] the chat template shows no known tool-call syntax: using hermes "
+      "(--tool-call-parser picks another)");
   return ToolCallDialect::kHermes;
 }
 
@@ -63,9 +68,8 @@ std::string tool_call_forced_prefix(ToolCallDialect d, const std::string& forced
 
 json tool_call_grammar_syntax(ToolCallDialect d) {
   const ToolCallSyntax& s = tool_call_syntax(d);
-  return {{"call_open", s.call_open},   {"args_key", s.args_key},
-          {"call_close", s.call_close}, {"separator", s.separator},
-          {"trigger", s.trigger},       {"whole_answer", s.whole_answer}};
+  return {{"call_open", s.call_open}, {"args_key", s.args_key}, {"call_close", s.call_close},
+          {"separator", s.separator}, {"trigger", s.trigger},   {"whole_answer", s.whole_answer}};
 }
 
 std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolCallDialect d, std::string id_prefix) {

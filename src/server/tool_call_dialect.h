@@ -2,7 +2,8 @@
 // it — the assistant text prefilled for tool_choice required / a named tool, the call syntax the
 // tool-call grammar glues the argument schemas with (tool_call_grammar.h "syntax"), and the
 // streaming parser of its replies.
-//   hermes       Qwen 2.5 / 3, Hermes:  <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
+//   hermes       Qwen 2.5 / 3, Hermes:  <tool_call>\n{"name": ..., "arguments":
+//   {...}}\n</tool_call>
 //                (several blocks, text around them)
 //   llama3_json  Llama 3.1 / 3.2 / 3.3:  {"name": ..., "parameters": {...}} as the whole reply,
 //                optionally after <|python_tag|>, several calls joined by "; " (vLLM's llama3_json)

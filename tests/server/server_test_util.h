@@ -1,5 +1,6 @@
-// Shared helpers for the server tests: the Qwen3 and Llama 3.1 tokenizers from .cache/assets (tests skip without
-// it), and feeding text through the parsers token by token the way the engine streams it.
+// Shared helpers for the server tests: the Qwen3 and Llama 3.1 tokenizers from .cache/assets (tests
+// skip without it), and feeding text through the parsers token by token the way the engine streams
+// it.
 #pragma once
 
 #include <gtest/gtest.h>

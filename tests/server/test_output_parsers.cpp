@@ -5,8 +5,8 @@
 
 #include "core/json.h"
 #include "server/chat_output.h"
-#include "server/reasoning_parser.h"
 #include "server/hermes_tool_call_parser.h"
+#include "server/reasoning_parser.h"
 #include "server_test_util.h"
 
 namespace vela {

@@ -122,15 +122,15 @@ TEST(Llama3JsonToolCallParser, SingleCall) {
 }
 
 TEST(Llama3JsonToolCallParser, PythonTagAndArgumentsKey) {
-  Collected c = collect_all(llama3_options(),
-                            "<|python_tag|>{\"name\": \"f\", \"arguments\": {\"x\": 1}}");
+  Collected c =
+      collect_all(llama3_options(), "<|python_tag|>{\"name\": \"f\", \"arguments\": {\"x\": 1}}");
   EXPECT_EQ(c.content, "");
   ASSERT_EQ(c.calls.size(), 1u);
   EXPECT_EQ(c.calls[0].name, "f");
   EXPECT_EQ(c.calls[0].arguments, "{\"x\": 1}");
   // Leading whitespace, compact JSON, parameters as a JSON string, then a trailing newline.
-  Collected s = collect_all(llama3_options(),
-                            "\n {\"name\":\"g\",\"parameters\":\"{\\\"y\\\": 2}\"}\n");
+  Collected s =
+      collect_all(llama3_options(), "\n {\"name\":\"g\",\"parameters\":\"{\\\"y\\\": 2}\"}\n");
   ASSERT_EQ(s.calls.size(), 1u);
   EXPECT_EQ(s.calls[0].arguments, "{\"y\": 2}");
   EXPECT_EQ(s.content, "");
@@ -149,8 +149,9 @@ TEST(Llama3JsonToolCallParser, SemicolonSeparatedCalls) {
   EXPECT_EQ(c.calls[2].arguments, "{\"n\": [1]}");
   EXPECT_NE(c.calls[0].id, c.calls[1].id);
   // A newline instead of ';', and a trailing separator.
-  Collected n = collect_all(llama3_options(),
-                            "{\"name\": \"a\", \"parameters\": {}}\n{\"name\": \"b\", \"parameters\": {}}; ");
+  Collected n =
+      collect_all(llama3_options(),
+                  "{\"name\": \"a\", \"parameters\": {}}\n{\"name\": \"b\", \"parameters\": {}}; ");
   EXPECT_EQ(n.calls.size(), 2u);
   EXPECT_EQ(n.content, "");
 }
@@ -171,8 +172,8 @@ TEST(Llama3JsonToolCallParser, TextAnswersAreContent) {
 
 TEST(Llama3JsonToolCallParser, InvalidJsonIsContent) {
   for (const std::string text :
-       {"{not json}", "{\"name\": \"f\"}", "{\"city\": \"Paris\"}", "{\"name\": \"\", \"parameters\": {}}",
-        "{\"name\": \"f\", \"param", "[1, 2]", "{"}) {
+       {"{not json}", "{\"name\": \"f\"}", "{\"city\": \"Paris\"}",
+        "{\"name\": \"\", \"parameters\": {}}", "{\"name\": \"f\", \"param", "[1, 2]", "{"}) {
     Collected c = collect_all(llama3_options(), text);
     EXPECT_TRUE(c.calls.empty()) << text;
     EXPECT_EQ(c.content, text);
@@ -280,13 +281,13 @@ TEST(ToolCallDialect, DetectedFromRealTemplates) {
   EXPECT_EQ(detect_tool_call_dialect(llama31.source()), ToolCallDialect::kHermes);
   // Tool-calling Llama 3.1 templates: the repository's Llama 3.1-style one (renders past calls
   // as {"name": ..., "parameters": ...}) and one using <|python_tag|> for built-in tools.
-  std::ifstream in(test::repo_root() / "tests/tokenizer/chat_cases/templates/llama31_style_tools.jinja");
+  std::ifstream in(test::repo_root() /
+                   "tests/tokenizer/chat_cases/templates/llama31_style_tools.jinja");
   const std::string style((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(style.empty());
   EXPECT_EQ(detect_tool_call_dialect(style), ToolCallDialect::kLlama3Json);
-  EXPECT_EQ(detect_tool_call_dialect(
-                "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}"
-                "{{- \"<|python_tag|>\" + tool_call.name + \".call(\" }}"),
+  EXPECT_EQ(detect_tool_call_dialect("{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}"
+                                     "{{- \"<|python_tag|>\" + tool_call.name + \".call(\" }}"),
             ToolCallDialect::kLlama3Json);
   // <tool_call> wins over Llama 3 header tokens; nothing known means hermes.
   EXPECT_EQ(detect_tool_call_dialect("<|start_header_id|> \"parameters\" <tool_call>"),
@@ -298,7 +299,8 @@ TEST(ToolCallDialect, DetectedFromRealTemplates) {
 
 json weather_tools(bool strict) {
   return json::parse(std::string(R"([
-    {"type":"function","function":{"name":"forecast","strict":)") + (strict ? "true" : "false") +
+    {"type":"function","function":{"name":"forecast","strict":)") +
+                     (strict ? "true" : "false") +
                      R"(,"parameters":{"type":"object","properties":{
                         "unit":{"enum":["c","f"]},"days":{"type":"integer","minimum":1,"maximum":14},
                         "hourly":{"type":"boolean"}},
@@ -409,15 +411,19 @@ TEST(Llama3JsonToolGrammar, RequiredAndNamedOutputsParseAndMatchTheSchema) {
   RenderedPrompt rp = llama3_rendered(p);
   Constraint c = tool_call_constraint(p, rp, {});
   ASSERT_EQ(c.kind, Constraint::Kind::kToolCalls);
-  EXPECT_TRUE(grammar_matches(c, "forecast\", \"parameters\": {\"unit\": \"c\", \"days\": 3, "
-                                 "\"hourly\": false}}"));
-  EXPECT_FALSE(grammar_matches(c, "forecast\", \"arguments\": {\"unit\": \"c\", \"days\": 3, "
-                                  "\"hourly\": false}}"));  // hermes' key
-  EXPECT_FALSE(grammar_matches(c, "forecast\", \"parameters\": {\"unit\": \"k\", \"days\": 3, "
-                                  "\"hourly\": false}}"));
+  EXPECT_TRUE(grammar_matches(c,
+                              "forecast\", \"parameters\": {\"unit\": \"c\", \"days\": 3, "
+                              "\"hourly\": false}}"));
+  EXPECT_FALSE(grammar_matches(c,
+                               "forecast\", \"arguments\": {\"unit\": \"c\", \"days\": 3, "
+                               "\"hourly\": false}}"));  // hermes' key
+  EXPECT_FALSE(grammar_matches(c,
+                               "forecast\", \"parameters\": {\"unit\": \"k\", \"days\": 3, "
+                               "\"hourly\": false}}"));
   EXPECT_FALSE(grammar_matches(c, "pick\", \"parameters\": {\"ids\": []}}"));
-  EXPECT_FALSE(grammar_matches(c, "pick\", \"parameters\": {\"ids\": [1]}}; {\"name\": \"pick\", "
-                                  "\"parameters\": {\"ids\": [2]}}"));  // one call
+  EXPECT_FALSE(grammar_matches(c,
+                               "pick\", \"parameters\": {\"ids\": [1]}}; {\"name\": \"pick\", "
+                               "\"parameters\": {\"ids\": [2]}}"));  // one call
   int n = 0;
   for (uint32_t seed = 1; seed <= 40; ++seed) n += check_calls(rp, sample(c, seed), "");
   EXPECT_EQ(n, 40);

@@ -26,10 +26,10 @@ Syntax read_syntax(const json& spec) {
   const json& j = spec["syntax"];
   VELA_CHECK(j.is_object(), "tool_calls constraint: \"syntax\" must be an object");
   const std::pair<const char*, std::string*> fields[] = {{"call_open", &s.call_open},
-                                                          {"args_key", &s.args_key},
-                                                          {"call_close", &s.call_close},
-                                                          {"separator", &s.separator},
-                                                          {"trigger", &s.trigger}};
+                                                         {"args_key", &s.args_key},
+                                                         {"call_close", &s.call_close},
+                                                         {"separator", &s.separator},
+                                                         {"trigger", &s.trigger}};
   for (auto [key, field] : fields)
     if (j.contains(key)) {
       VELA_CHECK(j[key].is_string(), "tool_calls constraint: syntax.", key, " must be a string");
@@ -49,8 +49,9 @@ Expr text_not_json() {
   all.set();
   first = ~ws;
   first.reset(static_cast<uint8_t>('{'));
-  return Expr::seq({Expr::star(Expr::byte_set(ws)),
-                    Expr::optional(Expr::seq({Expr::byte_set(first), Expr::star(Expr::byte_set(all))}))});
+  return Expr::seq(
+      {Expr::star(Expr::byte_set(ws)),
+       Expr::optional(Expr::seq({Expr::byte_set(first), Expr::star(Expr::byte_set(all))}))});
 }
 }  // namespace
 
@@ -118,8 +119,7 @@ Grammar tool_call_grammar(const json& spec) {
     first = Expr::ref(call_rest);
   }
   std::vector<Expr> root{std::move(first)};
-  if (parallel)
-    root.push_back(Expr::star(Expr::seq({sep, opener, Expr::ref(call_rest)})));
+  if (parallel) root.push_back(Expr::star(Expr::seq({sep, opener, Expr::ref(call_rest)})));
   g.root = g.add_rule("root", Expr::seq(std::move(root)));
   return g;
 }

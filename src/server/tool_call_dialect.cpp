@@ -36,9 +36,9 @@ ToolCallDialect detect_tool_call_dialect(std::string_view src) {
   if (has("<tool_call>")) return ToolCallDialect::kHermes;
   if (has("<|start_header_id|>") && (has("<|python_tag|>") || has("\"parameters\"")))
     return ToolCallDialect::kLlama3Json;
-  VELA_LOG_DEBUG(
-      "[serve] the chat template shows no known tool-call syntax: using hermes "
-      "(--tool-call-parser picks another)");
+  if (has("tools"))
+    VELA_LOG_DEBUG("[serve] the chat template renders tools in no known tool-call syntax: using "
+                   "hermes (--tool-call-parser picks another)");
   return ToolCallDialect::kHermes;
 }
 

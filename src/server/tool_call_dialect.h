@@ -39,7 +39,8 @@ const char* tool_call_dialect_name(ToolCallDialect d);  // "hermes", "llama3_jso
 // Throws InvalidArgument naming the known dialects for anything else.
 ToolCallDialect parse_tool_call_dialect(std::string_view name);
 // From a chat template's source: `<tool_call>` -> hermes; Llama 3 header tokens with
-// <|python_tag|> or a "parameters" key -> llama3_json; otherwise hermes (logged at debug).
+// <|python_tag|> or a "parameters" key -> llama3_json; otherwise hermes (logged at debug when
+// the template mentions tools).
 ToolCallDialect detect_tool_call_dialect(std::string_view template_source);
 // The served dialect: `configured` (a name; throws InvalidArgument when unknown) or, when empty,
 // detected from the template (hermes without one). Logs the choice at info.

@@ -238,6 +238,24 @@ TEST(Llama3JsonToolCallParser, ForcedPrefixes) {
             "<tool_call>\n{\"name\": \"f\\\"x\", \"arguments\": ");
 }
 
+// Random replies built from call-shaped fragments: any split gives the one-shot result, and a reply
+// without calls comes back as content byte for byte.
+TEST(Llama3JsonToolCallParser, RandomRepliesStreamLikeOneShot) {
+  const std::vector<std::string> frags = {
+      "{", "}", "\"name\"", ": ", "\"f\"", ", ", "\"parameters\"", "\"arguments\"", "{\"a\": 1}",
+      "[", "]", ";", " ", "\n", "\"", "\\", "x", "<|python_tag|>", "<|py", "\"}\"", "{\"name\": \"g\", "};
+  std::mt19937 rng(5);
+  int n_with_calls = 0;
+  for (int r = 0; r < 400; ++r) {
+    std::string text = r % 3 == 0 ? "{\"name\": \"f\", \"parameters\": " : "";
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 12); k < n; ++k) text += frags[rng() % frags.size()];
+    Collected c = collect_all(llama3_options(), text);
+    if (c.calls.empty()) EXPECT_EQ(c.content, text);
+    n_with_calls += !c.calls.empty();
+  }
+  EXPECT_GE(n_with_calls, 20);
+}
+
 // --- dialect names and detection ---
 
 TEST(ToolCallDialect, NamesAndConfig) {

@@ -2,7 +2,11 @@
 // trained weights: random weights never accept a draft). Greedy decode of N tokens from each
 // prompt, without speculation and with each --speculative setting; reports the decode rate (first
 // to last token), the speed-up, the acceptance rate and tokens per target step, and checks that
-// the tokens are identical to the run without speculation.
+// the tokens are identical to the run without speculation. With --constrained (a built-in JSON
+// Schema: an array of strings) or --json-schema FILE every request is constrained (structured
+// output) and the prompts ask for the passage as JSON: the speed-up of speculation under a grammar
+// (drafts cut to it, verify rows masked after the drafts before them). --regex RE constrains the
+// usual prompts' continuations instead (e.g. '[A-Za-z ,;:.]+': prose, the grammar's cost alone).
 #include <time.h>
 
 #include <algorithm>
@@ -13,6 +17,7 @@
 #include "bench/bench_util.h"
 #include "cli/args.h"
 #include "core/cuda/cuda_api.h"
+#include "core/json.h"
 #include "engine/engine.h"
 
 namespace vela::cli {
@@ -43,9 +48,14 @@ struct Run {
   SpeculativeStats spec;
 };
 
-Run run_one(Engine& engine, const std::vector<int32_t>& prompt, int32_t n, float temperature) {
+// The built-in schema of --constrained: the passage's sentences as a JSON array of strings.
+const char* kBuiltinSchema = R"({"type":"array","items":{"type":"string"},"minItems":1})";
+
+Run run_one(Engine& engine, const std::vector<int32_t>& prompt, int32_t n, float temperature,
+            const Constraint& constraint) {
   Request r;
   r.prompt = prompt;
+  r.params.constraint = constraint;
   r.params.temperature = temperature;
   r.params.seed = 1;
   r.params.max_tokens = n;
@@ -84,16 +94,20 @@ Run run_one(Engine& engine, const std::vector<int32_t>& prompt, int32_t n, float
 }  // namespace
 
 int bench_spec_main(int argc, char** argv) {
-  Args args(argc, argv, {"help", "no-graphs"});
+  Args args(argc, argv, {"help", "no-graphs", "constrained"});
   if (args.has("help")) {
     std::printf(
         "usage: vela bench spec --model DIR [--device cuda|cpu] [--dtype bf16|f32] [--decode N]\n"
         "                       [--settings 'ngram,k=2;ngram,k=4;ngram,k=8'] [--reps R]\n"
         "                       [--no-graphs] [--temperature T] [--json FILE]\n"
+        "                       [--constrained | --json-schema FILE | --regex RE]\n"
         "  Batch-1 decode (greedy unless --temperature) with and without speculation on a\n"
         "  repetitive prompt (a passage repeated) and a plain one (its first sentence). Settings\n"
         "  may name a draft model: 'draft=DIR,k=4'. Sampled draft-model output differs from the\n"
-        "  run without speculation (same distribution, other draws): 'same' is then '-'.\n");
+        "  run without speculation (same distribution, other draws): 'same' is then '-'.\n"
+        "  --constrained: every request is constrained by a built-in JSON Schema (an array of\n"
+        "  strings) and the prompts ask for the passage as JSON; --json-schema FILE: that\n"
+        "  schema; --regex RE: every request matches RE (the usual prompts).\n");
     return 0;
   }
   std::string dir = args.require("model");
@@ -105,8 +119,30 @@ int bench_spec_main(int argc, char** argv) {
   bool graphs = !args.has("no-graphs");
   std::string json_path = args.get("json", "");
   const float temperature = static_cast<float>(args.get_double("temperature", 0.0));
+  const std::string schema_path = args.get("json-schema", "");
+  const std::string regex = args.get("regex", "");
+  const bool json_mode = args.has("constrained") || !schema_path.empty();
   args.check_all_used();
-  VELA_CHECK(n >= 8 && reps >= 1, "--decode must be >= 8 and --reps >= 1");
+  VELA_CHECK(!(json_mode && !regex.empty()),
+             "bench spec: give one of --constrained, --json-schema FILE and --regex RE");
+  Constraint constraint;
+  if (json_mode) {
+    std::string text = kBuiltinSchema;
+    if (!schema_path.empty()) {
+      std::ifstream f(schema_path);
+      VELA_CHECK(f.good(), "bench spec: cannot read --json-schema ", schema_path);
+      text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    json schema;
+    try {
+      schema = json::parse(text);
+    } catch (const std::exception& e) {
+      VELA_CHECK(false, "bench spec: the JSON Schema is not valid JSON: ", e.what());
+    }
+    constraint = Constraint::json_schema(schema);
+  } else if (!regex.empty()) {
+    constraint = Constraint::regex(regex);
+  }
 
   std::vector<std::string> settings = {"off"};
   for (size_t s = 0, e; s <= settings_arg.size(); s = e + 1) {
@@ -117,9 +153,23 @@ int bench_spec_main(int argc, char** argv) {
   std::string repeated;
   for (int i = 0; i < 3; ++i) repeated += kPassage;
   repeated += "In the beginning God";
-  const std::vector<std::pair<std::string, std::string>> prompts = {
+  std::vector<std::pair<std::string, std::string>> prompts = {
       {"repetitive", repeated},
       {"plain", "In the beginning God created the heaven and the earth."}};
+  if (json_mode) {
+    // The passage as JSON (sentences as strings) twice, then the same request again: the
+    // constrained output starts fresh at "[" and may copy it (prompt lookup).
+    json sentences = json::array();
+    std::string p = kPassage;
+    for (size_t b = 0, e; b < p.size(); b = e + 2) {
+      e = p.find(". ", b);
+      if (e == std::string::npos) break;
+      sentences.push_back(p.substr(b, e + 1 - b));
+    }
+    const std::string ask = "The passage as a JSON array of sentences: ";
+    prompts = {{"json-repeat", ask + sentences.dump() + "\n" + ask + sentences.dump() + "\n" + ask},
+               {"json-plain", ask}};
+  }
 
   json j;
   j["benchmark"] = "spec";
@@ -128,11 +178,13 @@ int bench_spec_main(int argc, char** argv) {
   j["dtype"] = dtype_name(dtype);
   j["decode_tokens"] = n;
   j["temperature"] = temperature;
+  j["constraint"] = constraint.active() ? constraint_kind_name(constraint.kind) : "none";
+  j["constraint_text"] = constraint.text;
   j["cases"] = json::array();
   std::vector<std::vector<int32_t>> reference(prompts.size());
   std::vector<double> base_rate(prompts.size(), 0), base_cpu_rate(prompts.size(), 0);
-  std::printf("%-11s %-36s %10s %8s %11s %8s %10s %9s %s\n", "prompt", "speculative", "tok/s",
-              "speedup", "tok/cpu-s", "speedup", "accept", "tok/step", "same");
+  std::printf("%-11s %-36s %5s %10s %8s %11s %8s %10s %9s %s\n", "prompt", "speculative", "n",
+              "tok/s", "speedup", "tok/cpu-s", "speedup", "accept", "tok/step", "same");
   for (const std::string& s : settings) {
     EngineConfig ec;
     ec.max_seqs = 4;
@@ -143,11 +195,11 @@ int bench_spec_main(int argc, char** argv) {
     VELA_CHECK(engine->tokenizer() != nullptr, "bench spec: ", dir, " has no tokenizer.json");
     for (size_t p = 0; p < prompts.size(); ++p) {
       std::vector<int32_t> ids = engine->tokenizer()->encode(prompts[p].second);
-      run_one(*engine, ids, 16,
-              temperature);  // warm-up (graphs, plans); the prefix cache then holds the prompt
+      // Warm-up (graphs, plans, the grammar's masks); the prefix cache then holds the prompt.
+      run_one(*engine, ids, 16, temperature, constraint);
       Run best;
       for (int r = 0; r < reps; ++r) {
-        Run x = run_one(*engine, ids, n, temperature);
+        Run x = run_one(*engine, ids, n, temperature, constraint);
         if (r == 0 || x.decode_s < best.decode_s) best = x;
       }
       double rate = (static_cast<double>(best.tokens.size()) - 1) / best.decode_s;
@@ -159,15 +211,16 @@ int bench_spec_main(int argc, char** argv) {
       }
       bool same = best.tokens == reference[p];
       const bool comparable = temperature == 0 || !ec.speculative.uses_draft_model();
-      std::printf("%-11s %-36s %10.1f %7.2fx %11.1f %7.2fx %10.3f %9.2f %s\n",
-                  prompts[p].first.c_str(), ec.speculative.describe().c_str(), rate,
-                  rate / base_rate[p], cpu_rate, cpu_rate / base_cpu_rate[p],
+      std::printf("%-11s %-36s %5zu %10.1f %7.2fx %11.1f %7.2fx %10.3f %9.2f %s\n",
+                  prompts[p].first.c_str(), ec.speculative.describe().c_str(), best.tokens.size(),
+                  rate, rate / base_rate[p], cpu_rate, cpu_rate / base_cpu_rate[p],
                   best.spec.acceptance_rate(), best.spec.tokens_per_step(),
                   !comparable ? "-"
                   : same      ? "yes"
                               : "NO");
       j["cases"].push_back({{"prompt", prompts[p].first},
                             {"prompt_tokens", ids.size()},
+                            {"decoded_tokens", best.tokens.size()},
                             {"speculative", ec.speculative.describe()},
                             {"tokens_per_s", rate},
                             {"speedup", rate / base_rate[p]},

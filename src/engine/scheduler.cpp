@@ -321,10 +321,13 @@ void Scheduler::fill_masks(const Tensor& logits) {
   for (size_t j = 0; j < sample_tasks_.size(); ++j) {
     Task* t = sample_tasks_[j];
     if (!t->matcher) continue;
-    if (!masks_)
-      masks_ =
-          std::make_unique<constrain::BatchMasks>(logits.size(1), cfg_.max_seqs, logits.device());
-    masks_->add(*t->matcher, static_cast<int32_t>(j));
+    if (!masks_)  // one row per sample row at most (speculation: verify rows included)
+      masks_ = std::make_unique<constrain::BatchMasks>(logits.size(1), sampler_.max_rows(),
+                                                       logits.device());
+    // spec: a task's 1 + drafts verify rows are consecutive, masked along its drafts
+    const auto n_drafts = static_cast<int32_t>(t->drafts.size());
+    masks_->add(*t->matcher, static_cast<int32_t>(j), t->drafts.data(), n_drafts);
+    j += static_cast<size_t>(n_drafts);
   }
   if (masks_) masks_->fill();
 }

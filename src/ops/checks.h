@@ -102,6 +102,16 @@ inline void check_contiguous(const char* op, const char* name, const Tensor& t) 
   VELA_CHECK(t.is_contiguous(), op, ": ", name, " ", t.str(), " must be contiguous");
 }
 
+// Every position (i32, 1-D) names a row of the rope table. Checked only for host-resident
+// positions (a device tensor would need a sync; CUDA kernels leave out-of-range tokens unrotated).
+inline void check_positions_in_table(const char* op, const Tensor& positions, const Tensor& table) {
+  if (!positions.is_cpu()) return;
+  const int32_t* p = positions.data<int32_t>();
+  for (int64_t i = 0; i < positions.numel(); ++i)
+    VELA_CHECK(p[i] >= 0 && p[i] < table.size(0), op, ": positions[", i, "] = ", p[i],
+               " is outside the rope table ", table.str(), " (rows 0..", table.size(0) - 1, ")");
+}
+
 // Rows contiguous, leading dims collapsible into one row stride; returns the layout.
 inline RowLayout check_rows(const char* op, const char* name, const Tensor& t) {
   RowLayout r;

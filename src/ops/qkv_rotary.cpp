@@ -53,6 +53,7 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
   }
   const Tensor* operands[] = {&positions, &table, &out_cache_loc, &q_out, &k_cache, &v_cache};
   for (const Tensor* t : operands) check_same_device(op, "operand", *t, "qkv", qkv);
+  check_positions_in_table(op, positions, table);
   VELA_DISPATCH(qkv.device(), qkv_rotary_kv_write, qkv, positions, table, q_norm, k_norm, eps,
                 out_cache_loc, q_out, k_cache, v_cache);
 }

@@ -199,13 +199,7 @@ void rotary(Tensor& x, const Tensor& positions, const Tensor& table) {
              " must have contiguous heads (strides [>= n_heads*head_dim, head_dim, 1])");
   check_same_device(op, "positions", positions, "x", x);
   check_same_device(op, "table", table, "x", x);
-  if (positions.is_cpu()) {
-    const int32_t* p = positions.data<int32_t>();
-    for (int64_t i = 0; i < positions.numel(); ++i) {
-      VELA_CHECK(p[i] >= 0 && p[i] < table.size(0), "rotary: positions[", i, "] = ", p[i],
-                 " is outside the table ", table.str());
-    }
-  }
+  check_positions_in_table(op, positions, table);
   VELA_DISPATCH(x.device(), rotary, x, positions, table);
 }
 

@@ -27,12 +27,7 @@ void rotary_backward(Tensor& dx, const Tensor& positions, const Tensor& table) {
              " must have contiguous heads");
   check_same_device(op, "positions", positions, "dx", dx);
   check_same_device(op, "table", table, "dx", dx);
-  if (positions.is_cpu()) {
-    const int32_t* p = positions.data<int32_t>();
-    for (int64_t i = 0; i < positions.numel(); ++i)
-      VELA_CHECK(p[i] >= 0 && p[i] < table.size(0), op, ": position ", p[i],
-                 " is outside the rotary table [0, ", table.size(0), ")");
-  }
+  check_positions_in_table(op, positions, table);
   VELA_DISPATCH(dx.device(), rotary_backward, dx, positions, table);
 }
 

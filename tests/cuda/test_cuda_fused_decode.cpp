@@ -159,19 +159,25 @@ TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
 
 std::string fixture(const std::string& name) { return "fixtures/models/" + name; }
 
+// The fixture's reference prompt, 12 greedy tokens with logprobs, EOS ignored.
+Request greedy_reference_request(const std::string& dir) {
+  std::ifstream f(dir + "/reference.json");
+  Request r;
+  r.prompt = json::parse(f)["prompt_ids"].get<std::vector<int32_t>>();
+  r.params.temperature = 0;
+  r.params.max_tokens = 12;
+  r.params.ignore_eos = true;
+  r.params.logprobs = true;
+  return r;
+}
+
 // bf16 engines with the fused decode path on and off: the same greedy tokens, logprobs within
 // bf16 noise (the fused GEMVs sum in another order).
 TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
   for (const char* name : {"llama_gqa", "qwen3_qknorm", "llama_hd80_mha", "qwen3_hd256"}) {
     SCOPED_TRACE(name);
     const std::string dir = fixture(name);
-    std::ifstream f(dir + "/reference.json");
-    Request r;
-    r.prompt = json::parse(f)["prompt_ids"].get<std::vector<int32_t>>();
-    r.params.temperature = 0;
-    r.params.max_tokens = 12;
-    r.params.ignore_eos = true;
-    r.params.logprobs = true;
+    const Request r = greedy_reference_request(dir);
     EngineConfig cfg;
     cfg.max_ctx = 64;
     cfg.max_seqs = 4;
@@ -202,13 +208,7 @@ TEST_F(CudaFusedDecodeTest, FusedQkvEngineMatchesUnfused) {
   for (const char* name : {"llama_gqa", "qwen3_qknorm", "llama_hd80_mha", "qwen3_hd256"}) {
     SCOPED_TRACE(name);
     const std::string dir = fixture(name);
-    std::ifstream f(dir + "/reference.json");
-    Request r;
-    r.prompt = json::parse(f)["prompt_ids"].get<std::vector<int32_t>>();
-    r.params.temperature = 0;
-    r.params.max_tokens = 12;
-    r.params.ignore_eos = true;
-    r.params.logprobs = true;
+    const Request r = greedy_reference_request(dir);
     EngineConfig cfg;
     cfg.max_ctx = 64;
     cfg.max_seqs = 4;

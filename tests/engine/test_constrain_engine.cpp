@@ -77,8 +77,9 @@ TEST(ConstrainEngine, JsonSchemaSiblingsWithLogprobsAllValid) {
   EXPECT_EQ(engine->check_integrity(), "");
 }
 
-// With speculation on, constrained samples are not drafted (a verify row would need the mask after
-// each draft) while unconstrained ones in the same batches still are; outputs stay valid.
+// With speculation on, constrained samples speculate beside unconstrained ones in the same batches
+// (their drafts cut to the grammar, each verify row masked after the drafts before it: see
+// test_spec_constrained.cpp for parity); outputs stay valid.
 TEST(ConstrainEngine, SpeculationLeavesConstrainedSamplesValid) {
   EngineConfig cfg;
   cfg.max_seqs = 16;

@@ -128,6 +128,19 @@ TEST(QkvRotary, EqualsSplitNormRotaryAndKvWrite) {
       ops::qkv_rotary_kv_write(Tensor::empty({n, (h + 2 * hkv) * d}, DType::kF32), positions, table,
                                Tensor::empty({d}, DType::kF32), Tensor(), 1e-6f, loc, q, kc, vc),
       InvalidArgument);
+  // A position past the rope table (64 rows) or negative is a clear error, not a read past it.
+  for (int32_t bad : {64, -1}) {
+    Tensor bad_pos = Tensor::from_vector(std::vector<int32_t>{0, bad, 33});
+    try {
+      ops::qkv_rotary_kv_write(Tensor::empty({n, (h + 2 * hkv) * d}, DType::kF32), bad_pos, table,
+                               Tensor(), Tensor(), 1e-6f, loc, q, kc, vc);
+      ADD_FAILURE() << "position " << bad << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("positions[1] = " + std::to_string(bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/gemm_amx.h"
 #include "ops/gemm.h"
 #include "ops/op_test_util.h"
 
@@ -87,9 +88,11 @@ struct Mnk {
 };
 
 // Covers: M = 1 (GEMV) with a masked K tail, small-M kernel (M <= 16), the panel path with M and
-// N beyond one panel, and degenerate extents.
+// N beyond one panel, degenerate extents, and (K % 32 == 0) the AMX tiles for bf16 on CPUs that
+// have them: row blocks padded past M, row chunks past 256, a last partial column block.
 const Mnk kShapes[] = {{1, 4096, 127}, {3, 127, 33}, {7, 33, 4096}, {16, 65, 200},
-                       {33, 7, 1},     {17, 1, 127}, {520, 600, 24}};
+                       {33, 7, 1},     {17, 1, 127}, {520, 600, 24}, {40, 50, 64},
+                       {300, 37, 96},  {1, 48, 32}};
 
 TEST(Gemm, AllTransposesDtypesAndShapes) {
   uint64_t seed = 1;
@@ -103,6 +106,42 @@ TEST(Gemm, AllTransposesDtypesAndShapes) {
           Tensor b = random_tensor(op_shape(s.k, s.n, tb), dt, seed++);
           Tensor c = nan_filled({s.m, s.n}, out_dt);  // beta = 0 must not read c
           check_gemm(a, b, c, ta, tb);
+        }
+      }
+    }
+  }
+}
+
+// The small-M kernels (M <= 16, 16-bit inputs; any M on the AMX path) give each row of op(a) the
+// same bits whatever the other rows: a decode row equals that row of a verify step or a prefill.
+TEST(Gemm, SmallMRowsAreBatchInvariant) {
+  uint64_t seed = 100;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (DType out_dt : {DType::kF32, dt}) {
+      for (int64_t k : {33, 200, 768}) {
+        // Past 16 rows only the AMX path is batch-invariant (the panel path is sgemm).
+        std::vector<int64_t> ms = {2, 5, 9, 16};
+        if (dt == DType::kBF16 && k % 32 == 0 && ops::cpu::amx::available()) ms.push_back(300);
+        for (int64_t m : ms) {
+          for (bool ta : {false, true}) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + " -> " + dtype_name(out_dt) +
+                         " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+                         " ta=" + std::to_string(ta));
+            const int64_t n = 37;
+            Tensor a = random_tensor(op_shape(m, k, ta), dt, seed++);
+            Tensor b = random_tensor({n, k}, dt, seed++);
+            Tensor c = Tensor::empty({m, n}, out_dt);
+            ops::gemm(a, b, c, ta, true);
+            const std::vector<double> all = to_doubles(c);
+            for (int64_t r = 0; r < m; ++r) {
+              Tensor row = (ta ? a.slice(1, r, r + 1) : a.slice(0, r, r + 1)).contiguous();
+              Tensor c1 = Tensor::empty({1, n}, out_dt);
+              ops::gemm(row, b, c1, ta, true);
+              const std::vector<double> one = to_doubles(c1);
+              for (int64_t j = 0; j < n; ++j)
+                ASSERT_EQ(one[j], all[r * n + j]) << "row " << r << " column " << j;
+            }
+          }
         }
       }
     }

@@ -179,6 +179,16 @@ void GrammarMatcher::rollback(int32_t n) {
   nodes_.resize(cur().n_nodes);
 }
 
+int32_t GrammarMatcher::accepted_prefix(const int32_t* ids, int32_t n) {
+  int32_t a = 0;
+  try {
+    while (a < n && !is_terminated() && accept_token(ids[a])) ++a;
+  } catch (const Error&) {  // past the grammar's limits: rejected, as BatchMasks::fill treats it
+  }
+  rollback(a);  // also drops arena nodes a throwing step left behind
+  return a;
+}
+
 void GrammarMatcher::fill_next_token_bitmask(uint32_t* bits) {
   const TokenVocab& v = grammar_->vocab();
   const size_t n_words = static_cast<size_t>(v.n_words());

@@ -7,11 +7,12 @@
 //
 // GrammarMatcher = one sample's position in the grammar: a set of pushdown stacks (persistent,
 // in a node arena: a node is one frame, a state of the automaton, with a parent pointer), the
-// "may terminate here" flag and a snapshot per accepted token for rollback. Byte transitions
-// inside a rule's DFA never touch the stack. The allowed-token mask is computed by walking the
-// vocabulary in sorted byte order (a trie walk: shared prefixes advance once, a dead prefix
-// skips its subtree). Owned and used by one thread (the scheduler's loop). Stacks deeper than
-// kMaxStackDepth are not explored: nesting past it is simply disallowed.
+// "may terminate here" flag and a snapshot per accepted token for rollback (speculative decoding
+// advances it along the drafts to mask each verify row, then rolls back; see BatchMasks). Byte
+// transitions inside a rule's DFA never touch the stack. The allowed-token mask is computed by
+// walking the vocabulary in sorted byte order (a trie walk: shared prefixes advance once, a dead
+// prefix skips its subtree). Owned and used by one thread (the scheduler's loop). Stacks deeper
+// than kMaxStackDepth are not explored: nesting past it is simply disallowed.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,10 @@ class GrammarMatcher {
   // Undoes the last n accepted steps (n <= n_steps()).
   void rollback(int32_t n);
   void reset() { rollback(n_steps()); }
+  // Speculative decoding: how many of ids[0 .. n) the grammar accepts in sequence from here,
+  // stopping at the first rejected token and after one that leaves it terminated (nothing but the
+  // end can follow: the sample stops there). The state is unchanged on return.
+  int32_t accepted_prefix(const int32_t* ids, int32_t n);
   int32_t n_steps() const { return static_cast<int32_t>(history_.size()) - 1; }
 
   bool can_terminate() const { return cur().accepting && !cur().finished; }

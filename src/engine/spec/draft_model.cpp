@@ -186,14 +186,46 @@ void DraftModel::draw(const Tensor& logits, const std::vector<int32_t>& job_of_r
     row.want_probs = !t.params().is_greedy();  // q_j for the general rule
     draw_rows_.push_back(row);
   }
-  draw_sampler_->sample(logits, draw_rows_, draw_out_);  // waits for the ids
+  if (masks_) masks_->clear();
+  for (int64_t r = 0; r < n_rows; ++r) {  // constrained jobs: the mask after drafts[0 .. j)
+    const int32_t i = job_of_row[static_cast<size_t>(r)];
+    if (i < 0 || !jobs[static_cast<size_t>(i)].task->matcher) continue;
+    if (!masks_)
+      masks_ = std::make_unique<constrain::BatchMasks>(vocab_, cfg_.max_seqs, logits.device());
+    masks_->add(*jobs[static_cast<size_t>(i)].task->matcher, static_cast<int32_t>(r));
+  }
+  Tensor masked = logits;  // the forward's own logits, masked in place (read by nothing else)
+  if (masks_ && masks_->size() > 0) {
+    masks_->fill();
+    masks_->apply(masked);
+  }
+  draw_sampler_->sample(masked, draw_rows_, draw_out_);  // waits for the ids
   const Tensor& probs = draw_sampler_->probabilities();
   const size_t row_bytes = static_cast<size_t>(vocab_) * sizeof(float);
   for (int64_t r = 0; r < n_rows; ++r) {
     const int32_t i = job_of_row[static_cast<size_t>(r)];
     if (i < 0) continue;
-    Task& t = *jobs[static_cast<size_t>(i)].task;
-    t.drafts[static_cast<size_t>(j)] = draw_out_[static_cast<size_t>(r)].token;
+    Job& job = jobs[static_cast<size_t>(i)];
+    Task& t = *job.task;
+    const int32_t x = draw_out_[static_cast<size_t>(r)].token;
+    t.drafts[static_cast<size_t>(j)] = x;
+    if (t.matcher) {
+      // Walk the grammar along the drafts; cut them where it rejects (only when its mask allowed
+      // nothing) or after a token that ends it.
+      bool ok = false;
+      try {
+        ok = t.matcher->accept_token(x);
+      } catch (const Error&) {
+        t.matcher->rollback(0);  // drops what the throwing step left in the arena
+      }
+      if (ok) ++job_state_[static_cast<size_t>(i)].n_walked;
+      const int32_t keep = !ok ? j : t.matcher->is_terminated() ? j + 1 : job.n_drafts;
+      if (keep < job.n_drafts) {
+        job.n_drafts = keep;
+        t.drafts.resize(static_cast<size_t>(keep));
+      }
+      if (!ok) continue;
+    }
     if (t.params().is_greedy()) continue;  // point-mass verification: no q needed
     float* q = q_[t.id].data() + static_cast<int64_t>(j) * vocab_;
     const float* src = probs.data<float>() + r * probs.stride(0);
@@ -223,6 +255,7 @@ void DraftModel::propose(std::vector<Job>& jobs) {
     Job& job = jobs[i];
     Task& t = *job.task;
     const int32_t n = t.n_tokens();
+    job_state_[i] = JobState{};
     if (job.n_drafts <= 0) {
       drop(job);
       continue;
@@ -242,7 +275,7 @@ void DraftModel::propose(std::vector<Job>& jobs) {
       drop(job);
       continue;
     }
-    job_state_[i] = JobState{st->kv_len, n};
+    job_state_[i] = JobState{st->kv_len, n, 0};
     t.drafts.resize(static_cast<size_t>(job.n_drafts));
     q_[t.id].resize(static_cast<size_t>(job.n_drafts) * static_cast<size_t>(vocab_));
     max_m = std::max(max_m, job.n_drafts);
@@ -301,17 +334,21 @@ void DraftModel::propose(std::vector<Job>& jobs) {
       items.push_back(it);
       job_of_row.push_back(static_cast<int32_t>(i));
     }
+    if (items.empty()) break;  // every job's drafts were cut where its grammar ends
     ws_->wait_staging();
     BoundBatch batch = cache_->bind(items);
     Tensor logits = executor_->forward(batch);
     ++stats_.forwards;
     draw(logits, job_of_row, j, jobs);
   }
+  for (size_t i = 0; i < n_jobs; ++i)  // matchers back to the state after `output`
+    if (jobs[i].task->matcher) jobs[i].task->matcher->rollback(job_state_[i].n_walked);
   stats_.seconds += now_s() - t0;
 }
 
 int32_t DraftModel::verify(const Task& t, const Tensor& target_logits, int32_t first_row,
-                           const SampleResult* results, std::vector<SampleResult>& emitted) {
+                           const SampleResult* results, std::vector<SampleResult>& emitted,
+                           const constrain::BatchMasks* masks, int32_t first_mask_row) {
   const int32_t m = static_cast<int32_t>(t.drafts.size());
   auto qit = q_.find(t.id);
   VELA_ASSERT(qit != q_.end() && qit->second.size() >= static_cast<size_t>(m) * vocab_,
@@ -327,8 +364,12 @@ int32_t DraftModel::verify(const Task& t, const Tensor& target_logits, int32_t f
   std::vector<SamplerRow>& one = one_row_;
   emitted.clear();
   for (int32_t j = 0; j < m; ++j) {
-    const float* raw = rows.data<float>() + j * rows.stride(0);
-    std::memcpy(row_scratch_.data<float>(), raw, static_cast<size_t>(vocab_) * sizeof(float));
+    float* raw = row_scratch_.data<float>();  // the target's row j, masked as it was sampled
+    std::memcpy(raw, rows.data<float>() + j * rows.stride(0),
+                static_cast<size_t>(vocab_) * sizeof(float));
+    if (const uint32_t* bits = masks ? masks->row_bits(first_mask_row + j) : nullptr)
+      for (int64_t i = 0; i < vocab_; ++i)
+        if (!((bits[i >> 5] >> (i & 31)) & 1u)) raw[i] = -std::numeric_limits<float>::infinity();
     const uint64_t step = t.output.size() + static_cast<uint64_t>(j);
     one[0] = SamplerRow{&p,     &t.prompt(), context(t, t.drafts, j),
                         t.seed, step,        static_cast<uint64_t>(t.index)};

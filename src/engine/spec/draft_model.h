@@ -16,6 +16,11 @@
 //     sample index, output position). Only the drafted ids come back to the host, plus, for
 //     sampled (non-greedy) rows, the row q_j itself (SamplerRow::want_probs) for the general rule;
 //     greedy rows copy no logits or distribution rows at all.
+// Constrained samples (Task::matcher): each x_j is drawn under the grammar's mask after the
+// drafts before it (the matcher walks along them during propose() and is rolled back at its end),
+// so q_j is the masked draft distribution and every draft is grammar-valid; a sample's drafts stop
+// after one that leaves the grammar terminated. verify() masks p_j the same way (the target rows'
+// masks from the scheduler's BatchMasks), so the rule stays exact on the masked distributions.
 // verify() then applies the general rule (rejection.h, verify_draft) to each position, p_j being
 // the target's distribution from its verification logits row under the same transform; greedy rows
 // go through the point-mass rule in the scheduler instead (identical for one-hot p and q).
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "engine/cache/task_cache_manager.h"
+#include "engine/constrain/batch_masks.h"
 #include "engine/engine_config.h"
 #include "engine/runtime/sampler.h"
 #include "engine/task.h"
@@ -76,8 +82,11 @@ class DraftModel {
   // samples of those rows (their top_logprobs are reused; results[m] is the bonus token when every
   // draft is accepted). Fills `emitted` with the a accepted drafts and the correction (or bonus)
   // token, logprobs recomputed for the tokens that differ from results[j]; returns a.
+  // masks (constrained t; else null): masks->row_bits(first_mask_row + j) is the mask of the
+  // target's row j, applied to its p_j (and its logprobs) as it was to the sampled rows.
   int32_t verify(const Task& t, const Tensor& target_logits, int32_t first_row,
-                 const SampleResult* results, std::vector<SampleResult>& emitted);
+                 const SampleResult* results, std::vector<SampleResult>& emitted,
+                 const constrain::BatchMasks* masks = nullptr, int32_t first_mask_row = 0);
 
   // After verification of t's m drafts with a accepted (before the tokens are emitted; n_before =
   // t.n_tokens() then): the draft KV keeps what the emitted tokens confirm.
@@ -103,6 +112,7 @@ class DraftModel {
   struct JobState {
     int32_t fed = 0;  // next position of the task's tokens to feed
     int32_t n_tokens = 0;
+    int32_t n_walked = 0;  // drafts its matcher has accepted (rolled back when propose() ends)
   };
   // x_j ~ q_j for the job of each forward output row (job_of_row[r] < 0: none), on the device;
   // sampled rows also keep q_j (q_).
@@ -119,8 +129,9 @@ class DraftModel {
   std::unique_ptr<InferenceWorkspace> ws_;
   std::unique_ptr<TaskCacheManager> cache_;
   std::unique_ptr<Executor> executor_;
-  Sampler sampler_;                        // CPU, one row: the target's p in verify()
-  std::unique_ptr<Sampler> draw_sampler_;  // the draft's device, max_seqs rows: the drafts
+  Sampler sampler_;                               // CPU, one row: the target's p in verify()
+  std::unique_ptr<Sampler> draw_sampler_;         // the draft's device, max_seqs rows: the drafts
+  std::unique_ptr<constrain::BatchMasks> masks_;  // constrained jobs' draw masks (lazily made)
   int64_t vocab_ = 0;
 
   // propose() scratch, reused.

@@ -2,6 +2,10 @@
 // drafting a decode row (prompt lookup here, or the draft model for all rows at once after
 // planning), queueing its verification sample rows, and accepting the drafts with the KV rollback
 // of the rejected ones (target and draft). Kept apart so scheduler.cpp stays about scheduling.
+// Constrained samples speculate too: their drafts are cut at the first token the grammar rejects
+// (prompt lookup here; the draft model draws under the mask), each verify row is masked with the
+// grammar state after the drafts before it (BatchMasks groups), and the matcher advances over the
+// emitted tokens only (process_sample), so the output is what decoding without speculation makes.
 #include <algorithm>
 #include <array>
 
@@ -13,9 +17,7 @@ namespace vela {
 
 int32_t Scheduler::plan_drafts(Task& t, int32_t budget) {
   t.drafts.clear();
-  // A constrained sample does not speculate: its verify rows would need the grammar's mask after
-  // each draft, and the matcher holds only the state after `output`.
-  if (!spec_->wants(t.params()) || t.matcher) return 1;
+  if (!spec_->wants(t.params())) return 1;
   // Verifying m drafts emits up to m + 1 tokens, and writes KV at positions
   // [n_computed, n_computed + 1 + m): both stay within max_tokens and the context.
   const int32_t left = t.params().max_tokens - static_cast<int32_t>(t.output.size());
@@ -27,6 +29,9 @@ int32_t Scheduler::plan_drafts(Task& t, int32_t budget) {
     return 1 + static_cast<int32_t>(t.drafts.size());
   }
   spec_->propose(t.prompt(), t.output, max_drafts, t.drafts);
+  if (t.matcher && !t.drafts.empty())  // a draft the grammar rejects could never be accepted
+    t.drafts.resize(static_cast<size_t>(
+        t.matcher->accepted_prefix(t.drafts.data(), static_cast<int32_t>(t.drafts.size()))));
   return 1 + static_cast<int32_t>(t.drafts.size());
 }
 
@@ -86,8 +91,11 @@ int64_t Scheduler::accept_drafts(Task& t, const SampleResult* results, const Ten
   int32_t a = 0;
   const SampleResult* out = results;
   if (draft_ && !t.params().is_greedy()) {
-    // The general rule: p from the target's rows, q kept by the draft model.
-    a = draft_->verify(t, logits, logits_row, results, draft_emitted_);
+    // The general rule: p from the target's rows (masked like the sampled rows: `results` are
+    // sample rows of this step, and a constrained task's rows have masks), q kept by the draft.
+    const auto sample_row = static_cast<int32_t>(results - sample_out_.data());
+    a = draft_->verify(t, logits, logits_row, results, draft_emitted_,
+                       t.matcher ? masks_.get() : nullptr, sample_row);
     out = draft_emitted_.data();
   } else {
     // Point mass (prompt lookup; greedy rows of a draft model: one-hot p and q).

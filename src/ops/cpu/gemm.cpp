@@ -1,13 +1,16 @@
 // CPU GEMM. f32: OpenBLAS sgemm (sgemv for one row), single-threaded per OpenMP chunk of C.
-// bf16/f16 inputs: a direct small-M kernel for decode-sized M (the 16-bit B is streamed once and
-// widened in registers, parallel over N), else f32 panels of A and B widened into scratch and fed
-// to sgemm. Accumulation is always fp32.
+// bf16/f16 inputs: a direct small-M kernel for decode-sized M (the 16-bit B is streamed once,
+// parallel over N: bf16 pairs straight into vdpbf16ps where the CPU has avx512_bf16, else widened
+// in registers), else f32 panels of A and B widened into scratch and fed to sgemm. Accumulation
+// is always fp32. The small-M kernels are batch-invariant: a row's result is the same bits
+// whatever the other rows (an M = 1 decode equals that row of an M = 5 verify step).
 #include <cblas.h>
 
 #include <algorithm>
 
 #include "core/parallel.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/gemm_amx.h"
 #include "ops/cpu/vec.h"
 
 namespace vela::ops::cpu {
@@ -123,6 +126,20 @@ inline __m512 widen16(const f16* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
+// Horizontal sum in a fixed order (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized in its
+// own header when inlined into these kernels).
+inline float hsum(__m512 v) {
+#if defined(__AVX512DQ__)
+  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+#else
+  return _mm512_reduce_add_ps(v);
+#endif
+}
+
 // out[j] = dot(af + j*k, brow) for j < NM; KU independent accumulators per row hide FMA latency.
 template <int NM, int KU, typename T>
 inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
@@ -146,7 +163,7 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
   for (int j = 0; j < NM; ++j) {
     __m512 s = acc[j][0];
     for (int u = 1; u < KU; ++u) s = _mm512_add_ps(s, acc[j][u]);
-    out[j] = _mm512_reduce_add_ps(s);
+    out[j] = hsum(s);
   }
 }
 #else
@@ -162,24 +179,132 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
 }
 #endif
 
-// Rows [m0, m0+nm) of op(a) (as f32 in af) times one row of b ([N, K] layout).
+// Rows [m0, m0+nm) of op(a) (as f32 in af) times one row of b ([N, K] layout). The same two
+// accumulators per row for every nm: a row's summation order does not depend on its group.
 template <typename T>
 inline void dot_group(const float* af, int64_t k, int64_t nm, const T* brow, float* out) {
   switch (nm) {
     case 1:
-      dot_rows<1, 4>(af, k, brow, out);
+      dot_rows<1, 2>(af, k, brow, out);
       break;
     case 2:
       dot_rows<2, 2>(af, k, brow, out);
       break;
     case 3:
-      dot_rows<3, 1>(af, k, brow, out);
+      dot_rows<3, 2>(af, k, brow, out);
       break;
     default:
-      dot_rows<4, 1>(af, k, brow, out);
+      dot_rows<4, 2>(af, k, brow, out);
       break;
   }
 }
+
+#if defined(__AVX512BF16__)
+// bf16 x bf16 rows of a (bf16 [R, k] at stride lda) times one row of b: vdpbf16ps multiplies the
+// bf16 pairs exactly and adds them into fp32 sums, 32 MACs an instruction with no widening, and
+// each 32-element chunk of b is loaded once for all R rows. Every row keeps two accumulators (even
+// and odd chunks; the tail goes to the odd one) whatever R, so its result is batch-invariant.
+template <int R>
+inline void dp_rows(const bf16* a, int64_t lda, int64_t k, const bf16* brow, float* out) {
+  __m512 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  auto ld = [](const bf16* p) { return (__m512bh)_mm512_loadu_si512(p); };
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64) {
+    const __m512bh b0 = ld(brow + i), b1 = ld(brow + i + 32);
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = _mm512_dpbf16_ps(acc0[r], ld(a + r * lda + i), b0);
+      acc1[r] = _mm512_dpbf16_ps(acc1[r], ld(a + r * lda + i + 32), b1);
+    }
+  }
+  if (i + 32 <= k) {
+    const __m512bh b0 = ld(brow + i);
+    for (int r = 0; r < R; ++r) acc0[r] = _mm512_dpbf16_ps(acc0[r], ld(a + r * lda + i), b0);
+    i += 32;
+  }
+  if (i < k) {  // both operands masked: a zero in b must not meet an Inf / NaN past a's row
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - i)) - 1u);
+    auto ldm = [mask](const bf16* p) { return (__m512bh)_mm512_maskz_loadu_epi16(mask, p); };
+    const __m512bh b0 = ldm(brow + i);
+    for (int r = 0; r < R; ++r) acc1[r] = _mm512_dpbf16_ps(acc1[r], ldm(a + r * lda + i), b0);
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
+// Rows [0, nm) (nm <= 8) of the bf16 a buffer times one row of b.
+inline void dp_group(const bf16* a, int64_t lda, int64_t k, int64_t nm, const bf16* brow,
+                     float* out) {
+  switch (nm) {
+    case 1: dp_rows<1>(a, lda, k, brow, out); break;
+    case 2: dp_rows<2>(a, lda, k, brow, out); break;
+    case 3: dp_rows<3>(a, lda, k, brow, out); break;
+    case 4: dp_rows<4>(a, lda, k, brow, out); break;
+    case 5: dp_rows<5>(a, lda, k, brow, out); break;
+    case 6: dp_rows<6>(a, lda, k, brow, out); break;
+    case 7: dp_rows<7>(a, lda, k, brow, out); break;
+    default: dp_rows<8>(a, lda, k, brow, out); break;
+  }
+}
+
+// Rows of op(a) per pass over the weight in bf16_wt: their dense and packed copies (~1 KB a row
+// at K = 2048) stay in L2 while the threads stream w.
+constexpr int64_t kRowChunk = 256;
+
+// The AMX tile path takes this product: bf16 a @ w^T with K a multiple of 32 on an AMX CPU.
+inline bool amx_tiles(const Dims& d) { return d.tb && d.k % amx::kTileK == 0 && amx::available(); }
+
+// c = op(a) @ b^T for bf16 a and b ([N, K]): any M with AMX tiles (amx_tiles), else M <= kSmallM.
+// Per chunk of kRowChunk rows, op(a) is copied to a dense bf16 [m, k] buffer (exact) and packed
+// for the tiles, then threads take blocks of 16 columns: full blocks are tile products
+// (gemm_amx.h) when AMX is there, a last partial block (or all, without AMX) the vdpbf16ps rows,
+// 8 rows of a at a time. Which kernel a column gets depends on N and K only, never on M.
+template <typename TC>
+void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
+  const bool tiles = amx_tiles(d);
+  constexpr int64_t kBlock = amx::kTileN, kSpan = 256;  // columns per tile call
+  const int64_t n_blocks = (d.n + kBlock - 1) / kBlock;
+  for (int64_t m0 = 0; m0 < d.m; m0 += kRowChunk) {
+    const int64_t m = std::min(kRowChunk, d.m - m0);
+    const int64_t dense = m * d.k, packed_n = tiles ? amx::packed_size(m, d.k) : 0;
+    bf16* ab = reinterpret_cast<bf16*>(scratch(static_cast<size_t>(dense + packed_n) / 2 + 1, 0));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < d.k; ++i)
+        ab[r * d.k + i] = d.ta ? a.p[i * a.ld + m0 + r] : a.p[(m0 + r) * a.ld + i];
+    bf16* packed = ab + dense;
+    if (tiles) amx::pack_rows(ab, m, d.k, packed);
+    TC* c0 = c.p + m0 * c.ld;
+    parallel_for(n_blocks, std::max<int64_t>(1, grain_for(m * d.k, 16) / kBlock),
+                 [&](int64_t b0, int64_t b1) {
+      const int64_t n0 = b0 * kBlock, n1 = std::min(d.n, b1 * kBlock);
+      int64_t col = n0;
+      if (tiles) {
+        float* acc = scratch(static_cast<size_t>(m * kSpan), 1);
+        for (const int64_t full = n0 + (n1 - n0) / kBlock * kBlock; col < full;) {
+          const int64_t span = std::min(kSpan, full - col);
+          amx::gemm_rows_wt(packed, m, d.k, b.p + col * b.ld, b.ld, span, acc, span);
+          for (int64_t r = 0; r < m; ++r) {
+            TC* dst = c0 + r * c.ld + col;
+            for (int64_t j = 0; j < span; ++j) dst[j] = epilogue(acc[r * span + j], dst + j, d);
+          }
+          col += span;
+        }
+      }
+      float out[8];
+      for (; col < n1; ++col) {
+        const bf16* brow = b.p + col * b.ld;
+        for (int64_t r0 = 0; r0 < m; r0 += 8) {
+          const int64_t nm = std::min<int64_t>(8, m - r0);
+          dp_group(ab + r0 * d.k, d.k, d.k, nm, brow, out);
+          for (int64_t jj = 0; jj < nm; ++jj) {
+            TC* dst = c0 + (r0 + jj) * c.ld + col;
+            *dst = epilogue(out[jj], dst, d);
+          }
+        }
+      }
+    });
+  }
+}
+#endif
 
 // op(a) as a dense f32 [m, k] matrix (small: m <= kSmallM).
 template <typename T>
@@ -194,6 +319,11 @@ void widen_a(Mat<const T> a, const Dims& d, float* af) {
 
 template <typename T, typename TC>
 void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (d.tb) return bf16_wt(a, b, c, d);
+  }
+#endif
   float* af = scratch(static_cast<size_t>(d.m * d.k), 0);
   widen_a(a, d, af);
   if (d.tb) {
@@ -322,6 +452,10 @@ void gemm_typed(const Tensor& a, const Tensor& b, Tensor& c, Dims d) {
       sgemm_batch(ab, bb, cb, d);
     } else if (d.m <= kSmallM) {
       small_m_batch(ab, bb, cb, d);
+#if defined(__AVX512BF16__)
+    } else if (std::is_same_v<T, bf16> && amx_tiles(d)) {
+      if constexpr (std::is_same_v<T, bf16>) bf16_wt(ab, bb, cb, d);
+#endif
     } else {
       panel_batch(ab, bb, cb, d);
     }

@@ -29,17 +29,9 @@
 #include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
 #include "core/log.h"
+#include "ops/cuda/cublas_check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_tune_cache.h"
-
-#define VELA_CUBLAS_CHECK(expr)                                                                \
-  do {                                                                                         \
-    cublasStatus_t vela_status_ = (expr);                                                      \
-    if (vela_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                    \
-      ::vela::detail::throw_at<::vela::CudaError>(__FILE__, __LINE__, #expr ": ",              \
-                                                  cublasLtGetStatusName(vela_status_), " (",   \
-                                                  cublasLtGetStatusString(vela_status_), ")"); \
-  } while (0)
 
 namespace vela::ops::cuda {
 

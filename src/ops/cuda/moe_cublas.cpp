@@ -15,14 +15,7 @@
 
 #include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
-
-#define VELA_MOE_CUBLAS_CHECK(expr)                                                        \
-  do {                                                                                     \
-    cublasStatus_t vela_status_ = (expr);                                                  \
-    if (vela_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                \
-      ::vela::detail::throw_at<::vela::CudaError>(__FILE__, __LINE__, #expr ": ",          \
-                                                  cublasGetStatusName(vela_status_));      \
-  } while (0)
+#include "ops/cuda/cublas_check.h"
 
 namespace vela::ops::cuda {
 
@@ -45,7 +38,7 @@ DeviceState& state(int device) {
   auto& s = states[static_cast<size_t>(device)];
   if (!s) {
     s = std::make_unique<DeviceState>();
-    VELA_MOE_CUBLAS_CHECK(cublasCreate(&s->handle));
+    VELA_CUBLAS_CHECK(cublasCreate(&s->handle));
   }
   return *s;
 }
@@ -123,14 +116,14 @@ bool grouped_gemm_cublas(const Tensor& a, const Tensor& w, const Tensor& offsets
       ldb(static_cast<size_t>(g), static_cast<int>(k)), ldc(static_cast<size_t>(g), static_cast<int>(n)),
       sizes(static_cast<size_t>(g), 1);
   std::vector<float> alpha(static_cast<size_t>(g), 1.0f), beta(static_cast<size_t>(g), 0.0f);
-  VELA_MOE_CUBLAS_CHECK(cublasSetStream(st.handle, stream));
+  VELA_CUBLAS_CHECK(cublasSetStream(st.handle, stream));
   const cublasStatus_t status = cublasGemmGroupedBatchedEx(
       st.handle, ta.data(), tb.data(), mm.data(), ms.data(), kk.data(), alpha.data(),
       const_cast<const void* const*>(dA), cuda_type(w.dtype()), lda.data(),
       const_cast<const void* const*>(dB), cuda_type(a.dtype()), ldb.data(), beta.data(), dC,
       cuda_type(out.dtype()), ldc.data(), g, sizes.data(), CUBLAS_COMPUTE_32F);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // the tiled kernel handles it
-  VELA_MOE_CUBLAS_CHECK(status);
+  VELA_CUBLAS_CHECK(status);
   return true;
 }
 

@@ -1,0 +1,204 @@
+// Shared by the constrained speculative-decoding tests (test_spec_constrained.cpp: prompt lookup;
+// spec/test_draft_constrained.cpp: the draft model): the CPU fixture engine with a character
+// tokenizer, a mix of constrained requests, the validity check of an output against its grammar
+// (a GrammarMatcher over its tokens), and the exact masked target distribution of a finite
+// grammar (teacher forcing) with its chi-square test.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/constrain_test_util.h"
+#include "engine/engine.h"
+#include "engine/spec/spec_config.h"
+
+namespace vela::test {
+
+inline const std::string kSpecFixtureModel = "fixtures/models/qwen3_qknorm";
+
+inline std::vector<int32_t> encode(const Tokenizer& tok, const std::string& text) {
+  return tok.encode(text, /*add_special_tokens=*/false);
+}
+
+inline bool allowed(const std::vector<uint32_t>& bits, int32_t id) {
+  return (bits[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u;
+}
+
+inline EngineConfig fixture_config(const std::string& strategy, int32_t page_size,
+                                   const std::string& spec) {
+  EngineConfig cfg;
+  cfg.kv_strategy = strategy;
+  cfg.page_size = page_size;
+  cfg.max_seqs = 4;              // fewer rows than requests: rows recycled, batches mixed
+  cfg.max_tokens_per_step = 13;  // chunked prefills beside decodes and verification rows
+  cfg.max_ctx = 64;
+  cfg.speculative = SpeculativeConfig::parse(spec);
+  return cfg;
+}
+
+// draft: a draft model (cfg.speculative "draft=..."), or null.
+inline std::unique_ptr<Engine> fixture_engine(const EngineConfig& cfg,
+                                              std::unique_ptr<Transformer> draft = nullptr) {
+  return std::make_unique<Engine>(Transformer::load(kSpecFixtureModel), fixture_char_tokenizer(),
+                                  cfg, std::move(draft));
+}
+
+inline const char* kSchema = R"({"type":"object","properties":{
+    "id":{"type":"integer","minimum":0,"maximum":99},
+    "name":{"enum":["ab","ba","abc"]},
+    "ok":{"type":"boolean"}},
+  "required":["id","name","ok"],"additionalProperties":false})";
+
+inline std::vector<Constraint> constraints() {
+  return {Constraint::json_schema(json::parse(kSchema)), Constraint::regex("(ab|ba)+c-[0-9]{2}"),
+          Constraint::choice(json::array({"red", "blue", "yes", "no"})),
+          Constraint::grammar(R"G(root ::= "(" item ("," item)* ")"
+item ::= [a-c]+ | root)G"),
+          Constraint::json_object()};
+}
+
+// Repetitive prompts, so prompt lookup proposes what the grammar allows (and sometimes not).
+inline std::vector<std::string> prompts() {
+  return {R"({"id":12,"ok":true} {")", "ababc-12 babac-1", "red blue red blue ye",
+          "(ab,(ba,c),ab)(ab,(b"};
+}
+
+// The tokens are a path through the grammar; a sample that stopped without a stop string or
+// length ended it.
+inline void expect_valid(Engine& engine, const Constraint& c, const Completion& x,
+                         const std::string& at) {
+  constrain::GrammarMatcher m(engine.compile_constraint(c));
+  for (size_t i = 0; i < x.tokens.size(); ++i)
+    ASSERT_TRUE(m.accept_token(x.tokens[i])) << at << ": token " << i << " of '" << x.text << "'";
+  if (x.finish_reason == FinishReason::kStop && x.stop_reason.empty())
+    EXPECT_TRUE(m.is_terminated() || m.can_terminate()) << at << ": '" << x.text << "'";
+}
+
+inline std::vector<Request> constrained_requests(const Tokenizer& tok) {
+  std::vector<Request> reqs;
+  const auto cs = constraints();
+  const auto ps = prompts();
+  for (size_t i = 0; i < cs.size(); ++i) {
+    for (int sampled = 0; sampled < 2; ++sampled) {
+      Request r;
+      r.prompt = encode(tok, ps[(i + static_cast<size_t>(sampled)) % ps.size()]);
+      r.params.constraint = cs[i];
+      r.params.max_tokens = 36;
+      r.params.temperature = sampled ? 0.8f : 0.0f;
+      r.params.seed = 40 + i;
+      r.params.logprobs = true;
+      r.params.top_logprobs = 2;
+      if (i % 2 == 0) r.params.n = 2;
+      if (i == 1 && sampled) r.params.repetition_penalty = 1.3f;
+      if (i == 3 && !sampled) r.params.stop = {",a"};  // a stop string inside accepted drafts
+      if (i == 0 && sampled) r.params.stop = {"\"ok"};
+      reqs.push_back(r);
+    }
+  }
+  return reqs;
+}
+
+// Upper tail of the chi-square distribution (as in test_spec.cpp).
+inline double chi_square_p_value(double x, int dof) {
+  const double a = dof / 2.0, z = x / 2.0;
+  if (z <= 0) return 1.0;
+  const double log_prefix = a * std::log(z) - z - std::lgamma(a);
+  if (z < a + 1) {
+    double term = 1.0 / a, sum = term;
+    for (int n = 1; n < 1000 && std::abs(term) > 1e-15 * std::abs(sum); ++n) {
+      term *= z / (a + n);
+      sum += term;
+    }
+    return 1.0 - sum * std::exp(log_prefix);
+  }
+  double b = z + 1 - a, c = 1e300, d = 1 / b, h = d;
+  for (int i = 1; i < 1000; ++i) {
+    double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (std::abs(d) < 1e-300) d = 1e-300;
+    c = b + an / c;
+    if (std::abs(c) < 1e-300) c = 1e-300;
+    d = 1 / d;
+    double delta = d * c;
+    h *= delta;
+    if (std::abs(delta - 1) < 1e-15) break;
+  }
+  return std::exp(log_prefix) * h;
+}
+
+// The constrained target distribution at the end of `seq`: softmax(logits / T) over the tokens
+// the matcher allows there (the plain dense forward path).
+inline std::vector<double> masked_probs(const Transformer& model, const std::vector<int32_t>& seq,
+                                        constrain::GrammarMatcher& m, float T) {
+  const int64_t t = static_cast<int64_t>(seq.size()), V = model.config.vocab_size;
+  Tensor l = model.forward_dense(Tensor::from_vector(seq, {1, t}));
+  const float* row = l.data<float>() + (t - 1) * V;
+  std::vector<uint32_t> bits(static_cast<size_t>((V + 31) / 32));
+  m.fill_next_token_bitmask(bits.data());
+  float mx = -INFINITY;
+  for (int32_t i = 0; i < V; ++i)
+    if (allowed(bits, i)) mx = std::max(mx, row[i]);
+  std::vector<double> p(static_cast<size_t>(V), 0.0);
+  double sum = 0;
+  for (int32_t i = 0; i < V; ++i)
+    if (allowed(bits, i)) sum += p[static_cast<size_t>(i)] = std::exp((row[i] - mx) / T);
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+// The exact joint distribution of a finite constraint's outputs (the engine stops a sample where
+// its grammar is terminated), by teacher forcing under the masks.
+inline void joint(const Transformer& model, std::vector<int32_t>& seq, constrain::GrammarMatcher& m,
+                  float T, double prob, std::vector<int32_t>& path,
+                  std::map<std::vector<int32_t>, double>& out) {
+  if (m.is_terminated()) {
+    out[path] = prob;
+    return;
+  }
+  ASSERT_LT(path.size(), 8u) << "not a finite grammar";
+  std::vector<double> p = masked_probs(model, seq, m, T);
+  for (int32_t x = 0; x < static_cast<int32_t>(p.size()); ++x) {
+    if (p[static_cast<size_t>(x)] == 0) continue;
+    ASSERT_TRUE(m.accept_token(x));
+    seq.push_back(x);
+    path.push_back(x);
+    joint(model, seq, m, T, prob * p[static_cast<size_t>(x)], path, out);
+    path.pop_back();
+    seq.pop_back();
+    m.rollback(1);
+  }
+}
+
+// chi-square of observed outcome counts against `expected` probabilities (bins expected fewer
+// than 5 times pooled); returns the p-value.
+inline double chi_square(const std::map<std::vector<int32_t>, double>& expected,
+                         const std::map<std::vector<int32_t>, int>& observed, int n_draws,
+                         int* n_bins) {
+  double chi2 = 0, pooled_e = 0, pooled_o = 0;
+  int bins = 0;
+  for (const auto& [seq, p] : expected) {
+    const double e = p * n_draws;
+    const double o = observed.count(seq) ? observed.at(seq) : 0;
+    if (e < 5) {
+      pooled_e += e;
+      pooled_o += o;
+      continue;
+    }
+    chi2 += (o - e) * (o - e) / e;
+    ++bins;
+  }
+  if (pooled_e > 0) {
+    chi2 += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+    ++bins;
+  }
+  *n_bins = bins;
+  return chi_square_p_value(chi2, bins - 1);
+}
+
+}  // namespace vela::test

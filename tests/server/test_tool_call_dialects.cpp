@@ -250,7 +250,9 @@ TEST(Llama3JsonToolCallParser, RandomRepliesStreamLikeOneShot) {
     std::string text = r % 3 == 0 ? "{\"name\": \"f\", \"parameters\": " : "";
     for (int k = 0, n = 1 + static_cast<int>(rng() % 12); k < n; ++k) text += frags[rng() % frags.size()];
     Collected c = collect_all(llama3_options(), text);
-    if (c.calls.empty()) EXPECT_EQ(c.content, text);
+    if (c.calls.empty()) {
+      EXPECT_EQ(c.content, text);
+    }
     n_with_calls += !c.calls.empty();
   }
   EXPECT_GE(n_with_calls, 20);
@@ -415,7 +417,9 @@ int check_calls(const RenderedPrompt& rp, const std::string& text, const std::st
   Collected c = collect(rp.output, {text});
   EXPECT_EQ(c.content, "") << text;
   for (const ToolCall& tc : c.calls) {
-    if (!forced.empty()) EXPECT_EQ(tc.name, forced);
+    if (!forced.empty()) {
+      EXPECT_EQ(tc.name, forced);
+    }
     json a = json::parse(tc.arguments, nullptr, false);
     EXPECT_TRUE(valid_arguments(tc.name, a)) << tc.name << " " << tc.arguments << " in " << text;
   }

@@ -87,6 +87,8 @@ int cmd_serve(int argc, char** argv) {
         "                  [--speculative ngram,k=4 | draft=DIR,k=4 | off] (docs/speculative.md)\n"
         "                  [--max-tokens-per-step N] [--max-prefill-chunk N]\n"
         "                  [--max-prefills-per-step N] [--prefill-policy fcfs|prefix]\n"
+        "                  [--tool-call-parser hermes|llama3_json] (default: from the chat "
+        "template)\n"
         "The API key can also come from VELA_API_KEY. Routes: /v1/chat/completions,\n"
         "/v1/completions, /v1/models, /v1/messages, /v1/messages/count_tokens, /health, /stats,\n"
         "/metrics, / (chat page). See docs/serving.md.\n");
@@ -122,7 +124,8 @@ int cmd_serve(int argc, char** argv) {
                                                "write_timeout_s",
                                                "retry_after_s",
                                                "shutdown_grace_s",
-                                               "web_ui"};
+                                               "web_ui",
+                                               "tool_call_parser"};
   for (const auto& [k, v] : server_keys.items())
     VELA_CHECK(kKnown.count(k), "serve config: unknown key '", k, "'");
   sc.apply_json(server_keys);
@@ -142,6 +145,7 @@ int cmd_serve(int argc, char** argv) {
   sc.body_timeout_s = args.get_double("body-timeout", sc.body_timeout_s);
   sc.idle_timeout_s = args.get_double("idle-timeout", sc.idle_timeout_s);
   sc.write_timeout_s = args.get_double("write-timeout", sc.write_timeout_s);
+  sc.tool_call_parser = args.get("tool-call-parser", sc.tool_call_parser);
   if (args.has("no-web-ui")) sc.web_ui = false;
   if (sc.model_name.empty())
     sc.model_name = std::filesystem::path(dir).lexically_normal().filename().string();

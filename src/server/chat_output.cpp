@@ -16,7 +16,7 @@ void append(ChatDelta& into, ChatDelta&& d) {
 ChatOutputParser::ChatOutputParser(const ChatOutputOptions& opts) : opts_(opts) {
   if (opts_.reasoning && opts_.forced_prefix.empty())
     reasoning_parser_.emplace(opts_.reasoning_open);
-  if (opts_.tools) tool_parser_.emplace(opts_.id_prefix);
+  if (opts_.tools) tool_parser_ = make_tool_call_parser(opts_.dialect, opts_.id_prefix);
   if (!opts_.forced_prefix.empty()) {
     ChatDelta d = push(opts_.forced_prefix);
     strip_ = opts_.forced_prefix;

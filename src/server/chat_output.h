@@ -4,12 +4,14 @@
 // for non-streaming responses. Not thread-safe; one per sample.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "server/reasoning_parser.h"
+#include "server/tool_call_dialect.h"
 #include "server/tool_call_parser.h"
 
 namespace vela {
@@ -17,7 +19,8 @@ namespace vela {
 struct ChatOutputOptions {
   bool reasoning = false;       // split <think> sections into reasoning
   bool reasoning_open = false;  // the prompt already opened <think>
-  bool tools = false;           // parse <tool_call> blocks
+  bool tools = false;           // parse tool calls, in this dialect's syntax:
+  ToolCallDialect dialect = ToolCallDialect::kHermes;
   std::string forced_prefix;    // assistant text the prompt already contains (tool_choice)
   std::string id_prefix = "call_";
 };
@@ -42,7 +45,7 @@ class ChatOutputParser {
  private:
   ChatOutputOptions opts_;
   std::optional<ReasoningParser> reasoning_parser_;
-  std::optional<ToolCallParser> tool_parser_;
+  std::unique_ptr<ToolCallParser> tool_parser_;
   ChatDelta pending_;  // deltas produced by the forced prefix, sent with the first push
   std::string reasoning_, content_;
   std::string strip_;  // forced prefix still to be removed from returned content

@@ -2,6 +2,7 @@
 #include "server/chat_prompt.h"
 
 #include "server/api_error.h"
+#include "server/tool_call_dialect.h"
 
 namespace vela {
 
@@ -37,12 +38,12 @@ RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
   const std::string& src = ctx.chat_template->source();
   out.output.reasoning = src.find("<think>") != std::string::npos;
   out.output.tools = use_tools;
+  out.output.dialect = ctx.tool_dialect;
   out.output.id_prefix = id_prefix;
   if (use_tools && p.tool_choice == "required")
-    out.output.forced_prefix = "<tool_call>\n{\"name\": \"";
+    out.output.forced_prefix = tool_call_forced_prefix(ctx.tool_dialect, "");
   if (use_tools && p.tool_choice == "function")
-    out.output.forced_prefix =
-        "<tool_call>\n{\"name\": " + json(p.forced_tool).dump() + ", \"arguments\": ";
+    out.output.forced_prefix = tool_call_forced_prefix(ctx.tool_dialect, p.forced_tool);
   if (out.output.reasoning && out.output.forced_prefix.empty()) {
     size_t end = out.text.find_last_not_of(" \n\r\t");
     std::string_view trimmed =
@@ -77,13 +78,15 @@ Constraint tool_call_constraint(const ChatPrompt& p, const RenderedPrompt& rp,
     tools.push_back({{"name", fn["name"]}, {"parameters", params}});
   }
   if (tools.empty()) return response;
+  const json syntax = tool_call_grammar_syntax(rp.output.dialect);
   if (forced) {
-    json spec = {{"tools", tools}, {"parallel", false}};
+    json spec = {{"tools", tools}, {"parallel", false}, {"syntax", syntax}};
     if (p.tool_choice == "function") spec["forced"] = p.forced_tool;
     return Constraint::tool_calls(spec);
   }
   if (p.tool_choice != "auto" || !any_strict) return response;
-  json spec = {{"tools", tools}, {"parallel", p.parallel_tool_calls}, {"lazy", true}};
+  json spec = {
+      {"tools", tools}, {"parallel", p.parallel_tool_calls}, {"lazy", true}, {"syntax", syntax}};
   if (response.kind == Constraint::Kind::kJsonSchema)
     spec["content"] = json::parse(response.text);
   else if (response.kind == Constraint::Kind::kJsonObject)

@@ -2,10 +2,13 @@
 // transformers shape, tools as OpenAI function specs, tool_choice), rendered into prompt token
 // ids plus the options the output parser needs. Both API front ends build one; rendering is the
 // only place the chat template runs. tool_choice "required" / a named function are honoured by
-// prefilling the assistant turn with "<tool_call>\n{\"name\": \"" (and the name), so the model
-// continues inside a call, and by constrained decoding (tool_call_constraint): the rest of the
-// call must be a known name and arguments valid against that tool's parameters schema. Strict
-// tools under tool_choice auto are constrained lazily, from the model's own "<tool_call>".
+// prefilling the assistant turn with the opening of a call in the served tool-call dialect
+// (tool_call_dialect.h: "<tool_call>\n{\"name\": \"" for hermes, "{\"name\": \"" for
+// llama3_json; with a named function also the name), so the model continues inside a call, and
+// by constrained decoding (tool_call_constraint): the rest of the call must be a known name and
+// arguments valid against that tool's parameters schema. Strict tools under tool_choice auto are
+// constrained lazily: from the model's own "<tool_call>" (hermes), or — the Llama 3 call being
+// the whole reply — by allowing either text that does not start with '{' or the calls alone.
 #pragma once
 
 #include <string>
@@ -40,7 +43,8 @@ RenderedPrompt render_chat_prompt(const ServerContext& ctx, const ChatPrompt& p,
 // The tool-call constraint (tool_call_grammar.h), kNone when there is none:
 // - tool_choice required / a named function: what follows the prefill (every tool's schema);
 // - tool_choice auto with at least one `"strict": true` tool: a lazy grammar — free text, or
-//   calls whose name and arguments are constrained once "<tool_call>" is written (strict tools
+//   calls whose name and arguments are constrained once "<tool_call>" is written (llama3_json:
+//   text not starting with '{', or calls from the first byte on) (strict tools
 //   by their schema, the others as any JSON object). `response` is the request's own constraint
 //   (response_format): a JSON schema / object becomes the text alternative; any other kind is
 //   kept as is (the tools are then not constrained), and so is everything when no tool is strict.

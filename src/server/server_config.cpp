@@ -2,6 +2,7 @@
 #include "server/server_config.h"
 
 #include "core/error.h"
+#include "server/tool_call_dialect.h"
 
 namespace vela {
 
@@ -44,6 +45,7 @@ void ServerConfig::apply_json(const json& j) {
   read(j, "retry_after_s", retry_after_s);
   read(j, "shutdown_grace_s", shutdown_grace_s);
   read(j, "web_ui", web_ui);
+  read(j, "tool_call_parser", tool_call_parser);
 }
 
 void ServerConfig::validate() const {
@@ -65,6 +67,7 @@ void ServerConfig::validate() const {
         std::pair{"write_timeout_s", write_timeout_s}})
     VELA_CHECK(v > 0 && v <= 86400, name, " must be in (0, 86400] seconds, got ", v);
   VELA_CHECK(retry_after_s >= 0, "retry_after_s must be >= 0, got ", retry_after_s);
+  if (!tool_call_parser.empty()) parse_tool_call_dialect(tool_call_parser);  // throws if unknown
   VELA_CHECK(shutdown_grace_s >= 0, "shutdown_grace_s must be >= 0, got ", shutdown_grace_s);
 }
 

@@ -32,11 +32,13 @@ struct ServerConfig {
   int32_t retry_after_s = 1;           // Retry-After on 429 / 503
   double shutdown_grace_s = 10.0;      // SIGTERM: in-flight requests may finish for this long
   bool web_ui = true;                  // serve the chat page at /
+  std::string tool_call_parser;        // hermes | llama3_json; empty = from the chat template
 
   // Applies the server keys present in `j` (host, port, api_key, served_model_name,
   // max_body_bytes, max_messages, max_n, http_threads, max_pending_requests, io_threads,
   // max_connections, header_timeout_s, body_timeout_s, idle_timeout_s, write_timeout_s,
-  // retry_after_s, shutdown_grace_s, web_ui). Throws InvalidArgument on a wrong type or value.
+  // retry_after_s, shutdown_grace_s, web_ui, tool_call_parser). Throws InvalidArgument on a
+  // wrong type or value.
   void apply_json(const json& j);
   void validate() const;
 };

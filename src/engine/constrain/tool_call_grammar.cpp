@@ -1,10 +1,59 @@
-// tool_call_grammar: one rule per tool's arguments (its schema), glued by the Hermes call syntax.
+// tool_call_grammar: one rule per tool's arguments (its schema), glued by the dialect's call
+// syntax (Hermes by default).
 #include "engine/constrain/tool_call_grammar.h"
+
+#include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "engine/constrain/json_schema.h"
 
 namespace vela::constrain {
+
+namespace {
+struct Syntax {
+  std::string call_open = "<tool_call>\n{\"name\": \"";
+  std::string args_key = ", \"arguments\": ";
+  std::string call_close = "}\n</tool_call>";
+  std::string separator = "\n";
+  std::string trigger = "<tool_call>";
+  bool whole_answer = false;
+};
+
+Syntax read_syntax(const json& spec) {
+  Syntax s;
+  if (!spec.contains("syntax") || spec["syntax"].is_null()) return s;
+  const json& j = spec["syntax"];
+  VELA_CHECK(j.is_object(), "tool_calls constraint: \"syntax\" must be an object");
+  const std::pair<const char*, std::string*> fields[] = {{"call_open", &s.call_open},
+                                                         {"args_key", &s.args_key},
+                                                         {"call_close", &s.call_close},
+                                                         {"separator", &s.separator},
+                                                         {"trigger", &s.trigger}};
+  for (auto [key, field] : fields)
+    if (j.contains(key)) {
+      VELA_CHECK(j[key].is_string(), "tool_calls constraint: syntax.", key, " must be a string");
+      *field = j[key].get<std::string>();
+    }
+  s.whole_answer = j.value("whole_answer", false);
+  VELA_CHECK(!s.call_open.empty() && s.call_open.back() == '"',
+             "tool_calls constraint: syntax.call_open must end with the name's opening quote");
+  return s;
+}
+
+// Text whose first non-whitespace byte is not '{' (or only whitespace): a reply that is not a
+// Llama 3 JSON call.
+Expr text_not_json() {
+  ByteSet ws, all, first;
+  for (char c : {' ', '\t', '\n', '\r'}) ws.set(static_cast<uint8_t>(c));
+  all.set();
+  first = ~ws;
+  first.reset(static_cast<uint8_t>('{'));
+  return Expr::seq(
+      {Expr::star(Expr::byte_set(ws)),
+       Expr::optional(Expr::seq({Expr::byte_set(first), Expr::star(Expr::byte_set(all))}))});
+}
+}  // namespace
 
 Grammar tool_call_grammar(const json& spec) {
   VELA_CHECK(spec.is_object() && spec.contains("tools") && spec["tools"].is_array() &&
@@ -25,21 +74,23 @@ Grammar tool_call_grammar(const json& spec) {
       VELA_THROW(InvalidArgument, "tool '", name, "' parameters: ", e.what());
     }
   }
-  const Expr close = Expr::literal("}\n</tool_call>");
+  const Syntax syn = read_syntax(spec);
+  const Expr close = Expr::literal(syn.call_close);
   // After {"name": " : one of the names, then the arguments.
   std::vector<Expr> by_name;
   for (const auto& [name, rule] : tools) {
     std::string quoted = json(name).dump();  // "name" with JSON escapes
     by_name.push_back(
-        Expr::seq({Expr::literal(quoted.substr(1) + ", \"arguments\": "), Expr::ref(rule), close}));
+        Expr::seq({Expr::literal(quoted.substr(1) + syn.args_key), Expr::ref(rule), close}));
   }
   const int32_t call_rest = g.add_rule("call-rest", Expr::alt(std::move(by_name)));
-  const Expr opener = Expr::literal("<tool_call>\n{\"name\": \"");
+  const Expr opener = Expr::literal(syn.call_open);
+  const Expr sep = Expr::literal(syn.separator);
   const bool parallel = spec.value("parallel", false);
   if (spec.value("lazy", false)) {
     // tool_choice auto: free text (or, with "content", a JSON value of that schema) or calls.
     std::vector<Expr> calls{opener, Expr::ref(call_rest)};
-    if (parallel) calls.push_back(Expr::star(Expr::seq({Expr::byte('\n'), opener, Expr::ref(call_rest)})));
+    if (parallel) calls.push_back(Expr::star(Expr::seq({sep, opener, Expr::ref(call_rest)})));
     Expr text;
     if (spec.contains("content") && !spec["content"].is_null()) {
       try {
@@ -48,8 +99,10 @@ Grammar tool_call_grammar(const json& spec) {
         VELA_THROW(InvalidArgument, "response_format: ", e.what());
       }
       g.root = g.add_rule("root", Expr::alt({std::move(text), Expr::seq(std::move(calls))}));
+    } else if (syn.whole_answer) {
+      g.root = g.add_rule("root", Expr::alt({text_not_json(), Expr::seq(std::move(calls))}));
     } else {
-      text = text_without("<tool_call>");
+      text = text_without(syn.trigger);
       g.root = g.add_rule("root", Expr::seq({std::move(text), Expr::optional(Expr::seq(std::move(calls)))}));
     }
     return g;
@@ -66,8 +119,7 @@ Grammar tool_call_grammar(const json& spec) {
     first = Expr::ref(call_rest);
   }
   std::vector<Expr> root{std::move(first)};
-  if (parallel)
-    root.push_back(Expr::star(Expr::seq({Expr::byte('\n'), opener, Expr::ref(call_rest)})));
+  if (parallel) root.push_back(Expr::star(Expr::seq({sep, opener, Expr::ref(call_rest)})));
   g.root = g.add_rule("root", Expr::seq(std::move(root)));
   return g;
 }

@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
   try {
     vela::Tokenizer tok = vela::Tokenizer::from_file(tok_dir);
     vela::json eos = vela::json::array();
-    for (const char* name : {"<|im_end|>", "<|endoftext|>"})
+    // Qwen's end tokens; Llama 3.1's (generation_config: <|end_of_text|>, <|eom_id|>, <|eot_id|>).
+    for (const char* name :
+         {"<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"})
       if (auto id = tok.token_to_id(name)) eos.push_back(*id);
     vela::json cfg = {{"architectures", {"Qwen3ForCausalLM"}},
                       {"model_type", "qwen3"},

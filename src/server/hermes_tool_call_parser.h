@@ -1,0 +1,38 @@
+// HermesToolCallParser: extracts Hermes / Qwen tool calls — `<tool_call>\n{"name": ...,
+// "arguments": {...}}\n</tool_call>` — from streamed model text, as vLLM's hermes parser does.
+// Text outside the tags is content. A block that is not valid JSON (or lacks a name) is returned
+// as content. Not thread-safe; one per sample.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "server/tool_call_parser.h"
+
+namespace vela {
+
+class HermesToolCallParser : public ToolCallParser {
+ public:
+  explicit HermesToolCallParser(std::string id_prefix = "call_");
+  Delta push(std::string_view text) override;
+  Delta finish() override;
+
+ private:
+  enum class State { kText, kCall };
+  State state_ = State::kText;
+  std::string buf_;            // kText: undecided text; kCall: the call's body so far
+  bool header_sent_ = false;   // the current call's name was announced
+  bool stream_args_ = false;   // arguments stream as raw text (an object after "name")
+  bool args_located_ = false;  // the scan for the arguments' start is over
+  size_t name_end_ = 0;        // offset just past the name string
+  size_t args_begin_ = 0;      // offset of the arguments value in buf_
+  size_t args_sent_ = 0;       // bytes of arguments already emitted
+  std::string name_, id_;
+
+  void run(Delta& out, bool final);
+  void scan_header(Delta& out);
+  void stream_arguments(Delta& out);
+  void close_call(Delta& out, std::string_view body, bool terminated);
+};
+
+}  // namespace vela

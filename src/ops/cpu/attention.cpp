@@ -262,10 +262,12 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& seq_lens, float scale, int /*n_splits*/,
                             Tensor& /*o_part*/, Tensor& /*lse_part*/, Tensor& out) {
   // One query per sequence: qo_indptr = 0, 1, ..., n_seqs.
+  // qo_indptr = 0, 1, ..., n_seqs in a buffer kept across steps (decode allocates nothing).
   const int64_t n_seqs = seq_lens.size(0);
-  Tensor qo_indptr = Tensor::empty({n_seqs + 1}, DType::kI32);
-  int32_t* qo = qo_indptr.data<int32_t>();
+  thread_local std::vector<int32_t> qo;
+  if (static_cast<int64_t>(qo.size()) < n_seqs + 1) qo.resize(static_cast<size_t>(n_seqs + 1));
   for (int64_t s = 0; s <= n_seqs; ++s) qo[s] = static_cast<int32_t>(s);
+  Tensor qo_indptr = Tensor::from_blob(qo.data(), {n_seqs + 1}, DType::kI32, Device::cpu());
   paged_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr, scale,
                   out);
 }

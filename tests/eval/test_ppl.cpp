@@ -97,7 +97,10 @@ TEST(EvalPpl, WindowsScoreOnlyNewTokens) {
   EXPECT_EQ(r["counts"]["n_windows"], 5);
   EXPECT_EQ(r["counts"]["n_words"], 3);
   EXPECT_NEAR(r["counts"]["nll"].get<double>(), nll, 1e-4);
-  EXPECT_NEAR(r["metrics"]["perplexity"].get<double>(), std::exp(nll / 29), 1e-3);
+  // The nll bound carried over: |d ppl| = ppl * |d nll| / 29 (the paged and dense attention sum
+  // in other fp32 orders; an absolute 1e-3 on a perplexity of ~2400 asked 30x more than 1e-4 nll).
+  EXPECT_NEAR(r["metrics"]["perplexity"].get<double>(), std::exp(nll / 29),
+              std::exp(nll / 29) * 1e-4 / 29);
   EXPECT_NEAR(r["metrics"]["bits_per_byte"].get<double>(), nll / (std::log(2.0) * 30), 1e-6);
   EXPECT_NEAR(r["metrics"]["word_perplexity"].get<double>(), std::exp(nll / 3),
               1e-3 * std::exp(nll / 3));

@@ -20,13 +20,6 @@ constexpr std::string_view kClose = "</tool_call>";
 HermesToolCallParser::HermesToolCallParser(std::string id_prefix)
     : ToolCallParser(std::move(id_prefix)) {}
 
-ToolCallParser::Delta HermesToolCallParser::push(std::string_view text) {
-  buf_.append(text);
-  Delta out;
-  run(out, false);
-  return out;
-}
-
 ToolCallParser::Delta HermesToolCallParser::finish() {
   Delta out;
   run(out, true);

@@ -14,13 +14,12 @@ namespace vela {
 class HermesToolCallParser : public ToolCallParser {
  public:
   explicit HermesToolCallParser(std::string id_prefix = "call_");
-  Delta push(std::string_view text) override;
   Delta finish() override;
 
  private:
   enum class State { kText, kCall };
   State state_ = State::kText;
-  std::string buf_;            // kText: undecided text; kCall: the call's body so far
+  // buf_ (the base's): kText: undecided text; kCall: the call's body so far
   bool header_sent_ = false;   // the current call's name was announced
   bool stream_args_ = false;   // arguments stream as raw text (an object after "name")
   bool args_located_ = false;  // the scan for the arguments' start is over
@@ -29,7 +28,7 @@ class HermesToolCallParser : public ToolCallParser {
   size_t args_sent_ = 0;       // bytes of arguments already emitted
   std::string name_, id_;
 
-  void run(Delta& out, bool final);
+  void run(Delta& out, bool final) override;
   void scan_header(Delta& out);
   void stream_arguments(Delta& out);
   void close_call(Delta& out, std::string_view body, bool terminated);

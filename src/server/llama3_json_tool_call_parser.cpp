@@ -40,13 +40,6 @@ void Llama3JsonToolCallParser::ValueScanner::feed(std::string_view buf) {
 Llama3JsonToolCallParser::Llama3JsonToolCallParser(std::string id_prefix)
     : ToolCallParser(std::move(id_prefix)) {}
 
-ToolCallParser::Delta Llama3JsonToolCallParser::push(std::string_view text) {
-  buf_.append(text);
-  Delta out;
-  run(out, false);
-  return out;
-}
-
 ToolCallParser::Delta Llama3JsonToolCallParser::finish() {
   Delta out;
   run(out, true);

@@ -19,7 +19,6 @@ namespace vela {
 class Llama3JsonToolCallParser : public ToolCallParser {
  public:
   explicit Llama3JsonToolCallParser(std::string id_prefix = "call_");
-  Delta push(std::string_view text) override;
   Delta finish() override;
 
  private:
@@ -33,7 +32,7 @@ class Llama3JsonToolCallParser : public ToolCallParser {
   };
   enum class State { kStart, kCall, kBetween, kText };
   State state_ = State::kStart;
-  std::string buf_;      // kStart / kBetween: undecided text; kCall: the call object so far
+  // buf_ (the base's): kStart / kBetween: undecided text; kCall: the call object so far
   std::string lead_;     // consumed text before the call (whitespace, tag, ';'): content on failure
   ValueScanner object_;  // the call object in buf_
   ValueScanner args_;    // its arguments object (valid once stream_args_)
@@ -43,7 +42,7 @@ class Llama3JsonToolCallParser : public ToolCallParser {
   size_t args_begin_ = 0, args_sent_ = 0;  // offsets in buf_
   std::string name_, id_;
 
-  void run(Delta& out, bool final);
+  void run(Delta& out, bool final) override;
   void begin_call();
   void scan_header(Delta& out);
   void stream_arguments(Delta& out);

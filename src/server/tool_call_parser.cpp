@@ -1,9 +1,16 @@
-// ToolCallParser: what every dialect's parser shares (call ids).
+// ToolCallParser: what every dialect's parser shares (buffering pushed text, call ids).
 #include "server/tool_call_parser.h"
 
 #include <random>
 
 namespace vela {
+
+ToolCallParser::Delta ToolCallParser::push(std::string_view text) {
+  buf_.append(text);
+  Delta out;
+  run(out, false);
+  return out;
+}
 
 std::string ToolCallParser::new_id() const {
   static thread_local std::mt19937_64 rng(std::random_device{}());

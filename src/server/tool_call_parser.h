@@ -36,7 +36,8 @@ class ToolCallParser {
   };
 
   virtual ~ToolCallParser() = default;
-  virtual Delta push(std::string_view text) = 0;
+  // The next piece of model text: buffered, then scanned by the dialect's run().
+  Delta push(std::string_view text);
   // End of the sample: an unterminated call is closed if it parses, else returned as content.
   virtual Delta finish() = 0;
   const std::vector<ToolCall>& calls() const { return calls_; }
@@ -45,8 +46,11 @@ class ToolCallParser {
   // `id_prefix` starts every call id ("call_" or "toolu_").
   explicit ToolCallParser(std::string id_prefix) : id_prefix_(std::move(id_prefix)) {}
   std::string new_id() const;  // id_prefix + 24 random alphanumerics
+  // Scans buf_ as far as it can (`final`: the sample has ended), appending to `out`.
+  virtual void run(Delta& out, bool final) = 0;
 
   std::string id_prefix_;
+  std::string buf_;  // text not yet emitted (what it holds is the dialect's state)
   std::vector<ToolCall> calls_;
 };
 

@@ -29,11 +29,13 @@ inline std::vector<std::string> json_test_tokens() {
   return t;
 }
 
-inline std::unique_ptr<Tokenizer> json_test_tokenizer() {
-  const std::vector<std::string> toks = json_test_tokens();
+// A merge-free BPE tokenizer over `toks` (token i = id i) whose token `eos_id` is the special
+// <eos>: text encodes one character (or listed token) at a time.
+inline std::unique_ptr<Tokenizer> bpe_test_tokenizer(const std::vector<std::string>& toks,
+                                                     int eos_id) {
   json vocab = json::object();
   for (size_t i = 0; i < toks.size(); ++i) vocab[toks[i]] = static_cast<int>(i);
-  json added = json::array({{{"id", 0},
+  json added = json::array({{{"id", eos_id},
                              {"content", "<eos>"},
                              {"single_word", false},
                              {"lstrip", false},
@@ -48,6 +50,10 @@ inline std::unique_ptr<Tokenizer> json_test_tokenizer() {
              {"decoder", {{"type", "Fuse"}}},
              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
   return std::make_unique<Tokenizer>(Tokenizer::from_json(tj));
+}
+
+inline std::unique_ptr<Tokenizer> json_test_tokenizer() {
+  return bpe_test_tokenizer(json_test_tokens(), 0);
 }
 
 // A random Qwen3-shaped model over json_test_tokens() with <eos> (id 0) as EOS.
@@ -89,24 +95,7 @@ inline std::vector<std::string> fixture_char_tokens() {
 }
 
 inline std::unique_ptr<Tokenizer> fixture_char_tokenizer() {
-  const std::vector<std::string> toks = fixture_char_tokens();
-  json vocab = json::object();
-  for (size_t i = 0; i < toks.size(); ++i) vocab[toks[i]] = static_cast<int>(i);
-  json added = json::array({{{"id", 2},
-                             {"content", "<eos>"},
-                             {"single_word", false},
-                             {"lstrip", false},
-                             {"rstrip", false},
-                             {"normalized", false},
-                             {"special", true}}});
-  json tj = {{"version", "1.0"},
-             {"added_tokens", added},
-             {"normalizer", nullptr},
-             {"pre_tokenizer", nullptr},
-             {"post_processor", nullptr},
-             {"decoder", {{"type", "Fuse"}}},
-             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
-  return std::make_unique<Tokenizer>(Tokenizer::from_json(tj));
+  return bpe_test_tokenizer(fixture_char_tokens(), 2);
 }
 
 // The random model of json_test_engine() alone (a draft model for it: the same seed is the same

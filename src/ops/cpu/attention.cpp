@@ -67,6 +67,89 @@ void query_rows_f32(const T* q, int64_t n_rep, int64_t d, float* dst) {
   load_f32(q, dst, n_rep * d);
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// 16 elements of a K / V row as f32.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const bf16* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 load16(const f16* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Decode attention of one (query token, KV head): the n_rep query rows q (f32 [n_rep, 16 * D16])
+// against keys / values 0 .. n_keys - 1, the head dim held in D16 registers. A key row is loaded
+// and widened once for all rows, each score is D16 FMAs and one horizontal sum, and the output
+// rows accumulate in registers (RC rows per pass over the values, RC * D16 <= 16). Same math as
+// attend(): fp32 scores and P @ V, the softmax sum in double, P normalised first.
+template <int D16, typename T, typename KeyFn, typename ValFn>
+void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, ValFn value,
+                      float scale, T* out, int64_t out_row_stride) {
+  constexpr int64_t d = 16 * D16, RC = D16 >= 16 ? 1 : 16 / D16;
+  float* scores = scratch(static_cast<size_t>(n_rep * n_keys + 1), 1);
+  for (int64_t p = 0; p < n_keys; ++p) {
+    const auto* kp = key(p);
+    __m512 k[D16];
+    for (int v = 0; v < D16; ++v) k[v] = load16(kp + 16 * v);
+    for (int64_t r = 0; r < n_rep; ++r) {
+      __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q + r * d), k[0]);
+      for (int v = 1; v < D16; ++v) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + r * d + 16 * v), k[v], acc);
+      scores[r * n_keys + p] = hsum512(acc) * scale;
+    }
+  }
+  for (int64_t r = 0; r < n_rep; ++r) {
+    float* sr = scores + r * n_keys;
+    const float m = max_of(sr, n_keys);
+    const double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, n_keys, m);
+    const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
+    for (int64_t p = 0; p < n_keys; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
+  }
+  alignas(64) float row[d];
+  for (int64_t r0 = 0; r0 < n_rep; r0 += RC) {
+    const int64_t nr = std::min<int64_t>(RC, n_rep - r0);
+    __m512 acc[RC][D16];
+    for (int64_t j = 0; j < RC; ++j)
+      for (int v = 0; v < D16; ++v) acc[j][v] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n_keys; ++p) {
+      const auto* vp = value(p);
+      __m512 vv[D16];
+      for (int v = 0; v < D16; ++v) vv[v] = load16(vp + 16 * v);
+      for (int64_t j = 0; j < nr; ++j) {
+        const __m512 w = _mm512_set1_ps(scores[(r0 + j) * n_keys + p]);
+        for (int v = 0; v < D16; ++v) acc[j][v] = _mm512_fmadd_ps(w, vv[v], acc[j][v]);
+      }
+    }
+    for (int64_t j = 0; j < nr; ++j) {
+      for (int v = 0; v < D16; ++v) _mm512_store_ps(row + 16 * v, acc[j][v]);
+      store_f32(row, out + (r0 + j) * out_row_stride, d);
+    }
+  }
+}
+
+// attend_one_query for the head dims that have a register layout (32, 64, 80, 96, 128, 256);
+// false for the rest (attend() takes them).
+template <typename T, typename KeyFn, typename ValFn>
+bool attend_one_query_fast(const float* q, int64_t n_rep, int64_t d, int64_t n_keys, KeyFn key,
+                           ValFn value, float scale, T* out, int64_t out_row_stride) {
+  switch (d) {
+    case 32: attend_one_query<2>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
+    case 64: attend_one_query<4>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
+    case 80: attend_one_query<5>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
+    case 96: attend_one_query<6>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
+    case 128: attend_one_query<8>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
+    case 256: attend_one_query<16>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
+    default: return false;
+  }
+}
+#else
+template <typename T, typename KeyFn, typename ValFn>
+bool attend_one_query_fast(const float*, int64_t, int64_t, int64_t, KeyFn, ValFn, float, T*,
+                           int64_t) {
+  return false;
+}
+#endif
+
 constexpr int64_t kQueryBlock = 16;  // query tokens of one sequence per paged block item
 constexpr int64_t kKeyBlock = 64;    // keys per score tile (K^T[i][p0 .. p0 + 64) stays in L1)
 
@@ -241,9 +324,12 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
           auto key = [&](int64_t p) { return kc + (slots[p] * n_kv + g) * d; };
           auto val = [&](int64_t p) { return vc + (slots[p] * n_kv + g) * d; };
           if (b.n_q == 1) {  // decode: one query per KV head group
-            auto vis = [](int64_t) { return true; };
-            attend(qbuf.data(), n_rep, d, first_pos + 1, key, val, vis, scale,
-                   op + (b.t0 * n_heads + g * n_rep) * d, d);
+            TQ* dst = op + (b.t0 * n_heads + g * n_rep) * d;
+            if (!attend_one_query_fast(qbuf.data(), n_rep, d, first_pos + 1, key, val, scale, dst,
+                                       d)) {
+              auto vis = [](int64_t) { return true; };
+              attend(qbuf.data(), n_rep, d, first_pos + 1, key, val, vis, scale, dst, d);
+            }
           } else {
             auto dst = [&](int64_t r) {
               return op + ((b.t0 + r / n_rep) * n_heads + g * n_rep + r % n_rep) * d;

@@ -126,20 +126,6 @@ inline __m512 widen16(const f16* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
-// Horizontal sum in a fixed order (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized in its
-// own header when inlined into these kernels).
-inline float hsum(__m512 v) {
-#if defined(__AVX512DQ__)
-  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-  return _mm_cvtss_f32(s4);
-#else
-  return _mm512_reduce_add_ps(v);
-#endif
-}
-
 // out[j] = dot(af + j*k, brow) for j < NM; KU independent accumulators per row hide FMA latency.
 template <int NM, int KU, typename T>
 inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
@@ -163,7 +149,7 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
   for (int j = 0; j < NM; ++j) {
     __m512 s = acc[j][0];
     for (int u = 1; u < KU; ++u) s = _mm512_add_ps(s, acc[j][u]);
-    out[j] = hsum(s);
+    out[j] = hsum512(s);
   }
 }
 #else
@@ -228,7 +214,7 @@ inline void dp_rows(const bf16* a, int64_t lda, int64_t k, const bf16* brow, flo
     const __m512bh b0 = ldm(brow + i);
     for (int r = 0; r < R; ++r) acc1[r] = _mm512_dpbf16_ps(acc1[r], ldm(a + r * lda + i), b0);
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int r = 0; r < R; ++r) out[r] = hsum512(_mm512_add_ps(acc0[r], acc1[r]));
 }
 
 // Rows [0, nm) (nm <= 8) of the bf16 a buffer times one row of b.

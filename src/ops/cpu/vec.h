@@ -129,6 +129,22 @@ inline __m512 exp512(__m512 x) {
 }
 #endif
 
+#if defined(__AVX512F__)
+// Horizontal sum of 16 lanes in a fixed order (GCC 12's _mm512_reduce_add_ps trips
+// -Wuninitialized in its own header once inlined into the kernels).
+inline float hsum512(__m512 v) {
+#if defined(__AVX512DQ__)
+  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+#else
+  return _mm512_reduce_add_ps(v);
+#endif
+}
+#endif
+
 // dst[i] = exp(src[i] - shift); returns the sum of dst in double. dst may alias src.
 inline double exp_shift_sum(const float* src, float* dst, int64_t n, float shift) {
   int64_t i = 0;
@@ -148,7 +164,9 @@ inline double exp_shift_sum(const float* src, float* dst, int64_t n, float shift
         acc1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
 #endif
   }
-  total = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(acc0, acc1));
+  total = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
 #endif
   for (; i < n; ++i) {
     dst[i] = std::exp(src[i] - shift);

@@ -45,10 +45,8 @@ void HermesToolCallParser::run(Delta& out, bool final) {
       out.content += buf_.substr(0, pos);
       buf_.erase(0, pos + kOpen.size());
       state_ = State::kCall;
-      header_sent_ = stream_args_ = args_located_ = false;
-      args_begin_ = args_sent_ = name_end_ = 0;
-      name_.clear();
-      id_.clear();
+      start_call();
+      name_end_ = 0;
       continue;
     }
     size_t end = buf_.find(kClose);
@@ -82,16 +80,8 @@ void HermesToolCallParser::scan_header(Delta& out) {
     if (e == std::string_view::npos) return;
     json name = json::parse(s.substr(i, e - i), nullptr, /*allow_exceptions=*/false);
     if (!name.is_string() || name.get<std::string>().empty()) return;
-    name_ = name.get<std::string>();
-    id_ = new_id();
-    header_sent_ = true;
     name_end_ = e;
-    ToolCallDelta d;
-    d.index = static_cast<int32_t>(calls_.size());
-    d.start = true;
-    d.id = id_;
-    d.name = name_;
-    out.calls.push_back(std::move(d));
+    announce(out, name.get<std::string>());
   }
   if (args_located_) return;
   // `, "arguments": {` after the name: stream the object; anything else is sent when it closes.
@@ -131,12 +121,7 @@ void HermesToolCallParser::stream_arguments(Delta& out) {
   while (end > args_begin_ && is_space(s[end - 1])) --end;
   if (end > args_begin_ && s[end - 1] == '}') --end;
   while (end > args_begin_ && is_space(s[end - 1])) --end;
-  if (end <= args_sent_) return;
-  ToolCallDelta d;
-  d.index = static_cast<int32_t>(calls_.size());
-  d.arguments = std::string(s.substr(args_sent_, end - args_sent_));
-  args_sent_ = end;
-  out.calls.push_back(std::move(d));
+  send_arguments(out, end);
 }
 
 void HermesToolCallParser::close_call(Delta& out, std::string_view body, bool terminated) {
@@ -177,24 +162,8 @@ void HermesToolCallParser::close_call(Delta& out, std::string_view body, bool te
       args.clear();
     }
   }
-  ToolCallDelta d;
-  d.index = static_cast<int32_t>(calls_.size());
-  if (!header_sent_) {
-    id_ = new_id();
-    name_ = j["name"].get<std::string>();
-    d.start = true;
-    d.id = id_;
-    d.name = name_;
-    d.arguments = args;
-  } else if (stream_args_) {
-    size_t sent = args_sent_ - args_begin_;
-    if (args.size() >= sent) d.arguments = args.substr(sent);
-  } else {
-    d.arguments = args;
-  }
-  if (d.start || !d.arguments.empty()) out.calls.push_back(std::move(d));
-  calls_.push_back({id_, name_, args});
-  header_sent_ = stream_args_ = args_located_ = false;
+  complete_call(out, header_sent_ ? name_ : j["name"].get<std::string>(), args);
+  start_call();
 }
 
 }  // namespace vela

@@ -20,13 +20,7 @@ class HermesToolCallParser : public ToolCallParser {
   enum class State { kText, kCall };
   State state_ = State::kText;
   // buf_ (the base's): kText: undecided text; kCall: the call's body so far
-  bool header_sent_ = false;   // the current call's name was announced
-  bool stream_args_ = false;   // arguments stream as raw text (an object after "name")
-  bool args_located_ = false;  // the scan for the arguments' start is over
-  size_t name_end_ = 0;        // offset just past the name string
-  size_t args_begin_ = 0;      // offset of the arguments value in buf_
-  size_t args_sent_ = 0;       // bytes of arguments already emitted
-  std::string name_, id_;
+  size_t name_end_ = 0;  // offset just past the name string
 
   void run(Delta& out, bool final) override;
   void scan_header(Delta& out);

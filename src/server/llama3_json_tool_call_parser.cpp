@@ -49,10 +49,7 @@ ToolCallParser::Delta Llama3JsonToolCallParser::finish() {
 void Llama3JsonToolCallParser::begin_call() {
   object_ = ValueScanner();
   args_ = ValueScanner();
-  header_sent_ = stream_args_ = args_located_ = false;
-  args_begin_ = args_sent_ = 0;
-  name_.clear();
-  id_.clear();
+  start_call();
 }
 
 void Llama3JsonToolCallParser::run(Delta& out, bool final) {
@@ -149,15 +146,8 @@ void Llama3JsonToolCallParser::scan_header(Delta& out) {
   if (s[j] != ':') return give_up();
   j = skip_space(s, j + 1);
   if (j >= s.size()) return;
-  name_ = name.get<std::string>();
-  id_ = new_id();
-  header_sent_ = args_located_ = true;
-  ToolCallDelta d;
-  d.index = static_cast<int32_t>(calls_.size());
-  d.start = true;
-  d.id = id_;
-  d.name = name_;
-  out.calls.push_back(std::move(d));
+  args_located_ = true;
+  announce(out, name.get<std::string>());
   if (s[j] != '{') return;
   stream_args_ = true;
   args_begin_ = args_sent_ = j;
@@ -167,13 +157,7 @@ void Llama3JsonToolCallParser::scan_header(Delta& out) {
 
 void Llama3JsonToolCallParser::stream_arguments(Delta& out) {
   // Everything scanned inside the arguments object is arguments text, up to its closing brace.
-  const size_t limit = args_.end != npos ? args_.end : args_.pos;
-  if (limit <= args_sent_) return;
-  ToolCallDelta d;
-  d.index = static_cast<int32_t>(calls_.size());
-  d.arguments = buf_.substr(args_sent_, limit - args_sent_);
-  args_sent_ = limit;
-  out.calls.push_back(std::move(d));
+  send_arguments(out, args_.end != npos ? args_.end : args_.pos);
 }
 
 bool Llama3JsonToolCallParser::close_call(Delta& out, std::string_view body) {
@@ -203,23 +187,7 @@ bool Llama3JsonToolCallParser::close_call(Delta& out, std::string_view body) {
     const size_t e = args_.end != npos ? args_.end : body.size();
     args = std::string(body.substr(args_begin_, e - args_begin_));
   }
-  ToolCallDelta d;
-  d.index = static_cast<int32_t>(calls_.size());
-  if (!header_sent_) {
-    id_ = new_id();
-    name_ = j["name"].get<std::string>();
-    d.start = true;
-    d.id = id_;
-    d.name = name_;
-    d.arguments = args;
-  } else if (stream_args_) {
-    const size_t sent = args_sent_ - args_begin_;
-    if (args.size() >= sent) d.arguments = args.substr(sent);
-  } else {
-    d.arguments = args;
-  }
-  if (d.start || !d.arguments.empty()) out.calls.push_back(std::move(d));
-  calls_.push_back({id_, name_, args});
+  complete_call(out, header_sent_ ? name_ : j["name"].get<std::string>(), args);
   begin_call();
   return true;
 }

@@ -36,11 +36,6 @@ class Llama3JsonToolCallParser : public ToolCallParser {
   std::string lead_;     // consumed text before the call (whitespace, tag, ';'): content on failure
   ValueScanner object_;  // the call object in buf_
   ValueScanner args_;    // its arguments object (valid once stream_args_)
-  bool header_sent_ = false;               // the current call was announced
-  bool stream_args_ = false;               // the arguments are an object streaming as raw text
-  bool args_located_ = false;              // the scan for the arguments' start is over
-  size_t args_begin_ = 0, args_sent_ = 0;  // offsets in buf_
-  std::string name_, id_;
 
   void run(Delta& out, bool final) override;
   void begin_call();

@@ -49,9 +49,24 @@ class ToolCallParser {
   // Scans buf_ as far as it can (`final`: the sample has ended), appending to `out`.
   virtual void run(Delta& out, bool final) = 0;
 
+  // The call being parsed, as every dialect streams it: announced once its name is read, then its
+  // arguments object streamed as raw text from buf_[args_begin_, ...).
+  void start_call();                                // forget the previous call's state
+  void announce(Delta& out, std::string name);      // the first delta: id and name
+  void send_arguments(Delta& out, size_t end);      // buf_[args_sent_, end) as arguments text
+  // The call is complete with `args` (its whole arguments text): the last delta (the whole call
+  // when it was never announced; else what streaming has not sent) and the entry in calls().
+  void complete_call(Delta& out, const std::string& name, const std::string& args);
+
   std::string id_prefix_;
   std::string buf_;  // text not yet emitted (what it holds is the dialect's state)
   std::vector<ToolCall> calls_;
+  bool header_sent_ = false;   // the current call was announced
+  bool stream_args_ = false;   // its arguments are an object streaming as raw text
+  bool args_located_ = false;  // the scan for the arguments' start is over
+  size_t args_begin_ = 0;      // offset of the arguments value in buf_
+  size_t args_sent_ = 0;       // offset in buf_ up to which arguments were sent
+  std::string name_, id_;
 };
 
 }  // namespace vela

@@ -56,8 +56,9 @@ inline std::unique_ptr<Tokenizer> json_test_tokenizer() {
   return bpe_test_tokenizer(json_test_tokens(), 0);
 }
 
-// A random Qwen3-shaped model over json_test_tokens() with <eos> (id 0) as EOS.
-inline std::unique_ptr<Engine> json_test_engine(EngineConfig cfg = {}, uint64_t seed = 11) {
+// A random Qwen3-shaped model over json_test_tokens() with <eos> (id 0) as EOS (also a draft
+// model for json_test_engine(): the same seed is the same model).
+inline Transformer json_test_model(uint64_t seed = 11) {
   const int vocab = static_cast<int>(json_test_tokens().size());
   ModelConfig mc = ModelConfig::from_json(json{{"model_type", "qwen3"},
                                                {"vocab_size", vocab},
@@ -72,9 +73,13 @@ inline std::unique_ptr<Engine> json_test_engine(EngineConfig cfg = {}, uint64_t 
                                                {"tie_word_embeddings", true},
                                                {"eos_token_id", 0}},
                                           "json_test_engine");
+  return Transformer::random(mc, DType::kF32, Device::cpu(), seed, 0.02f);
+}
+
+// An engine over json_test_model(seed) and json_test_tokenizer().
+inline std::unique_ptr<Engine> json_test_engine(EngineConfig cfg = {}, uint64_t seed = 11) {
   if (cfg.max_ctx <= 0) cfg.max_ctx = 2048;
-  return std::make_unique<Engine>(Transformer::random(mc, DType::kF32, Device::cpu(), seed, 0.02f),
-                                  json_test_tokenizer(), cfg);
+  return std::make_unique<Engine>(json_test_model(seed), json_test_tokenizer(), cfg);
 }
 
 // For the fixture fixtures/models/qwen3_qknorm (vocab 128, EOS id 2): ids 0..94 are the printable
@@ -96,26 +101,6 @@ inline std::vector<std::string> fixture_char_tokens() {
 
 inline std::unique_ptr<Tokenizer> fixture_char_tokenizer() {
   return bpe_test_tokenizer(fixture_char_tokens(), 2);
-}
-
-// The random model of json_test_engine() alone (a draft model for it: the same seed is the same
-// model).
-inline Transformer json_test_model(uint64_t seed = 11) {
-  const int vocab = static_cast<int>(json_test_tokens().size());
-  ModelConfig mc = ModelConfig::from_json(json{{"model_type", "qwen3"},
-                                               {"vocab_size", vocab},
-                                               {"hidden_size", 32},
-                                               {"intermediate_size", 64},
-                                               {"num_hidden_layers", 2},
-                                               {"num_attention_heads", 4},
-                                               {"num_key_value_heads", 2},
-                                               {"head_dim", 8},
-                                               {"max_position_embeddings", 4096},
-                                               {"rms_norm_eps", 1e-6},
-                                               {"tie_word_embeddings", true},
-                                               {"eos_token_id", 0}},
-                                          "json_test_engine");
-  return Transformer::random(mc, DType::kF32, Device::cpu(), seed, 0.02f);
 }
 
 }  // namespace vela::test

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chi_square_util.h"
 #include "engine/constrain_test_util.h"
 #include "engine/engine.h"
 #include "engine/spec/spec_config.h"
@@ -101,35 +102,6 @@ inline std::vector<Request> constrained_requests(const Tokenizer& tok) {
     }
   }
   return reqs;
-}
-
-// Upper tail of the chi-square distribution (as in test_spec.cpp).
-inline double chi_square_p_value(double x, int dof) {
-  const double a = dof / 2.0, z = x / 2.0;
-  if (z <= 0) return 1.0;
-  const double log_prefix = a * std::log(z) - z - std::lgamma(a);
-  if (z < a + 1) {
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 1000 && std::abs(term) > 1e-15 * std::abs(sum); ++n) {
-      term *= z / (a + n);
-      sum += term;
-    }
-    return 1.0 - sum * std::exp(log_prefix);
-  }
-  double b = z + 1 - a, c = 1e300, d = 1 / b, h = d;
-  for (int i = 1; i < 1000; ++i) {
-    double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::abs(d) < 1e-300) d = 1e-300;
-    c = b + an / c;
-    if (std::abs(c) < 1e-300) c = 1e-300;
-    d = 1 / d;
-    double delta = d * c;
-    h *= delta;
-    if (std::abs(delta - 1) < 1e-15) break;
-  }
-  return std::exp(log_prefix) * h;
 }
 
 // The constrained target distribution at the end of `seq`: softmax(logits / T) over the tokens

@@ -76,8 +76,9 @@ inline void expect_valid(Engine& engine, const Constraint& c, const Completion& 
   constrain::GrammarMatcher m(engine.compile_constraint(c));
   for (size_t i = 0; i < x.tokens.size(); ++i)
     ASSERT_TRUE(m.accept_token(x.tokens[i])) << at << ": token " << i << " of '" << x.text << "'";
-  if (x.finish_reason == FinishReason::kStop && x.stop_reason.empty())
+  if (x.finish_reason == FinishReason::kStop && x.stop_reason.empty()) {
     EXPECT_TRUE(m.is_terminated() || m.can_terminate()) << at << ": '" << x.text << "'";
+  }
 }
 
 inline std::vector<Request> constrained_requests(const Tokenizer& tok) {
@@ -171,6 +172,42 @@ inline double chi_square(const std::map<std::vector<int32_t>, double>& expected,
   }
   *n_bins = bins;
   return chi_square_p_value(chi2, bins - 1);
+}
+
+// n_draws seeded samples (seeds seed0, seed0 + 1, ...) at temperature 1 from `engine` of a
+// three-character output under a regex whose second character's allowed set depends on the first
+// (no multi-character token of the fixture vocabulary starts with d, e or f), checked against the
+// exact masked joint target distribution of `model`: every sample must finish by the grammar and
+// lie in its 18-outcome support; *p_value and *bins are the chi-square test's.
+inline void constrained_chi_square(Engine& engine, const Transformer& model, int n_draws,
+                                   uint64_t seed0, double* p_value, int* bins) {
+  const float T = 1.0f;
+  const Constraint c = Constraint::regex("(d[ef]|e[fd]|f[de])[def]");
+  const std::vector<int32_t> prompt = encode(*engine.tokenizer(), "defdfedefedfdeffedfd");
+  constrain::GrammarMatcher m(engine.compile_constraint(c));
+  std::map<std::vector<int32_t>, double> expected;
+  std::vector<int32_t> seq = prompt, path;
+  joint(model, seq, m, T, 1.0, path, expected);
+  ASSERT_EQ(expected.size(), 18u);
+  std::vector<Request> reqs;
+  for (int i = 0; i < n_draws; ++i) {
+    Request r;
+    r.prompt = prompt;
+    r.params.constraint = c;
+    r.params.temperature = T;
+    r.params.max_tokens = 8;  // the grammar ends first: drafts past its end are cut
+    r.params.seed = seed0 + static_cast<uint64_t>(i);
+    reqs.push_back(r);
+  }
+  std::map<std::vector<int32_t>, int> observed;
+  for (const RequestResult& r : engine.generate(reqs)) {
+    const Completion& x = r.completions[0];
+    ASSERT_EQ(x.finish_reason, FinishReason::kStop) << x.text << " " << x.error;
+    ++observed[x.tokens];
+  }
+  for (const auto& [s, n] : observed)
+    ASSERT_TRUE(expected.count(s)) << "a sample outside the grammar's support";
+  *p_value = chi_square(expected, observed, n_draws, bins);
 }
 
 }  // namespace vela::test

@@ -48,7 +48,9 @@ TEST(SpecGrammarWalk, GroupMasksFollowTheDraftsAndLeaveTheMatcherUnchanged) {
     const uint32_t* got = masks.row_bits(3 + j);
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(std::vector<uint32_t>(got, got + W), want) << "row after " << j << " drafts";
-    if (j < 4) ASSERT_TRUE(m.accept_token(drafts[static_cast<size_t>(j)]));
+    if (j < 4) {
+      ASSERT_TRUE(m.accept_token(drafts[static_cast<size_t>(j)]));
+    }
   }
   EXPECT_FALSE(allowed(want, drafts[4])) << "after c only the end may follow";
   m.rollback(4);
@@ -151,42 +153,17 @@ TEST(SpecConstrained, KvPressurePreemptsAndDropsDraftsWithoutChangingOutput) {
 // the first), with prompt lookup drafting tokens 2 and 3 (cut where the grammar ends): their
 // histogram against the exact masked joint target distribution.
 TEST(SpecConstrained, SampledDistributionUnderAGrammarMatchesTheTargetChiSquare) {
-  const float T = 1.0f;
   const int n_draws = 3000;
   EngineConfig cfg = fixture_config("paged", 4, "ngram,k=4");
   cfg.max_seqs = 32;
   cfg.max_tokens_per_step = 256;
   cfg.max_waiting = 2 * n_draws;
   auto engine = fixture_engine(cfg);
-  // Letters no multi-character token of the vocabulary starts with: three tokens per output.
-  const Constraint c = Constraint::regex("(d[ef]|e[fd]|f[de])[def]");
-  std::vector<int32_t> prompt = encode(*engine->tokenizer(), "defdfedefedfdeffedfd");
   Transformer model = Transformer::load(kSpecFixtureModel);
-  constrain::GrammarMatcher m(engine->compile_constraint(c));
-  std::map<std::vector<int32_t>, double> expected;
-  std::vector<int32_t> seq = prompt, path;
-  joint(model, seq, m, T, 1.0, path, expected);
-  ASSERT_EQ(expected.size(), 18u);
-  std::vector<Request> reqs;
-  for (int i = 0; i < n_draws; ++i) {
-    Request r;
-    r.prompt = prompt;
-    r.params.constraint = c;
-    r.params.temperature = T;
-    r.params.max_tokens = 8;  // the grammar ends first: drafts past its end are cut
-    r.params.seed = 5000 + static_cast<uint64_t>(i);
-    reqs.push_back(r);
-  }
-  std::map<std::vector<int32_t>, int> observed;
-  for (const RequestResult& r : engine->generate(reqs)) {
-    const Completion& x = r.completions[0];
-    ASSERT_EQ(x.finish_reason, FinishReason::kStop) << x.text << " " << x.error;
-    ++observed[x.tokens];
-  }
-  for (const auto& [s, n] : observed)
-    ASSERT_TRUE(expected.count(s)) << "a sample outside the grammar's support";
+  double p_value = 0;
   int bins = 0;
-  const double p_value = chi_square(expected, observed, n_draws, &bins);
+  constrained_chi_square(*engine, model, n_draws, 5000, &p_value, &bins);
+  ASSERT_FALSE(HasFatalFailure());
   EngineStats st = engine->stats();
   std::printf(
       "[spec constrained chi-square] %d draws, %d bins, p %.3f; drafted %lld, accepted %lld\n",

@@ -130,7 +130,6 @@ TEST(DraftConstrained, SampledRequestsStayValid) {
 // q is the draft's masked distribution, p the target's, and the general rule's output is the
 // exact masked joint target distribution.
 TEST(DraftConstrained, SampledDistributionUnderAGrammarMatchesTheTargetChiSquare) {
-  const float T = 1.0f;
   const int n_draws = 3000;
   EngineConfig cfg = draft_fixture_config("paged", 4, 3);
   cfg.max_seqs = 32;
@@ -140,35 +139,10 @@ TEST(DraftConstrained, SampledDistributionUnderAGrammarMatchesTheTargetChiSquare
   // A draft unrelated to the target (random weights of its shape): q far from p, many rejections.
   auto engine = fixture_engine(cfg, std::make_unique<Transformer>(Transformer::random(
                                         model.config, DType::kF32, Device::cpu(), 2, 0.3f)));
-  // The second character's allowed set depends on the first; no multi-character token starts
-  // with d, e or f: three tokens per output.
-  const Constraint c = Constraint::regex("(d[ef]|e[fd]|f[de])[def]");
-  std::vector<int32_t> prompt = encode(*engine->tokenizer(), "defdfedefedfdeffedfd");
-  constrain::GrammarMatcher m(engine->compile_constraint(c));
-  std::map<std::vector<int32_t>, double> expected;
-  std::vector<int32_t> seq = prompt, path;
-  joint(model, seq, m, T, 1.0, path, expected);
-  ASSERT_EQ(expected.size(), 18u);
-  std::vector<Request> reqs;
-  for (int i = 0; i < n_draws; ++i) {
-    Request r;
-    r.prompt = prompt;
-    r.params.constraint = c;
-    r.params.temperature = T;
-    r.params.max_tokens = 8;  // the grammar ends first
-    r.params.seed = 9000 + static_cast<uint64_t>(i);
-    reqs.push_back(r);
-  }
-  std::map<std::vector<int32_t>, int> observed;
-  for (const RequestResult& r : engine->generate(reqs)) {
-    const Completion& x = r.completions[0];
-    ASSERT_EQ(x.finish_reason, FinishReason::kStop) << x.text << " " << x.error;
-    ++observed[x.tokens];
-  }
-  for (const auto& [s, n] : observed)
-    ASSERT_TRUE(expected.count(s)) << "a sample outside the grammar's support";
+  double p_value = 0;
   int bins = 0;
-  const double p_value = chi_square(expected, observed, n_draws, &bins);
+  constrained_chi_square(*engine, model, n_draws, 9000, &p_value, &bins);
+  ASSERT_FALSE(HasFatalFailure());
   SpeculativeStats st = engine->stats().speculative;
   std::printf(
       "[draft constrained chi-square] %d draws, %d bins, p %.3f; drafted %lld, accepted %lld "

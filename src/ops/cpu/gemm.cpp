@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/parallel.h"
 #include "ops/cpu/cpu_ops.h"
@@ -253,9 +254,13 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
     const int64_t m = std::min(kRowChunk, d.m - m0);
     const int64_t dense = m * d.k, packed_n = tiles ? amx::packed_size(m, d.k) : 0;
     bf16* ab = reinterpret_cast<bf16*>(scratch(static_cast<size_t>(dense + packed_n) / 2 + 1, 0));
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t i = 0; i < d.k; ++i)
-        ab[r * d.k + i] = d.ta ? a.p[i * a.ld + m0 + r] : a.p[(m0 + r) * a.ld + i];
+    for (int64_t r = 0; r < m; ++r) {
+      if (!d.ta) {
+        std::memcpy(ab + r * d.k, a.p + (m0 + r) * a.ld, static_cast<size_t>(d.k) * sizeof(bf16));
+      } else {
+        for (int64_t i = 0; i < d.k; ++i) ab[r * d.k + i] = a.p[i * a.ld + m0 + r];
+      }
+    }
     bf16* packed = ab + dense;
     if (tiles) amx::pack_rows(ab, m, d.k, packed);
     TC* c0 = c.p + m0 * c.ld;
@@ -305,11 +310,6 @@ void widen_a(Mat<const T> a, const Dims& d, float* af) {
 
 template <typename T, typename TC>
 void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
-#if defined(__AVX512BF16__)
-  if constexpr (std::is_same_v<T, bf16>) {
-    if (d.tb) return bf16_wt(a, b, c, d);
-  }
-#endif
   float* af = scratch(static_cast<size_t>(d.m * d.k), 0);
   widen_a(a, d, af);
   if (d.tb) {
@@ -408,6 +408,22 @@ void panel_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
   }
 }
 
+// Runs bf16_wt when it takes this product (bf16 a @ w^T: M <= kSmallM on avx512_bf16, any M with
+// AMX tiles); false otherwise.
+template <typename T, typename TC>
+bool try_bf16_wt(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (d.tb && (d.m <= kSmallM || amx_tiles(d))) {
+      bf16_wt(a, b, c, d);
+      return true;
+    }
+  }
+#endif
+  (void)a, (void)b, (void)c, (void)d;
+  return false;
+}
+
 // c = beta * c for every element of one batch (K == 0).
 template <typename TC>
 void scale_only(Mat<TC> c, const Dims& d) {
@@ -436,12 +452,9 @@ void gemm_typed(const Tensor& a, const Tensor& b, Tensor& c, Dims d) {
       scale_only(cb, d);
     } else if constexpr (std::is_same_v<T, float>) {
       sgemm_batch(ab, bb, cb, d);
+    } else if (try_bf16_wt(ab, bb, cb, d)) {
     } else if (d.m <= kSmallM) {
       small_m_batch(ab, bb, cb, d);
-#if defined(__AVX512BF16__)
-    } else if (std::is_same_v<T, bf16> && amx_tiles(d)) {
-      if constexpr (std::is_same_v<T, bf16>) bf16_wt(ab, bb, cb, d);
-#endif
     } else {
       panel_batch(ab, bb, cb, d);
     }

@@ -13,6 +13,8 @@
 #              prompts masked, answers and half the pretraining text trained)
 #
 #   scripts/demo_data.sh [WORK]        VELA_BIN=build/vela by default
+#   VELA_DEMO_TOKENIZER=DIR            use DIR's tokenizer instead of training one (the
+#                                      speculative pair of tools/gpu_spec_pair.sh uses vela-demo's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK="${1:-${VELA_DEMO_WORK:-runs/demo}}"
@@ -38,9 +40,16 @@ for f in "$WORK"/debs/*.deb; do dpkg -x "$f" "$WORK/debs/root"; done
 
 python3 tools/demo_data.py --corpus "$WORK/corpus" --root "$WORK/debs/root" --out "$WORK/data"
 
-"$VELA" tokenize train --vocab-size 8192 --special "<|endoftext|>,<|im_start|>,<|im_end|>" \
-  "$WORK/data/tokenizer_train.txt" --out "$WORK/tokenizer" 2> "$WORK/tokenizer.log" ||
-  { cat "$WORK/tokenizer.log" >&2; exit 1; }
+if [ -n "${VELA_DEMO_TOKENIZER:-}" ]; then
+  mkdir -p "$WORK/tokenizer"
+  for f in tokenizer.json tokenizer_config.json special_tokens_map.json generation_config.json; do
+    [ -f "$VELA_DEMO_TOKENIZER/$f" ] && cp "$VELA_DEMO_TOKENIZER/$f" "$WORK/tokenizer/"
+  done
+else
+  "$VELA" tokenize train --vocab-size 8192 --special "<|endoftext|>,<|im_start|>,<|im_end|>" \
+    "$WORK/data/tokenizer_train.txt" --out "$WORK/tokenizer" 2> "$WORK/tokenizer.log" ||
+    { cat "$WORK/tokenizer.log" >&2; exit 1; }
+fi
 python3 tools/demo_tokenizer.py "$WORK/tokenizer" --model-config examples/demo/model.json "$WORK/model_config.json"
 
 for s in train valid; do

@@ -16,12 +16,14 @@ int64_t Executor::activation_bytes(const ModelConfig& c, DType dtype, int64_t n_
   const int64_t e = static_cast<int64_t>(dtype_size(dtype));
   const int64_t slack = 16 * ScratchArena::kAlignment;  // per-take alignment
   const int64_t h = c.hidden_size, d = c.head_dim;
-  const int64_t qkv = (c.n_heads + 2 * c.n_kv_heads) * d;
+  const int64_t q_dim = c.n_heads * d, kv_dim = c.n_kv_heads * d, qkv = q_dim + 2 * kv_dim;
   // Live at once: the residual stream and its normalized copy and, inside one block (its
   // temporaries are released when it returns), attn_out + the MLP input + q/k/v + the attention
-  // output + the MLP's gate_up and activation, counted without reuse; then the gathered rows and
-  // f32 logits.
-  int64_t block = n_tokens * e * (2 * h + qkv + c.n_heads * d + 3 * c.intermediate_size);
+  // output + the MLP's gate_up and activation, counted without reuse, plus the second q of the
+  // fused q|k|v path (its GEMM output and the rotated q are live together) and the split k / v
+  // of its CPU twin; then the gathered rows and f32 logits. The extra terms matter for wide
+  // heads (head_dim 256 on a 64-wide model), where attention outweighs the MLP.
+  int64_t block = n_tokens * e * (2 * h + qkv + 2 * q_dim + 2 * kv_dim + 3 * c.intermediate_size);
   if (c.is_moe())  // the expert path's routing tables and permuted rows (nn/moe.h)
     block += Moe::scratch_bytes(n_tokens, h, c.n_experts, c.n_experts_per_tok,
                                 c.moe_intermediate_size, c.shared_expert_intermediate_size, e);

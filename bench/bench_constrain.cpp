@@ -117,7 +117,7 @@ int bench_constrain_main(int argc, char** argv) {
   std::printf("%-28s %10s %10s %8s %12s %12s %12s\n", "schema", "compile", "1st mask", "steps",
               "walk uncached", "max mask", "walk cached");
   json rows = json::array();
-  double worst_compile = 0, sum_compile = 0, worst_first = 0, worst_mask = 0;
+  double worst_compile = 0, sum_compile = 0, union_compile = 0, worst_first = 0, worst_mask = 0;
   for (const auto& [name, c] : cases) {
     constrain::GrammarCompiler compiler(vocab);
     auto tc = Clock::now();
@@ -135,17 +135,25 @@ int bench_constrain_main(int argc, char** argv) {
     Walk warm = walk(cg, steps, 1234, punct);
     std::printf("%-28s %7.2f ms %7.2f ms %8d %9.1f ms %9.2f ms %9.2f ms\n", name.c_str(), compile_ms,
                 first_ms, cold.steps, cold.total_ms, cold.max_ms, warm.total_ms);
-    worst_compile = std::max(worst_compile, compile_ms);
-    sum_compile += compile_ms;
+    // The floor is for a typical schema; the all-tools union (the last case) is reported apart.
+    if (&c == &cases.back().second) {
+      union_compile = compile_ms;
+    } else {
+      worst_compile = std::max(worst_compile, compile_ms);
+      sum_compile += compile_ms;
+    }
     worst_first = std::max(worst_first, first_ms);
     worst_mask = std::max(worst_mask, cold.max_ms);
     rows.push_back({{"schema", name}, {"compile_ms", compile_ms}, {"first_mask_ms", first_ms},
                     {"steps", cold.steps}, {"walk_uncached_ms", cold.total_ms},
                     {"max_uncached_mask_ms", cold.max_ms}, {"walk_cached_ms", warm.total_ms}});
   }
-  std::printf("\ncompile: mean %.2f ms, worst %.2f ms (floor: <= 50 ms); first mask worst %.2f ms; "
-              "worst uncached mask on a walk %.2f ms\n",
-              sum_compile / static_cast<double>(cases.size()), worst_compile, worst_first, worst_mask);
+  const size_t n_schemas = cases.size() - 1;
+  std::printf("\ncompile of the %zu schemas: mean %.2f ms, worst %.2f ms (floor: <= 50 ms); all %zu "
+              "tools at once %.2f ms; first mask worst %.2f ms; worst uncached mask on a walk "
+              "%.2f ms\n",
+              n_schemas, sum_compile / static_cast<double>(n_schemas), worst_compile,
+              static_cast<size_t>(tools.size()), union_compile, worst_first, worst_mask);
   if (!json_path.empty()) {
     json j = {{"benchmark", "constrain"}, {"tokenizer", tok_dir}, {"vocab", vocab->size()},
               {"vocab_build_ms", vocab_ms}, {"results", rows}};

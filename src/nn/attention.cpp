@@ -29,8 +29,8 @@ void Attention::project_qkv(const Tensor& x, const Tensor& positions, const Tens
     Tensor w = qkv.weight.slice(0, begin[i], begin[i] + width[i]);
     ops::gemm(x, w, parts[i], false, true);
     if (qkv.bias.defined()) ops::add(parts[i], qkv.bias.slice(0, begin[i], begin[i] + width[i]), parts[i]);
-    if (qkv.lora) qkv.lora->forward_add(x, parts[i], begin[i], begin[i] + width[i]);
   }
+  if (qkv.lora) qkv.lora->forward_add_parts(x, parts, begin, 3);  // q, k, v in one launch each
   if (q_norm.defined()) {
     Tensor qr = q.view({n * cfg.n_heads, cfg.head_dim});
     Tensor kr = k.view({n * cfg.n_kv_heads, cfg.head_dim});

@@ -2,6 +2,8 @@
 // lora_backward.cpp.
 #include "nn/lora.h"
 
+#include <algorithm>
+
 #include "core/scratch_arena.h"
 #include "ops/gemm.h"
 #include "ops/lora.h"
@@ -40,34 +42,70 @@ void LoraRowSlots::upload(int64_t n) {
 
 int64_t lora_scratch_bytes(const LoraLinear* lora, int64_t n_rows) {
   if (lora == nullptr) return 0;
-  // One segment's temporary at a time (each is released before the next): xa [n, r] f32.
-  return n_rows * lora->r * static_cast<int64_t>(sizeof(float)) + 2 * ScratchArena::kAlignment;
+  // One temporary at a time: xa [n, n_seg * r] f32 for the segments of one launch (per-row
+  // path), or [n, r] per segment (the single-adapter path).
+  const auto n_seg =
+      static_cast<int64_t>(std::min<size_t>(lora->segments.size(), ops::kMaxLoraSegments));
+  return n_rows * lora->r * std::max<int64_t>(n_seg, 1) * static_cast<int64_t>(sizeof(float)) +
+         2 * ScratchArena::kAlignment;
 }
 
 void LoraLinear::forward_add(const Tensor& x, Tensor& y, int64_t col_begin, int64_t col_end) const {
-  VELA_CHECK(x.dim() == 2 && x.size(1) == in_features && y.dim() == 2 && y.size(0) == x.size(0) &&
-                 y.size(1) == col_end - col_begin,
-             "LoraLinear::forward_add: x ", x.str(), " / y ", y.str(), " do not fit in_features ",
-             in_features, " and columns [", col_begin, ", ", col_end, ")");
+  VELA_CHECK(y.dim() == 2 && y.size(1) == col_end - col_begin, "LoraLinear::forward_add: y ",
+             y.str(), " does not fit columns [", col_begin, ", ", col_end, ")");
+  forward_add_parts(x, &y, &col_begin, 1);
+}
+
+void LoraLinear::forward_add_parts(const Tensor& x, Tensor* parts, const int64_t* part_begin,
+                                   int n_parts) const {
+  VELA_CHECK(x.dim() == 2 && x.size(1) == in_features, "LoraLinear::forward_add: x ", x.str(),
+             " does not fit in_features ", in_features);
+  for (int p = 0; p < n_parts; ++p)
+    VELA_CHECK(parts[p].dim() == 2 && parts[p].size(0) == x.size(0),
+               "LoraLinear::forward_add: output ", parts[p].str(), " does not fit x ", x.str());
   const int64_t n = x.size(0);
   if (n == 0) return;
+  // The output block of segment `seg`: its columns of the part holding it, or undefined.
+  auto block_of = [&](const LoraSegment& seg) {
+    const int64_t end = seg.col_begin + seg.n_cols;
+    for (int p = 0; p < n_parts; ++p) {
+      const int64_t pb = part_begin[p], pe = pb + parts[p].size(1);
+      if (seg.col_begin >= pe || end <= pb) continue;
+      VELA_CHECK(seg.col_begin >= pb && end <= pe, "LoRA segment ", seg.module, " [",
+                 seg.col_begin, ", ", end, ") straddles the output block [", pb, ", ", pe, ")");
+      return parts[p].slice(1, seg.col_begin - pb, end - pb);  // [n, n_cols]
+    }
+    return Tensor();
+  };
+  if (rows) {
+    // Every segment of this call in one shrink and one expand launch (up to kMaxLoraSegments).
+    ops::LoraSegments segs;
+    auto flush = [&] {
+      if (segs.n == 0) return;
+      ScratchMark mark;
+      Tensor xa = scratch_tensor({n, segs.n * r}, DType::kF32, x.device());
+      ops::lora_shrink(x, segs, rows->slots, xa);
+      ops::lora_expand(xa, segs, rows->slots, scales_dev);
+      segs = ops::LoraSegments();
+    };
+    for (const LoraSegment& seg : segments) {
+      Tensor ys = block_of(seg);
+      if (!ys.defined()) continue;
+      segs.a[segs.n] = seg.a;
+      segs.b[segs.n] = seg.b;
+      segs.y[segs.n] = ys;
+      if (++segs.n == ops::kMaxLoraSegments) flush();
+    }
+    flush();
+    return;
+  }
   uint64_t seed = 0;
   const bool drop = dropout > 0.0f && LoraDropoutScope::active(&seed);
   for (size_t si = 0; si < segments.size(); ++si) {
     const LoraSegment& seg = segments[si];
-    const int64_t end = seg.col_begin + seg.n_cols;
-    if (seg.col_begin >= col_end || end <= col_begin) continue;
-    VELA_CHECK(seg.col_begin >= col_begin && end <= col_end, "LoRA segment ", seg.module, " [",
-               seg.col_begin, ", ", end, ") straddles the output block [", col_begin, ", ", col_end,
-               ")");
-    Tensor ys = y.slice(1, seg.col_begin - col_begin, end - col_begin);  // [n, n_cols]
+    Tensor ys = block_of(seg);
+    if (!ys.defined()) continue;
     ScratchMark mark;
-    if (rows) {
-      Tensor xa = scratch_tensor({n, r}, DType::kF32, x.device());  // [n, r]
-      ops::lora_shrink(x, seg.a, rows->slots, xa);
-      ops::lora_expand(xa, seg.b, rows->slots, scales_dev, ys);
-      continue;
-    }
     VELA_CHECK(n_slots == 1, "LoraLinear: ", n_slots,
                " adapters loaded but no per-row slots were given for this forward");
     Tensor xin = x;

@@ -59,6 +59,11 @@ struct LoraLinear {
   // Adds the segments that lie inside output columns [col_begin, col_end) of the host Linear to y,
   // whose column 0 is host column col_begin. x: [n, in]   y: [n, col_end - col_begin].
   void forward_add(const Tensor& x, Tensor& y, int64_t col_begin, int64_t col_end) const;
+  // The same over several output tensors at once (the separate q, k and v of one fused qkv
+  // Linear): parts[p] holds host columns [part_begin[p], part_begin[p] + parts[p].size(1)). With
+  // per-row slots, all the segments go in one shrink and one expand launch.
+  void forward_add_parts(const Tensor& x, Tensor* parts, const int64_t* part_begin,
+                         int n_parts) const;
   // Backward of forward_add over all columns (slot 0 for every row). x: [n, in] the forward input,
   // dy: [n, host out]; da / db += (when defined), dx += (when defined).
   void backward(const Tensor& x, const Tensor& dy, Tensor& dx) const;

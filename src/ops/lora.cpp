@@ -33,66 +33,101 @@ void check_slots(const char* op, const Tensor& slots, int64_t n, const Tensor& l
 
 }  // namespace
 
-void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa) {
+void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots, Tensor& xa) {
   const char* op = "lora_shrink";
+  VELA_CHECK(segs.n >= 1 && segs.n <= kMaxLoraSegments, op, ": ", segs.n,
+             " segments (1 to ", kMaxLoraSegments, ")");
   check_defined(op, "x", x);
-  check_defined(op, "a", a);
   check_defined(op, "xa", xa);
   check_rank(op, "x", x, 2);
-  check_rank(op, "a", a, 3);
   check_floating(op, "x", x);
-  check_same_dtype(op, "a", a, "x", x);
   check_dtype(op, "xa", xa, DType::kF32);
-  VELA_CHECK(a.size(2) == x.size(1), op, ": a ", a.str(), " does not fit x ", x.str());
-  check_shape(op, "xa", xa, {x.size(0), a.size(1)});
-  check_contiguous(op, "a", a);
-  check_contiguous(op, "xa", xa);
   check_rows(op, "x", x);
-  check_same_device(op, "a", a, "x", x);
+  check_contiguous(op, "xa", xa);
   check_same_device(op, "xa", xa, "x", x);
+  for (int g = 0; g < segs.n; ++g) {
+    const Tensor& a = segs.a[g];
+    check_defined(op, "a", a);
+    check_rank(op, "a", a, 3);
+    check_same_dtype(op, "a", a, "x", x);
+    VELA_CHECK(a.size(2) == x.size(1), op, ": a ", a.str(), " does not fit x ", x.str());
+    VELA_CHECK(a.size(0) == segs.a[0].size(0) && a.size(1) == segs.a[0].size(1), op,
+               ": segment ", g, "'s a ", a.str(), " differs in slots or rank from ",
+               segs.a[0].str());
+    check_contiguous(op, "a", a);
+    check_same_device(op, "a", a, "x", x);
+  }
+  check_shape(op, "xa", xa, {x.size(0), segs.n * segs.a[0].size(1)});
   check_slots(op, slots, x.size(0), x);
   dispatch(
-      x, op, [&] { cpu::lora_shrink(x, a, slots, xa); },
+      x, op, [&] { cpu::lora_shrink(x, segs, slots, xa); },
       [&] {
 #if defined(VELA_HAS_CUDA)
-        cuda::lora_shrink(x, a, slots, xa);
+        cuda::lora_shrink(x, segs, slots, xa);
 #endif
       });
 }
 
-void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const Tensor& scales,
-                 Tensor& y) {
+void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots,
+                 const Tensor& scales) {
   const char* op = "lora_expand";
+  VELA_CHECK(segs.n >= 1 && segs.n <= kMaxLoraSegments, op, ": ", segs.n,
+             " segments (1 to ", kMaxLoraSegments, ")");
   check_defined(op, "xa", xa);
-  check_defined(op, "b", b);
   check_defined(op, "scales", scales);
-  check_defined(op, "y", y);
   check_rank(op, "xa", xa, 2);
-  check_rank(op, "b", b, 3);
-  check_rank(op, "y", y, 2);
   check_dtype(op, "xa", xa, DType::kF32);
-  check_floating(op, "y", y);
-  check_same_dtype(op, "b", b, "y", y);
   check_dtype(op, "scales", scales, DType::kF32);
-  VELA_CHECK(b.size(2) == xa.size(1) && b.size(1) == y.size(1) && xa.size(0) == y.size(0), op,
-             ": b ", b.str(), " does not fit xa ", xa.str(), " and y ", y.str());
-  VELA_CHECK(scales.dim() == 1 && scales.size(0) == b.size(0), op, ": scales ", scales.str(),
-             " must hold one entry per slot of b ", b.str());
-  check_contiguous(op, "b", b);
   check_contiguous(op, "xa", xa);
   check_contiguous(op, "scales", scales);
-  check_out_rows(op, "y", y);
-  check_same_device(op, "b", b, "xa", xa);
-  check_same_device(op, "y", y, "xa", xa);
   check_same_device(op, "scales", scales, "xa", xa);
+  const int64_t r = segs.b[0].defined() ? segs.b[0].size(2) : 0;
+  VELA_CHECK(xa.size(1) == segs.n * r, op, ": xa ", xa.str(), " does not hold ", segs.n,
+             " segments of rank ", r);
+  for (int g = 0; g < segs.n; ++g) {
+    const Tensor &b = segs.b[g], &y = segs.y[g];
+    check_defined(op, "b", b);
+    check_defined(op, "y", y);
+    check_rank(op, "b", b, 3);
+    check_rank(op, "y", y, 2);
+    check_floating(op, "y", y);
+    check_same_dtype(op, "b", b, "y", y);
+    check_same_dtype(op, "y", y, "y", segs.y[0]);
+    VELA_CHECK(b.size(2) == r && b.size(0) == segs.b[0].size(0) && b.size(1) == y.size(1) &&
+                   y.size(0) == xa.size(0),
+               op, ": segment ", g, "'s b ", b.str(), " does not fit xa ", xa.str(), " and y ",
+               y.str());
+    VELA_CHECK(scales.dim() == 1 && scales.size(0) == b.size(0), op, ": scales ", scales.str(),
+               " must hold one entry per slot of b ", b.str());
+    check_contiguous(op, "b", b);
+    check_out_rows(op, "y", y);
+    check_same_device(op, "b", b, "xa", xa);
+    check_same_device(op, "y", y, "xa", xa);
+  }
   check_slots(op, slots, xa.size(0), xa);
   dispatch(
-      xa, op, [&] { cpu::lora_expand(xa, b, slots, scales, y); },
+      xa, op, [&] { cpu::lora_expand(xa, segs, slots, scales); },
       [&] {
 #if defined(VELA_HAS_CUDA)
-        cuda::lora_expand(xa, b, slots, scales, y);
+        cuda::lora_expand(xa, segs, slots, scales);
 #endif
       });
+}
+
+void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa) {
+  LoraSegments segs;
+  segs.n = 1;
+  segs.a[0] = a;
+  lora_shrink(x, segs, slots, xa);
+}
+
+void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const Tensor& scales,
+                 Tensor& y) {
+  LoraSegments segs;
+  segs.n = 1;
+  segs.b[0] = b;
+  segs.y[0] = y;
+  lora_expand(xa, segs, slots, scales);
 }
 
 void lora_dropout(const Tensor& x, uint64_t seed, uint64_t stream, float p, Tensor& out) {

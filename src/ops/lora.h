@@ -9,6 +9,10 @@
 //   lora_dropout  out = x * keep / (1 - p), keep[i, j] = hash(seed, stream, i * n_cols + j) >= p
 //                 x, out: [n, n_cols] (out may be x). Linear and diagonal: applying it with the
 //                 same seed to a gradient is its backward.
+// Segmented forms (one launch each for all the adapted column blocks of one Linear: q|k|v,
+// gate|up): segment g has its own a_g [n_slots, r, in], b_g [n_slots, n_cols_g, r] and output
+// y_g [n, n_cols_g] (a column block of any tensor); xa is [n, n_seg * r] with segment g in
+// columns [g * r, (g + 1) * r). The single-segment calls above are the n_seg = 1 case.
 // slots: [n] i32 with values in [-1, n_slots). x, a, b, y share one floating dtype (f32/bf16/f16);
 // rows contiguous, row strides free (y may be a column block of a fused projection). fp32
 // accumulation; each row's result depends only on that row (no batch-size effect). CPU and CUDA
@@ -20,6 +24,20 @@
 #include "core/tensor.h"
 
 namespace vela::ops {
+
+constexpr int kMaxLoraSegments = 4;
+
+// The adapted column blocks of one Linear (fixed capacity: building one allocates nothing).
+struct LoraSegments {
+  int n = 0;
+  Tensor a[kMaxLoraSegments];  // [n_slots, r, in]
+  Tensor b[kMaxLoraSegments];  // [n_slots, n_cols_g, r]
+  Tensor y[kMaxLoraSegments];  // [n, n_cols_g] (expand only)
+};
+
+void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots, Tensor& xa);
+void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots,
+                 const Tensor& scales);
 
 void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa);
 void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const Tensor& scales,

@@ -6,11 +6,12 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/lora.h"
 
 #define VELA_LORA_BACKEND_OPS                                                                    \
-  void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa);           \
-  void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const Tensor& scales, \
-                   Tensor& y);                                                                   \
+  void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots, Tensor& xa);  \
+  void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots,             \
+                   const Tensor& scales);                                                        \
   void lora_dropout(const Tensor& x, uint64_t seed, uint64_t stream, float p, Tensor& out);
 
 namespace vela::ops {

@@ -97,6 +97,52 @@ TEST_F(CudaLora, ShrinkExpandDropoutMatchTheCpuTwins) {
   }
 }
 
+// The segmented forms (one launch for q|k|v): both kernel paths (per-row at 37 rows, rank 8;
+// tiled from 256 rows or rank 32) against the CPU twin, each segment into its own column block.
+TEST_F(CudaLora, SegmentedShrinkExpandMatchTheCpuTwin) {
+  struct Shape {
+    int64_t n, r;
+  };
+  const int64_t in = 128, slots_n = 3;
+  const int64_t cols[3] = {256, 128, 72};  // v's width is not a multiple of the 128-column tile
+  const Tensor scales = Tensor::from_vector(std::vector<float>{0.5f, 2.0f, 1.25f});
+  for (const Shape sh : {Shape{37, 8}, Shape{300, 16}, Shape{20, 32}, Shape{9, 64}}) {
+    std::vector<int32_t> sl(static_cast<size_t>(sh.n));
+    for (int64_t i = 0; i < sh.n; ++i)
+      sl[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % (slots_n + 1)) - 1;
+    const Tensor slots = Tensor::from_vector(sl);
+    for (DType dt : test::kCudaFloatDTypes) {
+      const std::string name = std::string(dtype_name(dt)) + " n=" + std::to_string(sh.n) +
+                               " r=" + std::to_string(sh.r);
+      Tensor x = test::random_cpu({sh.n, in}, dt, 1);
+      ops::LoraSegments cpu, dev;
+      cpu.n = dev.n = 3;
+      Tensor wide_c[3], wide_g[3];
+      for (int g = 0; g < 3; ++g) {
+        cpu.a[g] = test::random_cpu({slots_n, sh.r, in}, dt, 10 + g);
+        cpu.b[g] = test::random_cpu({slots_n, cols[g], sh.r}, dt, 20 + g);
+        dev.a[g] = cpu.a[g].to(gpu());
+        dev.b[g] = cpu.b[g].to(gpu());
+        wide_c[g] = test::random_cpu({sh.n, cols[g] + 16}, dt, 30 + g);
+        wide_g[g] = wide_c[g].to(gpu());
+        cpu.y[g] = wide_c[g].slice(1, 8, 8 + cols[g]);
+        dev.y[g] = wide_g[g].slice(1, 8, 8 + cols[g]);
+      }
+      Tensor xa_c = Tensor::empty({sh.n, 3 * sh.r}, DType::kF32);
+      Tensor xa_g = Tensor::empty({sh.n, 3 * sh.r}, DType::kF32, gpu());
+      ops::lora_shrink(x, cpu, slots, xa_c);
+      ops::lora_shrink(x.to(gpu()), dev, slots.to(gpu()), xa_g);
+      expect_close(xa_g, xa_c, 1e-3, 1e-4, "segmented shrink " + name);
+      ops::lora_expand(xa_c, cpu, slots, scales);
+      ops::lora_expand(xa_c.to(gpu()), dev, slots.to(gpu()), scales.to(gpu()));
+      const test::Tol tol = test::tol_for(dt);
+      for (int g = 0; g < 3; ++g)
+        expect_close(wide_g[g], wide_c[g], tol.atol * 4, tol.rtol,
+                     "segmented expand " + name + " segment " + std::to_string(g));
+    }
+  }
+}
+
 // The training path on CUDA (a fused Linear with two LoRA segments, dropout on): forward, the
 // frozen base's dx and the adapter's dA / dB against the CPU.
 TEST_F(CudaLora, TrainingForwardBackwardMatchesTheCpu) {

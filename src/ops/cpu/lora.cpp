@@ -1,6 +1,6 @@
-// CPU LoRA ops: per-row shrink / expand (each row a small GEMV against its slot's A or B, fp32
-// accumulation in double-free float order: j ascending), and the hashed dropout. Parallel over
-// rows; a row's result depends only on that row.
+// CPU LoRA ops: per-row shrink / expand over a Linear's segments (each row a small GEMV against
+// its slot's A or B per segment, fp32 accumulation in float order: j ascending), and the hashed
+// dropout. Parallel over rows; a row's result depends only on that row.
 #include "core/parallel.h"
 #include "ops/checks.h"
 #include "ops/cpu/vec.h"
@@ -12,54 +12,58 @@ namespace vela::ops::cpu {
 namespace {
 
 template <typename T>
-void shrink_typed(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa) {
+void shrink_typed(const Tensor& x, const LoraSegments& segs, const Tensor& slots, Tensor& xa) {
   const RowLayout xl = rows_of(x);
-  const int64_t n = xl.n_rows, in = xl.n_cols, r = a.size(1);
+  const int64_t n = xl.n_rows, in = xl.n_cols, r = segs.a[0].size(1), width = segs.n * r;
   const T* px = static_cast<const T*>(x.data_ptr());
-  const T* pa = static_cast<const T*>(a.data_ptr());
   const int32_t* ps = slots.data<int32_t>();
   float* po = xa.data<float>();
   parallel_for(n, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
-      float* out = po + i * r;
+      float* out = po + i * width;
       const int32_t s = ps[i];
       if (s < 0) {
-        for (int64_t k = 0; k < r; ++k) out[k] = 0.0f;
+        for (int64_t k = 0; k < width; ++k) out[k] = 0.0f;
         continue;
       }
       const float* xr = row_as_f32(px + i * xl.row_stride, in, 0);
-      for (int64_t k = 0; k < r; ++k) {
-        const float* ar = row_as_f32(pa + (s * r + k) * in, in, 1);
-        float acc = 0.0f;
-        for (int64_t j = 0; j < in; ++j) acc += xr[j] * ar[j];
-        out[k] = acc;
+      for (int g = 0; g < segs.n; ++g) {
+        const T* pa = static_cast<const T*>(segs.a[g].data_ptr());
+        for (int64_t k = 0; k < r; ++k) {
+          const float* ar = row_as_f32(pa + (s * r + k) * in, in, 1);
+          float acc = 0.0f;
+          for (int64_t j = 0; j < in; ++j) acc += xr[j] * ar[j];
+          out[g * r + k] = acc;
+        }
       }
     }
   });
 }
 
 template <typename T>
-void expand_typed(const Tensor& xa, const Tensor& b, const Tensor& slots, const Tensor& scales,
-                  Tensor& y) {
-  const RowLayout yl = rows_of(y);
-  const int64_t n = yl.n_rows, nc = yl.n_cols, r = b.size(2);
+void expand_typed(const Tensor& xa, const LoraSegments& segs, const Tensor& slots,
+                  const Tensor& scales) {
+  const int64_t n = xa.size(0), r = segs.b[0].size(2), width = segs.n * r;
   const float* pxa = xa.data<float>();
-  const T* pb = static_cast<const T*>(b.data_ptr());
   const int32_t* ps = slots.data<int32_t>();
   const float* psc = scales.data<float>();
-  T* py = static_cast<T*>(y.data_ptr());
   parallel_for(n, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       const int32_t s = ps[i];
       if (s < 0) continue;
-      const float* v = pxa + i * r;
       const float sc = psc[s];
-      T* yr = py + i * yl.row_stride;
-      for (int64_t c = 0; c < nc; ++c) {
-        const T* br = pb + (s * nc + c) * r;
-        float acc = 0.0f;
-        for (int64_t k = 0; k < r; ++k) acc += static_cast<float>(br[k]) * v[k];
-        yr[c] = T(static_cast<float>(yr[c]) + sc * acc);
+      for (int g = 0; g < segs.n; ++g) {
+        const RowLayout yl = rows_of(segs.y[g]);
+        const int64_t nc = yl.n_cols;
+        const float* v = pxa + i * width + g * r;
+        const T* pb = static_cast<const T*>(segs.b[g].data_ptr());
+        T* yr = static_cast<T*>(segs.y[g].data_ptr()) + i * yl.row_stride;
+        for (int64_t c = 0; c < nc; ++c) {
+          const T* br = pb + (s * nc + c) * r;
+          float acc = 0.0f;
+          for (int64_t k = 0; k < r; ++k) acc += static_cast<float>(br[k]) * v[k];
+          yr[c] = T(static_cast<float>(yr[c]) + sc * acc);
+        }
       }
     }
   });
@@ -84,15 +88,15 @@ void dropout_typed(const Tensor& x, uint64_t seed, uint64_t stream, float p, Ten
 
 }  // namespace
 
-void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa) {
+void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots, Tensor& xa) {
   visit_float(x.dtype(),
-              [&](auto tag) { shrink_typed<typename decltype(tag)::type>(x, a, slots, xa); });
+              [&](auto tag) { shrink_typed<typename decltype(tag)::type>(x, segs, slots, xa); });
 }
 
-void lora_expand(const Tensor& xa, const Tensor& b, const Tensor& slots, const Tensor& scales,
-                 Tensor& y) {
-  visit_float(y.dtype(), [&](auto tag) {
-    expand_typed<typename decltype(tag)::type>(xa, b, slots, scales, y);
+void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots,
+                 const Tensor& scales) {
+  visit_float(segs.y[0].dtype(), [&](auto tag) {
+    expand_typed<typename decltype(tag)::type>(xa, segs, slots, scales);
   });
 }
 

@@ -48,6 +48,11 @@ void StreamEvent::record() { no_cuda(); }
 void StreamEvent::synchronize() const {}
 void StreamEvent::make_current_stream_wait() const {}
 double StreamEvent::elapsed_ms(const StreamEvent&, const StreamEvent&) { no_cuda(); }
+SideStream::SideStream(int device) : device_(device) { no_cuda(); }
+SideStream::~SideStream() = default;
+void SideStream::enter() { no_cuda(); }
+void SideStream::leave() { no_cuda(); }
+void SideStream::join() { no_cuda(); }
 void strided_copy(void*, const void*, size_t, int, const int64_t*, const int64_t*, int) {
   no_cuda();
 }

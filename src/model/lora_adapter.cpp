@@ -231,7 +231,7 @@ int32_t LoraAdapterSet::slot(const std::string& name) const {
 
 void LoraAdapterSet::reserve_rows(int64_t n, Device device) {
   if (rows->max_rows() >= n && rows->slots.device() == device) return;
-  rows->host = Tensor::empty({n}, DType::kI32);
+  rows->host = device.is_cpu() ? Tensor::empty({n}, DType::kI32) : Tensor::zeros_pinned({n}, DType::kI32);
   int32_t* h = rows->host.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) h[i] = -1;
   rows->slots = device.is_cpu() ? rows->host : rows->host.to(device);

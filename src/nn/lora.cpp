@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/cuda/cuda_api.h"
 #include "core/scratch_arena.h"
 #include "ops/gemm.h"
 #include "ops/lora.h"
@@ -36,8 +37,10 @@ bool LoraDropoutScope::active(uint64_t* seed) {
 void LoraRowSlots::upload(int64_t n) {
   VELA_CHECK(n <= max_rows(), "LoRA row slots: ", n, " rows exceed the reserved ", max_rows());
   if (n <= 0 || slots.data_ptr() == host.data_ptr()) return;
-  Tensor dst = slots.slice(0, 0, n);
-  dst.copy_(host.slice(0, 0, n));
+  // Ordered on the engine's stream before the forward, without a host wait (host is pinned on
+  // CUDA, and the scheduler rewrites it only after the step's sampler has synchronized).
+  cuda::copy_bytes_async(slots.data_ptr(), slots.device(), host.data_ptr(), Device::cpu(),
+                         static_cast<size_t>(n) * sizeof(int32_t));
 }
 
 int64_t lora_scratch_bytes(const LoraLinear* lora, int64_t n_rows) {

@@ -159,6 +159,39 @@ double StreamEvent::elapsed_ms(const StreamEvent& start, const StreamEvent& end)
   return ms;
 }
 
+SideStream::SideStream(int device) : device_(device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  cudaStream_t st = nullptr;
+  VELA_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  stream_ = st;
+  cudaEvent_t e = nullptr;
+  VELA_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+}
+
+SideStream::~SideStream() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+void SideStream::enter() {
+  DeviceGuard guard(device_);
+  prev_ = current_stream();
+  set_current_stream(static_cast<cudaStream_t>(stream_));
+}
+
+void SideStream::leave() {
+  DeviceGuard guard(device_);
+  set_current_stream(static_cast<cudaStream_t>(prev_));
+}
+
+void SideStream::join() {
+  DeviceGuard guard(device_);
+  VELA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream_)));
+  VELA_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), static_cast<cudaEvent_t>(event_), 0));
+}
+
 void synchronize(int device) {
   if (!available()) return;
   check_device(device);

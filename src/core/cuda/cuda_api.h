@@ -82,4 +82,25 @@ class StreamEvent {
   bool recorded_ = false;
 };
 
+// A second stream on a device, for copies that overlap the work of the thread's current stream
+// (the constrained-decoding masks upload while the forward runs). enter() makes it the calling
+// thread's current stream until leave(); join() orders the current stream after everything
+// enqueued on it so far (an event: the host does not wait). Not copyable.
+class SideStream {
+ public:
+  explicit SideStream(int device);
+  ~SideStream();
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  void enter();
+  void leave();
+  void join();
+
+ private:
+  int device_;
+  void* stream_ = nullptr;  // cudaStream_t
+  void* event_ = nullptr;   // cudaEvent_t
+  void* prev_ = nullptr;    // the thread's current stream before enter()
+};
+
 }  // namespace vela::cuda

@@ -1,5 +1,5 @@
-// BatchMasks: host fill (speculative groups walk their drafts), one upload and one
-// ops::apply_token_bitmask per step.
+// BatchMasks: host fill (speculative groups walk their drafts), one upload (on a side stream on
+// CUDA, overlapping the forward) and one ops::apply_token_bitmask per step.
 #include "engine/constrain/batch_masks.h"
 
 #include <cstring>
@@ -24,6 +24,7 @@ BatchMasks::BatchMasks(int64_t vocab_size, int32_t max_rows, Device device)
     host_rows_ = Tensor::zeros_pinned({max_rows}, DType::kI32);
     device_bits_ = Tensor::zeros({max_rows, n_words_}, DType::kI32, device);
     device_rows_ = Tensor::zeros({max_rows}, DType::kI32, device);
+    upload_ = std::make_unique<cuda::SideStream>(device.index);
   } else {
     host_bits_ = Tensor::zeros({max_rows, n_words_}, DType::kI32);
     host_rows_ = Tensor::zeros({max_rows}, DType::kI32);
@@ -97,9 +98,21 @@ void BatchMasks::apply(Tensor& logits) {
     ops::apply_token_bitmask(logits, bits, rows);
     return;
   }
+  // The pinned host rows stay unchanged until the copy is done: the next fill() comes after this
+  // step's sampler has synchronized with the engine's stream, which waited for the upload.
   Tensor bits = device_bits_.slice(0, 0, n_masks_), rows = device_rows_.slice(0, 0, n_masks_);
-  bits.copy_(host_bits_.slice(0, 0, n_masks_));
-  rows.copy_(host_rows_.slice(0, 0, n_masks_));
+  {
+    struct OnSide {  // the side stream is current for this scope, also when a copy throws
+      cuda::SideStream& s;
+      explicit OnSide(cuda::SideStream& st) : s(st) { s.enter(); }
+      ~OnSide() { s.leave(); }
+    } on_side(*upload_);
+    cuda::copy_bytes_async(bits.data_ptr(), device_, host_bits_.data_ptr(), Device::cpu(),
+                           bits.nbytes());
+    cuda::copy_bytes_async(rows.data_ptr(), device_, host_rows_.data_ptr(), Device::cpu(),
+                           rows.nbytes());
+  }
+  upload_->join();  // the engine's stream waits for the upload; the host does not
   ops::apply_token_bitmask(logits, bits, rows);
 }
 

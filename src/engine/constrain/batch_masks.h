@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "core/cuda/cuda_api.h"
 #include "core/tensor.h"
 #include "engine/constrain/matcher.h"
 
@@ -52,6 +54,9 @@ class BatchMasks {
   std::vector<int32_t> mask_of_row_;  // [max_rows] mask index of each logits row, -1: none
   Tensor host_bits_, host_rows_;      // [max_rows, n_words] i32, [max_rows] i32 (pinned on CUDA)
   Tensor device_bits_, device_rows_;  // the device copies (CUDA only)
+  // CUDA: the upload runs on its own stream, so it neither waits for the forward in flight on the
+  // engine's stream nor makes the host wait; the mask kernel waits for it (an event).
+  std::unique_ptr<cuda::SideStream> upload_;
 };
 
 }  // namespace vela::constrain

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
+
+#include <unistd.h>
 
 #include "bench/bench_util.h"
 #include "cli/args.h"
@@ -16,8 +19,10 @@
 #include "core/cuda/cuda_api.h"
 #include "core/mmap_file.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "engine/constrain/grammar_compiler.h"
 #include "engine/engine.h"
+#include "model/lora_adapter.h"
 #include "tokenizer/tokenizer.h"
 #ifdef VELA_HAS_CUDA
 #include "ops/cuda/bench_cuda.h"
@@ -110,6 +115,53 @@ std::shared_ptr<const constrain::TokenVocab> bench_vocab(const std::string& toke
                                                  std::vector<int32_t>{static_cast<int32_t>(vocab_size - 1)});
 }
 
+// Writes n random PEFT adapters of rank r on every linear module under dir/adapter-<i> (f32
+// files; A uniform in +-1/sqrt(in), B in +-0.02, so each adapter moves the logits) and returns
+// their (name, dir) pairs for attach_lora_adapters.
+std::vector<std::pair<std::string, std::string>> write_random_adapters(const ModelConfig& mc,
+                                                                       int64_t n, int64_t r,
+                                                                       const std::string& dir) {
+  struct Module {
+    const char* path;
+    int64_t in, out;
+  };
+  const int64_t h = mc.hidden_size, q = mc.n_heads * mc.head_dim, kv = mc.n_kv_heads * mc.head_dim;
+  const int64_t inter = mc.intermediate_size;
+  const Module modules[] = {{"self_attn.q_proj", h, q},       {"self_attn.k_proj", h, kv},
+                            {"self_attn.v_proj", h, kv},      {"self_attn.o_proj", q, h},
+                            {"mlp.gate_proj", h, inter},      {"mlp.up_proj", h, inter},
+                            {"mlp.down_proj", inter, h}};
+  auto random = [](int64_t rows, int64_t cols, float bound, uint64_t seed) {
+    Tensor t = Tensor::empty({rows, cols}, DType::kF32);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < rows * cols; ++i)
+      p[i] = (2.0f * philox_uniform(seed, 11, static_cast<uint64_t>(i)) - 1.0f) * bound;
+    return t;
+  };
+  LoraConfig cfg;
+  cfg.r = r;
+  cfg.alpha = static_cast<double>(2 * r);
+  cfg.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int64_t a = 0; a < n; ++a) {
+    const std::string name = "adapter-" + std::to_string(a), d = dir + "/" + name;
+    std::filesystem::create_directories(d);
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    uint64_t seed = 1000 * static_cast<uint64_t>(a + 1);
+    for (int64_t l = 0; l < mc.n_layers; ++l)
+      for (const Module& m : modules) {
+        const std::string base = "base_model.model.model.layers." + std::to_string(l) + "." + m.path;
+        tensors.emplace_back(base + ".lora_A.weight",
+                             random(r, m.in, 1.0f / std::sqrt(static_cast<float>(m.in)), ++seed));
+        tensors.emplace_back(base + ".lora_B.weight", random(m.out, r, 0.02f, ++seed));
+      }
+    save_safetensors(d + "/adapter_model.safetensors", tensors);
+    std::ofstream(d + "/adapter_config.json") << cfg.to_peft_json("vela-bench").dump(2) << "\n";
+    out.emplace_back(name, d);
+  }
+  return out;
+}
+
 }  // namespace
 
 int bench_engine_main(int argc, char** argv) {
@@ -119,10 +171,12 @@ int bench_engine_main(int argc, char** argv) {
         "usage: vela bench engine [--device cuda|cpu] [--preset bench-1b|100m | --config FILE]\n"
         "                         [--dtype bf16|f32] [--decode N] [--cases LIST] [--no-graphs]\n"
         "                         [--json FILE] [--kv-pages N | --kv-memory-fraction F]\n"
-        "                         [--vocab-size N] [--tokenizer DIR]\n"
+        "                         [--vocab-size N] [--tokenizer DIR] [--lora N] [--lora-rank R]\n"
         "  cases (comma list; default all): decode1k, decode8k, decode32k, batch64, prefill8k,\n"
         "  batch64_json (batch64 with every request under a JSON schema; masks from --tokenizer's\n"
-        "  vocabulary or a synthetic one; not in the default list)\n");
+        "  vocabulary or a synthetic one; not in the default list)\n"
+        "  --lora N: N random rank-R (default 16) adapters on every linear module, served together\n"
+        "  (request i uses adapter i mod N): the multi-LoRA cost next to a run without --lora\n");
     return 0;
   }
   Device device = Device::parse(args.get("device", cuda::available() ? "cuda" : "cpu"));
@@ -137,7 +191,10 @@ int bench_engine_main(int argc, char** argv) {
   const double kv_fraction = args.get_double("kv-memory-fraction", 0.0);
   const int64_t vocab_override = args.get_int("vocab-size", 0);
   const std::string tokenizer_dir = args.get("tokenizer", "");
+  const int64_t n_lora = args.get_int("lora", 0);
+  const int64_t lora_rank = args.get_int("lora-rank", 16);
   args.check_all_used();
+  VELA_CHECK(n_lora >= 0 && lora_rank >= 1, "--lora N needs N >= 0 and --lora-rank >= 1");
   VELA_CHECK(n_decode >= 8, "--decode must be at least 8");
 
   ModelConfig mc = config_path.empty() ? ModelConfig::from_json(model_preset(preset_name), preset_name)
@@ -174,7 +231,27 @@ int bench_engine_main(int argc, char** argv) {
               config_path.empty() ? preset_name.c_str() : config_path.c_str(), mc.n_params() / 1e9,
               dtype_name(dtype), device.str().c_str(), device.is_cuda() && graphs ? "on" : "off");
   auto t_build = Clock::now();
-  Engine engine(Transformer::random(mc, dtype, device, /*seed=*/1), nullptr, ec);
+  Transformer model = Transformer::random(mc, dtype, device, /*seed=*/1);
+  std::vector<std::string> lora_names;
+  if (n_lora > 0) {
+    const std::string dir = (std::filesystem::temp_directory_path() /
+                             ("vela-bench-lora-" + std::to_string(::getpid()))).string();
+    const auto adapters = write_random_adapters(mc, n_lora, lora_rank, dir);
+    attach_lora_adapters(model, adapters);
+    std::filesystem::remove_all(dir);
+    for (const auto& a : adapters) lora_names.push_back(a.first);
+    std::printf("%lld LoRA adapters of rank %lld on every linear module, request i on adapter i mod %lld\n",
+                static_cast<long long>(n_lora), static_cast<long long>(lora_rank),
+                static_cast<long long>(n_lora));
+  }
+  Engine engine(std::move(model), nullptr, ec);
+  // Request i (of any case) on adapter i mod N.
+  int64_t n_submitted = 0;
+  auto with_adapter = [&](Request r) {
+    if (!lora_names.empty())
+      r.lora = lora_names[static_cast<size_t>(n_submitted++ % static_cast<int64_t>(lora_names.size()))];
+    return r;
+  };
   double build_s = std::chrono::duration<double>(Clock::now() - t_build).count();
   std::printf("engine start %.2f s (graph capture %.0f ms, %zu graphs)\n", build_s,
               engine.graph_capture_seconds() * 1000, engine.n_cuda_graphs());
@@ -215,7 +292,7 @@ int bench_engine_main(int argc, char** argv) {
       p.max_tokens = 1;
       std::vector<double> ttft;
       for (int rep = 0; rep < 3; ++rep) {
-        Request r{random_prompt(c.context, mc.vocab_size, ++seed), p};
+        Request r = with_adapter({random_prompt(c.context, mc.vocab_size, ++seed), p});
         auto t0 = Clock::now();
         auto tl = run_requests(engine, {r}, t0);
         ttft.push_back(tl[0].first());
@@ -248,7 +325,7 @@ int bench_engine_main(int argc, char** argv) {
     }
     std::vector<Request> reqs;
     for (int b = 0; b < c.batch; ++b) {
-      reqs.push_back({random_prompt(prompt_len, mc.vocab_size, ++seed), p});
+      reqs.push_back(with_adapter({random_prompt(prompt_len, mc.vocab_size, ++seed), p}));
       reqs.back().grammar = grammar;
     }
     {  // warm-up: short decode of the same shape
@@ -311,6 +388,8 @@ int bench_engine_main(int argc, char** argv) {
               {"engine_start_s", build_s},
               {"graph_capture_s", engine.graph_capture_seconds()},
               {"bandwidth_gbps", bw_gbps},
+              {"lora_adapters", n_lora},
+              {"lora_rank", n_lora > 0 ? lora_rank : 0},
               {"results", results}};
     std::string text = j.dump(2) + "\n";
     write_file_atomic(json_path, text.data(), text.size());

@@ -97,8 +97,9 @@ TEST_F(CudaLora, ShrinkExpandDropoutMatchTheCpuTwins) {
   }
 }
 
-// The segmented forms (one launch for q|k|v): both kernel paths (per-row at 37 rows, rank 8;
-// tiled from 256 rows or rank 32) against the CPU twin, each segment into its own column block.
+// The segmented forms (one launch for q|k|v) against the CPU twin, each segment into its own
+// column block: the tiled kernels at decode and prefill row counts and every rank they take, and
+// the simple expand for a rank outside 8 / 16 / 32 / 64 (r = 4).
 TEST_F(CudaLora, SegmentedShrinkExpandMatchTheCpuTwin) {
   struct Shape {
     int64_t n, r;
@@ -106,7 +107,7 @@ TEST_F(CudaLora, SegmentedShrinkExpandMatchTheCpuTwin) {
   const int64_t in = 128, slots_n = 3;
   const int64_t cols[3] = {256, 128, 72};  // v's width is not a multiple of the 128-column tile
   const Tensor scales = Tensor::from_vector(std::vector<float>{0.5f, 2.0f, 1.25f});
-  for (const Shape sh : {Shape{37, 8}, Shape{300, 16}, Shape{20, 32}, Shape{9, 64}}) {
+  for (const Shape sh : {Shape{37, 8}, Shape{300, 16}, Shape{20, 32}, Shape{9, 64}, Shape{13, 4}}) {
     std::vector<int32_t> sl(static_cast<size_t>(sh.n));
     for (int64_t i = 0; i < sh.n; ++i)
       sl[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % (slots_n + 1)) - 1;

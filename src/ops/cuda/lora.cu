@@ -1,13 +1,13 @@
 // CUDA LoRA ops (BGMV-style: every row reads its own adapter slot, so rows of different adapters
-// share one launch; all the segments of one Linear, q|k|v or gate|up, share it too). Fast paths (16-byte aligned, `in` a multiple of 8, r a multiple of 8 and
-// <= 64 for expand):
+// share one launch; all the segments of one Linear, q|k|v or gate|up, share it too). Fast paths
+// (16-byte aligned, `in` a multiple of 8; expand: r of 8, 16, 32 or 64):
 //   shrink  block = 8 rows x 8 rank indices, one warp per rank index streaming its A row once
 //           (16-byte loads) for the tile's rows of that slot (a tile mixing slots loops over its
 //           distinct slots); a row's sum order depends only on the row: a request gets the same
 //           bits alone as in a mixed batch
 //   expand  block = 8 rows x 128 columns, one thread per column holding its B row (r floats) in
 //           registers, reloaded only when the slot changes between rows
-// They run from 256 rows or rank 32 up (use_tiled); other shapes use the simple kernels (one block per row / one thread per column). Dropout = a
+// Other layouts use the simple kernels (one block per row / one thread per column). Dropout = a
 // grid-stride loop over the hashed mask (the same hash as the CPU twin: identical masks). No host
 // reads: graph-capturable.
 #include "ops/cuda/common.cuh"
@@ -204,10 +204,11 @@ static __global__ void lora_dropout_kernel(const T* x, int64_t x_stride, T* out,
   }
 }
 
-// The tiled kernels win from 256 rows (prefill: 3.5-6x) or rank 32 up; at decode sizes with rank
-// 8 / 16 the per-row kernels were faster on the H200 (8 row tiles leave most SMs idle):
-// bench/results/lora_bgmv_h200.txt.
-static bool use_tiled(int64_t n_rows, int64_t r) { return n_rows >= 256 || r >= 32; }
+// The tiled kernels run whenever their layout holds, whatever the row count: the per-row shrink
+// (one block per row, a scalar loop over `in` per rank index) was latency-bound inside the decode
+// graph, ~40 us a Linear at B = 1 and B = 64 alike, 5x the base step in all
+// (bench/results/lora_bgmv_h200.txt, engine rows); and a kernel choice that depends on the batch
+// would give a row other bits in another batch.
 
 void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots, Tensor& xa) {
   const RowLayout xl = row_layout(x);
@@ -224,7 +225,7 @@ void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots,
       aligned = aligned && is_aligned(sg.a[g], 16);
     }
     constexpr int V = kVec16<T>;
-    if (use_tiled(xl.n_rows, r) && xl.n_cols % V == 0 && xl.row_stride % V == 0 && aligned) {
+    if (xl.n_cols % V == 0 && xl.row_stride % V == 0 && aligned) {
       dim3 grid(static_cast<unsigned>(ceil_div(xl.n_rows, kLoraTileRows)),
                 static_cast<unsigned>(ceil_div(width, kShrinkWarps)));
       lora_shrink_tiled_kernel<T><<<grid, 32 * kShrinkWarps, 0, current_stream()>>>(
@@ -270,7 +271,7 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
           xa.data<float>(), sg, slots.data<int32_t>(), scales.data<float>(), n_rows);
       VELA_CUDA_CHECK_LAUNCH();
     };
-    if (use_tiled(n_rows, r) && aligned) {
+    if (aligned) {
       if (r == 8) return tiled(std::integral_constant<int, 8>{});
       if (r == 16) return tiled(std::integral_constant<int, 16>{});
       if (r == 32) return tiled(std::integral_constant<int, 32>{});

@@ -45,11 +45,13 @@ void LoraRowSlots::upload(int64_t n) {
 
 int64_t lora_scratch_bytes(const LoraLinear* lora, int64_t n_rows) {
   if (lora == nullptr) return 0;
-  // One temporary at a time: xa [n, n_seg * r] f32 for the segments of one launch (per-row
-  // path), or [n, r] per segment (the single-adapter path).
+  // One temporary at a time: xa [parts, n, n_seg * r] f32 for the segments of one launch
+  // (per-row path; parts as on CUDA, the larger count), or [n, r] per segment (one adapter).
   const auto n_seg =
       static_cast<int64_t>(std::min<size_t>(lora->segments.size(), ops::kMaxLoraSegments));
-  return n_rows * lora->r * std::max<int64_t>(n_seg, 1) * static_cast<int64_t>(sizeof(float)) +
+  const int64_t parts = ops::lora_shrink_parts(lora->in_features, Device::cuda(0));
+  return parts * n_rows * lora->r * std::max<int64_t>(n_seg, 1) *
+             static_cast<int64_t>(sizeof(float)) +
          2 * ScratchArena::kAlignment;
 }
 
@@ -86,7 +88,9 @@ void LoraLinear::forward_add_parts(const Tensor& x, Tensor* parts, const int64_t
     auto flush = [&] {
       if (segs.n == 0) return;
       ScratchMark mark;
-      Tensor xa = scratch_tensor({n, segs.n * r}, DType::kF32, x.device());
+      const int64_t parts = ops::lora_shrink_parts(in_features, x.device());
+      Tensor xa = parts > 1 ? scratch_tensor({parts, n, segs.n * r}, DType::kF32, x.device())
+                            : scratch_tensor({n, segs.n * r}, DType::kF32, x.device());
       ops::lora_shrink(x, segs, rows->slots, xa);
       ops::lora_expand(xa, segs, rows->slots, scales_dev);
       segs = ops::LoraSegments();

@@ -1,6 +1,8 @@
 // LoRA ops: shape, dtype, layout and device checks, then the CPU or CUDA backend.
 #include "ops/lora.h"
 
+#include <algorithm>
+
 #include "ops/checks.h"
 #include "ops/lora_impl.h"
 
@@ -57,7 +59,14 @@ void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots,
     check_contiguous(op, "a", a);
     check_same_device(op, "a", a, "x", x);
   }
-  check_shape(op, "xa", xa, {x.size(0), segs.n * segs.a[0].size(1)});
+  const int64_t width = segs.n * segs.a[0].size(1);
+  if (xa.dim() == 3) {
+    VELA_CHECK(xa.size(0) >= 1 && xa.size(0) <= x.size(1), op, ": xa ", xa.str(),
+               " has more parts than x ", x.str(), " has inputs");
+    check_shape(op, "xa", xa, {xa.size(0), x.size(0), width});
+  } else {
+    check_shape(op, "xa", xa, {x.size(0), width});
+  }
   check_slots(op, slots, x.size(0), x);
   dispatch(
       x, op, [&] { cpu::lora_shrink(x, segs, slots, xa); },
@@ -75,15 +84,16 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
              " segments (1 to ", kMaxLoraSegments, ")");
   check_defined(op, "xa", xa);
   check_defined(op, "scales", scales);
-  check_rank(op, "xa", xa, 2);
+  VELA_CHECK(xa.dim() == 2 || xa.dim() == 3, op, ": xa ", xa.str(), " must be [n, w] or [p, n, w]");
   check_dtype(op, "xa", xa, DType::kF32);
   check_dtype(op, "scales", scales, DType::kF32);
   check_contiguous(op, "xa", xa);
   check_contiguous(op, "scales", scales);
   check_same_device(op, "scales", scales, "xa", xa);
   const int64_t r = segs.b[0].defined() ? segs.b[0].size(2) : 0;
-  VELA_CHECK(xa.size(1) == segs.n * r, op, ": xa ", xa.str(), " does not hold ", segs.n,
-             " segments of rank ", r);
+  const int64_t xa_rows = xa.size(xa.dim() - 2);
+  VELA_CHECK(xa.size(xa.dim() - 1) == segs.n * r, op, ": xa ", xa.str(), " does not hold ",
+             segs.n, " segments of rank ", r);
   for (int g = 0; g < segs.n; ++g) {
     const Tensor &b = segs.b[g], &y = segs.y[g];
     check_defined(op, "b", b);
@@ -94,7 +104,7 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
     check_same_dtype(op, "b", b, "y", y);
     check_same_dtype(op, "y", y, "y", segs.y[0]);
     VELA_CHECK(b.size(2) == r && b.size(0) == segs.b[0].size(0) && b.size(1) == y.size(1) &&
-                   y.size(0) == xa.size(0),
+                   y.size(0) == xa_rows,
                op, ": segment ", g, "'s b ", b.str(), " does not fit xa ", xa.str(), " and y ",
                y.str());
     VELA_CHECK(scales.dim() == 1 && scales.size(0) == b.size(0), op, ": scales ", scales.str(),
@@ -104,7 +114,7 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
     check_same_device(op, "b", b, "xa", xa);
     check_same_device(op, "y", y, "xa", xa);
   }
-  check_slots(op, slots, xa.size(0), xa);
+  check_slots(op, slots, xa_rows, xa);
   dispatch(
       xa, op, [&] { cpu::lora_expand(xa, segs, slots, scales); },
       [&] {
@@ -112,6 +122,10 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
         cuda::lora_expand(xa, segs, slots, scales);
 #endif
       });
+}
+
+int64_t lora_shrink_parts(int64_t in, Device device) {
+  return device.is_cuda() ? std::max<int64_t>(1, (in + 1023) / 1024) : 1;
 }
 
 void lora_shrink(const Tensor& x, const Tensor& a, const Tensor& slots, Tensor& xa) {

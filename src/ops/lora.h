@@ -13,6 +13,10 @@
 // gate|up): segment g has its own a_g [n_slots, r, in], b_g [n_slots, n_cols_g, r] and output
 // y_g [n, n_cols_g] (a column block of any tensor); xa is [n, n_seg * r] with segment g in
 // columns [g * r, (g + 1) * r). The single-segment calls above are the n_seg = 1 case.
+// Split over `in`: xa may be [p, n, n_seg * r], part z holding the sums over the z-th chunk of
+// lora_chunk(in, p) inputs; expand adds the parts in order z = 0 .. p - 1. lora_shrink_parts()
+// is the p a device wants for `in` (it depends on `in` only: a row's bits do not depend on its
+// batch).
 // slots: [n] i32 with values in [-1, n_slots). x, a, b, y share one floating dtype (f32/bf16/f16);
 // rows contiguous, row strides free (y may be a column block of a fused projection). fp32
 // accumulation; each row's result depends only on that row (no batch-size effect). CPU and CUDA
@@ -26,6 +30,15 @@
 namespace vela::ops {
 
 constexpr int kMaxLoraSegments = 4;
+
+// Inputs per shrink part: ceil(in / p) rounded up to 256 (a whole number of 16-byte warp loads).
+inline int64_t lora_chunk(int64_t in, int64_t p) {
+  const int64_t c = (in + p - 1) / p;
+  return (c + 255) / 256 * 256;
+}
+// The shrink parts for `in` inputs on `device`: 1 on the CPU; on CUDA one per 1024 inputs, so a
+// decode-size batch still fills the GPU (bench-1b's down projection: 7 parts).
+int64_t lora_shrink_parts(int64_t in, Device device);
 
 // The adapted column blocks of one Linear (fixed capacity: building one allocates nothing).
 struct LoraSegments {

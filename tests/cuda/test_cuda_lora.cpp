@@ -102,25 +102,29 @@ TEST_F(CudaLora, ShrinkExpandDropoutMatchTheCpuTwins) {
 // the simple expand for a rank outside 8 / 16 / 32 / 64 (r = 4).
 TEST_F(CudaLora, SegmentedShrinkExpandMatchTheCpuTwin) {
   struct Shape {
-    int64_t n, r;
+    int64_t n, r, in;
   };
-  const int64_t in = 128, slots_n = 3;
+  const int64_t slots_n = 3;
   const int64_t cols[3] = {256, 128, 72};  // v's width is not a multiple of the 128-column tile
   const Tensor scales = Tensor::from_vector(std::vector<float>{0.5f, 2.0f, 1.25f});
-  for (const Shape sh : {Shape{37, 8}, Shape{300, 16}, Shape{20, 32}, Shape{9, 64}, Shape{13, 4}}) {
+  // in = 2304: three shrink parts (lora_shrink_parts), the last one short.
+  for (const Shape sh : {Shape{37, 8, 128}, Shape{300, 16, 128}, Shape{20, 32, 2304},
+                         Shape{9, 64, 128}, Shape{13, 4, 2304}, Shape{1, 16, 2304}}) {
+    const int64_t in = sh.in, parts = ops::lora_shrink_parts(in, gpu());
     std::vector<int32_t> sl(static_cast<size_t>(sh.n));
     for (int64_t i = 0; i < sh.n; ++i)
       sl[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % (slots_n + 1)) - 1;
+    if (sh.n == 1) sl[0] = 1;
     const Tensor slots = Tensor::from_vector(sl);
     for (DType dt : test::kCudaFloatDTypes) {
       const std::string name = std::string(dtype_name(dt)) + " n=" + std::to_string(sh.n) +
-                               " r=" + std::to_string(sh.r);
+                               " r=" + std::to_string(sh.r) + " parts=" + std::to_string(parts);
       Tensor x = test::random_cpu({sh.n, in}, dt, 1);
       ops::LoraSegments cpu, dev;
       cpu.n = dev.n = 3;
       Tensor wide_c[3], wide_g[3];
       for (int g = 0; g < 3; ++g) {
-        cpu.a[g] = test::random_cpu({slots_n, sh.r, in}, dt, 10 + g);
+        cpu.a[g] = test::random_cpu({slots_n, sh.r, in}, dt, 10 + g, -0.1, 0.1);
         cpu.b[g] = test::random_cpu({slots_n, cols[g], sh.r}, dt, 20 + g);
         dev.a[g] = cpu.a[g].to(gpu());
         dev.b[g] = cpu.b[g].to(gpu());
@@ -129,13 +133,22 @@ TEST_F(CudaLora, SegmentedShrinkExpandMatchTheCpuTwin) {
         cpu.y[g] = wide_c[g].slice(1, 8, 8 + cols[g]);
         dev.y[g] = wide_g[g].slice(1, 8, 8 + cols[g]);
       }
-      Tensor xa_c = Tensor::empty({sh.n, 3 * sh.r}, DType::kF32);
-      Tensor xa_g = Tensor::empty({sh.n, 3 * sh.r}, DType::kF32, gpu());
+      const int64_t w = 3 * sh.r;
+      Tensor xa_c = Tensor::empty({sh.n, w}, DType::kF32);
+      Tensor xa_g = parts > 1 ? Tensor::empty({parts, sh.n, w}, DType::kF32, gpu())
+                              : Tensor::empty({sh.n, w}, DType::kF32, gpu());
       ops::lora_shrink(x, cpu, slots, xa_c);
       ops::lora_shrink(x.to(gpu()), dev, slots.to(gpu()), xa_g);
-      expect_close(xa_g, xa_c, 1e-3, 1e-4, "segmented shrink " + name);
+      // The parts add up to the CPU's whole sums.
+      std::vector<double> parts_g = host(xa_g), summed(static_cast<size_t>(sh.n * w), 0.0);
+      for (int64_t z = 0; z < parts; ++z)
+        for (int64_t e = 0; e < sh.n * w; ++e)
+          summed[static_cast<size_t>(e)] += parts_g[static_cast<size_t>(z * sh.n * w + e)];
+      std::vector<double> want = host(xa_c);
+      for (size_t e = 0; e < want.size(); ++e)
+        ASSERT_NEAR(summed[e], want[e], 1e-3 + 1e-4 * std::fabs(want[e])) << name << " xa " << e;
       ops::lora_expand(xa_c, cpu, slots, scales);
-      ops::lora_expand(xa_c.to(gpu()), dev, slots.to(gpu()), scales.to(gpu()));
+      ops::lora_expand(xa_g, dev, slots.to(gpu()), scales.to(gpu()));
       const test::Tol tol = test::tol_for(dt);
       for (int g = 0; g < 3; ++g)
         expect_close(wide_g[g], wide_c[g], tol.atol * 4, tol.rtol,

@@ -94,6 +94,38 @@ TEST(LoraOps, SegmentedShrinkExpandMatchReferenceAndOneAtATime) {
   }
 }
 
+TEST(LoraOps, ShrinkPartsAddUpToTheWholeSums) {
+  const int64_t n = 5, in = 700, r = 8, p = 3;  // lora_chunk(700, 3) = 256: parts 256, 256, 188
+  const Tensor slots = Tensor::from_vector(std::vector<int32_t>{0, -1, 1, 1, 0});
+  const Tensor scales = Tensor::from_vector(std::vector<float>{0.5f, 2.0f});
+  const Tensor x = test::random_tensor({n, in}, DType::kF32, 1);
+  ops::LoraSegments segs;
+  segs.n = 2;
+  for (int g = 0; g < 2; ++g) {
+    segs.a[g] = test::random_tensor({2, r, in}, DType::kF32, 2 + g);
+    segs.b[g] = test::random_tensor({2, 12, r}, DType::kF32, 4 + g);
+  }
+  Tensor whole = Tensor::empty({n, 2 * r}, DType::kF32);
+  Tensor split = Tensor::empty({p, n, 2 * r}, DType::kF32);
+  ops::lora_shrink(x, segs, slots, whole);
+  ops::lora_shrink(x, segs, slots, split);
+  const std::vector<double> w = test::to_doubles(whole), sp = test::to_doubles(split);
+  std::vector<double> summed(w.size(), 0.0);
+  for (int64_t z = 0; z < p; ++z)
+    for (size_t e = 0; e < w.size(); ++e) summed[e] += sp[static_cast<size_t>(z) * w.size() + e];
+  test::expect_close(summed, w, 1e-5, 1e-5, "parts");
+  Tensor y1 = test::random_tensor({n, 12}, DType::kF32, 8), y2 = y1.clone();
+  Tensor y1b = test::random_tensor({n, 12}, DType::kF32, 9), y2b = y1b.clone();
+  segs.y[0] = y1;
+  segs.y[1] = y1b;
+  ops::lora_expand(whole, segs, slots, scales);
+  segs.y[0] = y2;
+  segs.y[1] = y2b;
+  ops::lora_expand(split, segs, slots, scales);
+  test::expect_close(test::to_doubles(y2), test::to_doubles(y1), 1e-5, 1e-5, "expand of parts");
+  test::expect_close(test::to_doubles(y2b), test::to_doubles(y1b), 1e-5, 1e-5, "expand of parts");
+}
+
 TEST(LoraOps, SegmentedOpsRefuseBadSegmentLists) {
   const Tensor x = test::random_tensor({4, 16}, DType::kF32, 1);
   const Tensor slots = Tensor::from_vector(std::vector<int32_t>{0, 0, -1, 0});

@@ -7,6 +7,8 @@
 //           bits alone as in a mixed batch
 //   expand  block = 8 rows x 128 columns, one thread per column holding its B row (r floats) in
 //           registers, reloaded only when the slot changes between rows
+// Both shrinks split `in` into xa's parts (blockIdx.z / .y), so a decode batch of a few rows still
+// spreads over the SMs; both expands add the parts in order while loading xa.
 // Other layouts use the simple kernels (one block per row / one thread per column). Dropout = a
 // grid-stride loop over the hashed mask (the same hash as the CPU twin: identical masks). No host
 // reads: graph-capturable.
@@ -44,8 +46,9 @@ __device__ __forceinline__ int segment_of(const ExpandSegs<T>& sg, int64_t c, in
 template <typename T>
 static __global__ void lora_shrink_kernel(const T* x, int64_t x_stride, ShrinkSegs<T> sg,
                                           const int32_t* slots, int64_t in, int64_t r,
-                                          int64_t width, float* xa) {
-  const int64_t i = blockIdx.x;
+                                          int64_t width, int64_t chunk, float* xa) {
+  const int64_t i = blockIdx.x, z = blockIdx.y, n = gridDim.x;
+  const int64_t j0 = z * chunk, j1 = j0 + chunk < in ? j0 + chunk : in;
   const int s = slots[i];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
   for (int64_t k = warp; k < width; k += n_warps) {
@@ -53,22 +56,26 @@ static __global__ void lora_shrink_kernel(const T* x, int64_t x_stride, ShrinkSe
     if (s >= 0) {
       const T* ar = sg.a[k / r] + (static_cast<int64_t>(s) * r + k % r) * in;
       const T* xr = x + i * x_stride;
-      for (int64_t j = lane; j < in; j += 32) acc += to_float(xr[j]) * to_float(ar[j]);
+      for (int64_t j = j0 + lane; j < j1; j += 32) acc += to_float(xr[j]) * to_float(ar[j]);
       acc = warp_sum(acc);
     }
-    if (lane == 0) xa[i * width + k] = acc;
+    if (lane == 0) xa[(z * n + i) * width + k] = acc;
   }
 }
 
 // Simple expand: grid (column tiles over the concatenated columns, rows).
 template <typename T>
 static __global__ void lora_expand_kernel(const float* xa, ExpandSegs<T> sg, const int32_t* slots,
-                                          const float* scales, int64_t r) {
+                                          const float* scales, int64_t r, int parts) {
   extern __shared__ float v[];  // [n_seg * r]
-  const int64_t i = blockIdx.y, width = sg.n * r;
+  const int64_t i = blockIdx.y, n = gridDim.y, width = sg.n * r;
   const int s = slots[i];
   if (s < 0) return;
-  for (int64_t k = threadIdx.x; k < width; k += blockDim.x) v[k] = xa[i * width + k];
+  for (int64_t k = threadIdx.x; k < width; k += blockDim.x) {
+    float acc = 0.0f;
+    for (int z = 0; z < parts; ++z) acc += xa[(z * n + i) * width + k];  // parts in order
+    v[k] = acc;
+  }
   __syncthreads();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= sg.col_end[sg.n - 1]) return;
@@ -92,9 +99,11 @@ template <typename T>
 static __global__ void __launch_bounds__(32 * kShrinkWarps)
     lora_shrink_tiled_kernel(const T* __restrict__ x, int64_t x_stride, ShrinkSegs<T> sg,
                              const int32_t* __restrict__ slots, int64_t n, int64_t in, int64_t r,
-                             int64_t width, float* __restrict__ xa) {
+                             int64_t width, int64_t chunk, float* __restrict__ xa) {
   constexpr int V = kVec16<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t z = blockIdx.z, j0 = z * chunk, j1 = j0 + chunk < in ? j0 + chunk : in;
+  xa += z * n * width;  // this part's [n, width]
   const int64_t k = static_cast<int64_t>(blockIdx.y) * kShrinkWarps + warp;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kLoraTileRows;
   if (k >= width) return;
@@ -113,7 +122,7 @@ static __global__ void __launch_bounds__(32 * kShrinkWarps)
     float acc[kLoraTileRows];
 #pragma unroll
     for (int j = 0; j < kLoraTileRows; ++j) acc[j] = 0.0f;
-    for (int64_t c = lane * V; c < in; c += 32 * V) {
+    for (int64_t c = j0 + lane * V; c < j1; c += 32 * V) {
       float av[V];
       load_float<V>(ar + c, av);
 #pragma unroll
@@ -143,7 +152,7 @@ template <typename T, int R>
 static __global__ void __launch_bounds__(kExpandCols)
     lora_expand_tiled_kernel(const float* __restrict__ xa, ExpandSegs<T> sg,
                              const int32_t* __restrict__ slots, const float* __restrict__ scales,
-                             int64_t n) {
+                             int64_t n, int parts) {
   constexpr int V = kVec16<T>;
   __shared__ float v[kLoraTileRows][kMaxLoraSegments * R];
   __shared__ int s_slot[kLoraTileRows];
@@ -152,7 +161,10 @@ static __global__ void __launch_bounds__(kExpandCols)
   const int nr = static_cast<int>(n - i0 < kLoraTileRows ? n - i0 : kLoraTileRows);
   for (int e = threadIdx.x; e < kLoraTileRows * width; e += blockDim.x) {
     const int j = e / width, q = e % width;
-    v[j][q] = j < nr ? xa[(i0 + j) * width + q] : 0.0f;
+    float acc = 0.0f;
+    if (j < nr)
+      for (int z = 0; z < parts; ++z) acc += xa[(z * n + i0 + j) * width + q];  // parts in order
+    v[j][q] = acc;
   }
   if (threadIdx.x < kLoraTileRows)
     s_slot[threadIdx.x] = static_cast<int>(threadIdx.x) < nr ? slots[i0 + threadIdx.x] : -1;
@@ -213,7 +225,9 @@ static __global__ void lora_dropout_kernel(const T* x, int64_t x_stride, T* out,
 void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots, Tensor& xa) {
   const RowLayout xl = row_layout(x);
   const int64_t r = segs.a[0].size(1), width = segs.n * r;
+  const int64_t parts = xa.dim() == 3 ? xa.size(0) : 1, chunk = lora_chunk(xl.n_cols, parts);
   if (xl.n_rows == 0 || r == 0) return;
+  VELA_CHECK(parts <= 65535, "lora_shrink: ", parts, " parts exceed the grid limit 65535");
   DeviceGuard guard(x.device().index);
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -227,23 +241,27 @@ void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots,
     constexpr int V = kVec16<T>;
     if (xl.n_cols % V == 0 && xl.row_stride % V == 0 && aligned) {
       dim3 grid(static_cast<unsigned>(ceil_div(xl.n_rows, kLoraTileRows)),
-                static_cast<unsigned>(ceil_div(width, kShrinkWarps)));
+                static_cast<unsigned>(ceil_div(width, kShrinkWarps)), static_cast<unsigned>(parts));
       lora_shrink_tiled_kernel<T><<<grid, 32 * kShrinkWarps, 0, current_stream()>>>(
-          px, xl.row_stride, sg, slots.data<int32_t>(), xl.n_rows, xl.n_cols, r, width,
+          px, xl.row_stride, sg, slots.data<int32_t>(), xl.n_rows, xl.n_cols, r, width, chunk,
           xa.data<float>());
       VELA_CUDA_CHECK_LAUNCH();
       return;
     }
     const int threads = static_cast<int>(32 * std::clamp<int64_t>(width, 1, 8));
-    lora_shrink_kernel<T><<<static_cast<unsigned>(xl.n_rows), threads, 0, current_stream()>>>(
-        px, xl.row_stride, sg, slots.data<int32_t>(), xl.n_cols, r, width, xa.data<float>());
+    VELA_CHECK(xl.n_rows <= 0x7fffffff, "lora_shrink: too many rows");
+    dim3 grid(static_cast<unsigned>(xl.n_rows), static_cast<unsigned>(parts));
+    lora_shrink_kernel<T><<<grid, threads, 0, current_stream()>>>(
+        px, xl.row_stride, sg, slots.data<int32_t>(), xl.n_cols, r, width, chunk,
+        xa.data<float>());
     VELA_CUDA_CHECK_LAUNCH();
   });
 }
 
 void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots,
                  const Tensor& scales) {
-  const int64_t n_rows = xa.size(0), r = segs.b[0].size(2);
+  const int64_t n_rows = xa.size(xa.dim() - 2), r = segs.b[0].size(2);
+  const int parts = static_cast<int>(xa.dim() == 3 ? xa.size(0) : 1);
   if (n_rows == 0) return;
   VELA_CHECK(n_rows <= 65535, "lora_expand: ", n_rows, " rows exceed the grid limit 65535");
   DeviceGuard guard(xa.device().index);
@@ -268,7 +286,7 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
       dim3 grid(static_cast<unsigned>(ceil_div(cols, kExpandCols)),
                 static_cast<unsigned>(ceil_div(n_rows, kLoraTileRows)));
       lora_expand_tiled_kernel<T, R><<<grid, kExpandCols, 0, current_stream()>>>(
-          xa.data<float>(), sg, slots.data<int32_t>(), scales.data<float>(), n_rows);
+          xa.data<float>(), sg, slots.data<int32_t>(), scales.data<float>(), n_rows, parts);
       VELA_CUDA_CHECK_LAUNCH();
     };
     if (aligned) {
@@ -281,7 +299,7 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
     dim3 grid(static_cast<unsigned>(ceil_div(cols, kThreads)), static_cast<unsigned>(n_rows));
     const size_t smem = static_cast<size_t>(std::max<int64_t>(segs.n * r, 1)) * sizeof(float);
     lora_expand_kernel<T><<<grid, kThreads, smem, current_stream()>>>(
-        xa.data<float>(), sg, slots.data<int32_t>(), scales.data<float>(), r);
+        xa.data<float>(), sg, slots.data<int32_t>(), scales.data<float>(), r, parts);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }

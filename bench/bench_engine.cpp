@@ -174,7 +174,8 @@ int bench_engine_main(int argc, char** argv) {
         "                         [--vocab-size N] [--tokenizer DIR] [--lora N] [--lora-rank R]\n"
         "  cases (comma list; default all): decode1k, decode8k, decode32k, batch64, prefill8k,\n"
         "  batch64_json (batch64 with every request under a JSON schema; masks from --tokenizer's\n"
-        "  vocabulary or a synthetic one; not in the default list)\n"
+        "  vocabulary or a synthetic one), batch2 / batch4 / batch8 (2 / 4 / 8 rows at 1024\n"
+        "  context: the small-batch path); those four are not in the default list\n"
         "  --lora N: N random rank-R (default 16) adapters on every linear module, served together\n"
         "  (request i uses adapter i mod N): the multi-LoRA cost next to a run without --lora\n");
     return 0;
@@ -204,6 +205,9 @@ int bench_engine_main(int argc, char** argv) {
                            {"decode8k", 1, 8192, false},
                            {"decode32k", 1, 32768, false},
                            {"batch64", 64, 512, false},
+                           {"batch2", 2, 1024, false},
+                           {"batch4", 4, 1024, false},
+                           {"batch8", 8, 1024, false},
                            {"prefill8k", 1, 8192, true},
                            {"batch64_json", 64, 512, false, true}};
   std::vector<Case> cases;

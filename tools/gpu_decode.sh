@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The decode-kernel checks in one GPU call (issue 16 item 1): build vela + test_cuda for sm_90,
 # run the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
-# (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off and PDL off, and
+# (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off, PDL off, the
+# persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
 # an nsys kernel summary of decode at 1K context when nsys exists. Logs go to $OUT.
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile (default: all)
@@ -35,9 +36,20 @@ if has bench; then
   echo "bench engine rc=$?"; cat "$OUT/engine.txt"
 fi
 if has ab; then
-  for v in "VELA_FUSED_DECODE=0" "VELA_PDL=0"; do
-    env $v timeout 90 "$B/vela" bench engine --cases decode1k,decode8k,decode32k > "$OUT/engine_$v.txt" 2>&1
-    echo "bench engine $v rc=$?"; grep -E "^decode" "$OUT/engine_$v.txt"
+  i=0
+  for v in "VELA_FUSED_DECODE=0" "VELA_PDL=0" "VELA_GEMV_PERSIST=0"; do
+    env $v timeout 90 "$B/vela" bench engine --cases decode1k,decode8k,decode32k > "$OUT/engine_ab$((++i)).txt" 2>&1
+    echo "bench engine $v rc=$?"; grep -E "^decode" "$OUT/engine_ab$i.txt"
+  done
+  # Small batches: the plain GEMMs of 3..8 rows on the GEMV (8) or cuBLASLt (the default, 2).
+  for r in 8 2 8 2; do
+    VELA_GEMV_MAX_ROWS=$r timeout 90 "$B/vela" bench engine --cases batch2,batch4,batch8 > "$OUT/engine_rows$r.txt" 2>&1
+    echo "bench engine VELA_GEMV_MAX_ROWS=$r rc=$?"; grep -E "^batch" "$OUT/engine_rows$r.txt"
+  done
+  # LoRA serving cost: one and four rank-16 adapters on every linear module.
+  for n in 1 4; do
+    timeout 90 "$B/vela" bench engine --cases decode1k,batch8,batch64 --lora $n > "$OUT/engine_lora$n.txt" 2>&1
+    echo "bench engine --lora $n rc=$?"; grep -E "^(decode|batch)" "$OUT/engine_lora$n.txt"
   done
 fi
 if has profile && command -v nsys > /dev/null; then

@@ -92,10 +92,21 @@ bool Transformer::fused_decode_default() {
   return enabled;
 }
 
+// The most rows a step may have to take the fused blocks (VELA_FUSED_DECODE_ROWS, 1..8; default 1:
+// see use_fused_packed).
+static int64_t fused_decode_max_rows() {
+  static const int64_t rows = [] {
+    const char* env = std::getenv("VELA_FUSED_DECODE_ROWS");
+    return env == nullptr ? int64_t{1} : std::clamp<int64_t>(std::atoll(env), 1, 8);
+  }();
+  return rows;
+}
+
 bool Transformer::use_fused_packed(int64_t n_tokens) const {
-  // One row only: at 2..8 rows the per-warp norm of the fused GEMVs costs more than the kernels it
-  // saves (graph-timed, docs/kernels.md), so those batches keep the unfused ops.
-  if (!fused_decode || !device().is_cuda() || n_tokens != 1) return false;
+  // One row by default: at 2..8 rows the fused GEMVs cost more than the kernels they save
+  // (graph-timed, docs/kernels.md), so those batches keep the unfused ops.
+  if (!fused_decode || !device().is_cuda() || n_tokens < 1 || n_tokens > fused_decode_max_rows())
+    return false;
   if (dtype() != DType::kBF16 && dtype() != DType::kF16) return false;
   for (const DecoderBlock& b : blocks)
     if (!b.fusable_packed()) return false;

@@ -10,9 +10,10 @@
 //   out, residual: [n_rows, n] (dtype of x)   norm_w: [k], f32 or the dtype of x
 //   rms_norm_gemm_silu_mul: w [2 * inter, k], act [n_rows, inter]
 // On CUDA 1..8 bf16/f16 rows run as one GEMV kernel (ops/cuda/gemv_kernel.cuh: every warp
-// recomputes the row's rms and normalises x as it loads it; SiLU*up of the input is staged by every
-// block; a warp owning gate j and up j applies SiLU*up in its epilogue; the residual add is an
-// epilogue); anything else, and the CPU, runs the unfused ops (temporaries from the scratch arena).
+// takes the row's rms, every block stages the normalised rows in shared memory; SiLU*up of the
+// input is staged by every block; a warp owning gate j and up j applies SiLU*up in its epilogue;
+// the residual add is an epilogue); anything else, and the CPU, runs the unfused ops (temporaries
+// from the scratch arena).
 // The decode layer uses rms_norm_gemm (q|k|v), gemm_add (o, down) and rms_norm_gemm_silu_mul
 // (gate_up): silu_mul_gemm_add's per-block prologue costs more than the kernel it saves.
 #pragma once

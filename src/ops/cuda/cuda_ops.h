@@ -13,8 +13,9 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
           float beta);
 // c[b, :m, :n] *= beta (beta 0 writes zeros): the K = 0 case of gemm.
 void gemm_scale_c(Tensor& c, float beta, int64_t n_batch, int64_t m, int64_t n);
-// c = alpha * a @ b^T for 1..8 rows of bf16/f16 a (beta 0): the decode GEMV; false when the
-// problem does not have that shape (gemm then uses cuBLASLt).
+// c = alpha * a @ b^T for 1..2 rows of bf16/f16 a (beta 0; VELA_GEMV_MAX_ROWS moves the cap,
+// 0..8): the decode GEMV; false when the problem does not have that shape (gemm then uses
+// cuBLASLt).
 bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
 // The fused decode GEMVs of ops/fused_gemm.h (gemv.cu); false when the problem is not 1..8

@@ -1,11 +1,35 @@
 // The decode GEMV entry points of ops::gemm (gemv_small_m) and the benchmark split override; the
 // kernel is in gemv_kernel.cuh, the fused forms in gemv_fused.cu.
+#include <algorithm>
+#include <cstdlib>
+
 #include "ops/cuda/gemv_kernel.cuh"
 
 namespace vela::ops::cuda {
 
 namespace gemv_detail {
 std::atomic<int> g_force_parts{0}, g_force_cols{0};
+
+bool gemv_persistent() {
+  static const bool on = [] {
+    const char* env = std::getenv("VELA_GEMV_PERSIST");
+    return env == nullptr || env[0] != '0';
+  }();
+  return on;
+}
+
+// The most rows ops::gemm sends to the GEMV instead of cuBLASLt (VELA_GEMV_MAX_ROWS, 0..8;
+// default 2). The GEMV's FMAs grow with the rows while cuBLASLt's tensor-core kernels stay bound
+// by the weight stream: bench-1b engine steps on the H200 at 1024 context, GEMV vs cuBLASLt for
+// the plain GEMMs: 2 rows 1.456 vs 1.465 ms, 4 rows 2.04 vs 1.50, 8 rows 3.34 vs 1.55
+// (bench/results/small_batch_h200.txt). The fused decode forms keep the GEMV (one row).
+int gemv_max_rows() {
+  static const int rows = [] {
+    const char* env = std::getenv("VELA_GEMV_MAX_ROWS");
+    return env == nullptr ? 2 : std::clamp(std::atoi(env), 0, 8);
+  }();
+  return rows;
+}
 }  // namespace gemv_detail
 
 using namespace gemv_detail;
@@ -22,6 +46,7 @@ void gemv_set_split(int parts, int cols) {
 bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta) {
   if (trans_a || !trans_b || beta != 0.0f || a.dim() != 2) return false;
+  if (a.size(0) > gemv_max_rows()) return false;
   if (!gemv_operands_ok(a, a.size(1), b, c)) return false;
   const DType dt = a.dtype();
   if (c.dtype() != dt && c.dtype() != DType::kF32) return false;

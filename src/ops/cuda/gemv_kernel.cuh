@@ -16,8 +16,14 @@
 // while the current ones are used) and dots them with the M rows of a (L1/L2, or shared memory for
 // the staged forms). The first loads of w are issued before pdl_wait(): under programmatic
 // dependent launch (pdl.cuh) the weights of the next GEMV stream while the previous kernel drains.
+// A grid larger than the resident blocks is launched persistent (VELA_GEMV_PERSIST, default on):
+// one resident wave of blocks, each taking column groups blockIdx.x, + gridDim.x, ..., with the
+// next group's first weight loads (and kAdd's residual) issued before the current group's
+// reduction, and the per-block prologue (RMSNorm staged in shared memory) paid once. Which block
+// computes a column does not change its sum, so the results are the same bits either way.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 
 #include "ops/cuda/common.cuh"
@@ -49,6 +55,7 @@ struct GemvArgs {
   int64_t n, k;
   int m;  // rows actually present (<= the kernel's M)
   float alpha;
+  bool norm_staged;  // kRmsNorm: the normalised rows staged in shared memory (set by launch_gemv)
 };
 
 __device__ __forceinline__ uint4 load_w(const void* p) {
@@ -93,29 +100,37 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   const int part = warp % W;
   const int64_t n = args.n, k = args.k;
   const int m = args.m;
-  const int64_t col0 =
-      static_cast<int64_t>(blockIdx.x) * kColsPerBlock + (warp / W) * (kPairs ? 1 : C);
+  // A block takes column groups blockIdx.x, + gridDim.x, ...: one group per block when the grid
+  // covers them all, several when the host sized the grid to the resident blocks (persistent).
+  const int64_t n_groups = (n + kColsPerBlock - 1) / kColsPerBlock;
+  int64_t group = blockIdx.x;
+  int64_t col0 = 0;
   const T* wr[C];
   bool live[C];
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-    const int64_t row = kPairs ? col0 + c * n : col0 + c;  // kPairs: gate j, up j
-    live[c] = kPairs ? col0 < n : col0 + c < n;
-    wr[c] = static_cast<const T*>(args.w) + (live[c] ? row : 0) * args.ldw;
-  }
   constexpr int64_t kStep = 32 * kGemvVec * W;  // elements between a lane's consecutive loads
   const int64_t k_first = (static_cast<int64_t>(part) * 32 + lane) * kGemvVec;
+  uint4 cur[C][kUnroll];
+  // Points wr / live at group g's columns and issues their first kUnroll loads into cur.
+  auto start_group = [&](int64_t g) {
+    col0 = g * kColsPerBlock + (warp / W) * (kPairs ? 1 : C);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const int64_t row = kPairs ? col0 + c * n : col0 + c;  // kPairs: gate j, up j
+      live[c] = kPairs ? col0 < n : col0 + c < n;
+      wr[c] = static_cast<const T*>(args.w) + (live[c] ? row : 0) * args.ldw;
+    }
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t kk = k_first + u * kStep;
+        if (live[c] && kk < k) cur[c][u] = load_w(wr[c] + kk);
+      }
+    }
+  };
 
   // Weights do not depend on the previous kernel: start streaming them before waiting on it.
-  uint4 cur[C][kUnroll];
-#pragma unroll
-  for (int c = 0; c < C; ++c) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t kk = k_first + u * kStep;
-      if (live[c] && kk < k) cur[c][u] = load_w(wr[c] + kk);
-    }
-  }
+  start_group(group);
   pdl_wait();
   pdl_launch_dependents();
 
@@ -130,124 +145,194 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
     xs = static_cast<const T*>(args.a);
     ldx = args.lda;
   }
-  // kRmsNorm: every warp takes the rows' sums of squares itself (L1-resident, no block barrier)
-  // and normalises each chunk of x as it uses it.
+  // kRmsNorm: every warp takes the rows' sums of squares itself (L1-resident, no block barrier);
+  // the block then stages the normalised rows in shared memory once for all its column groups
+  // (norm_staged), or, where they do not fit, every warp normalises each chunk as it uses it.
   float rstd[M];
 #pragma unroll
   for (int mi = 0; mi < M; ++mi) rstd[mi] = 0.0f;
   if constexpr (kNorm) {
+    // kNormLoads 16-byte loads of x per lane in flight at once (a dependent loop of single loads
+    // paid one L2 latency per 256 elements before any weight was used); the sum runs in the
+    // same order as one load at a time, so rstd is the same bits.
+    constexpr int kNormLoads = 8;
+    constexpr int64_t kNormStep = 32 * kGemvVec;
 #pragma unroll
     for (int mi = 0; mi < M; ++mi) {
       if (mi < m) {
         float ss = 0.0f;
-        for (int64_t kk = lane * kGemvVec; kk < k; kk += 32 * kGemvVec) {
-          float f[kGemvVec];
-          load_float<kGemvVec>(xs + mi * ldx + kk, f);
+        for (int64_t base = lane * kGemvVec; base < k; base += kNormLoads * kNormStep) {
+          uint4 v[kNormLoads];
 #pragma unroll
-          for (int i = 0; i < kGemvVec; ++i) ss += f[i] * f[i];
+          for (int j = 0; j < kNormLoads; ++j)
+            if (base + j * kNormStep < k)
+              v[j] = *reinterpret_cast<const uint4*>(xs + mi * ldx + base + j * kNormStep);
+#pragma unroll
+          for (int j = 0; j < kNormLoads; ++j) {
+            if (base + j * kNormStep < k) {
+              float f[kGemvVec];
+              unpack16<T>(v[j], f);
+#pragma unroll
+              for (int i = 0; i < kGemvVec; ++i) ss += f[i] * f[i];
+            }
+          }
         }
         rstd[mi] = rsqrtf(warp_sum(ss) / static_cast<float>(k) + args.eps);
       }
     }
   }
+  bool norm_inline = kNorm;
+  if constexpr (kNorm) {
+    if (args.norm_staged) {
+      // rms_norm's stored value round(x * rstd * w), once per block.
+      T* st = reinterpret_cast<T*>(stage_smem);
+      const int nv = static_cast<int>(k / kGemvVec);
+      for (int mi = 0; mi < m; ++mi) {
+        for (int v = threadIdx.x; v < nv; v += kGemvWarps * 32) {
+          float xf[kGemvVec], nwf[kGemvVec];
+          load_float<kGemvVec>(xs + mi * ldx + v * kGemvVec, xf);
+          if (args.norm_f32)
+            load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + v * kGemvVec, nwf);
+          else
+            load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + v * kGemvVec, nwf);
+#pragma unroll
+          for (int i = 0; i < kGemvVec; ++i) xf[i] = xf[i] * rstd[mi] * nwf[i];
+          store_float<kGemvVec>(st + mi * k + v * kGemvVec, xf);
+        }
+      }
+      __syncthreads();
+      xs = st;
+      ldx = k;
+      norm_inline = false;
+    }
+  }
+  // kAdd: the residual this lane adds to, read ahead of the reduction that needs it.
+  float resid = 0.0f;
+  auto load_resid = [&]() {
+    if constexpr (OUT == GemvOut::kAdd) {
+      const int c = lane / M, mi = lane % M;
+      if (part == 0 && lane < C * M && mi < m && col0 + c < n)
+        resid = to_float(static_cast<const TC*>(args.c)[mi * args.ldc + col0 + c]);
+    }
+  };
+  load_resid();
 
-  float acc[C][M];
+  while (true) {
+    float acc[C][M];
 #pragma unroll
-  for (int c = 0; c < C; ++c)
+    for (int c = 0; c < C; ++c)
 #pragma unroll
-    for (int mi = 0; mi < M; ++mi) acc[c][mi] = 0.0f;
-  for (int64_t base = k_first; base < k; base += kUnroll * kStep) {
-    uint4 nxt[C][kUnroll];
+      for (int mi = 0; mi < M; ++mi) acc[c][mi] = 0.0f;
+    for (int64_t base = k_first; base < k; base += kUnroll * kStep) {
+      uint4 nxt[C][kUnroll];
 #pragma unroll
-    for (int c = 0; c < C; ++c) {
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t kk = base + (kUnroll + u) * kStep;
+          if (live[c] && kk < k) nxt[c][u] = load_w(wr[c] + kk);
+        }
+      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int64_t kk = base + (kUnroll + u) * kStep;
-        if (live[c] && kk < k) nxt[c][u] = load_w(wr[c] + kk);
-      }
-    }
+        const int64_t kk = base + u * kStep;
+        if (kk < k) {
+          float nwf[kGemvVec];
+          if (norm_inline) {
+            if (args.norm_f32)
+              load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + kk, nwf);
+            else
+              load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + kk, nwf);
+          }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t kk = base + u * kStep;
-      if (kk < k) {
-        float nwf[kGemvVec];
-        if constexpr (kNorm) {
-          if (args.norm_f32)
-            load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + kk, nwf);
-          else
-            load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + kk, nwf);
-        }
+          for (int mi = 0; mi < M; ++mi) {
+            if (mi < m) {
+              float xf[kGemvVec];
+              load_float<kGemvVec>(xs + mi * ldx + kk, xf);
+              if (norm_inline) {
+                // rms_norm's stored value: round(x * rstd * w)
 #pragma unroll
-        for (int mi = 0; mi < M; ++mi) {
-          if (mi < m) {
-            float xf[kGemvVec];
-            load_float<kGemvVec>(xs + mi * ldx + kk, xf);
-            if constexpr (kNorm) {
-              // rms_norm's stored value: round(x * rstd * w)
+                for (int i = 0; i < kGemvVec; ++i)
+                  xf[i] = to_float(from_float<T>(xf[i] * rstd[mi] * nwf[i]));
+              }
 #pragma unroll
-              for (int i = 0; i < kGemvVec; ++i)
-                xf[i] = to_float(from_float<T>(xf[i] * rstd[mi] * nwf[i]));
-            }
+              for (int c = 0; c < C; ++c) {
+                float wf[kGemvVec];
+                unpack16<T>(cur[c][u], wf);
 #pragma unroll
-            for (int c = 0; c < C; ++c) {
-              float wf[kGemvVec];
-              unpack16<T>(cur[c][u], wf);
-#pragma unroll
-              for (int i = 0; i < kGemvVec; ++i) acc[c][mi] += wf[i] * xf[i];
+                for (int i = 0; i < kGemvVec; ++i) acc[c][mi] += wf[i] * xf[i];
+              }
             }
           }
         }
       }
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) cur[c][u] = nxt[c][u];
     }
-#pragma unroll
-    for (int c = 0; c < C; ++c)
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) cur[c][u] = nxt[c][u];
-  }
 
-  // Lane c * M + mi of the columns' first warp ends up holding (column c, row mi).
-  float result = 0.0f;
+    // The next group's first loads go out before this group's reduction and store.
+    const int64_t out_col0 = col0;
+    const float out_resid = resid;
+    const int64_t next = group + gridDim.x;
+    if (next < n_groups) {
+      start_group(next);
+      load_resid();
+    }
+
+    // Lane c * M + mi of the columns' first warp ends up holding (column c, row mi).
+    float result = 0.0f;
 #pragma unroll
-  for (int c = 0; c < C; ++c) {
+    for (int c = 0; c < C; ++c) {
 #pragma unroll
-    for (int mi = 0; mi < M; ++mi) {
-      const float s = warp_sum(acc[c][mi]);
-      if constexpr (W == 1) {
-        if (lane == c * M + mi) result = s;
-      } else if (lane == 0) {
-        partial[warp][c][mi] = s;
+      for (int mi = 0; mi < M; ++mi) {
+        const float s = warp_sum(acc[c][mi]);
+        if constexpr (W == 1) {
+          if (lane == c * M + mi) result = s;
+        } else if (lane == 0) {
+          partial[warp][c][mi] = s;
+        }
       }
     }
-  }
-  if constexpr (W > 1) {
-    __syncthreads();
-    if (part == 0 && lane < C * M) {
+    if constexpr (W > 1) {
+      __syncthreads();
+      if (part == 0 && lane < C * M) {
 #pragma unroll
-      for (int p = 0; p < W; ++p) result += partial[warp + p][lane / M][lane % M];
+        for (int p = 0; p < W; ++p) result += partial[warp + p][lane / M][lane % M];
+      }
+      if (next < n_groups) __syncthreads();  // partial is rewritten by the next group
     }
-  }
-  if constexpr (kPairs) {
-    // Lane mi holds gate row mi, lane M + mi the up row: bring the up value over.
-    const float up = __shfl_down_sync(0xffffffffu, result, M);
-    if (part == 0 && lane < m && col0 < n) {
-      const float g = to_float(from_float<T>(args.alpha * result));
-      const float u = to_float(from_float<T>(args.alpha * up));
-      static_cast<TC*>(args.c)[lane * args.ldc + col0] = from_float<TC>(g / (1.0f + expf(-g)) * u);
-    }
-    return;
-  }
-  const int c = lane / M, mi = lane % M;
-  if (part == 0 && lane < C * M && mi < m && col0 + c < n) {
-    TC* out = static_cast<TC*>(args.c) + mi * args.ldc + col0 + c;
-    if constexpr (OUT == GemvOut::kAdd) {
-      // residual += round(a @ w^T), rounded again: what gemm + add_rms_norm store.
-      const float y = to_float(from_float<T>(args.alpha * result));
-      *out = from_float<TC>(y + to_float(*out));
+    if constexpr (kPairs) {
+      // Lane mi holds gate row mi, lane M + mi the up row: bring the up value over.
+      const float up = __shfl_down_sync(0xffffffffu, result, M);
+      if (part == 0 && lane < m && out_col0 < n) {
+        const float g = to_float(from_float<T>(args.alpha * result));
+        const float u = to_float(from_float<T>(args.alpha * up));
+        static_cast<TC*>(args.c)[lane * args.ldc + out_col0] =
+            from_float<TC>(g / (1.0f + expf(-g)) * u);
+      }
     } else {
-      *out = from_float<TC>(args.alpha * result);
+      const int c = lane / M, mi = lane % M;
+      if (part == 0 && lane < C * M && mi < m && out_col0 + c < n) {
+        TC* out = static_cast<TC*>(args.c) + mi * args.ldc + out_col0 + c;
+        if constexpr (OUT == GemvOut::kAdd) {
+          // residual += round(a @ w^T), rounded again: what gemm + add_rms_norm store.
+          const float y = to_float(from_float<T>(args.alpha * result));
+          *out = from_float<TC>(y + out_resid);
+        } else {
+          *out = from_float<TC>(args.alpha * result);
+        }
+      }
     }
+    if (next >= n_groups) break;
+    group = next;
   }
 }
+
+// Whether launch_gemv sizes a multi-wave grid to the resident blocks, each block then taking
+// several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
+bool gemv_persistent();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
@@ -255,13 +340,33 @@ void launch_gemv(const GemvArgs& args) {
   const unsigned blocks = static_cast<unsigned>((args.n + kColsPerBlock - 1) / kColsPerBlock);
   size_t smem = 0;
   auto kernel = gemv_kernel<T, TC, M, W, C, IN, OUT>;
+  GemvArgs a = args;
   if constexpr (IN == GemvIn::kSiluMul) {
     smem = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
     if (smem > 48 * 1024)  // opt in above the default (per device, so every time: a host call)
       VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kStageMaxBytes));
+  } else if constexpr (IN == GemvIn::kRmsNorm) {
+    // Stage the normalised rows where they fit the default shared memory (no opt-in).
+    const size_t bytes = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
+    a.norm_staged = bytes <= 48 * 1024;
+    if (a.norm_staged) smem = bytes;
   }
-  launch_pdl(kernel, dim3(blocks), dim3(kGemvWarps * 32), smem, args);
+  unsigned grid = blocks;
+  if (gemv_persistent()) {
+    // Resident blocks of this instantiation (the occupancy query is a host call: cached).
+    static thread_local size_t cached_smem = static_cast<size_t>(-1);
+    static thread_local unsigned resident = 0;
+    if (cached_smem != smem) {
+      int per_sm = 0;
+      VELA_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, smem));
+      resident = static_cast<unsigned>(std::max(per_sm, 1) * n_sms());
+      cached_smem = smem;
+    }
+    grid = std::min(blocks, resident);
+  }
+  launch_pdl(kernel, dim3(grid), dim3(kGemvWarps * 32), smem, a);
 }
 
 template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
@@ -277,7 +382,8 @@ void dispatch_c(const GemvArgs& args, int cols) {
 
 // The split: W warps per column and C columns per warp (graph-timed on the H200 at bench-1b's
 // shapes, docs/kernels.md): wide outputs (>= 4 blocks per SM at one warp per column: gate_up, the
-// LM head) W = 1 at one row, 2 at more; long rows (K >= 4096: down) W = 8; the narrow short ones
+// LM head) W = 1 at one row, 2 at more; long rows (K >= 4096: down) W = 8 (W = 2 for the
+// residual-add form at one row); the narrow short ones
 // (q|k|v, o) W = 2 and, at one row, C = 2. gemv_set_split() overrides both (benchmarks).
 extern std::atomic<int> g_force_parts, g_force_cols;  // gemv.cu
 
@@ -290,7 +396,9 @@ void dispatch_w(const GemvArgs& args) {
   if (columns / kGemvWarps >= 4 * sms) {
     parts = M == 1 ? 1 : 2;
   } else if (k >= 4096) {
-    parts = 8;
+    // The residual-add form at one row streams best with longer-lived blocks (W = 2: bench-1b's
+    // down 7.99 vs 9.90 us at W = 8, bench/results/decode_h200.txt); the plain GEMV is even.
+    parts = M == 1 && OUT == GemvOut::kAdd ? 2 : 8;
   } else {
     parts = 2;
     cols = M == 1 ? 2 : 1;

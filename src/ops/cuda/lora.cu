@@ -13,6 +13,7 @@
 // grid-stride loop over the hashed mask (the same hash as the CPU twin: identical masks). No host
 // reads: graph-capturable.
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/pdl.cuh"
 #include "ops/lora_hash.h"
 #include "ops/lora_impl.h"
 
@@ -47,6 +48,8 @@ template <typename T>
 static __global__ void lora_shrink_kernel(const T* x, int64_t x_stride, ShrinkSegs<T> sg,
                                           const int32_t* slots, int64_t in, int64_t r,
                                           int64_t width, int64_t chunk, float* xa) {
+  pdl_wait();  // launched with launch_pdl: inputs come from the kernel before
+  pdl_launch_dependents();
   const int64_t i = blockIdx.x, z = blockIdx.y, n = gridDim.x;
   const int64_t j0 = z * chunk, j1 = j0 + chunk < in ? j0 + chunk : in;
   const int s = slots[i];
@@ -67,6 +70,8 @@ static __global__ void lora_shrink_kernel(const T* x, int64_t x_stride, ShrinkSe
 template <typename T>
 static __global__ void lora_expand_kernel(const float* xa, ExpandSegs<T> sg, const int32_t* slots,
                                           const float* scales, int64_t r, int parts) {
+  pdl_wait();  // launched with launch_pdl: inputs come from the kernel before
+  pdl_launch_dependents();
   extern __shared__ float v[];  // [n_seg * r]
   const int64_t i = blockIdx.y, n = gridDim.y, width = sg.n * r;
   const int s = slots[i];
@@ -89,10 +94,9 @@ static __global__ void lora_expand_kernel(const float* xa, ExpandSegs<T> sg, con
   *yp = from_float<T>(to_float(*yp) + scales[s] * acc);
 }
 
-
-constexpr int kLoraTileRows = 8;   // rows per block (shrink and expand)
-constexpr int kShrinkWarps = 8;    // rank indices per shrink block
-constexpr int kExpandCols = 128;   // columns per expand block
+constexpr int kLoraTileRows = 8;  // rows per block (shrink and expand)
+constexpr int kShrinkWarps = 8;   // rank indices per shrink block
+constexpr int kExpandCols = 128;  // columns per expand block
 
 // Shrink fast path: grid (row tiles, groups of 8 of the n_seg * r rank indices).
 template <typename T>
@@ -100,6 +104,8 @@ static __global__ void __launch_bounds__(32 * kShrinkWarps)
     lora_shrink_tiled_kernel(const T* __restrict__ x, int64_t x_stride, ShrinkSegs<T> sg,
                              const int32_t* __restrict__ slots, int64_t n, int64_t in, int64_t r,
                              int64_t width, int64_t chunk, float* __restrict__ xa) {
+  pdl_wait();  // launched with launch_pdl: inputs come from the kernel before
+  pdl_launch_dependents();
   constexpr int V = kVec16<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t z = blockIdx.z, j0 = z * chunk, j1 = j0 + chunk < in ? j0 + chunk : in;
@@ -153,6 +159,8 @@ static __global__ void __launch_bounds__(kExpandCols)
     lora_expand_tiled_kernel(const float* __restrict__ xa, ExpandSegs<T> sg,
                              const int32_t* __restrict__ slots, const float* __restrict__ scales,
                              int64_t n, int parts) {
+  pdl_wait();  // launched with launch_pdl: inputs come from the kernel before
+  pdl_launch_dependents();
   constexpr int V = kVec16<T>;
   __shared__ float v[kLoraTileRows][kMaxLoraSegments * R];
   __shared__ int s_slot[kLoraTileRows];
@@ -242,18 +250,17 @@ void lora_shrink(const Tensor& x, const LoraSegments& segs, const Tensor& slots,
     if (xl.n_cols % V == 0 && xl.row_stride % V == 0 && aligned) {
       dim3 grid(static_cast<unsigned>(ceil_div(xl.n_rows, kLoraTileRows)),
                 static_cast<unsigned>(ceil_div(width, kShrinkWarps)), static_cast<unsigned>(parts));
-      lora_shrink_tiled_kernel<T><<<grid, 32 * kShrinkWarps, 0, current_stream()>>>(
-          px, xl.row_stride, sg, slots.data<int32_t>(), xl.n_rows, xl.n_cols, r, width, chunk,
-          xa.data<float>());
+      launch_pdl(lora_shrink_tiled_kernel<T>, dim3(grid), dim3(32 * kShrinkWarps), 0, px,
+                 xl.row_stride, sg, slots.data<int32_t>(), xl.n_rows, xl.n_cols, r, width, chunk,
+                 xa.data<float>());
       VELA_CUDA_CHECK_LAUNCH();
       return;
     }
     const int threads = static_cast<int>(32 * std::clamp<int64_t>(width, 1, 8));
     VELA_CHECK(xl.n_rows <= 0x7fffffff, "lora_shrink: too many rows");
     dim3 grid(static_cast<unsigned>(xl.n_rows), static_cast<unsigned>(parts));
-    lora_shrink_kernel<T><<<grid, threads, 0, current_stream()>>>(
-        px, xl.row_stride, sg, slots.data<int32_t>(), xl.n_cols, r, width, chunk,
-        xa.data<float>());
+    launch_pdl(lora_shrink_kernel<T>, dim3(grid), dim3(threads), 0, px, xl.row_stride, sg,
+               slots.data<int32_t>(), xl.n_cols, r, width, chunk, xa.data<float>());
     VELA_CUDA_CHECK_LAUNCH();
   });
 }
@@ -285,8 +292,8 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
       constexpr int R = decltype(rank)::value;
       dim3 grid(static_cast<unsigned>(ceil_div(cols, kExpandCols)),
                 static_cast<unsigned>(ceil_div(n_rows, kLoraTileRows)));
-      lora_expand_tiled_kernel<T, R><<<grid, kExpandCols, 0, current_stream()>>>(
-          xa.data<float>(), sg, slots.data<int32_t>(), scales.data<float>(), n_rows, parts);
+      launch_pdl(lora_expand_tiled_kernel<T, R>, dim3(grid), dim3(kExpandCols), 0, xa.data<float>(),
+                 sg, slots.data<int32_t>(), scales.data<float>(), n_rows, parts);
       VELA_CUDA_CHECK_LAUNCH();
     };
     if (aligned) {
@@ -298,8 +305,8 @@ void lora_expand(const Tensor& xa, const LoraSegments& segs, const Tensor& slots
     constexpr int kThreads = 128;
     dim3 grid(static_cast<unsigned>(ceil_div(cols, kThreads)), static_cast<unsigned>(n_rows));
     const size_t smem = static_cast<size_t>(std::max<int64_t>(segs.n * r, 1)) * sizeof(float);
-    lora_expand_kernel<T><<<grid, kThreads, smem, current_stream()>>>(
-        xa.data<float>(), sg, slots.data<int32_t>(), scales.data<float>(), r, parts);
+    launch_pdl(lora_expand_kernel<T>, dim3(grid), dim3(kThreads), smem, xa.data<float>(), sg,
+               slots.data<int32_t>(), scales.data<float>(), r, parts);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }

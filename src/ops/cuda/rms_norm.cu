@@ -8,6 +8,7 @@
 // and math in fp32.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
 
@@ -32,6 +33,8 @@ template <typename T, typename W, bool kResidual, int kRowThreads>
 static __global__ void __launch_bounds__(1024, 1)
     rms_norm_reg_kernel(const T* __restrict__ x, T* __restrict__ residual, const W* __restrict__ w,
                         T* __restrict__ out, RmsArgs args) {
+  pdl_wait();  // launched with launch_pdl: inputs come from the kernel before
+  pdl_launch_dependents();
   constexpr int N = kVec16<T>;
   constexpr bool kPackedRows = kRowThreads > 0;
   __shared__ float smem[2][32];
@@ -114,6 +117,8 @@ static __global__ void __launch_bounds__(1024, 1)
 template <typename T, typename W, bool kResidual>
 static __global__ void rms_norm_loop_kernel(const T* x, T* residual, const W* w, T* out,
                                             RmsArgs args) {
+  pdl_wait();  // launched with launch_pdl: inputs come from the kernel before
+  pdl_launch_dependents();
   __shared__ float smem[32];
   for (int64_t row = blockIdx.x; row < args.n_rows; row += gridDim.x) {
     const T* xr = x + row * args.x_stride;
@@ -149,7 +154,6 @@ void launch_rms(const Tensor& x, T* residual, int64_t res_stride, const Tensor& 
   const T* px = static_cast<const T*>(x.data_ptr());
   const W* pw = static_cast<const W*>(w.data_ptr());
   T* po = static_cast<T*>(out.data_ptr());
-  cudaStream_t stream = current_stream();
 
   const int64_t n_vec = args.n_cols / N;
   bool vec = args.n_cols % N == 0 && is_aligned(px, 16) && is_aligned(po, 16) &&
@@ -167,32 +171,32 @@ void launch_rms(const Tensor& x, T* residual, int64_t res_stride, const Tensor& 
     const dim3 grid(static_cast<unsigned>(blocks));
     switch (row_threads) {
       case 4:
-        rms_norm_reg_kernel<T, W, kResidual, 4>
-            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        launch_pdl(rms_norm_reg_kernel<T, W, kResidual, 4>, dim3(grid), dim3(kThreads), 0, px,
+                   residual, pw, po, args);
         break;
       case 8:
-        rms_norm_reg_kernel<T, W, kResidual, 8>
-            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        launch_pdl(rms_norm_reg_kernel<T, W, kResidual, 8>, dim3(grid), dim3(kThreads), 0, px,
+                   residual, pw, po, args);
         break;
       case 16:
-        rms_norm_reg_kernel<T, W, kResidual, 16>
-            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        launch_pdl(rms_norm_reg_kernel<T, W, kResidual, 16>, dim3(grid), dim3(kThreads), 0, px,
+                   residual, pw, po, args);
         break;
       default:
-        rms_norm_reg_kernel<T, W, kResidual, 32>
-            <<<grid, kThreads, 0, stream>>>(px, residual, pw, po, args);
+        launch_pdl(rms_norm_reg_kernel<T, W, kResidual, 32>, dim3(grid), dim3(kThreads), 0, px,
+                   residual, pw, po, args);
         break;
     }
   } else if (vec) {
     const int threads = row_block_threads(n_vec, kMaxVecPerThread);
     const int64_t blocks = std::min<int64_t>(args.n_rows, 1 << 30);
-    rms_norm_reg_kernel<T, W, kResidual, 0>
-        <<<static_cast<int>(blocks), threads, 0, stream>>>(px, residual, pw, po, args);
+    launch_pdl(rms_norm_reg_kernel<T, W, kResidual, 0>, dim3(static_cast<int>(blocks)),
+               dim3(threads), 0, px, residual, pw, po, args);
   } else {
     const int threads = row_block_threads(args.n_cols, 4);
     const int64_t blocks = std::min<int64_t>(args.n_rows, 1 << 30);
-    rms_norm_loop_kernel<T, W, kResidual>
-        <<<static_cast<int>(blocks), threads, 0, stream>>>(px, residual, pw, po, args);
+    launch_pdl(rms_norm_loop_kernel<T, W, kResidual>, dim3(static_cast<int>(blocks)), dim3(threads),
+               0, px, residual, pw, po, args);
   }
   VELA_CUDA_CHECK_LAUNCH();
 }

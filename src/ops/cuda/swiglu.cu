@@ -2,6 +2,7 @@
 // halves of one fused projection). 16-byte vectors when every row start is aligned.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
 
@@ -20,6 +21,8 @@ struct SiluMulArgs {
 // grid.x covers a row in chunks of blockDim.x * N elements; grid.y strides over rows.
 template <typename T, int N>
 static __global__ void silu_mul_kernel(const T* gate, const T* up, T* out, SiluMulArgs args) {
+  pdl_wait();  // launched with launch_pdl: inputs come from the kernel before
+  pdl_launch_dependents();
   const int64_t col = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= args.n_cols) return;
   for (int64_t row = blockIdx.y; row < args.n_rows; row += gridDim.y) {
@@ -52,9 +55,9 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
     const unsigned grid_y = static_cast<unsigned>(std::min<int64_t>(args.n_rows, 65535));
     dim3 grid(grid_x, grid_y);
     if (vec)
-      silu_mul_kernel<T, N><<<grid, kThreads, 0, current_stream()>>>(pg, pu, po, args);
+      launch_pdl(silu_mul_kernel<T, N>, dim3(grid), dim3(kThreads), 0, pg, pu, po, args);
     else
-      silu_mul_kernel<T, 1><<<grid, kThreads, 0, current_stream()>>>(pg, pu, po, args);
+      launch_pdl(silu_mul_kernel<T, 1>, dim3(grid), dim3(kThreads), 0, pg, pu, po, args);
     VELA_CUDA_CHECK_LAUNCH();
   });
 }

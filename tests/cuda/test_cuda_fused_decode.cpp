@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <numeric>
@@ -92,6 +93,66 @@ TEST_F(CudaFusedDecodeTest, FusedGemmsMatchCpu) {
   }
 }
 
+// The persistent GEMV grids (a block takes column groups blockIdx.x, + gridDim.x, ...): with the
+// grid capped at a few blocks every block runs many groups (the next group's loads and residual
+// read ahead of the reduction, the W > 1 partial sums reused, the staged norm kept), and every
+// output must be the same bits as with one group per block or the resident grid.
+TEST_F(CudaFusedDecodeTest, PersistentGroupsGiveTheSameBits) {
+  struct CapReset {
+    ~CapReset() { ops::cuda::gemv_set_max_grid(0); }
+  } reset;
+  const DType dt = DType::kBF16;
+  for (int64_t m : {1, 2, 4, 8}) {
+    for (auto [n, k] :
+         {std::pair<int64_t, int64_t>{3000, 1024}, {1000, 264}, {200, 6912}, {6000, 512}}) {
+      const std::string what =
+          "m" + std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k);
+      SCOPED_TRACE(what);
+      Tensor x = test::random_cpu({m, k}, dt, 1, -3.0, 3.0).to(gpu());
+      Tensor w = test::random_cpu({n, k}, dt, 2).to(gpu());
+      Tensor w2 = test::random_cpu({2 * n, k}, dt, 3, -0.02, 0.02).to(gpu());
+      Tensor nw = test::random_cpu({k}, DType::kF32, 4, 0.5, 1.5).to(gpu());
+      Tensor r0 = test::random_cpu({m, n}, dt, 5, -4.0, 4.0);
+      auto run = [&](int cap) {
+        ops::cuda::gemv_set_max_grid(cap);
+        std::vector<Tensor> outs;
+        Tensor plain = Tensor::empty({m, n}, DType::kF32, gpu());
+        ops::gemm(x, w, plain, false, true);
+        outs.push_back(plain.to(Device::cpu()));
+        Tensor normed = Tensor::empty({m, n}, dt, gpu());
+        ops::rms_norm_gemm(x, nw, 1e-5f, w, normed);
+        outs.push_back(normed.to(Device::cpu()));
+        Tensor act = Tensor::empty({m, n}, dt, gpu());
+        ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w2, act);
+        outs.push_back(act.to(Device::cpu()));
+        Tensor r = r0.to(gpu());
+        ops::gemm_add(x, w, r);
+        outs.push_back(r.to(Device::cpu()));
+        cudaDeviceSynchronize();
+        return outs;
+      };
+      const std::vector<Tensor> resident = run(0), capped = run(3), one = run(1);
+      const char* names[] = {"gemm", "rms_norm_gemm", "rms_norm_gemm_silu_mul", "gemm_add"};
+      for (size_t i = 0; i < resident.size(); ++i) {
+        ASSERT_EQ(resident[i].nbytes(), capped[i].nbytes());
+        EXPECT_EQ(std::memcmp(resident[i].data_ptr(), capped[i].data_ptr(), resident[i].nbytes()),
+                  0)
+            << names[i] << " grid 3";
+        EXPECT_EQ(std::memcmp(resident[i].data_ptr(), one[i].data_ptr(), resident[i].nbytes()), 0)
+            << names[i] << " grid 1";
+      }
+      // And the capped run against the CPU twins (the values, not only their agreement).
+      Tensor want = Tensor::empty({m, n}, dt);
+      ops::rms_norm_gemm(x.to(Device::cpu()), nw.to(Device::cpu()), 1e-5f, w.to(Device::cpu()),
+                         want);
+      test::expect_close(capped[1], want, fused_tol(dt, k), what + " rms_norm_gemm vs cpu");
+      Tensor r = r0.clone();
+      ops::gemm_add(x.to(Device::cpu()), w.to(Device::cpu()), r);
+      test::expect_close(capped[3], r, fused_tol(dt, k), what + " gemm_add vs cpu");
+    }
+  }
+}
+
 TEST_F(CudaFusedDecodeTest, FusedGemmsRejectBadShapes) {
   Tensor x = Tensor::empty({2, 64}, DType::kBF16, gpu());
   Tensor w = Tensor::empty({32, 48}, DType::kBF16, gpu());
@@ -111,10 +172,10 @@ struct QkvCase {
 
 TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   const QkvCase cases[] = {
-      {1, 24, 4, 64, 64, false, DType::kF32}, {3, 8, 2, 128, 128, true, DType::kF32},
-      {5, 4, 4, 48, 48, true, DType::kBF16},  {2, 2, 1, 256, 256, true, DType::kF32},
-      {4, 6, 2, 80, 40, false, DType::kF32},  {8, 4, 2, 16, 16, false, DType::kF32},
-      {1, 12, 12, 96, 64, true, DType::kF32},  {64, 24, 4, 64, 64, false, DType::kF32},
+      {1, 24, 4, 64, 64, false, DType::kF32},    {3, 8, 2, 128, 128, true, DType::kF32},
+      {5, 4, 4, 48, 48, true, DType::kBF16},     {2, 2, 1, 256, 256, true, DType::kF32},
+      {4, 6, 2, 80, 40, false, DType::kF32},     {8, 4, 2, 16, 16, false, DType::kF32},
+      {1, 12, 12, 96, 64, true, DType::kF32},    {64, 24, 4, 64, 64, false, DType::kF32},
       {64, 16, 8, 128, 128, true, DType::kBF16}, {100, 8, 2, 64, 64, true, DType::kF32},
   };
   ops::RopeConfig rc;

@@ -1,6 +1,7 @@
-// Backend entry points behind the public ops in ops/*.h: CUDA implementations: kernels in ops/cuda/*.cu, launched on core/cuda/stream.h's current stream.
-// Called only by the dispatchers in ops/*.cpp after they validated shapes, dtypes and devices, so
-// these functions assume valid arguments. Semantics and shapes are documented in ops/*.h.
+// Backend entry points behind the public ops in ops/*.h: CUDA implementations: kernels in
+// ops/cuda/*.cu, launched on core/cuda/stream.h's current stream. Called only by the dispatchers in
+// ops/*.cpp after they validated shapes, dtypes and devices, so these functions assume valid
+// arguments. Semantics and shapes are documented in ops/*.h.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,9 @@ bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
 // 1/2, the latter at one row only); 0 = the shape heuristic.
 void gemv_set_split(int parts, int cols);
+// Tests: cap every GEMV grid at `blocks` (each block then takes many column groups, the
+// persistent path); 0 = the resident blocks.
+void gemv_set_max_grid(int blocks);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void mul(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& x, float s, Tensor& out);
@@ -61,8 +65,9 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
                              int64_t n_tiles, float scale, Tensor& out);
-// Generic ragged attention: copies qo_indptr / seq_lens / req_pool_indices to the host (synchronizes),
-// validates them, then runs the decode, row or tensor-core prefill kernel with temporary buffers.
+// Generic ragged attention: copies qo_indptr / seq_lens / req_pool_indices to the host
+// (synchronizes), validates them, then runs the decode, row or tensor-core prefill kernel with
+// temporary buffers.
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      const Tensor& req_to_token, const Tensor& req_pool_indices,
                      const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out);

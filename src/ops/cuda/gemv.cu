@@ -8,7 +8,7 @@
 namespace vela::ops::cuda {
 
 namespace gemv_detail {
-std::atomic<int> g_force_parts{0}, g_force_cols{0};
+std::atomic<int> g_force_parts{0}, g_force_cols{0}, g_max_grid{0};
 
 bool gemv_persistent() {
   static const bool on = [] {
@@ -41,6 +41,11 @@ void gemv_set_split(int parts, int cols) {
              "gemv_set_split: cols must be 0 (heuristic), 1 or 2, got ", cols);
   g_force_parts = parts;
   g_force_cols = cols;
+}
+
+void gemv_set_max_grid(int blocks) {
+  VELA_CHECK(blocks >= 0, "gemv_set_max_grid: blocks must be >= 0, got ", blocks);
+  g_max_grid = blocks;
 }
 
 bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,

@@ -330,6 +330,8 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   }
 }
 
+extern std::atomic<int> g_max_grid;  // gemv.cu: gemv_set_max_grid (tests)
+
 // Whether launch_gemv sizes a multi-wave grid to the resident blocks, each block then taking
 // several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
 bool gemv_persistent();
@@ -366,6 +368,8 @@ void launch_gemv(const GemvArgs& args) {
     }
     grid = std::min(blocks, resident);
   }
+  if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)
+    grid = std::min(grid, static_cast<unsigned>(cap));
   launch_pdl(kernel, dim3(grid), dim3(kGemvWarps * 32), smem, a);
 }
 

@@ -172,10 +172,10 @@ struct QkvCase {
 
 TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   const QkvCase cases[] = {
-      {1, 24, 4, 64, 64, false, DType::kF32},    {3, 8, 2, 128, 128, true, DType::kF32},
-      {5, 4, 4, 48, 48, true, DType::kBF16},     {2, 2, 1, 256, 256, true, DType::kF32},
-      {4, 6, 2, 80, 40, false, DType::kF32},     {8, 4, 2, 16, 16, false, DType::kF32},
-      {1, 12, 12, 96, 64, true, DType::kF32},    {64, 24, 4, 64, 64, false, DType::kF32},
+      {1, 24, 4, 64, 64, false, DType::kF32}, {3, 8, 2, 128, 128, true, DType::kF32},
+      {5, 4, 4, 48, 48, true, DType::kBF16},  {2, 2, 1, 256, 256, true, DType::kF32},
+      {4, 6, 2, 80, 40, false, DType::kF32},  {8, 4, 2, 16, 16, false, DType::kF32},
+      {1, 12, 12, 96, 64, true, DType::kF32},  {64, 24, 4, 64, 64, false, DType::kF32},
       {64, 16, 8, 128, 128, true, DType::kBF16}, {100, 8, 2, 64, 64, true, DType::kF32},
   };
   ops::RopeConfig rc;

@@ -63,6 +63,16 @@ __device__ __forceinline__ uint4 load_w(const void* p) {
   return __ldcs(reinterpret_cast<const uint4*>(p));
 }
 
+// kRmsNorm: the norm weight's elements kk .. kk + kGemvVec - 1 (f32 or T) as floats.
+template <typename T>
+__device__ __forceinline__ void load_norm_w(const GemvArgs& args, int64_t kk,
+                                            float (&nwf)[kGemvVec]) {
+  if (args.norm_f32)
+    load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + kk, nwf);
+  else
+    load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + kk, nwf);
+}
+
 // kSiluMul input: fills xs [m, k] (T) with silu(gate) * up, rounded to T as silu_and_mul stores
 // it (the whole block, then a barrier).
 template <typename T, int M, GemvIn IN>
@@ -181,30 +191,27 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
       }
     }
   }
-  bool norm_inline = kNorm;
-  if constexpr (kNorm) {
-    if (args.norm_staged) {
-      // rms_norm's stored value round(x * rstd * w), once per block.
-      T* st = reinterpret_cast<T*>(stage_smem);
-      const int nv = static_cast<int>(k / kGemvVec);
-      for (int mi = 0; mi < m; ++mi) {
-        for (int v = threadIdx.x; v < nv; v += kGemvWarps * 32) {
-          float xf[kGemvVec], nwf[kGemvVec];
-          load_float<kGemvVec>(xs + mi * ldx + v * kGemvVec, xf);
-          if (args.norm_f32)
-            load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + v * kGemvVec, nwf);
-          else
-            load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + v * kGemvVec, nwf);
+  const bool norm_inline = kNorm && !args.norm_staged;
+  if (kNorm && args.norm_staged) {
+    // rms_norm's stored value round(x * rstd * w), once per block (mi unrolled: rstd stays in
+    // registers).
+    T* st = reinterpret_cast<T*>(stage_smem);
+    const int nv = static_cast<int>(k / kGemvVec);
 #pragma unroll
-          for (int i = 0; i < kGemvVec; ++i) xf[i] = xf[i] * rstd[mi] * nwf[i];
-          store_float<kGemvVec>(st + mi * k + v * kGemvVec, xf);
-        }
+    for (int mi = 0; mi < M; ++mi) {
+      if (mi >= m) break;
+      for (int v = threadIdx.x; v < nv; v += kGemvWarps * 32) {
+        float xf[kGemvVec], nwf[kGemvVec];
+        load_float<kGemvVec>(xs + mi * ldx + v * kGemvVec, xf);
+        load_norm_w<T>(args, v * kGemvVec, nwf);
+#pragma unroll
+        for (int i = 0; i < kGemvVec; ++i) xf[i] = xf[i] * rstd[mi] * nwf[i];
+        store_float<kGemvVec>(st + mi * k + v * kGemvVec, xf);
       }
-      __syncthreads();
-      xs = st;
-      ldx = k;
-      norm_inline = false;
     }
+    __syncthreads();
+    xs = st;
+    ldx = k;
   }
   // kAdd: the residual this lane adds to, read ahead of the reduction that needs it.
   float resid = 0.0f;
@@ -238,12 +245,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
         const int64_t kk = base + u * kStep;
         if (kk < k) {
           float nwf[kGemvVec];
-          if (norm_inline) {
-            if (args.norm_f32)
-              load_float<kGemvVec>(static_cast<const float*>(args.norm_w) + kk, nwf);
-            else
-              load_float<kGemvVec>(static_cast<const T*>(args.norm_w) + kk, nwf);
-          }
+          if (norm_inline) load_norm_w<T>(args, kk, nwf);
 #pragma unroll
           for (int mi = 0; mi < M; ++mi) {
             if (mi < m) {
@@ -387,8 +389,8 @@ void dispatch_c(const GemvArgs& args, int cols) {
 // The split: W warps per column and C columns per warp (graph-timed on the H200 at bench-1b's
 // shapes, docs/kernels.md): wide outputs (>= 4 blocks per SM at one warp per column: gate_up, the
 // LM head) W = 1 at one row, 2 at more; long rows (K >= 4096: down) W = 8 (W = 2 for the
-// residual-add form at one row); the narrow short ones
-// (q|k|v, o) W = 2 and, at one row, C = 2. gemv_set_split() overrides both (benchmarks).
+// residual-add form at one row); the narrow short ones (q|k|v, o) W = 2 and, at one row, C = 2.
+// gemv_set_split() overrides both (benchmarks).
 extern std::atomic<int> g_force_parts, g_force_cols;  // gemv.cu
 
 template <typename T, typename TC, int M, GemvIn IN, GemvOut OUT>

@@ -1,8 +1,9 @@
 // The decode GEMV kernel (included by gemv.cu and gemv_fused.cu): skinny GEMM
 // c[M, N] = alpha * a[M, K] @ w[N, K]^T with M <= 8 (the batch rows of a decode step) and bf16/f16
 // inputs, plus the fused forms of a decode layer (ops/fused_gemm.h):
-//   in kRmsNorm:  the input is rms_norm(x) * norm_w: every warp takes the rows' rms itself and
-//                 normalises each chunk of x as it loads it
+//   in kRmsNorm:  the input is rms_norm(x) * norm_w: every warp takes the rows' rms itself, the
+//                 block stages the normalised rows in shared memory (or, past 48 KB, every warp
+//                 normalises each chunk of x as it loads it)
 //   in kSiluMul:  the input is silu(gate) * up of a [M, 2K] gate|up row, staged by every block in
 //                 shared memory
 //   out kAdd:     the output is added into c (the residual) instead of stored

@@ -175,7 +175,11 @@ int launch_local_ranks(const LaunchOptions& o) {
       else
         pump(c.out_fd, c.out_buf, stdout, c.rank);
     }
+    // Reap every rank that exited since the last pass before naming the failure: when a rank is
+    // killed, its peers exit with an error soon after (their connection to it broke), and both
+    // can show up in one pass. A rank ended by a signal is the cause, so it is named first.
     bool all_done = true;
+    const Child* first_failure = nullptr;
     for (Child& c : kids) {
       if (!c.exited) {
         int status = 0;
@@ -183,18 +187,21 @@ int launch_local_ranks(const LaunchOptions& o) {
           c.exited = true;
           c.status = status;
           const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-          if (!ok && failed_rank < 0 && !terminating) {
-            failed_rank = c.rank;
-            std::fprintf(stderr,
-                         "[launcher] error: rank %d (pid %d) %s; stopping the other ranks\n",
-                         c.rank, static_cast<int>(c.pid), describe(status).c_str());
-            terminating = true;
-            kill_at = std::chrono::steady_clock::now() + o.grace;
-            terminate_all(SIGTERM);
-          }
+          if (!ok && (first_failure == nullptr ||
+                      (WIFSIGNALED(status) && !WIFSIGNALED(first_failure->status))))
+            first_failure = &c;
         }
       }
       all_done = all_done && c.exited && c.out_fd < 0 && c.err_fd < 0;
+    }
+    if (first_failure != nullptr && failed_rank < 0 && !terminating) {
+      failed_rank = first_failure->rank;
+      std::fprintf(stderr, "[launcher] error: rank %d (pid %d) %s; stopping the other ranks\n",
+                   first_failure->rank, static_cast<int>(first_failure->pid),
+                   describe(first_failure->status).c_str());
+      terminating = true;
+      kill_at = std::chrono::steady_clock::now() + o.grace;
+      terminate_all(SIGTERM);
     }
     if (all_done) break;
     if (const int sig = g_signal.exchange(0); sig != 0) {

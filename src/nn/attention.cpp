@@ -16,6 +16,21 @@
 
 namespace vela {
 
+namespace {
+
+// Whether the fused decode block folds rotary and the cache write into the q|k|v GEMV's epilogue
+// (models without QK-norm; VELA_FUSED_QKV_ROTARY=0 keeps the separate qkv_rotary_kv_write for A/B
+// runs).
+bool fused_qkv_rotary() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("VELA_FUSED_QKV_ROTARY");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+}  // namespace
+
 void Attention::project_qkv(const Tensor& x, const Tensor& positions, const Tensor& rope_table,
                             Tensor& q, Tensor& k, Tensor& v) const {
   const int64_t n = x.size(0), qd = cfg.q_dim(), kvd = cfg.kv_dim();
@@ -89,7 +104,7 @@ void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
     case AttentionMode::kPrefill:
       ops::paged_prefill_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
                                    kv.seq_lens, kv.qo_indptr, kv.tile_seq_idx, kv.tile_q_start,
-                                   kv.n_tiles, scale, attn);
+                                   kv.n_tiles, kv.tile_q, scale, attn);
       break;
     case AttentionMode::kGeneric:
       ops::paged_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices, kv.seq_lens,
@@ -107,12 +122,18 @@ void Attention::forward_packed_fused(Tensor& residual, const Tensor& input_norm,
                                      const KVCacheView& kv, int64_t layer_idx) const {
   ScratchMark temporaries;
   const int64_t n = residual.size(0);
-  Tensor qkv_out = scratch_tensor({n, qkv.out_features()}, residual.dtype(), residual.device());
-  ops::rms_norm_gemm(residual, input_norm, eps, qkv.weight, qkv_out);
   Tensor q = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, residual.dtype(), residual.device());
   Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
-  ops::qkv_rotary_kv_write(qkv_out, positions, rope_table, q_norm, k_norm, cfg.norm_eps,
-                           kv.out_cache_loc, q, k_cache, v_cache);
+  if (!q_norm.defined() && fused_qkv_rotary()) {
+    // One GEMV: rms_norm, the q|k|v projection, rotary and the cache write in its epilogue.
+    ops::rms_norm_gemm_rotary_kv_write(residual, input_norm, eps, qkv.weight, positions,
+                                       rope_table, kv.out_cache_loc, q, k_cache, v_cache);
+  } else {
+    Tensor qkv_out = scratch_tensor({n, qkv.out_features()}, residual.dtype(), residual.device());
+    ops::rms_norm_gemm(residual, input_norm, eps, qkv.weight, qkv_out);
+    ops::qkv_rotary_kv_write(qkv_out, positions, rope_table, q_norm, k_norm, cfg.norm_eps,
+                             kv.out_cache_loc, q, k_cache, v_cache);
+  }
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
   attend(q, k_cache, v_cache, kv, attn);
   ops::gemm_add(attn.view({n, cfg.q_dim()}), o.weight, residual);

@@ -34,6 +34,7 @@ struct KVCacheView {
   Tensor tile_seq_idx;      // kPrefill: [>= n_tiles] i32 sequence of each Q tile
   Tensor tile_q_start;      // kPrefill: [>= n_tiles] i32 first query row of each tile
   int64_t n_tiles = 0;      // kPrefill
+  int32_t tile_q = 0;       // kPrefill: query rows per tile of the plan (ops::prefill_tile_q)
 };
 
 }  // namespace vela

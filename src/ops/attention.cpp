@@ -6,7 +6,9 @@
 #include "ops/attention.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
+#include <string_view>
 
 #include "core/error.h"
 #include "ops/dispatch.h"
@@ -238,11 +240,24 @@ int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,
   return n_tiles;
 }
 
+int prefill_tile_q(DType dtype, int64_t head_dim, Device device) {
+  static const bool force_64 = [] {
+    const char* env = std::getenv("VELA_PREFILL_TILE");
+    if (env == nullptr || *env == '\0') return false;
+    VELA_CHECK(std::string_view(env) == "64", "VELA_PREFILL_TILE=", env,
+               ": expected 64 (force the 64-row prefill kernel) or unset");
+    return true;
+  }();
+  const bool wide = device.is_cuda() && (dtype == DType::kBF16 || dtype == DType::kF16) &&
+                    head_dim <= kPrefillWideMaxHeadDim;
+  return wide && !force_64 ? kPrefillWideTileQ : kPrefillTileQ;
+}
+
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                              const Tensor& req_to_token, const Tensor& req_pool_indices,
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
-                             int64_t n_tiles, float scale, Tensor& out) {
+                             int64_t n_tiles, int tile_q, float scale, Tensor& out) {
   const char* op = "paged_prefill_attention";
   check_paged(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, out);
   check_i32(op, "qo_indptr", qo_indptr, 1);
@@ -254,11 +269,20 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
              ": ", n_tiles, " tiles but the work arrays hold ", tile_seq_idx.size(0), " and ",
              tile_q_start.size(0));
   check_devices(op, q, {&qo_indptr, &tile_seq_idx, &tile_q_start});
+  // A plan cut into other tiles than the kernel's would skip or repeat query rows.
+  if (q.is_cuda()) {
+    const int want = prefill_tile_q(q.dtype(), q.size(2), q.device());
+    VELA_CHECK(tile_q == want, op, ": the plan has ", tile_q, "-row tiles but the kernel for ",
+               dtype_name(q.dtype()), " head_dim ", q.size(2), " takes ", want,
+               " (plan with ops::prefill_tile_q)");
+  } else {
+    VELA_CHECK(tile_q > 0, op, ": tile_q must be positive, got ", tile_q);
+  }
   if (q.is_cpu())
     check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, qo_indptr.data<int32_t>());
   VELA_DISPATCH(q.device(), paged_prefill_attention, q, k_cache, v_cache, req_to_token,
-                req_pool_indices, seq_lens, qo_indptr, tile_seq_idx, tile_q_start, n_tiles, scale,
-                out);
+                req_pool_indices, seq_lens, qo_indptr, tile_seq_idx, tile_q_start, n_tiles, tile_q,
+                scale, out);
 }
 
 }  // namespace vela::ops

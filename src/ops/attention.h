@@ -78,8 +78,18 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
 // The most splits paged_decode_attention accepts (and decode_num_splits returns).
 inline constexpr int kMaxDecodeSplits = 128;
 
-// Query rows per prefill work tile (the tensor-core kernel's Q tile).
+// Query rows per prefill work tile (the tensor-core kernel's Q tile): kPrefillTileQ in general,
+// kPrefillWideTileQ for bf16/f16 with head_dim <= kPrefillWideMaxHeadDim on CUDA (each warp owns
+// two 16-row mma tiles there). prefill_tile_q says which one a call uses.
 inline constexpr int kPrefillTileQ = 64;
+inline constexpr int kPrefillWideTileQ = 128;
+inline constexpr int64_t kPrefillWideMaxHeadDim = 64;
+
+// The tile_q that paged_prefill_attention needs for these operands (q's dtype, head_dim and
+// device): kPrefillWideTileQ for bf16/f16 with head_dim <= 64 on CUDA, else kPrefillTileQ (the
+// CPU twin ignores the plan). VELA_PREFILL_TILE=64 (read once) forces kPrefillTileQ everywhere,
+// for A/B benchmarks; another value than 64 is an InvalidArgument error.
+int prefill_tile_q(DType dtype, int64_t head_dim, Device device);
 
 // Splits of each sequence's KV range for paged_decode_attention: enough blocks to fill the
 // device (n_seqs * n_kv_heads * n_splits ~ 4 * sm_count) without splitting below ~64 keys, in
@@ -112,7 +122,8 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
                             Tensor& lse_part, Tensor& out);
 
-// Upper bound of plan_prefill_tiles's tile count for n_tokens query rows in n_seqs sequences.
+// Upper bound of plan_prefill_tiles's tile count for n_tokens query rows in n_seqs sequences
+// (the default tile_q gives a bound for every tile size >= kPrefillTileQ).
 inline int64_t prefill_max_tiles(int64_t n_tokens, int64_t n_seqs, int tile_q = kPrefillTileQ) {
   return n_tokens / tile_q + n_seqs;
 }
@@ -127,14 +138,16 @@ int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,
 
 // Ragged causal prefill over the paged cache (any mix of prefill chunks and decode rows; same
 // semantics as paged_attention), driven by a plan: tile t covers query rows
-// [tile_q_start[t], tile_q_start[t] + kPrefillTileQ) of sequence tile_seq_idx[t]. bf16/f16 run on
+// [tile_q_start[t], tile_q_start[t] + tile_q) of sequence tile_seq_idx[t]. bf16/f16 run on
 // tensor cores (mma.sync, fp32 accumulation, online softmax); f32 runs a CUDA-core kernel.
 //   tile_seq_idx, tile_q_start: i32 with >= n_tiles entries, on q's device (the planner's output
 //   copied there); other shapes as paged_attention.
+//   tile_q: the tile size the plan was made with; on CUDA it must equal prefill_tile_q(q.dtype(),
+//   head_dim, q.device()) (InvalidArgument otherwise), on the CPU any positive value.
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                              const Tensor& req_to_token, const Tensor& req_pool_indices,
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
-                             int64_t n_tiles, float scale, Tensor& out);
+                             int64_t n_tiles, int tile_q, float scale, Tensor& out);
 
 }  // namespace vela::ops

@@ -8,6 +8,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
+#include "ops/qkv_rotary.h"
 #include "ops/rms_norm.h"
 #include "ops/swiglu.h"
 #if defined(VELA_HAS_CUDA)
@@ -130,6 +131,28 @@ void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual) {
   Tensor y = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
   gemm(act, w, y, false, true);
   add(residual, y, residual);
+}
+
+void rms_norm_gemm_rotary_kv_write(const Tensor& x, const Tensor& norm_w, float eps,
+                                   const Tensor& w, const Tensor& positions, const Tensor& table,
+                                   const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                                   Tensor& v_cache) {
+  const char* op = "rms_norm_gemm_rotary_kv_write";
+  check_defined(op, "w", w);
+  check_rank(op, "w", w, 2);
+  check_norm_input(op, x, norm_w, eps, w, w.size(0));
+  check_qkv_rotary_operands(op, x.size(0), w.size(0), x.dtype(), x.device(), positions, table,
+                            Tensor(), Tensor(), out_cache_loc, q_out, k_cache, v_cache);
+#if defined(VELA_HAS_CUDA)
+  if (x.device().is_cuda() && cuda::gemv_rms_norm_rotary(x, norm_w, eps, w, positions, table,
+                                                         out_cache_loc, q_out, k_cache, v_cache))
+    return;
+#endif
+  ScratchMark temporaries;
+  Tensor qkv = scratch_tensor({x.size(0), w.size(0)}, x.dtype(), x.device());
+  rms_norm_gemm(x, norm_w, eps, w, qkv);
+  qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, out_cache_loc, q_out,
+                      k_cache, v_cache);
 }
 
 }  // namespace vela::ops

@@ -23,4 +23,12 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
                          const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                          Tensor& v_cache);
 
+// The checks of every operand but qkv, for a projection of n rows x qkv_width (shared with
+// ops::rms_norm_gemm_rotary_kv_write, which produces the projection itself).
+void check_qkv_rotary_operands(const char* op, int64_t n, int64_t qkv_width, DType dtype,
+                               Device device, const Tensor& positions, const Tensor& table,
+                               const Tensor& q_norm, const Tensor& k_norm,
+                               const Tensor& out_cache_loc, const Tensor& q_out,
+                               const Tensor& k_cache, const Tensor& v_cache);
+
 }  // namespace vela::ops

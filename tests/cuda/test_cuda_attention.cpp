@@ -1,7 +1,8 @@
 // CUDA attention ops against their CPU twins: kv_write (strided rows, shuffled slots), split-KV
 // paged decode (B 1 / 3 / 64, lengths 1..5000 with a padding row, GQA 1 / 2 / 6, pages of 1 and 16
 // slots in shuffled order, 1..64 splits, f32 / bf16 / f16), ragged prefill through a host plan
-// (q_len 1..700 with and without cached prefix) and through the generic paged_attention, every
+// (q_len 1..700 with and without cached prefix; 64- and 128-row tiles at head_dim <= 64, q_len 1,
+// 63, 65, 127, 129, 300 around the tile edges) and through the generic paged_attention, every
 // head_dim class (exact tiles 16 / 32 / 64 / 128 / 256 and padded ones: 8, 24, 48, 80, 96, 136,
 // 200) for decode (row and GQA tensor-core kernels, split merge) and prefill, CUDA-graph replay of
 // the decode kernel after the sequences grew (bit-identical to eager, head_dim 64 / 80 / 256), bad
@@ -26,6 +27,7 @@
 #include "core/cuda/stream.h"
 #include "cuda/cuda_test_util.h"
 #include "ops/attention.h"
+#include "ops/cuda/cuda_ops.h"
 
 namespace vela {
 namespace {
@@ -154,6 +156,52 @@ std::vector<int> random_lens(int n, int lo, int hi, uint64_t seed) {
   return v;
 }
 
+// The prefill tiles to check for these operands: the one the op takes (ops::prefill_tile_q) and,
+// for 16-bit head_dim <= 64, both 64 and 128 (whatever VELA_PREFILL_TILE says).
+std::vector<int> prefill_tiles(DType dt, int64_t d) {
+  std::vector<int> tiles = {ops::prefill_tile_q(dt, d, Device::cuda(0))};
+  if (dt != DType::kF32 && d <= ops::kPrefillWideMaxHeadDim) {
+    for (int t : {ops::kPrefillTileQ, ops::kPrefillWideTileQ})
+      if (t != tiles[0]) tiles.push_back(t);
+  }
+  return tiles;
+}
+
+// Device copies of a host plan of tile_q rows over b's qo_indptr.
+struct PrefillPlan {
+  Tensor tile_seq_idx, tile_q_start;  // on the GPU
+  int64_t n_tiles = 0;
+};
+PrefillPlan plan_prefill(const Batch& b, int tile_q) {
+  const int64_t n_seqs = b.seq_lens.size(0);
+  const int64_t cap = ops::prefill_max_tiles(b.q.size(0), n_seqs);  // bounds every tile_q >= 64
+  std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
+  PrefillPlan p;
+  p.n_tiles = ops::plan_prefill_tiles(b.qo_indptr.data<int32_t>(), n_seqs, tile_q, seq_idx.data(),
+                                      q_start.data(), cap);
+  p.tile_seq_idx = Tensor::from_vector(seq_idx).to(Device::cuda(0));
+  p.tile_q_start = Tensor::from_vector(q_start).to(Device::cuda(0));
+  return p;
+}
+
+// paged_prefill_attention on the GPU batch g (host batch b for the plan) with tile_q-row tiles:
+// through the public op when tile_q is the one it takes, else the CUDA kernel directly (the
+// other tile size at head_dim <= 64).
+Tensor gpu_prefill(const Batch& b, const Batch& g, float scale, int tile_q) {
+  const PrefillPlan p = plan_prefill(b, tile_q);
+  Tensor out = Tensor::empty(g.q.shape(), g.q.dtype(), Device::cuda(0));
+  if (tile_q == ops::prefill_tile_q(g.q.dtype(), g.q.size(2), Device::cuda(0))) {
+    ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                 g.seq_lens, g.qo_indptr, p.tile_seq_idx, p.tile_q_start,
+                                 p.n_tiles, tile_q, scale, out);
+  } else {
+    ops::cuda::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                       g.req_pool_indices, g.seq_lens, g.qo_indptr, p.tile_seq_idx,
+                                       p.tile_q_start, p.n_tiles, tile_q, scale, out);
+  }
+  return out;
+}
+
 TEST_F(CudaAttentionTest, KvWriteMatchesCpu) {
   for (DType dt : test::kCudaFloatDTypes) {
     for (int64_t d : {16, 48, 64, 80, 128, 256}) {
@@ -243,6 +291,10 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
       {{129, 500, 77}, {64, 250, 77}, 12, 2, 32, 1},                 // GQA 6, page 1
       {{20, 5, 300}, {20, 1, 111}, 2, 1, 16, 1},                     // head_dim 16, MQA
       {{1200, 2}, {1, 2}, 24, 4, 64, 16},                            // bench-1b heads
+      // Around the 64- and 128-row tile edges, with and without cached prefixes (d64, GQA 6).
+      {{1, 63, 65, 127, 129, 300}, {1, 63, 65, 127, 129, 300}, 24, 4, 64, 16},
+      {{501, 163, 65, 1000, 129, 700}, {1, 63, 65, 127, 129, 300}, 24, 4, 64, 1},
+      {{200, 128, 256, 77}, {127, 128, 129, 77}, 8, 8, 32, 16},  // d32, MHA
   };
   for (DType dt : test::kCudaFloatDTypes) {
     for (size_t c = 0; c < cases.size(); ++c) {
@@ -253,18 +305,12 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
       const float scale = 1.0f / std::sqrt(static_cast<float>(pc.d));
       Tensor want = cpu_reference(b, scale);
       Batch g = to_gpu(b, gpu());
-      // Through the plan.
-      const int64_t n_seqs = b.seq_lens.size(0);
-      const int64_t cap = ops::prefill_max_tiles(b.q.size(0), n_seqs);
-      std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
-      const int64_t n_tiles =
-          ops::plan_prefill_tiles(b.qo_indptr.data<int32_t>(), n_seqs, ops::kPrefillTileQ,
-                                  seq_idx.data(), q_start.data(), cap);
-      Tensor got = Tensor::empty(b.q.shape(), dt, gpu());
-      ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                                   g.seq_lens, g.qo_indptr, Tensor::from_vector(seq_idx).to(gpu()),
-                                   Tensor::from_vector(q_start).to(gpu()), n_tiles, scale, got);
-      test::expect_close(got, want, attn_tol(dt), "paged_prefill_attention");
+      // Through the plan, with every tile size the kernel has for these operands.
+      for (int tile_q : prefill_tiles(dt, pc.d)) {
+        SCOPED_TRACE("tile_q " + std::to_string(tile_q));
+        test::expect_close(gpu_prefill(b, g, scale, tile_q), want, attn_tol(dt),
+                           "paged_prefill_attention");
+      }
       // Through the generic op (plans itself).
       Tensor got2 = Tensor::empty(b.q.shape(), dt, gpu());
       ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
@@ -333,6 +379,11 @@ TEST_F(CudaAttentionTest, PrefillAnyHeadDimMatchesCpu) {
         ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
                              g.seq_lens, g.qo_indptr, scale, got);
         test::expect_close(got, want, attn_tol(dt), "paged_attention");
+        for (int tile_q : prefill_tiles(dt, d)) {
+          SCOPED_TRACE("tile_q " + std::to_string(tile_q));
+          test::expect_close(gpu_prefill(b, g, scale, tile_q), want, attn_tol(dt),
+                             "paged_prefill_attention");
+        }
       }
     }
   }
@@ -352,6 +403,40 @@ TEST_F(CudaAttentionTest, PrefillStridedQuery) {
   ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices, g.seq_lens,
                        g.qo_indptr, scale, got);
   test::expect_close(got, want, attn_tol(dt), "strided q");
+  for (int tile_q : prefill_tiles(dt, 64)) {
+    SCOPED_TRACE("tile_q " + std::to_string(tile_q));
+    test::expect_close(gpu_prefill(b, g, scale, tile_q), want, attn_tol(dt), "strided q, plan");
+  }
+}
+
+// A plan cut into other tiles than the kernel takes is an error, never wrong rows.
+TEST_F(CudaAttentionTest, PrefillTileMismatchIsAnError) {
+  for (int64_t d : {64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    Batch b = make_batch(DType::kBF16, {300}, {300}, 4, 2, d, 16, 610);
+    Batch g = to_gpu(b, gpu());
+    const int want = ops::prefill_tile_q(DType::kBF16, d, gpu());
+    const int wrong = want == ops::kPrefillTileQ ? ops::kPrefillWideTileQ : ops::kPrefillTileQ;
+    const PrefillPlan p = plan_prefill(b, wrong);
+    Tensor out = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
+    EXPECT_THROW(ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                              g.req_pool_indices, g.seq_lens, g.qo_indptr,
+                                              p.tile_seq_idx, p.tile_q_start, p.n_tiles, wrong,
+                                              0.125f, out),
+                 InvalidArgument);
+  }
+  // The kernels themselves have no 128-row tile above head_dim 64, nor other sizes.
+  Batch b = make_batch(DType::kBF16, {300}, {300}, 4, 2, 128, 16, 611);
+  Batch g = to_gpu(b, gpu());
+  Tensor out = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
+  for (int tile_q : {ops::kPrefillWideTileQ, 32}) {
+    const PrefillPlan p = plan_prefill(b, tile_q);
+    EXPECT_THROW(ops::cuda::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                                    g.req_pool_indices, g.seq_lens, g.qo_indptr,
+                                                    p.tile_seq_idx, p.tile_q_start, p.n_tiles,
+                                                    tile_q, 0.125f, out),
+                 InvalidArgument);
+  }
 }
 
 class CudaDecodeGraphTest : public CudaAttentionTest,
@@ -557,6 +642,7 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
   }
 }
 
+// Prefill TFLOP/s per tile size the kernel has for the shape (64 and 128 rows at head_dim 64).
 TEST_F(CudaAttentionTest, DISABLED_BenchPrefill) {
   const DType dt = DType::kBF16;
   struct Cfg {
@@ -566,26 +652,27 @@ TEST_F(CudaAttentionTest, DISABLED_BenchPrefill) {
   for (Cfg c : {Cfg{24, 4, 64, 8192}, Cfg{32, 8, 128, 8192}, Cfg{24, 4, 64, 2048}}) {
     Batch b = make_batch(dt, {c.n}, {c.n}, c.n_heads, c.n_kv, c.d, 16, 800);
     Batch g = to_gpu(b, gpu());
-    const int64_t cap = ops::prefill_max_tiles(c.n, 1);
-    std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
-    const int64_t n_tiles = ops::plan_prefill_tiles(
-        b.qo_indptr.data<int32_t>(), 1, ops::kPrefillTileQ, seq_idx.data(), q_start.data(), cap);
-    Tensor ds = Tensor::from_vector(seq_idx).to(gpu()), dq = Tensor::from_vector(q_start).to(gpu());
-    Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
-    const double ms = time_ms(
-        [&] {
-          ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
-                                       g.req_pool_indices, g.seq_lens, g.qo_indptr, ds, dq, n_tiles,
-                                       1.0f / std::sqrt(static_cast<float>(c.d)), out);
-        },
-        5, 4);
-    const double flops = 4.0 * c.n_heads * c.d * (static_cast<double>(c.n) * (c.n + 1) / 2);
-    const double tflops = flops / (ms * 1e-3) / 1e12;
-    std::printf(
-        "prefill bf16 causal n=%d (%lldq/%lldkv/d%lld, one layer): %.3f ms, %.1f TFLOP/s; "
-        "x24 layers %.2f ms\n",
-        c.n, static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
-        static_cast<long long>(c.d), ms, tflops, 24 * ms);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    for (int tile_q : prefill_tiles(dt, c.d)) {
+      const PrefillPlan p = plan_prefill(b, tile_q);
+      Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
+      const double ms = time_ms(
+          [&] {
+            ops::cuda::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                               g.req_pool_indices, g.seq_lens, g.qo_indptr,
+                                               p.tile_seq_idx, p.tile_q_start, p.n_tiles, tile_q,
+                                               scale, out);
+          },
+          5, 4);
+      const double flops = 4.0 * c.n_heads * c.d * (static_cast<double>(c.n) * (c.n + 1) / 2);
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      std::printf(
+          "prefill bf16 causal n=%d (%lldq/%lldkv/d%lld, one layer), %d-row tiles%s: %.3f ms, "
+          "%.1f TFLOP/s; x24 layers %.2f ms\n",
+          c.n, static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
+          static_cast<long long>(c.d), tile_q,
+          tile_q == ops::prefill_tile_q(dt, c.d, gpu()) ? " (default)" : "", ms, tflops, 24 * ms);
+    }
   }
 }
 
@@ -624,16 +711,14 @@ TEST_F(CudaAttentionTest, DISABLED_BenchHeadDims) {
     const int n = 8192;
     Batch b = make_batch(dt, {n}, {n}, n_heads, n_kv, d, 16, 810);
     Batch g = to_gpu(b, gpu());
-    const int64_t cap = ops::prefill_max_tiles(n, 1);
-    std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
-    const int64_t n_tiles = ops::plan_prefill_tiles(
-        b.qo_indptr.data<int32_t>(), 1, ops::kPrefillTileQ, seq_idx.data(), q_start.data(), cap);
-    Tensor ds = Tensor::from_vector(seq_idx).to(gpu()), dq = Tensor::from_vector(q_start).to(gpu());
+    const int tile_q = ops::prefill_tile_q(dt, d, gpu());
+    const PrefillPlan p = plan_prefill(b, tile_q);
     Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
     const double ms = time_ms(
         [&] {
           ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
-                                       g.req_pool_indices, g.seq_lens, g.qo_indptr, ds, dq, n_tiles,
+                                       g.req_pool_indices, g.seq_lens, g.qo_indptr, p.tile_seq_idx,
+                                       p.tile_q_start, p.n_tiles, tile_q,
                                        1.0f / std::sqrt(static_cast<float>(d)), out);
         },
         5, 4);

@@ -2,6 +2,7 @@
 // (ops/fused_gemm.h: the CUDA GEMV with a norm or SiLU*up prologue and a residual-add epilogue,
 // rms_norm_gemm_silu_mul, 1..8 rows, and the unfused fallback at 9 rows), qkv_rotary_kv_write
 // (ops/qkv_rotary.h: head_dim 16 .. 256, partial rotary, QK-norm in f32 and bf16, shuffled slots),
+// rms_norm_gemm_rotary_kv_write (the q|k|v GEMV with the rotary / cache-write epilogue),
 // the fused engine path against the unfused one at batch 1 (greedy tokens, logprobs within bf16
 // noise), and an opt-in benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at bench-1b's
 // shapes.
@@ -218,6 +219,82 @@ TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   }
 }
 
+// rms_norm_gemm_rotary_kv_write (the q|k|v GEMV with rotary and the cache write in its epilogue)
+// against the unfused CUDA ops it stands for (the same bits: each column sums in the same order)
+// and the CPU twin, 1..8 rows (9: the unfused fallback), head sizes 16..256, with a position
+// outside the rope table (not rotated) and a slot of -1 (not written) on the device, a persistent
+// grid capped at 3 blocks, and partial rotary (the unfused fallback inside the op).
+TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
+  struct CapReset {
+    ~CapReset() { ops::cuda::gemv_set_max_grid(0); }
+  } reset;
+  struct Case {
+    int64_t n_heads, n_kv, d, rotary_dim;
+  };
+  const Case cases[] = {{24, 4, 64, 64}, {4, 4, 80, 80},  {8, 2, 128, 128},
+                        {2, 1, 256, 256}, {3, 1, 48, 48}, {4, 2, 64, 32}};
+  ops::RopeConfig rc;
+  rc.theta = 10000.0;
+  const int64_t k = 384;
+  for (DType dt : test::kCudaFloatDTypes) {
+    for (const Case& c : cases) {
+      for (int64_t m : {1, 2, 3, 8, 9}) {
+        for (int cap : {0, 3}) {
+          const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) +
+                                   " H" + std::to_string(c.n_heads) + " Hkv" +
+                                   std::to_string(c.n_kv) + " d" + std::to_string(c.d) + " rot" +
+                                   std::to_string(c.rotary_dim) + " cap" + std::to_string(cap);
+          SCOPED_TRACE(what);
+          ops::cuda::gemv_set_max_grid(cap);
+          rc.rotary_dim = c.rotary_dim;
+          Tensor table = ops::make_rope_table(rc, 512);
+          const int64_t width = (c.n_heads + 2 * c.n_kv) * c.d, n_slots = 2 * m + 3;
+          Tensor x = test::random_cpu({m, k}, dt, 1, -3.0, 3.0);
+          Tensor w = test::random_cpu({width, k}, dt, 2, -0.1, 0.1);
+          Tensor nw = test::random_cpu({k}, DType::kF32, 3, 0.5, 1.5);
+          std::vector<int32_t> pos(static_cast<size_t>(m)), slots(pos.size());
+          for (int64_t t = 0; t < m; ++t) {
+            pos[t] = static_cast<int32_t>(53 * t + 7);
+            slots[t] = static_cast<int32_t>((n_slots - 1 - 2 * t) % n_slots);
+          }
+          Tensor kc0 = test::random_cpu({n_slots, c.n_kv, c.d}, dt, 4);
+          Tensor vc0 = test::random_cpu({n_slots, c.n_kv, c.d}, dt, 5);
+          // The device run: fused and the unfused CUDA ops, with one row's position past the
+          // table and another row's slot -1 (trusted device metadata: skipped, as the ops do).
+          std::vector<int32_t> dpos = pos, dslots = slots;
+          if (m > 1) dpos[1] = 100000;
+          if (m > 2) dslots[2] = -1;
+          Tensor dx = x.to(gpu()), dw = w.to(gpu()), dnw = nw.to(gpu()), dtab = table.to(gpu());
+          Tensor dp = Tensor::from_vector(dpos).to(gpu()), dl = Tensor::from_vector(dslots).to(gpu());
+          Tensor fq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
+          Tensor fk = kc0.to(gpu()), fv = vc0.to(gpu());
+          ops::rms_norm_gemm_rotary_kv_write(dx, dnw, 1e-5f, dw, dp, dtab, dl, fq, fk, fv);
+          Tensor uq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
+          Tensor uk = kc0.to(gpu()), uv = vc0.to(gpu());
+          Tensor qkv = Tensor::empty({m, width}, dt, gpu());
+          ops::rms_norm_gemm(dx, dnw, 1e-5f, dw, qkv);
+          ops::qkv_rotary_kv_write(qkv, dp, dtab, Tensor(), Tensor(), 0.0f, dl, uq, uk, uv);
+          test::expect_equal(fq, uq, what + " q vs unfused");
+          test::expect_equal(fk, uk, what + " k_cache vs unfused");
+          test::expect_equal(fv, uv, what + " v_cache vs unfused");
+          // The CPU twin on in-range metadata.
+          Tensor cq = Tensor::empty({m, c.n_heads, c.d}, dt);
+          Tensor ck = kc0.clone(), cv = vc0.clone();
+          Tensor positions = Tensor::from_vector(pos), loc = Tensor::from_vector(slots);
+          ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w, positions, table, loc, cq, ck, cv);
+          Tensor gq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
+          Tensor gk = kc0.to(gpu()), gv = vc0.to(gpu());
+          ops::rms_norm_gemm_rotary_kv_write(dx, dnw, 1e-5f, dw, positions.to(gpu()), dtab,
+                                             loc.to(gpu()), gq, gk, gv);
+          test::expect_close(gq, cq, fused_tol(dt, k), what + " q vs cpu");
+          test::expect_close(gk, ck, fused_tol(dt, k), what + " k_cache vs cpu");
+          test::expect_close(gv, cv, fused_tol(dt, k), what + " v_cache vs cpu");
+        }
+      }
+    }
+  }
+}
+
 std::string fixture(const std::string& name) { return "fixtures/models/" + name; }
 
 // The fixture's reference prompt, 12 greedy tokens with logprobs, EOS ignored.
@@ -363,6 +440,15 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
     Tensor act = Tensor::empty({m, inter}, dt, gpu());
     Tensor y = Tensor::empty({m, hidden}, dt, gpu());
     Tensor logits = Tensor::empty({m, vocab}, DType::kF32, gpu());
+    // bench-1b's heads (24 q, 4 kv, d64) for the rotary / cache-write forms.
+    ops::RopeConfig rc;
+    rc.rotary_dim = 64;
+    Tensor table = ops::make_rope_table(rc, 4096).to(gpu());
+    std::vector<int32_t> pos_h(static_cast<size_t>(m)), loc_h(pos_h.size());
+    for (int64_t t = 0; t < m; ++t) pos_h[t] = loc_h[t] = static_cast<int32_t>(1000 + t);
+    Tensor positions = Tensor::from_vector(pos_h).to(gpu()), loc = Tensor::from_vector(loc_h).to(gpu());
+    Tensor q = Tensor::empty({m, 24, 64}, dt, gpu());
+    Tensor kc = Tensor::empty({4096, 4, 64}, dt, gpu()), vc = Tensor::empty({4096, 4, 64}, dt, gpu());
     int i = 0;
     auto next = [&] { return (i++) % kCopies; };
     struct Row {
@@ -378,6 +464,16 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
            ops::gemm(normed, w_qkv[next()], qkv, false, true);
          }},
         {"qkv rms_norm_gemm", b_qkv, [&] { ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[next()], qkv); }},
+        {"qkv rms_norm_gemm + qkv_rotary (2 kernels)", b_qkv,
+         [&] {
+           ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[next()], qkv);
+           ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q, kc, vc);
+         }},
+        {"qkv rms_norm_gemm_rotary_kv_write", b_qkv,
+         [&] {
+           ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w_qkv[next()], positions, table, loc, q,
+                                              kc, vc);
+         }},
         {"o gemv + add (2 kernels)", b_o,
          [&] {
            ops::gemm(attn, w_o[next()], y, false, true);
@@ -418,13 +514,25 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
     const double layer = graph_us([&] {
       const int c = next();
       ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[c], qkv);
+      ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q, kc, vc);
       ops::gemm_add(attn, w_o[c], resid);
       ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
       ops::gemm_add(act, w_down[c], resid);
     });
     const double lb = b_qkv + b_o + b_gu + b_down;
     std::printf("B=%lld %-36s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n", static_cast<long long>(m),
-                "layer: 4 fused GEMVs (decode path)", layer, lb / layer / 1e3, 24 * layer / 1e3);
+                "layer: 4 fused GEMVs (+ qkv_rotary)", layer, lb / layer / 1e3, 24 * layer / 1e3);
+    // The same with rotary and the cache write in the q|k|v GEMV (the llama decode path).
+    const double layer_rot = graph_us([&] {
+      const int c = next();
+      ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w_qkv[c], positions, table, loc, q, kc, vc);
+      ops::gemm_add(attn, w_o[c], resid);
+      ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
+      ops::gemm_add(act, w_down[c], resid);
+    });
+    std::printf("B=%lld %-36s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n", static_cast<long long>(m),
+                "layer: 4 fused GEMVs, rotary epilogue", layer_rot, lb / layer_rot / 1e3,
+                24 * layer_rot / 1e3);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "core/json.h"
 #include "cuda/cuda_test_util.h"
 #include "ops/cuda/bench_cuda.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_cublaslt.h"
 #include "ops/gemm.h"
 #include "ops/gemm_tuning.h"
@@ -72,6 +73,74 @@ TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
           check_gemm(a, w, c0, false, true, 0.5f, 0.0f, what + " alpha");
           Tensor wide = test::random_cpu({m, k + 16}, dt, 4).slice(1, 0, k);  // strided rows
           check_gemm(wide, w, c0, false, true, 1.0f, 0.0f, what + " strided a");
+        }
+      }
+    }
+  }
+}
+
+// 3..8 rows against a [N, K] weight (the skinny tensor-core GEMM, gemm_skinny.cu; 9: cuBLASLt): bf16/f16 with
+// f32 or input output, N below one 64-column tile and with a partial last tile, K with a partial
+// last 64-chunk, shapes with split-K (the last block per tile sums the partials) and without, a
+// row-sliced weight and strided rows of a. Split-K sums in split order, so a repeated call and a
+// graph replay give the same bits as the first eager call.
+TEST_F(CudaGemmTest, SkinnyGemmMatchesCpuAndRepeatsBitForBit) {
+  const int sms = vela::cuda::device_properties().multiProcessorCount;
+  EXPECT_GT(ops::cuda::skinny_gemm_splits(2048, 1536, sms), 1);  // the split-K path is covered
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (DType out_dt : {dt, DType::kF32}) {
+      for (int64_t m : {3, 5, 8, 9}) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{13, 1536},
+                            {1000, 264},
+                            {2048, 1536},
+                            {70, 6912},
+                            {1536, 6912},
+                            {5000, 520}}) {
+          std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
+                             std::to_string(m) + " n" + std::to_string(n) + " k" +
+                             std::to_string(k);
+          SCOPED_TRACE(what);
+          Tensor a = test::random_cpu({m, k}, dt, 1);
+          Tensor w = test::random_cpu({n + 8, k}, dt, 2).slice(0, 8, n + 8);
+          Tensor c0 = test::random_cpu({m, n}, out_dt, 3);
+          check_gemm(a, w, c0, false, true, 1.0f, 0.0f, what);
+          check_gemm(a, w, c0, false, true, 0.5f, 0.0f, what + " alpha");
+          if (m == 3 || m == 8) {
+            Tensor wide = test::random_cpu({m, k + 16}, dt, 4).slice(1, 0, k);  // strided rows
+            check_gemm(wide, w, c0, false, true, 1.0f, 0.0f, what + " strided a");
+          }
+          // Bit-for-bit: eager twice and a graph replay.
+          Tensor da = a.to(gpu()), dw = w.to(gpu());
+          Tensor first = Tensor::empty({m, n}, out_dt, gpu()), again = first.clone();
+          ops::gemm(da, dw, first, false, true);
+          ops::gemm(da, dw, again, false, true);
+          test::expect_equal(again, first, what + " repeated");
+          if (m == 5 || m == 8) {
+            Tensor replayed = Tensor::zeros({m, n}, out_dt, gpu());
+            cudaStream_t stream;
+            ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+            {
+              cuda::StreamGuard sg(stream);
+              ops::gemm(da, dw, replayed, false, true);  // the stream's workspace, before capture
+              cudaGraphExec_t exec = nullptr;
+              ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                        cudaSuccess);
+              ops::gemm(da, dw, replayed, false, true);
+              cudaGraph_t graph;
+              ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+              ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+              cudaGraphDestroy(graph);
+              for (int r = 0; r < 3; ++r) {
+                cudaMemsetAsync(replayed.data_ptr(), 0, replayed.nbytes(), stream);
+                ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+              }
+              ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+              cudaGraphExecDestroy(exec);
+            }
+            test::expect_equal(replayed, first, what + " graph replay");
+            ops::cuda::gemm_release_stream(stream, 0);
+            cudaStreamDestroy(stream);
+          }
         }
       }
     }
@@ -351,6 +420,74 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
 // Split-K shapes (small M x N, long K) keep partial sums in cuBLASLt's workspace. Streams running
 // GEMMs at once (two engines on one GPU, a trainer beside an engine) must not share it: each
 // thread's results on its own stream, with the others running, equal its results alone.
+// Opt-in benchmark: the skinny GEMM against cuBLASLt for bench-1b's projections at 3..8 rows,
+// graph-timed (24 calls per graph, each on another copy of the weight, so they come from HBM).
+TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
+  struct Reset {
+    ~Reset() { ops::cuda::gemm_skinny_set_enabled(-1); }
+  } reset;
+  const double copy = ops::cuda::bench_copy_gbps(size_t{1} << 30);
+  struct Shape2 {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape2 shapes[] = {
+      {"qkv fused", 2048, 1536}, {"o", 1536, 1536}, {"gate_up", 13824, 1536}, {"down", 1536, 6912}};
+  constexpr int kCopies = 8, kPerGraph = 24;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::printf("device copy %.0f GB/s\n%-10s %4s %10s %10s %9s %9s %7s\n", copy, "gemm", "M",
+              "cublas us", "skinny us", "GB/s", "of copy", "splits");
+  for (const Shape2& s : shapes) {
+    std::vector<Tensor> ws;
+    for (int i = 0; i < kCopies; ++i) {
+      ws.push_back(Tensor::empty({s.n, s.k}, DType::kBF16, gpu()));
+      cudaMemset(ws.back().data_ptr(), 0, ws.back().nbytes());
+    }
+    for (int64_t m : {3, 4, 8}) {
+      Tensor a = test::random_cpu({m, s.k}, DType::kBF16, 5).to(gpu());
+      Tensor c = Tensor::empty({m, s.n}, DType::kBF16, gpu());
+      double us[2] = {0.0, 0.0};
+      for (int skinny = 0; skinny < 2; ++skinny) {
+        ops::cuda::gemm_skinny_set_enabled(skinny);
+        cuda::StreamGuard sg(stream);
+        for (int i = 0; i < kCopies; ++i) ops::gemm(a, ws[i], c, false, true);  // plans, scratch
+        cudaGraph_t graph;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        for (int i = 0; i < kPerGraph; ++i) ops::gemm(a, ws[i % kCopies], c, false, true);
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        cudaGraphDestroy(graph);
+        cudaGraphLaunch(exec, stream);
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        constexpr int kReplays = 20;
+        cudaEventRecord(e0, stream);
+        for (int r = 0; r < kReplays; ++r) cudaGraphLaunch(exec, stream);
+        cudaEventRecord(e1, stream);
+        cudaEventSynchronize(e1);
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, e0, e1);
+        us[skinny] = 1e3 * ms / (kReplays * kPerGraph);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        cudaGraphExecDestroy(exec);
+      }
+      const double bytes = 2.0 * s.n * s.k + 4.0 * m * (s.k + s.n);
+      const double gbps = bytes / (us[1] * 1e-6) / 1e9;
+      std::printf("%-10s %4lld %10.2f %10.2f %9.0f %8.1f%% %7d\n", s.name,
+                  static_cast<long long>(m), us[0], us[1], gbps, 100.0 * gbps / copy,
+                  ops::cuda::skinny_gemm_splits(s.n, s.k,
+                                                vela::cuda::device_properties().multiProcessorCount));
+    }
+  }
+  cudaStreamSynchronize(stream);
+  ops::cuda::gemm_release_stream(stream, 0);
+  cudaStreamDestroy(stream);
+}
+
 TEST_F(CudaGemmTest, StreamsRunningAtOnceEachHaveTheirOwnWorkspace) {
   constexpr int kStreams = 4, kIters = 24;
   constexpr int64_t m = 16, n = 64, k = 32768;

@@ -108,11 +108,12 @@ TEST(AttentionPlan, CpuTwinsMatchPagedAttention) {
     got = Tensor::empty(p.q.shape(), dt);
     ops::paged_attention(p.q, p.k_cache, p.v_cache, p.r2t, p.rows, p.lens, p.qo, 0.25f, want);
     std::vector<int32_t> seq(8), start(8);
-    const int64_t n = ops::plan_prefill_tiles(p.qo.data<int32_t>(), 3, ops::kPrefillTileQ,
-                                              seq.data(), start.data(), 8);
+    const int tile_q = ops::prefill_tile_q(dt, 16, Device::cpu());
+    const int64_t n =
+        ops::plan_prefill_tiles(p.qo.data<int32_t>(), 3, tile_q, seq.data(), start.data(), 8);
     ops::paged_prefill_attention(p.q, p.k_cache, p.v_cache, p.r2t, p.rows, p.lens, p.qo,
-                                 Tensor::from_vector(seq), Tensor::from_vector(start), n, 0.25f,
-                                 got);
+                                 Tensor::from_vector(seq), Tensor::from_vector(start), n, tile_q,
+                                 0.25f, got);
     test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "prefill twin");
   }
 }
@@ -137,8 +138,32 @@ TEST(AttentionPlan, CpuTwinsRejectBadInput) {
   std::vector<int32_t> seq(1), start(1);
   EXPECT_THROW(ops::paged_prefill_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, d.qo,
                                             Tensor::from_vector(seq), Tensor::from_vector(start), 3,
-                                            1.0f, out),
+                                            ops::kPrefillTileQ, 1.0f, out),
                InvalidArgument);  // 3 tiles in arrays of 1
+  EXPECT_THROW(ops::paged_prefill_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, d.qo,
+                                            Tensor::from_vector(seq), Tensor::from_vector(start), 1,
+                                            0, 1.0f, out),
+               InvalidArgument);  // tile_q must be positive
+}
+
+// The tile each prefill kernel takes: 128 rows for 16-bit CUDA operands up to head_dim 64, 64
+// otherwise (VELA_PREFILL_TILE=64 forces 64 everywhere).
+TEST(AttentionPlan, PrefillTileQ) {
+  const Device gpu = Device::cuda(0);
+  const bool forced = ops::prefill_tile_q(DType::kBF16, 64, gpu) == ops::kPrefillTileQ;
+  const int wide = forced ? ops::kPrefillTileQ : ops::kPrefillWideTileQ;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t d : {8, 16, 24, 32, 48, 56, 64}) EXPECT_EQ(ops::prefill_tile_q(dt, d, gpu), wide);
+    for (int64_t d : {72, 80, 128, 256}) EXPECT_EQ(ops::prefill_tile_q(dt, d, gpu), 64);
+    EXPECT_EQ(ops::prefill_tile_q(dt, 64, Device::cpu()), 64);
+  }
+  EXPECT_EQ(ops::prefill_tile_q(DType::kF32, 64, gpu), 64);
+  EXPECT_EQ(ops::prefill_tile_q(DType::kF32, 64, Device::cpu()), 64);
+  // prefill_max_tiles at the default (smallest) tile bounds the 128-row plan too.
+  const std::vector<int32_t> qo = {0, 1, 128, 129, 429};  // 1, 127, 1, 300 rows
+  const int64_t cap = ops::prefill_max_tiles(429, 4);
+  std::vector<int32_t> seq(static_cast<size_t>(cap)), start(static_cast<size_t>(cap));
+  EXPECT_EQ(ops::plan_prefill_tiles(qo.data(), 4, 128, seq.data(), start.data(), cap), 1 + 1 + 1 + 3);
 }
 
 }  // namespace

@@ -144,4 +144,44 @@ TEST(QkvRotary, EqualsSplitNormRotaryAndKvWrite) {
 }
 
 }  // namespace
+// rms_norm_gemm_rotary_kv_write is rms_norm_gemm followed by qkv_rotary_kv_write without QK-norm
+// (the CPU runs exactly that; CUDA folds it into one GEMV, tests/cuda/test_cuda_fused_decode.cpp);
+// wrong shapes are errors that name the operand.
+TEST(FusedGemm, RmsNormGemmRotaryIsTheComposition) {
+  const int64_t n = 3, h = 4, hkv = 2, d = 16, k = 40, n_slots = 9;
+  ops::RopeConfig rc;
+  rc.rotary_dim = d;
+  Tensor table = ops::make_rope_table(rc, 64);
+  Tensor positions = Tensor::from_vector(std::vector<int32_t>{0, 7, 33});
+  Tensor loc = Tensor::from_vector(std::vector<int32_t>{5, 0, 8});
+  for (DType dt : test::kFloatDTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = random_tensor({n, k}, dt, 1, -2.0f, 2.0f);
+    Tensor nw = random_tensor({k}, DType::kF32, 2, 0.5f, 1.5f);
+    Tensor w = random_tensor({(h + 2 * hkv) * d, k}, dt, 3, -0.3f, 0.3f);
+    Tensor kc0 = random_tensor({n_slots, hkv, d}, dt, 4), vc0 = random_tensor({n_slots, hkv, d}, dt, 5);
+    Tensor qkv = Tensor::empty({n, w.size(0)}, dt);
+    ops::rms_norm_gemm(x, nw, 1e-5f, w, qkv);
+    Tensor q_want = Tensor::empty({n, h, d}, dt), kc_want = kc0.clone(), vc_want = vc0.clone();
+    ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q_want, kc_want,
+                             vc_want);
+    Tensor q = Tensor::empty({n, h, d}, dt), kc = kc0.clone(), vc = vc0.clone();
+    ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w, positions, table, loc, q, kc, vc);
+    EXPECT_EQ(to_doubles(q), to_doubles(q_want));
+    EXPECT_EQ(to_doubles(kc), to_doubles(kc_want));
+    EXPECT_EQ(to_doubles(vc), to_doubles(vc_want));
+  }
+  Tensor x = Tensor::empty({n, k}, DType::kF32), nw = Tensor::empty({k}, DType::kF32);
+  Tensor q = Tensor::empty({n, h, d}, DType::kF32);
+  Tensor kc = Tensor::empty({n_slots, hkv, d}, DType::kF32), vc = kc.clone();
+  // w with a row count that is not (H + 2 Hkv) * D, and one with the wrong width.
+  EXPECT_THROW(ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, Tensor::empty({100, k}, DType::kF32),
+                                                  positions, table, loc, q, kc, vc),
+               InvalidArgument);
+  EXPECT_THROW(ops::rms_norm_gemm_rotary_kv_write(
+                   x, nw, 1e-5f, Tensor::empty({(h + 2 * hkv) * d, k + 8}, DType::kF32), positions,
+                   table, loc, q, kc, vc),
+               InvalidArgument);
+}
+
 }  // namespace vela

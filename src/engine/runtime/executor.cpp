@@ -182,15 +182,18 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
 }
 
 Tensor Executor::forward_prefill(const BoundBatch& batch) {
-  int64_t n_tiles =
-      ops::plan_prefill_tiles(ws_.host.qo_indptr.data<int32_t>(), batch.n_seqs, ops::kPrefillTileQ,
-                              ws_.host.tile_seq_idx.data<int32_t>(),
-                              ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles());
+  // The workspace holds prefill_max_tiles at the smallest tile: enough for any tile_q.
+  const int tile_q =
+      ops::prefill_tile_q(model_->dtype(), model_->config.head_dim, model_->device());
+  int64_t n_tiles = ops::plan_prefill_tiles(
+      ws_.host.qo_indptr.data<int32_t>(), batch.n_seqs, tile_q,
+      ws_.host.tile_seq_idx.data<int32_t>(), ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles());
   BoundBatch b = batch;
   b.kv.mode = AttentionMode::kPrefill;
   b.kv.tile_seq_idx = ws_.tile_seq_idx;
   b.kv.tile_q_start = ws_.tile_q_start;
   b.kv.n_tiles = n_tiles;
+  b.kv.tile_q = tile_q;
   ws_.upload(batch.n_tokens, batch.n_seqs);
   return run(b);
 }

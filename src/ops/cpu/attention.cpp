@@ -362,7 +362,7 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              const Tensor& req_to_token, const Tensor& req_pool_indices,
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& /*tile_seq_idx*/, const Tensor& /*tile_q_start*/,
-                             int64_t /*n_tiles*/, float scale, Tensor& out) {
+                             int64_t /*n_tiles*/, int /*tile_q*/, float scale, Tensor& out) {
   paged_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr, scale,
                   out);
 }

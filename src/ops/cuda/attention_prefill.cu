@@ -1,22 +1,31 @@
 // CUDA ragged paged prefill attention on tensor cores (bf16 / f16), FlashAttention-2 style, and the
 // generic CUDA paged_attention that plans on the host and picks decode / prefill / f32 kernels.
 //
-// Prefill kernel: one block = (query head, work tile of kPrefillTileQ = 64 query rows of one
-// sequence, from the host plan), 4 warps of 16 query rows each. K/V tiles of 64 keys are gathered
-// by slot with cp.async into swizzled shared memory (double buffered; the slots of the tile after
-// next are prefetched into registers). S = Q K^T and O += P V run as m16n8k16 mma.sync with fp32
-// accumulation; the S accumulators are rounded straight into the A fragments of P (no shared-memory
-// round trip). Online softmax in the log2 domain; the causal mask (query row i of a sequence with
-// q_len queries and n cached keys sits at position n - q_len + i) is applied only to key tiles that
-// reach past the tile's first query position. Rows past the sequence's end are computed on zeros
-// and not stored.
+// Prefill kernel: one block = (query head, work tile of tile_q query rows of one sequence, from
+// the host plan), 4 warps; each warp owns kMT m16 tiles of 16 query rows, so tile_q = 64 * kMT.
+// kMT = 2 (128-row tiles) runs bf16/f16 at tile widths D <= 64: every K / V fragment read from
+// shared memory feeds two m-tiles' MMAs and every K/V tile gathered into shared memory serves 128
+// rows; kMT = 1 (64 rows) everywhere else (wider heads have no registers for a second m-tile).
+// With kMT = 2 the Q fragments are re-read from shared memory per 16-column step rather than held
+// across the key loop (holding them, 32 registers, spills at D = 64).
+// Warp w's m-tile mt holds rows mt * 64 + w * 16 .. + 15, so the m-tiles skipped for a key tile
+// (rows past the sequence's end, or rows that all precede the key tile's first key) fall on every
+// warp alike. K/V tiles of 64 keys are gathered by slot with cp.async into swizzled shared memory
+// (double buffered; the slots of the tile after next are prefetched into registers). S = Q K^T and
+// O += P V run as m16n8k16 mma.sync with fp32 accumulation; the S accumulators are rounded straight
+// into the A fragments of P (no shared-memory round trip). Online softmax in the log2 domain; the
+// causal mask (query row i of a sequence with q_len queries and n cached keys sits at position
+// n - q_len + i) is applied only where a key of the tile reaches past an m-tile's first row. Rows
+// past the sequence's end are computed on zeros (when their m-tile has live rows) and not stored.
 //
 // Head sizes: tile widths D = 16 .. 256 with kExact, padded tiles for the other multiples of 8
 // (attention_common.cuh). At D = 256 the Q fragments (64 registers) are not held across the key
 // loop but re-read from shared memory per 16-column step, and the slots of the tile after next are
 // staged in shared memory (2 x 64 ints) instead of 16 registers per thread, which keeps O (128 fp32
-// registers) and S in registers; shared memory is 160 KiB (opt-in above 48 KiB).
+// registers) and S in registers; shared memory is 160 KiB (opt-in above 48 KiB). At D = 64 with
+// 128-row tiles: Q 16 KiB + 2 x (K, V) 32 KiB = 48 KiB.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/cuda_api.h"
@@ -29,11 +38,13 @@ namespace vela::ops::cuda {
 
 namespace {
 
-constexpr int kBM = kPrefillTileQ;  // query rows per tile
-constexpr int kBN = 64;             // keys per K/V tile
+constexpr int kBN = 64;  // keys per K/V tile
 constexpr int kPrefillThreads = 128;
+constexpr int kWarpRows = 16;                                // rows of one m16 tile
+constexpr int kLayerRows = kWarpRows * kPrefillThreads / 32;  // rows of one m-tile over all warps
 constexpr float kLog2e = 1.4426950408889634f;
-static_assert(kBM == 16 * (kPrefillThreads / 32), "one warp per 16 query rows");
+static_assert(kLayerRows == kPrefillTileQ && 2 * kLayerRows == kPrefillWideTileQ,
+              "kMT = 1 / 2 m-tiles per warp make the 64- / 128-row tiles of ops/attention.h");
 
 struct PrefillArgs {
   const void* q;
@@ -55,27 +66,33 @@ struct PrefillArgs {
   void* out;  // [n_tokens, n_heads, head_dim], contiguous
 };
 
-// Whether the prefill kernel keeps Q's A fragments in registers for the whole key loop.
-template <int D>
+// Whether the prefill kernel keeps Q's A fragments in registers for the whole key loop (else it
+// re-reads them from shared memory per 16-column step: at D = 256, and with two m-tiles per warp,
+// where holding them spills at D = 64).
+template <int D, int kMT>
 constexpr bool prefill_q_in_registers() {
-  return D <= 128;
+  return D <= 128 && kMT == 1;
 }
 
-template <int D>
+template <int D, int kMT>
 constexpr int prefill_smem_bytes() {
-  return (kBM * D + 4 * kBN * D) * 2;  // Q + 2 x (K, V), 16-bit elements
+  return (kMT * kLayerRows * D + 4 * kBN * D) * 2;  // Q + 2 x (K, V), 16-bit elements
 }
 
 }  // namespace
 
-template <typename T, int D, bool kExact>
+template <typename T, int D, bool kExact, int kMT>
 static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(PrefillArgs a) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  constexpr bool kQRegs = prefill_q_in_registers<D>();
+  constexpr int kBM = kMT * kLayerRows;  // query rows per tile
+  constexpr int kChunks = D / 8;         // 16-byte chunks per row
+  constexpr bool kQRegs = prefill_q_in_registers<D, kMT>();
   const int hd = kExact ? D : a.head_dim;
-  const int hc = hd / 8;                                   // live chunks per row
-  constexpr int kLoads = kBN * kChunks / kPrefillThreads;  // chunks per thread per tile
-  static_assert(kLoads >= 1 && kBM == kBN, "tile shape");
+  const int hc = hd / 8;                                    // live chunks per row
+  constexpr int kLoads = kBN * kChunks / kPrefillThreads;   // K/V chunks per thread per tile
+  constexpr int kQLoads = kBM * kChunks / kPrefillThreads;  // Q chunks per thread
+  static_assert(kLoads >= 1 && kLoads * kPrefillThreads == kBN * kChunks &&
+                    kQLoads * kPrefillThreads == kBM * kChunks,
+                "tile shape");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);  // [kBM][D]
   T* sk = sq + kBM * D;                    // [2][kBN][D]
@@ -96,12 +113,14 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
   const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // First tile row of this warp's m-tile mt (warp-uniform).
+  auto mt_row0 = [&](int mt) { return mt * kLayerRows + warp * kWarpRows; };
 
   // Q tile (rows past the sequence are zero-filled).
   const T* qbase = static_cast<const T*>(a.q) +
                    static_cast<int64_t>(qo0 + q_start) * a.q_token_stride + head * hd;
 #pragma unroll
-  for (int i = 0; i < kLoads; ++i) {
+  for (int i = 0; i < kQLoads; ++i) {
     const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
     const bool valid = r < n_rows && (kExact || c < hc);
     cp_async16(sq + smem_swizzle<D>(r, c), qbase + (valid ? r * a.q_token_stride + c * 8 : 0),
@@ -109,7 +128,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   }
   // Slots of key tile kt: into registers (kLoads per thread), or at D > 128 into the shared
   // s_slots[kt & 1] (published by the __syncthreads before their use).
-  constexpr bool kSlotsSmem = !kQRegs;
+  constexpr bool kSlotsSmem = D > 128;
   __shared__ int32_t s_slots[kSlotsSmem ? 2 * kBN : 1];
   auto load_slots = [&](int kt, int(&slots)[kSlotsSmem ? 1 : kLoads]) {
     if constexpr (kSlotsSmem) {
@@ -146,17 +165,24 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   cp_async_commit();
   if (!kSlotsSmem && n_kt > 1) load_slots(1, slots);
 
-  // This thread's two rows of the warp's 16 (C-fragment rows lane/4 and lane/4 + 8), and their
-  // positions (rows past the end take the last row's position: harmless, never stored).
-  const int row_a = warp * 16 + (lane >> 2), row_b = row_a + 8;
-  const int pos_a = pos_first + min(row_a, n_rows - 1);
-  const int pos_b = pos_first + min(row_b, n_rows - 1);
-
-  uint32_t qf[kQRegs ? D / 16 : 1][4];
-  float o[D / 8][4];
+  // Positions of this thread's two rows per m-tile (C-fragment rows lane/4 and lane/4 + 8); rows
+  // past the end take the last row's position (harmless, never stored).
+  int pos[kMT][2];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int mt = 0; mt < kMT; ++mt) {
+    pos[mt][0] = pos_first + min(mt_row0(mt) + (lane >> 2), n_rows - 1);
+    pos[mt][1] = pos_first + min(mt_row0(mt) + (lane >> 2) + 8, n_rows - 1);
+  }
+  uint32_t qf[kMT][kQRegs ? D / 16 : 1][4];
+  float o[kMT][D / 8][4];
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
 
   for (int kt = 0; kt < n_kt; ++kt) {
     cp_async_wait<0>();
@@ -164,8 +190,12 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
     if constexpr (kQRegs) {
       if (kt == 0) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+        for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk)
+            ldmatrix_x4(qf[mt][kk],
+                        sq + smem_swizzle<D>(mt_row0(mt) + (lane & 15), 2 * kk + (lane >> 4)));
+        }
       }
     }
     if (kt + 1 < n_kt) {
@@ -175,94 +205,151 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
     cp_async_commit();
     const T* skb = sk + (kt & 1) * kBN * D;
     const T* svb = sv + (kt & 1) * kBN * D;
-
-    // S = Q K^T: 16 rows x 64 keys per warp.
-    float s[kBN / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qs[4];  // D > 128: this step's Q fragment, re-read from shared memory
-      if constexpr (!kQRegs)
-        ldmatrix_x4(qs, sq + smem_swizzle<D>(warp * 16 + (lane & 15), 2 * kk + (lane >> 4)));
-      const uint32_t(&qa)[4] = kQRegs ? qf[kQRegs ? kk : 0] : qs;
-#pragma unroll
-      for (int nt2 = 0; nt2 < kBN / 16; ++nt2) {
-        uint32_t b[4];
-        const int key = nt2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, skb + smem_swizzle<D>(key, 2 * kk + ((lane >> 3) & 1)));
-        mma_16816<T>(s[2 * nt2], qa, b[0], b[1]);
-        mma_16816<T>(s[2 * nt2 + 1], qa, b[2], b[3]);
-      }
-    }
     const int kb = kt * kBN;
-    if (kb + kBN - 1 > pos_first) {  // some key of this tile is after some row's position
+
+    // The m-tiles with work on this key tile (warp-uniform): some row inside the sequence, and not
+    // every row before the tile's first key (causal; row positions only grow with the row).
+    bool live[kMT];
+    bool all_live = true, any_live = false;
 #pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int r0 = mt_row0(mt);
+      live[mt] = r0 < n_rows && pos_first + r0 + kWarpRows - 1 >= kb;
+      all_live = all_live && live[mt];
+      any_live = any_live || live[mt];
+    }
+
+    // One key tile for the live m-tiles; kAll (the common case) drops the per-m-tile tests.
+    auto key_tile = [&](auto all) {
+      constexpr bool kAll = decltype(all)::value;
+      // S = Q K^T: 16 rows x 64 keys per m-tile; each K fragment feeds every m-tile.
+      float s[kMT][kBN / 8][4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = kb + nt * 8 + 2 * (lane & 3) + (e & 1);
-          if (key > (e < 2 ? pos_a : pos_b)) s[nt][e] = -INFINITY;
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+          s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+      }
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qs[kMT][4];  // !kQRegs: this step's Q fragments, re-read from shared memory
+        if constexpr (!kQRegs) {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            ldmatrix_x4(qs[mt],
+                        sq + smem_swizzle<D>(mt_row0(mt) + (lane & 15), 2 * kk + (lane >> 4)));
+        }
+#pragma unroll
+        for (int nt2 = 0; nt2 < kBN / 16; ++nt2) {
+          uint32_t b[4];
+          const int key = nt2 * 16 + (lane & 7) + ((lane >> 4) << 3);
+          ldmatrix_x4(b, skb + smem_swizzle<D>(key, 2 * kk + ((lane >> 3) & 1)));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            if (!kAll && !live[mt]) continue;
+            const uint32_t(&qa)[4] = kQRegs ? qf[mt][kQRegs ? kk : 0] : qs[mt];
+            mma_16816<T>(s[mt][2 * nt2], qa, b[0], b[1]);
+            mma_16816<T>(s[mt][2 * nt2 + 1], qa, b[2], b[3]);
+          }
         }
       }
-    }
-    // Online softmax per row (a row's 64 scores are spread over the 4 lanes of a quad).
-    online_softmax_tile(s, m, l, o, a.scale_log2);
-    // O += P V: P's accumulators become A fragments (two 8-key n-tiles = one 16-key k-step).
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]),
-                              pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      for (int mt = 0; mt < kMT; ++mt) {
+        if (!kAll && !live[mt]) continue;
+        // Mask where some key of the tile is after the first row of m-tile layer mt (the whole
+        // tile's first row at kMT = 1).
+        if (kb + kBN - 1 > pos_first + mt * kLayerRows) {
+          const int pos_a = pos[mt][0], pos_b = pos[mt][1];
 #pragma unroll
-      for (int dt2 = 0; dt2 < D / 16; ++dt2) {
-        uint32_t b[4];
-        const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        ldmatrix_x4_trans(b, svb + smem_swizzle<D>(key, 2 * dt2 + (lane >> 4)));
-        mma_16816<T>(o[2 * dt2], pa, b[0], b[1]);
-        mma_16816<T>(o[2 * dt2 + 1], pa, b[2], b[3]);
+          for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int key = kb + nt * 8 + 2 * (lane & 3) + (e & 1);
+              if (key > (e < 2 ? pos_a : pos_b)) s[mt][nt][e] = -INFINITY;
+            }
+          }
+        }
+        // Online softmax per row (a row's 64 scores are spread over the 4 lanes of a quad).
+        online_softmax_tile(s[mt], m[mt], l[mt], o[mt], a.scale_log2);
       }
+      // O += P V: P's accumulators become A fragments (two 8-key n-tiles = one 16-key k-step);
+      // each V fragment feeds every m-tile.
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+        uint32_t pa[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dt2 = 0; dt2 < D / 16; ++dt2) {
+          uint32_t b[4];
+          const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          ldmatrix_x4_trans(b, svb + smem_swizzle<D>(key, 2 * dt2 + (lane >> 4)));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            if (!kAll && !live[mt]) continue;
+            mma_16816<T>(o[mt][2 * dt2], pa[mt], b[0], b[1]);
+            mma_16816<T>(o[mt][2 * dt2 + 1], pa[mt], b[2], b[3]);
+          }
+        }
+      }
+    };
+    // kMT = 1 runs every key tile on all warps (zero rows included), unchanged from before the
+    // 128-row tile: its register allocation (d256 spills) is sensitive to the extra path.
+    if (kMT == 1 || all_live) {
+      key_tile(std::true_type{});
+    } else if constexpr (kMT > 1) {
+      if (any_live) key_tile(std::false_type{});
     }
   }
 
   // Normalize and store (row sums reduced over the quad).
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
+    }
   }
   T* out = static_cast<T*>(a.out);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = r == 0 ? row_a : row_b;
-    if (row >= n_rows) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    T* orow = out + (static_cast<int64_t>(qo0 + q_start + row) * a.n_heads + head) * hd;
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      if (!kExact && dt >= hc) break;
-      *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * (lane & 3)) =
-          pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+    for (int r = 0; r < 2; ++r) {
+      const int row = mt_row0(mt) + (lane >> 2) + 8 * r;
+      if (row >= n_rows) continue;
+      const float inv = l[mt][r] > 0.0f ? 1.0f / l[mt][r] : 0.0f;
+      T* orow = out + (static_cast<int64_t>(qo0 + q_start + row) * a.n_heads + head) * hd;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        if (!kExact && dt >= hc) break;
+        *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * (lane & 3)) =
+            pack2<T>(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+      }
     }
   }
 }
 
 namespace {
 
-template <typename T, int D, bool kExact>
+template <typename T, int D, bool kExact, int kMT>
 void launch_prefill(const PrefillArgs& a, int64_t n_tiles) {
-  constexpr int kSmem = prefill_smem_bytes<D>();
-  if constexpr (kSmem > 48 * 1024) {
+  constexpr int kSmem = prefill_smem_bytes<D, kMT>();
+  if constexpr (kSmem >= 48 * 1024) {  // 48 KiB (D = 64, 128-row tiles) needs no opt-in; harmless
     static bool configured = [] {
-      VELA_CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<T, D, kExact>,
+      VELA_CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<T, D, kExact, kMT>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       return true;
     }();
     (void)configured;
   }
   const dim3 grid(static_cast<unsigned>(a.n_heads), static_cast<unsigned>(n_tiles));
-  prefill_kernel<T, D, kExact><<<grid, kPrefillThreads, kSmem, current_stream()>>>(a);
+  prefill_kernel<T, D, kExact, kMT><<<grid, kPrefillThreads, kSmem, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
 }
 
@@ -272,7 +359,7 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              const Tensor& req_to_token, const Tensor& req_pool_indices,
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
-                             int64_t n_tiles, float scale, Tensor& out) {
+                             int64_t n_tiles, int tile_q, float scale, Tensor& out) {
   const char* op = "paged_prefill_attention";
   if (n_tiles == 0 || q.size(0) == 0) return;
   VELA_CHECK(n_tiles <= 65535, op, ": ", n_tiles, " tiles exceed the grid limit of 65535");
@@ -303,16 +390,29 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
   a.out = out.data_ptr();
   const bool aligned = is_aligned(q.data_ptr(), 16) && (q.stride(0) * 2) % 16 == 0 &&
                        is_aligned(k_cache.data_ptr(), 16) && is_aligned(v_cache.data_ptr(), 16);
+  // Both tiles are accepted here (the public op pins prefill_tile_q), so tests can run either.
+  const bool wide = tile_q == kPrefillWideTileQ;
+  VELA_CHECK(tile_q == kPrefillTileQ || (wide && q.size(2) <= kPrefillWideMaxHeadDim), op,
+             ": no prefill kernel for ", tile_q, "-row tiles at head_dim ", q.size(2), " (",
+             kPrefillTileQ, ", or ", kPrefillWideTileQ, " at head_dim <= ", kPrefillWideMaxHeadDim,
+             ")");
   DeviceGuard guard(q.device().index);
   dispatch_head_dim(q.size(2), op, [&](auto dim, auto exact) {
     constexpr int D = decltype(dim)::value;
     constexpr bool kExact = decltype(exact)::value;
     VELA_CHECK(aligned, op,
                ": q rows and the caches must be 16-byte aligned for the tensor-core kernel");
+    auto launch = [&](auto type) {
+      using T = typename decltype(type)::type;
+      if constexpr (D <= kPrefillWideMaxHeadDim) {
+        if (wide) return launch_prefill<T, D, kExact, 2>(a, n_tiles);
+      }
+      launch_prefill<T, D, kExact, 1>(a, n_tiles);
+    };
     if (q.dtype() == DType::kBF16) {
-      launch_prefill<bf16, D, kExact>(a, n_tiles);
+      launch(std::type_identity<bf16>{});
     } else if (q.dtype() == DType::kF16) {
-      launch_prefill<f16, D, kExact>(a, n_tiles);
+      launch(std::type_identity<f16>{});
     } else {
       VELA_THROW(Unsupported, op, ": dtype ", dtype_name(q.dtype()));
     }
@@ -366,14 +466,15 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
     }
     return;
   }
-  const int64_t cap = prefill_max_tiles(n_tokens, n_seqs);
+  const int tile_q = prefill_tile_q(q.dtype(), d, q.device());
+  const int64_t cap = prefill_max_tiles(n_tokens, n_seqs, tile_q);
   Tensor seq_idx_h = Tensor::empty({cap}, DType::kI32),
          q_start_h = Tensor::empty({cap}, DType::kI32);
-  const int64_t n_tiles = plan_prefill_tiles(qo, n_seqs, kPrefillTileQ, seq_idx_h.data<int32_t>(),
+  const int64_t n_tiles = plan_prefill_tiles(qo, n_seqs, tile_q, seq_idx_h.data<int32_t>(),
                                              q_start_h.data<int32_t>(), cap);
   Tensor seq_idx = seq_idx_h.to(q.device()), q_start = q_start_h.to(q.device());
   paged_prefill_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr,
-                          seq_idx, q_start, n_tiles, scale, out);
+                          seq_idx, q_start, n_tiles, tile_q, scale, out);
 }
 
 }  // namespace vela::ops::cuda

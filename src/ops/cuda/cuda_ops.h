@@ -19,11 +19,38 @@ void gemm_scale_c(Tensor& c, float beta, int64_t n_batch, int64_t m, int64_t n);
 // cuBLASLt).
 bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
+// The most rows gemv_small_m takes (VELA_GEMV_MAX_ROWS, default 2).
+int gemv_row_cap();
+// c = alpha * a @ b^T for gemv_row_cap() + 1 .. kSkinnyMaxRows rows of bf16/f16 a (beta 0; c of
+// a's dtype or f32): the tensor-core skinny GEMM (gemm_skinny.cu; VELA_SKINNY_GEMM=0 turns it
+// off); false when the problem does not have that shape.
+inline constexpr int kSkinnyMaxRows = 8;
+inline constexpr int kSkinnyMaxSplits = 32;
+bool gemm_skinny(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
+                 float alpha, float beta);
+// Benchmarks: 1 / 0 force the skinny GEMM on / off, -1 back to VELA_SKINNY_GEMM.
+void gemm_skinny_set_enabled(int on);
+// K ranges per 64-column tile of the skinny GEMM for an [n, k] weight on sm_count SMs.
+int skinny_gemm_splits(int64_t n, int64_t k, int sm_count);
+// The skinny GEMM's scratch on the current stream: the cuBLASLt workspace for split-K partials
+// (stream-ordered, so never in use by a matmul at the same time) and tickets that are zero
+// between launches (gemm_cublaslt.cpp).
+struct SkinnyScratch {
+  float* partials = nullptr;
+  size_t partial_bytes = 0;
+  int* counters = nullptr;
+  int n_counters = 0;
+};
+SkinnyScratch gemm_skinny_scratch(int device);
 // The fused decode GEMVs of ops/fused_gemm.h (gemv.cu); false when the problem is not 1..8
 // aligned bf16/f16 rows (or its staged input exceeds the kernel's shared memory).
 bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
 bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                         Tensor& act);
+bool gemv_rms_norm_rotary(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                          const Tensor& positions, const Tensor& table,
+                          const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                          Tensor& v_cache);
 bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual);
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
@@ -60,11 +87,13 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
                             Tensor& lse_part, Tensor& out);
+// tile_q: kPrefillTileQ, or kPrefillWideTileQ at head_dim <= kPrefillWideMaxHeadDim (16-bit); the
+// public op pins prefill_tile_q, this one runs either kernel (tests compare both).
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                              const Tensor& req_to_token, const Tensor& req_pool_indices,
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
-                             int64_t n_tiles, float scale, Tensor& out);
+                             int64_t n_tiles, int tile_q, float scale, Tensor& out);
 // Generic ragged attention: copies qo_indptr / seq_lens / req_pool_indices to the host
 // (synchronizes), validates them, then runs the decode, row or tensor-core prefill kernel with
 // temporary buffers.

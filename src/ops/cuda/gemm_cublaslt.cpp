@@ -97,10 +97,19 @@ DeviceGemm& device_gemm(int device) {
   return *contexts[device];
 }
 
-// The workspace of GEMMs on `stream` (ctx.mu held); allocated on that stream the first time.
+// The skinny GEMM's split-K tickets, past the cuBLASLt workspace (which never touches them).
+constexpr int kSkinnyCounters = 16384;
+constexpr size_t kCounterBytes = kSkinnyCounters * sizeof(int);
+
+// The workspace of GEMMs on `stream` (ctx.mu held); allocated on that stream the first time, with
+// the skinny GEMM's counters zeroed behind it.
 void* stream_workspace(DeviceGemm& ctx, int device, cudaStream_t stream) {
   void*& w = ctx.workspaces[stream];
-  if (w == nullptr) w = vela::cuda::device_alloc(kWorkspaceBytes, device);
+  if (w == nullptr) {
+    w = vela::cuda::device_alloc(kWorkspaceBytes + kCounterBytes, device);
+    VELA_CUDA_CHECK(
+        cudaMemsetAsync(static_cast<char*>(w) + kWorkspaceBytes, 0, kCounterBytes, stream));
+  }
   return w;
 }
 
@@ -483,8 +492,10 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
     gemm_scale_c(c, beta, n_batch, rows_m, cols_n);
     return;
   }
-  // Decode-shaped problems (a few rows against a weight matrix) are bandwidth-bound GEMVs.
+  // Decode-shaped problems (a few rows against a weight matrix) are bandwidth-bound: 1..2 rows
+  // on the GEMV, 3..8 on the skinny tensor-core GEMM.
   if (gemv_small_m(a, b, c, trans_a, trans_b, alpha, beta)) return;
+  if (gemm_skinny(a, b, c, trans_a, trans_b, alpha, beta)) return;
   int64_t stride_a = a.dim() == 3 ? a.stride(0) : 0;
   int64_t stride_b = b.dim() == 3 ? b.stride(0) : 0;
   int64_t stride_c = c.dim() == 3 ? c.stride(0) : 0;
@@ -572,6 +583,19 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
                                    a.data_ptr(), plan->b_layout, &beta, c.data_ptr(),
                                    plan->c_layout, c.data_ptr(), plan->c_layout, &plan->algo,
                                    workspace, kWorkspaceBytes, stream));
+}
+
+SkinnyScratch gemm_skinny_scratch(int device) {
+  DeviceGemm& ctx = device_gemm(device);
+  const cudaStream_t stream = current_stream();
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  char* w = static_cast<char*>(stream_workspace(ctx, device, stream));
+  SkinnyScratch s;
+  s.partials = reinterpret_cast<float*>(w);
+  s.partial_bytes = kWorkspaceBytes;
+  s.counters = reinterpret_cast<int*>(w + kWorkspaceBytes);
+  s.n_counters = kSkinnyCounters;
+  return s;
 }
 
 void gemm_release_stream(cudaStream_t stream, int device) {

@@ -34,6 +34,8 @@ int gemv_max_rows() {
 
 using namespace gemv_detail;
 
+int gemv_row_cap() { return gemv_max_rows(); }
+
 void gemv_set_split(int parts, int cols) {
   VELA_CHECK(parts == 0 || parts == 1 || parts == 2 || parts == 4 || parts == 8,
              "gemv_set_split: parts must be 0 (heuristic), 1, 2, 4 or 8, got ", parts);

@@ -1,5 +1,5 @@
-// The fused decode GEMVs of ops/fused_gemm.h: rms_norm or SiLU*up prologue, residual-add
-// epilogue (kernel in gemv_kernel.cuh).
+// The fused decode GEMVs of ops/fused_gemm.h: rms_norm or SiLU*up prologue, residual-add, SiLU*up
+// or rotary + KV-write epilogue (kernel in gemv_kernel.cuh).
 #include "ops/cuda/gemv_kernel.cuh"
 
 namespace vela::ops::cuda {
@@ -30,6 +30,39 @@ bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const 
   args.norm_f32 = norm_w.dtype() == DType::kF32;
   args.eps = eps;
   dispatch_fused<GemvIn::kRmsNorm, GemvOut::kSiluMul>(x.dtype(), args);
+  return true;
+}
+
+bool gemv_rms_norm_rotary(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                          const Tensor& positions, const Tensor& table,
+                          const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                          Tensor& v_cache) {
+  const int64_t m = x.size(0), h = q_out.size(1), d = q_out.size(2), hkv = k_cache.size(1);
+  // Full-width rotary only (a pair is dimension i and i + D/2 of one head).
+  if (d % 2 != 0 || table.size(1) != d) return false;
+  Tensor q_flat = q_out.view({m, h * d});
+  if (!gemv_operands_ok(x, x.size(1), w, q_flat) || q_out.dtype() != x.dtype()) return false;
+  if (k_cache.dtype() != x.dtype() || w.size(0) != (h + 2 * hkv) * d) return false;
+  if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
+  DeviceGuard guard(x.device().index);
+  GemvArgs args = make_args(x, w, q_flat, x.size(1), 1.0f);
+  args.n = w.size(0) / 2;  // dimension pairs
+  args.norm_w = norm_w.data_ptr();
+  args.norm_f32 = norm_w.dtype() == DType::kF32;
+  args.eps = eps;
+  GemvRotary& r = args.rot;
+  r.positions = static_cast<const int32_t*>(positions.data_ptr());
+  r.table = static_cast<const float*>(table.data_ptr());
+  r.max_positions = table.size(0);
+  r.half = static_cast<int>(d / 2);
+  r.n_heads = static_cast<int>(h);
+  r.n_kv_heads = static_cast<int>(hkv);
+  r.loc = static_cast<const int32_t*>(out_cache_loc.data_ptr());
+  r.n_slots = k_cache.size(0);
+  r.q_out = q_out.data_ptr();
+  r.k_cache = k_cache.data_ptr();
+  r.v_cache = v_cache.data_ptr();
+  dispatch_fused<GemvIn::kRmsNorm, GemvOut::kRotary>(x.dtype(), args);
   return true;
 }
 

@@ -8,6 +8,8 @@
 //                 shared memory
 //   out kAdd:     the output is added into c (the residual) instead of stored
 //   out kSiluMul: the warp's two columns are gate j and up j, the output silu(gate) * up
+//   out kRotary:  the warp's two columns are dimensions i and i + D/2 of a head: rotary on q / k,
+//                 q stored to its tensor, k and v to the row's cache slot
 // Each of them is rounded to the storage type exactly where the unfused ops round, so the fused
 // and unfused paths differ only in fp32 summation order.
 //
@@ -41,7 +43,24 @@ constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused)
 enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
 // kSiluMul out: the warp's C = 2 columns are gate row j and up row j + n (w is [2n, k] = gate |
 // up) and the epilogue stores silu(gate) * up (each rounded as the unfused gemm + silu_and_mul).
-enum class GemvOut { kStore, kAdd, kSiluMul };
+// kRotary out (the fused q|k|v projection of a decode layer): the warp's C = 2 columns are
+// dimension i and i + D/2 of one head, the epilogue rotates q and k heads by the row's position
+// and stores q to its own tensor, k and v into the cache slot (ops::rms_norm_gemm_rotary_kv_write).
+enum class GemvOut { kStore, kAdd, kSiluMul, kRotary };
+
+// kRotary: where the rotated heads go (one position and cache slot per row).
+struct GemvRotary {
+  const int32_t* positions;  // [m]
+  const float* table;        // [max_positions, 2 * half]: cos | sin
+  int64_t max_positions;
+  int half;  // head_dim / 2 (full-width rotary)
+  int n_heads, n_kv_heads;
+  const int32_t* loc;  // [m] cache slots
+  int64_t n_slots;
+  void* q_out;  // [m, n_heads, head_dim]
+  void* k_cache;  // [n_slots, n_kv_heads, head_dim]
+  void* v_cache;
+};
 
 struct GemvArgs {
   const void* a;  // plain: [m, k]; kRmsNorm: x [m, k]; kSiluMul: [m, 2k] = gate | up
@@ -57,7 +76,53 @@ struct GemvArgs {
   int m;  // rows actually present (<= the kernel's M)
   float alpha;
   bool norm_staged;  // kRmsNorm: the normalised rows staged in shared memory (set by launch_gemv)
+  GemvRotary rot;    // kRotary
 };
+
+// The two weight rows of pair p: kSiluMul gate p and up p (w = gate | up, n pairs); kRotary
+// dimensions i and i + half of head p / half (i = p % half).
+template <GemvOut OUT>
+__device__ __forceinline__ int64_t pair_row(const GemvArgs& args, int64_t p, int c) {
+  if constexpr (OUT == GemvOut::kRotary) {
+    const int64_t half = args.rot.half;
+    return (p / half) * 2 * half + p % half + c * half;
+  } else {
+    return p + c * args.n;
+  }
+}
+
+// kRotary epilogue of row mi: g0, g1 are dimensions i and i + half of head h (already rounded to
+// T as the projection is stored); rotary as qkv_rotary_kv_write computes it, then q to q_out,
+// k / v to the row's cache slot. Positions outside the table are not rotated and slots outside
+// the cache not written, as the unfused op treats trusted device metadata.
+template <typename T>
+__device__ __forceinline__ void store_rotary(const GemvRotary& r, int mi, int64_t p, float g0,
+                                             float g1) {
+  const int h = static_cast<int>(p / r.half), i = static_cast<int>(p % r.half);
+  const int d = 2 * r.half;
+  const bool is_q = h < r.n_heads, is_v = h >= r.n_heads + r.n_kv_heads;
+  if (!is_v) {
+    const int64_t pos = r.positions[mi];
+    if (pos >= 0 && pos < r.max_positions) {
+      const float* tab = r.table + pos * d;
+      const float y0 = g0 * tab[i] - g1 * tab[r.half + i];
+      const float y1 = g1 * tab[i] + g0 * tab[r.half + i];
+      g0 = y0;
+      g1 = y1;
+    }
+  }
+  T* dst;
+  if (is_q) {
+    dst = static_cast<T*>(r.q_out) + (static_cast<int64_t>(mi) * r.n_heads + h) * d;
+  } else {
+    const int64_t slot = r.loc[mi];
+    if (slot < 0 || slot >= r.n_slots) return;
+    const int kvh = is_v ? h - r.n_heads - r.n_kv_heads : h - r.n_heads;
+    dst = static_cast<T*>(is_v ? r.v_cache : r.k_cache) + (slot * r.n_kv_heads + kvh) * d;
+  }
+  dst[i] = from_float<T>(g0);
+  dst[i + r.half] = from_float<T>(g1);
+}
 
 __device__ __forceinline__ uint4 load_w(const void* p) {
   // Weights are read once per step: keep them out of L1.
@@ -100,8 +165,8 @@ __device__ void stage_input(const GemvArgs& args, T* xs) {
 // still keeps the memory pipe full), W warps split their K.
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs args) {
-  constexpr bool kPairs = OUT == GemvOut::kSiluMul;
-  static_assert(!kPairs || C == 2, "the SiLU epilogue takes a gate and an up column per warp");
+  constexpr bool kPairs = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary;
+  static_assert(!kPairs || C == 2, "the pair epilogues take two columns per warp");
   constexpr int kColsPerBlock = kGemvWarps / W * (kPairs ? 1 : C);
   constexpr bool kStaged = IN == GemvIn::kSiluMul;
   constexpr bool kNorm = IN == GemvIn::kRmsNorm;
@@ -126,7 +191,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
     col0 = g * kColsPerBlock + (warp / W) * (kPairs ? 1 : C);
 #pragma unroll
     for (int c = 0; c < C; ++c) {
-      const int64_t row = kPairs ? col0 + c * n : col0 + c;  // kPairs: gate j, up j
+      const int64_t row = kPairs ? pair_row<OUT>(args, col0, c) : col0 + c;
       live[c] = kPairs ? col0 < n : col0 + c < n;
       wr[c] = static_cast<const T*>(args.w) + (live[c] ? row : 0) * args.ldw;
     }
@@ -306,7 +371,13 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
       }
       if (next < n_groups) __syncthreads();  // partial is rewritten by the next group
     }
-    if constexpr (kPairs) {
+    if constexpr (OUT == GemvOut::kRotary) {
+      // Lane mi holds dimension i of row mi, lane M + mi dimension i + half: bring it over.
+      const float hi = __shfl_down_sync(0xffffffffu, result, M);
+      if (part == 0 && lane < m && out_col0 < n)
+        store_rotary<T>(args.rot, lane, out_col0, to_float(from_float<T>(args.alpha * result)),
+                        to_float(from_float<T>(args.alpha * hi)));
+    } else if constexpr (kPairs) {
       // Lane mi holds gate row mi, lane M + mi the up row: bring the up value over.
       const float up = __shfl_down_sync(0xffffffffu, result, M);
       if (part == 0 && lane < m && out_col0 < n) {
@@ -341,7 +412,8 @@ bool gemv_persistent();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
-  constexpr int kColsPerBlock = kGemvWarps / W * (OUT == GemvOut::kSiluMul ? 1 : C);
+  constexpr bool kPairs = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary;
+  constexpr int kColsPerBlock = kGemvWarps / W * (kPairs ? 1 : C);
   const unsigned blocks = static_cast<unsigned>((args.n + kColsPerBlock - 1) / kColsPerBlock);
   size_t smem = 0;
   auto kernel = gemv_kernel<T, TC, M, W, C, IN, OUT>;
@@ -378,7 +450,7 @@ void launch_gemv(const GemvArgs& args) {
 
 template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
 void dispatch_c(const GemvArgs& args, int cols) {
-  if constexpr (OUT == GemvOut::kSiluMul) {
+  if constexpr (OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary) {
     launch_gemv<T, TC, M, W, 2, IN, OUT>(args);
   } else {
     if constexpr (M == 1)
@@ -399,7 +471,7 @@ void dispatch_w(const GemvArgs& args) {
   const int64_t n = args.n, k = args.k;
   const int64_t sms = n_sms();
   int parts = 1, cols = 1;
-  const int64_t columns = OUT == GemvOut::kSiluMul ? 2 * n : n;
+  const int64_t columns = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary ? 2 * n : n;
   if (columns / kGemvWarps >= 4 * sms) {
     parts = M == 1 ? 1 : 2;
   } else if (k >= 4096) {

@@ -174,7 +174,7 @@ struct PrefillPlan {
 };
 PrefillPlan plan_prefill(const Batch& b, int tile_q) {
   const int64_t n_seqs = b.seq_lens.size(0);
-  const int64_t cap = ops::prefill_max_tiles(b.q.size(0), n_seqs);  // bounds every tile_q >= 64
+  const int64_t cap = ops::prefill_max_tiles(b.q.size(0), n_seqs, std::min(tile_q, ops::kPrefillTileQ));
   std::vector<int32_t> seq_idx(static_cast<size_t>(cap)), q_start(static_cast<size_t>(cap));
   PrefillPlan p;
   p.n_tiles = ops::plan_prefill_tiles(b.qo_indptr.data<int32_t>(), n_seqs, tile_q, seq_idx.data(),

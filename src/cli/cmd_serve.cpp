@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -126,8 +127,16 @@ int cmd_serve(int argc, char** argv) {
                                                "shutdown_grace_s",
                                                "web_ui",
                                                "tool_call_parser"};
-  for (const auto& [k, v] : server_keys.items())
+  // Keys of earlier versions: say what replaced them instead of only "unknown".
+  static const std::map<std::string, std::string> kRetired = {
+      {"max_pending_connections",
+       "was retired with the event-driven HTTP layer (a waiting connection holds no thread); "
+       "use 'max_connections' to bound the open connections"}};
+  for (const auto& [k, v] : server_keys.items()) {
+    if (auto it = kRetired.find(k); it != kRetired.end())
+      VELA_THROW(InvalidArgument, "serve config: '", k, "' ", it->second);
     VELA_CHECK(kKnown.count(k), "serve config: unknown key '", k, "'");
+  }
   sc.apply_json(server_keys);
   if (const char* env = std::getenv("VELA_API_KEY"); env && *env && sc.api_key.empty())
     sc.api_key = env;

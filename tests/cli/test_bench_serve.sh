@@ -88,3 +88,18 @@ expect_error "cannot reach" --url http://127.0.0.1:1 --num-requests 1
 printf '{"prompt": 3}\n' > "$W/badprompts.jsonl"
 expect_error "badprompts.jsonl:1" --url "$URL" --model fixture --prompt-file "$W/badprompts.jsonl"
 echo "bench serve: OK"
+
+# Serve config files: a key an earlier version used names its replacement, an unknown key is named.
+echo '{"max_pending_connections": 64}' > "$W/old.json"
+set +e
+err=$("$VELA" serve --model "$M" --config "$W/old.json" 2>&1 >/dev/null); rc=$?
+set -e
+[ "$rc" -ne 0 ] && echo "$err" | grep -q "'max_pending_connections' was retired.*'max_connections'" ||
+  { echo "retired serve key: rc=$rc, message: $err"; exit 1; }
+echo '{"max_pendin_requests": 64}' > "$W/typo.json"
+set +e
+err=$("$VELA" serve --model "$M" --config "$W/typo.json" 2>&1 >/dev/null); rc=$?
+set -e
+[ "$rc" -ne 0 ] && echo "$err" | grep -q "unknown key 'max_pendin_requests'" ||
+  { echo "unknown serve key: rc=$rc, message: $err"; exit 1; }
+echo "serve config: retired and unknown keys are clear errors"

@@ -90,16 +90,14 @@ expect_error "badprompts.jsonl:1" --url "$URL" --model fixture --prompt-file "$W
 echo "bench serve: OK"
 
 # Serve config files: a key an earlier version used names its replacement, an unknown key is named.
-echo '{"max_pending_connections": 64}' > "$W/old.json"
-set +e
-err=$("$VELA" serve --model "$M" --config "$W/old.json" 2>&1 >/dev/null); rc=$?
-set -e
-[ "$rc" -ne 0 ] && echo "$err" | grep -q "'max_pending_connections' was retired.*'max_connections'" ||
-  { echo "retired serve key: rc=$rc, message: $err"; exit 1; }
-echo '{"max_pendin_requests": 64}' > "$W/typo.json"
-set +e
-err=$("$VELA" serve --model "$M" --config "$W/typo.json" 2>&1 >/dev/null); rc=$?
-set -e
-[ "$rc" -ne 0 ] && echo "$err" | grep -q "unknown key 'max_pendin_requests'" ||
-  { echo "unknown serve key: rc=$rc, message: $err"; exit 1; }
+expect_config_error() {
+  local json="$1" want="$2"
+  echo "$json" > "$W/serve.json"
+  set +e
+  err=$("$VELA" serve --model "$M" --config "$W/serve.json" 2>&1 >/dev/null); rc=$?
+  set -e
+  [ "$rc" -ne 0 ] && printf '%s' "$err" | grep -q -- "$want" || { echo "expected '$want' for $json, got rc=$rc: $err"; exit 1; }
+}
+expect_config_error '{"max_pending_connections": 64}' "'max_pending_connections' was retired.*'max_connections'"
+expect_config_error '{"max_pendin_requests": 64}' "unknown key 'max_pendin_requests'"
 echo "serve config: retired and unknown keys are clear errors"

@@ -19,9 +19,9 @@ void gemm_scale_c(Tensor& c, float beta, int64_t n_batch, int64_t m, int64_t n);
 // cuBLASLt).
 bool gemv_small_m(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                   float alpha, float beta);
-// The most rows gemv_small_m takes (VELA_GEMV_MAX_ROWS, default 2).
-int gemv_row_cap();
-// c = alpha * a @ b^T for gemv_row_cap() + 1 .. kSkinnyMaxRows rows of bf16/f16 a (beta 0; c of
+// The most rows gemv_small_m takes (VELA_GEMV_MAX_ROWS, 0..8, default 2; read once).
+int gemv_max_rows();
+// c = alpha * a @ b^T for gemv_max_rows() + 1 .. kSkinnyMaxRows rows of bf16/f16 a (beta 0; c of
 // a's dtype or f32): the tensor-core skinny GEMM (gemm_skinny.cu; VELA_SKINNY_GEMM=0 turns it
 // off); false when the problem does not have that shape.
 inline constexpr int kSkinnyMaxRows = 8;
@@ -48,9 +48,8 @@ bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tenso
 bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                         Tensor& act);
 bool gemv_rms_norm_rotary(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
-                          const Tensor& positions, const Tensor& table,
-                          const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
-                          Tensor& v_cache);
+                          const Tensor& positions, const Tensor& table, const Tensor& out_cache_loc,
+                          Tensor& q_out, Tensor& k_cache, Tensor& v_cache);
 bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual);
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp

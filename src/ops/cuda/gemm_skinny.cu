@@ -20,17 +20,19 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gemv_kernel.cuh"
 #include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
 
 namespace {
 
-constexpr int kBN = 64;       // output columns per block
-constexpr int kBK = 64;       // K per pipeline stage
-constexpr int kStages = 4;    // cp.async stages in flight
-constexpr int kThreads = 128;  // 4 warps x 16 columns
-constexpr int kChunkVec = 8;  // elements per 16-byte copy
+constexpr int kBN = 64;          // output columns per block
+constexpr int kBK = 64;          // K per pipeline stage
+constexpr int kStages = 4;       // cp.async stages in flight
+constexpr int kThreads = 128;    // 4 warps x 16 columns
+constexpr int kChunkVec = 8;     // elements per 16-byte copy
+constexpr int kBlocksPerSm = 2;  // what the split-K rule aims at
 
 struct SkinnyArgs {
   const void* a;
@@ -49,6 +51,8 @@ struct SkinnyArgs {
 
 constexpr int kRowsA = 16;  // the mma's rows; a's rows past M are zero
 constexpr int kSmemBytes = kStages * (kBN + kRowsA) * kBK * 2;
+// Dynamic plus static (the ticket) shared memory stays under the default 48 KiB: no opt-in.
+static_assert(kSmemBytes + 64 <= 48 * 1024, "skinny GEMM shared memory");
 
 }  // namespace
 
@@ -174,7 +178,8 @@ static __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs
     const int row = idx / (kBN / 4), col4 = (idx % (kBN / 4)) * 4;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s = 0; s < p.splits; ++s) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(base + (s * kRowsA + row) * kBN + col4));
+      const float4 v =
+          __ldcg(reinterpret_cast<const float4*>(base + (s * kRowsA + row) * kBN + col4));
       sum.x += v.x;
       sum.y += v.y;
       sum.z += v.z;
@@ -204,28 +209,11 @@ bool skinny_enabled() {
   return o < 0 ? on : o != 0;
 }
 
-// Blocks per SM the split-K rule aims at (VELA_SKINNY_BLOCKS_PER_SM, default 2).
-int skinny_blocks_per_sm() {
-  static const int v = [] {
-    const char* env = std::getenv("VELA_SKINNY_BLOCKS_PER_SM");
-    return env == nullptr ? 2 : std::clamp(std::atoi(env), 1, 8);
-  }();
-  return v;
-}
-
 template <typename T, typename TC>
 void launch_skinny(const SkinnyArgs& p, int n_tiles) {
-  auto kernel = skinny_gemm_kernel<T, TC>;
-  // Opt in once per instantiation: with the static ticket the 40 KiB of dynamic shared memory
-  // stays under the default, but the pipeline depth may grow.
-  static const bool configured = [&] {
-    VELA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    return true;
-  }();
-  (void)configured;
-  launch_pdl(kernel, dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits)),
-             dim3(kThreads), kSmemBytes, p);
+  launch_pdl(skinny_gemm_kernel<T, TC>,
+             dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits)), dim3(kThreads),
+             kSmemBytes, p);
 }
 
 }  // namespace
@@ -235,7 +223,7 @@ void gemm_skinny_set_enabled(int on) { g_skinny_override = on < 0 ? -1 : (on != 
 int skinny_gemm_splits(int64_t n, int64_t k, int sm_count) {
   const int64_t n_tiles = (n + kBN - 1) / kBN;
   const int64_t n_chunks = (k + kBK - 1) / kBK;
-  const int64_t target = static_cast<int64_t>(skinny_blocks_per_sm()) * sm_count;
+  const int64_t target = static_cast<int64_t>(kBlocksPerSm) * sm_count;
   int64_t splits = (target + n_tiles - 1) / n_tiles;
   splits = std::min<int64_t>({splits, n_chunks, kSkinnyMaxSplits});
   // Every split keeps at least two chunks where K allows (a pipeline of one chunk is a GEMV).
@@ -246,16 +234,13 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sm_count) {
 bool gemm_skinny(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                  float alpha, float beta) {
   if (!skinny_enabled() || trans_a || !trans_b || beta != 0.0f) return false;
-  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) return false;
+  // The GEMV's operand rules (1..8 aligned bf16/f16 rows, 16-byte rows of w) are this kernel's.
+  if (a.dim() != 2 || !gemv_detail::gemv_operands_ok(a, a.size(1), b, c)) return false;
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
-  if (m < 1 || m > kSkinnyMaxRows || m <= gemv_row_cap()) return false;
+  static_assert(kSkinnyMaxRows <= kRowsA, "one m16 tile of rows");
+  if (m > kSkinnyMaxRows || m <= gemv_max_rows() || n > 0x7fffffff || k > 0x7fffffff) return false;
   const DType dt = a.dtype();
-  if ((dt != DType::kBF16 && dt != DType::kF16) || b.dtype() != dt) return false;
   if (c.dtype() != dt && c.dtype() != DType::kF32) return false;
-  if (k % kChunkVec != 0 || b.size(1) != k || n > 0x7fffffff || k > 0x7fffffff) return false;
-  if (a.stride(1) != 1 || b.stride(1) != 1 || c.stride(1) != 1) return false;
-  if (a.stride(0) % kChunkVec != 0 || b.stride(0) % kChunkVec != 0) return false;
-  if (!is_aligned(a.data_ptr(), 16) || !is_aligned(b.data_ptr(), 16)) return false;
   DeviceGuard guard(c.device().index);
   SkinnyArgs p{};
   p.a = a.data_ptr();
@@ -270,7 +255,6 @@ bool gemm_skinny(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool
   p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
   p.alpha = alpha;
   const int n_tiles = static_cast<int>((n + kBN - 1) / kBN);
-  if (n_tiles > 0x7fffffff / 2) return false;
   p.splits = skinny_gemm_splits(n, k, n_sms());
   if (p.splits > 1) {
     const size_t need = static_cast<size_t>(n_tiles) * p.splits * kRowsA * kBN * sizeof(float);

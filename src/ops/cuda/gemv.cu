@@ -18,6 +18,10 @@ bool gemv_persistent() {
   return on;
 }
 
+}  // namespace gemv_detail
+
+using namespace gemv_detail;
+
 // The most rows ops::gemm sends to the GEMV instead of cuBLASLt (VELA_GEMV_MAX_ROWS, 0..8;
 // default 2). The GEMV's FMAs grow with the rows while cuBLASLt's tensor-core kernels stay bound
 // by the weight stream: bench-1b engine steps on the H200 at 1024 context, GEMV vs cuBLASLt for
@@ -30,11 +34,6 @@ int gemv_max_rows() {
   }();
   return rows;
 }
-}  // namespace gemv_detail
-
-using namespace gemv_detail;
-
-int gemv_row_cap() { return gemv_max_rows(); }
 
 void gemv_set_split(int parts, int cols) {
   VELA_CHECK(parts == 0 || parts == 1 || parts == 2 || parts == 4 || parts == 8,

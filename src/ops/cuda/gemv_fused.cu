@@ -6,50 +6,53 @@ namespace vela::ops::cuda {
 
 using namespace gemv_detail;
 
-bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
+namespace {
+
+// The arguments of an rms_norm-prologue GEMV writing `out` (x's dtype); false when the GEMV does
+// not take these operands.
+bool norm_args(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out,
+               GemvArgs& args) {
   if (!gemv_operands_ok(x, x.size(1), w, out) || out.dtype() != x.dtype()) return false;
   if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
-  DeviceGuard guard(out.device().index);
-  GemvArgs args = make_args(x, w, out, x.size(1), 1.0f);
+  args = make_args(x, w, out, x.size(1), 1.0f);
   args.norm_w = norm_w.data_ptr();
   args.norm_f32 = norm_w.dtype() == DType::kF32;
   args.eps = eps;
+  return true;
+}
+
+}  // namespace
+
+bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
+  GemvArgs args;
+  if (!norm_args(x, norm_w, eps, w, out, args)) return false;
+  DeviceGuard guard(out.device().index);
   dispatch_fused<GemvIn::kRmsNorm, GemvOut::kStore>(x.dtype(), args);
   return true;
 }
 
 bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                         Tensor& act) {
-  if (!gemv_operands_ok(x, x.size(1), w, act) || act.dtype() != x.dtype()) return false;
-  if (w.size(0) != 2 * act.size(1)) return false;
-  if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
+  GemvArgs args;
+  if (w.size(0) != 2 * act.size(1) || !norm_args(x, norm_w, eps, w, act, args)) return false;
   DeviceGuard guard(act.device().index);
-  GemvArgs args = make_args(x, w, act, x.size(1), 1.0f);
   args.n = act.size(1);  // gate / up pairs
-  args.norm_w = norm_w.data_ptr();
-  args.norm_f32 = norm_w.dtype() == DType::kF32;
-  args.eps = eps;
   dispatch_fused<GemvIn::kRmsNorm, GemvOut::kSiluMul>(x.dtype(), args);
   return true;
 }
 
 bool gemv_rms_norm_rotary(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
-                          const Tensor& positions, const Tensor& table,
-                          const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
-                          Tensor& v_cache) {
+                          const Tensor& positions, const Tensor& table, const Tensor& out_cache_loc,
+                          Tensor& q_out, Tensor& k_cache, Tensor& v_cache) {
   const int64_t m = x.size(0), h = q_out.size(1), d = q_out.size(2), hkv = k_cache.size(1);
   // Full-width rotary only (a pair is dimension i and i + D/2 of one head).
   if (d % 2 != 0 || table.size(1) != d) return false;
-  Tensor q_flat = q_out.view({m, h * d});
-  if (!gemv_operands_ok(x, x.size(1), w, q_flat) || q_out.dtype() != x.dtype()) return false;
   if (k_cache.dtype() != x.dtype() || w.size(0) != (h + 2 * hkv) * d) return false;
-  if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
+  Tensor q_flat = q_out.view({m, h * d});  // the epilogue writes q itself: out only for the checks
+  GemvArgs args;
+  if (!norm_args(x, norm_w, eps, w, q_flat, args)) return false;
   DeviceGuard guard(x.device().index);
-  GemvArgs args = make_args(x, w, q_flat, x.size(1), 1.0f);
   args.n = w.size(0) / 2;  // dimension pairs
-  args.norm_w = norm_w.data_ptr();
-  args.norm_f32 = norm_w.dtype() == DType::kF32;
-  args.eps = eps;
   GemvRotary& r = args.rot;
   r.positions = static_cast<const int32_t*>(positions.data_ptr());
   r.table = static_cast<const float*>(table.data_ptr());

@@ -139,6 +139,22 @@ Workload file_workload(const json& line, bool chat, int64_t out_tokens, const st
 
 // ---- results --------------------------------------------------------------------------------
 
+// The engine's step times from a vela server's GET /stats (engine.step_ms); null from any other
+// server or on any error.
+json server_step_times(asio::io_context& io, const tcp::resolver::results_type& eps,
+                       const Target& target, const std::string& key) {
+  try {
+    std::string resp = http_get(io, eps, target.host, target.base_path + "/stats", key);
+    size_t body = resp.find("\r\n\r\n");
+    json j = json::parse(body == std::string::npos ? "" : resp.substr(body + 4), nullptr, false);
+    if (j.is_object() && j.contains("engine") && j["engine"].is_object() &&
+        j["engine"].contains("step_ms") && j["engine"]["step_ms"].is_object())
+      return j["engine"]["step_ms"];
+  } catch (const std::exception&) {
+  }
+  return nullptr;
+}
+
 json percentiles_ms(std::vector<double> v) {
   if (v.empty()) return json{{"count", 0}};
   std::sort(v.begin(), v.end());
@@ -449,6 +465,19 @@ int bench_serve_main(int argc, char** argv) {
   }
   for (const auto& [what, n] : errors)
     std::printf("  error x%lld: %s\n", static_cast<long long>(n), what.c_str());
+  // A vela server also says how long its engine steps took (since it started): the mixed steps'
+  // tail is where a decode stream's inter-token tail comes from.
+  json steps = server_step_times(io, eps, target, key);
+  if (!steps.is_null()) {
+    res["server_step_ms"] = steps;
+    for (const auto& [kind, p] : steps.items()) {
+      if (p.value("count", 0) == 0) continue;
+      std::printf("  server %-8s steps %7lld  mean %6.2f  p50 %6.2f  p90 %6.2f  p99 %6.2f  max %6.2f ms\n",
+                  kind.c_str(), static_cast<long long>(p["count"].get<int64_t>()),
+                  p["mean"].get<double>(), p["p50"].get<double>(), p["p90"].get<double>(),
+                  p["p99"].get<double>(), p["max"].get<double>());
+    }
+  }
   if (!out_path.empty()) {
     std::ofstream f(out_path);
     VELA_CHECK_T(IoError, f.good(), "cannot write --out ", out_path);

@@ -490,6 +490,7 @@ bool Scheduler::plan() {
 }
 
 bool Scheduler::step() {
+  const double t_step = now_s();
   drain_inbox();
   handle_cancellations();
   admit();
@@ -573,7 +574,7 @@ bool Scheduler::step() {
     }
   }
   remove_finished();
-  update_stats(n_emitted, n_prompt_tokens, /*stepped=*/true);
+  update_stats(n_emitted, n_prompt_tokens, /*stepped=*/true, now_s() - t_step);
   publish_final_events();
   return true;
 }
@@ -681,12 +682,16 @@ void Scheduler::remove_finished() {
   running_.remove_if([](const std::unique_ptr<Task>& t) { return !t->request; });
 }
 
-void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt, bool stepped) {
+void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt, bool stepped,
+                             double step_s) {
   std::lock_guard<std::mutex> s(stats_mu_);
-  if (stepped) {  // this step's plan: prefill chunks, mixed prefill + decode, its size
+  if (stepped) {  // this step's plan: prefill chunks, mixed prefill + decode, its size and time
     stats_.prefill_chunks += n_prefill_items_;
     if (n_prefill_items_ > 0 && n_decode_items_ > 0) ++stats_.mixed_steps;
     stats_.max_step_tokens = std::max<int64_t>(stats_.max_step_tokens, step_tokens_);
+    StepTimes& st = stats_.step_times;
+    (n_prefill_items_ == 0 ? st.decode : n_decode_items_ == 0 ? st.prefill : st.mixed)
+        .observe(step_s);
   }
   double t = now_s();
   if (n_generated > 0) {

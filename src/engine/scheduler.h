@@ -25,6 +25,7 @@
 #include "engine/runtime/sampler.h"
 #include "engine/spec/speculator.h"
 #include "engine/step_gate.h"
+#include "engine/step_times.h"
 #include "engine/task.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,6 +53,8 @@ struct EngineStats {
   int64_t update_wait_steps = 0;
   int64_t n_cuda_graphs = 0;   // decode graphs captured so far (0 on the CPU)
   double graph_capture_s = 0;  // seconds their capture took
+  // Wall time of the steps that ran a forward (plan to events), by what they carried.
+  StepTimes step_times;
   // Speculative decoding (EngineConfig::speculative): see SpeculativeStats.
   SpeculativeStats speculative;
 };
@@ -198,7 +201,8 @@ class Scheduler {
   void process_sample(Task& t, const SampleResult& r);
   void finish(Task& t, FinishReason reason, const std::string& error = "");
   void remove_finished();
-  void update_stats(int64_t n_generated, int64_t n_prompt, bool stepped = false);
+  void update_stats(int64_t n_generated, int64_t n_prompt, bool stepped = false,
+                    double step_s = 0);
   void publish_final_events();
   void publish_token_events();
 

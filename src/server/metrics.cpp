@@ -3,6 +3,7 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <sstream>
 
@@ -14,6 +15,9 @@ std::string fmt(double v) {
   os.precision(10);
   os << v;
   return os.str();
+}
+std::array<std::pair<const char*, const StepTimeHistogram*>, 3> step_kinds(const StepTimes& t) {
+  return {{{"decode", &t.decode}, {"mixed", &t.mixed}, {"prefill", &t.prefill}}};
 }
 }  // namespace
 
@@ -162,6 +166,16 @@ std::string Metrics::prometheus(const EngineStats& es) const {
             ? static_cast<double>(es.kv_pages_used) / static_cast<double>(es.kv_pages_total)
             : 0.0);
   gauge("vela_generation_tokens_per_second", "Recent generation throughput.", es.tokens_per_s);
+  os << "# HELP vela_engine_step_seconds Engine step wall time by what the step carried "
+        "(decode rows only, decode + prompt chunks, prompt chunks only).\n"
+        "# TYPE vela_engine_step_seconds summary\n";
+  for (const auto& [kind, h] : step_kinds(es.step_times)) {
+    for (double q : {0.5, 0.9, 0.99})
+      os << "vela_engine_step_seconds{kind=\"" << kind << "\",quantile=\"" << fmt(q) << "\"} "
+         << fmt(h->quantile(q)) << "\n";
+    os << "vela_engine_step_seconds_sum{kind=\"" << kind << "\"} " << fmt(h->sum()) << "\n"
+       << "vela_engine_step_seconds_count{kind=\"" << kind << "\"} " << h->count() << "\n";
+  }
   os << ttft_.render("vela_time_to_first_token_seconds",
                      "Time from request arrival to first token.");
   os << itl_.render("vela_inter_token_latency_seconds", "Time between consecutive output tokens.");
@@ -170,6 +184,11 @@ std::string Metrics::prometheus(const EngineStats& es) const {
 }
 
 json Metrics::stats_json(const EngineStats& es) const {
+  json steps = json::object();
+  for (const auto& [kind, h] : step_kinds(es.step_times))
+    steps[kind] = {{"count", h->count()},     {"mean", 1e3 * h->mean()},
+                   {"p50", 1e3 * h->quantile(0.5)}, {"p90", 1e3 * h->quantile(0.9)},
+                   {"p99", 1e3 * h->quantile(0.99)}, {"max", 1e3 * h->max()}};
   json req = json::object();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -192,6 +211,7 @@ json Metrics::stats_json(const EngineStats& es) const {
         {"mixed_steps", es.mixed_steps},
         {"max_step_tokens", es.max_step_tokens},
         {"decode_rows_deferred", es.decode_rows_deferred},
+        {"step_ms", steps},
         {"tokens_per_s", es.tokens_per_s},
         {"policy_version", es.policy_version},
         {"speculative",

@@ -58,6 +58,10 @@ assert c["ttft_ms"]["count"] == 12 and c["itl_ms"]["count"] > 0, c
 assert c["ttft_ms"]["p50"] <= c["ttft_ms"]["p90"] <= c["ttft_ms"]["p99"] <= c["ttft_ms"]["max"]
 assert c["peak_concurrency"] == 4 and c["input_tokens"] > 0
 assert abs(c["output_throughput"] - c["output_tokens_total"] / c["duration_s"]) < 1e-6
+# The server's engine step times (GET /stats), since the server started: 12 prompts, >= 4 tokens.
+st = c["server_step_ms"]
+assert st["decode"]["count"] + st["mixed"]["count"] + st["prefill"]["count"] >= 4 * 3, st
+assert 0 < st["decode"]["p50"] <= st["decode"]["p99"] <= st["decode"]["max"], st
 assert o["mode"] == "open_loop" and o["request_rate"] == 40 and o["completed"] == 9, o
 assert o["peak_concurrency"] <= 3 and o["failed"] == 0
 # max_tokens from the file (5, 6) or --output-tokens (7), three times each, ignore_eos on.

@@ -82,6 +82,11 @@ TEST_P(StepBudget, LongPromptArrivingWhileOthersDecodeIsChunkedAndDecodesAreNeve
   const int64_t min_chunks = (kLong + share - 1) / share;
   EXPECT_GE(after.prefill_chunks - before.prefill_chunks, min_chunks);
   EXPECT_GE(after.mixed_steps - before.mixed_steps, min_chunks);
+  // Each of those steps was timed as a mixed one (StepTimes), decode-only steps apart.
+  EXPECT_EQ(after.step_times.mixed.count() - before.step_times.mixed.count(),
+            after.mixed_steps - before.mixed_steps);
+  EXPECT_GT(after.step_times.decode.count(), before.step_times.decode.count());
+  EXPECT_GT(after.step_times.mixed.quantile(0.5), 0.0);
   // Every step between the two snapshots gave each of the 3 decoders a token (plus the long
   // request's own 3): a step that left a decode row out would make this fall short.
   const int64_t steps = after.steps - before.steps;

@@ -136,6 +136,7 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   cache_ = std::make_unique<TaskCacheManager>(std::move(strategy), *storage_, *req_pool_, *ws_);
   ExecutorOptions eo;
   eo.cuda_graphs = cfg_.cuda_graphs;
+  eo.exact_graph_splits = cfg_.exact_graph_splits;
   eo.time_device = cfg_.time_device;
   eo.padding_slot = cuda ? storage_->padding_slot() : -1;
   executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);

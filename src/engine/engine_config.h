@@ -36,6 +36,11 @@ struct EngineConfig {
   // CUDA: capture every decode bucket's graph in the constructor (benchmarks) instead of in the
   // background while the loop is idle (the default: start-up does not wait for them).
   bool capture_graphs_at_start = false;
+  // CUDA graphs: a decode step whose KV split count has no graph captures it at once, stalling
+  // the step for an eager forward and the capture (true: the same bits as an eager engine), or
+  // runs a captured graph of its batch bucket within 2x of that split count and captures the
+  // exact one when the loop is idle (false, the default: no capture stalls while serving).
+  bool exact_graph_splits = false;
   bool time_device = false;           // CUDA: time each forward on the stream (EngineStats; bench)
   SpeculativeConfig speculative;      // speculative decoding (off by default; docs/speculative.md)
 };

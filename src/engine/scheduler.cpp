@@ -574,7 +574,16 @@ bool Scheduler::step() {
     }
   }
   remove_finished();
-  update_stats(n_emitted, n_prompt_tokens, /*stepped=*/true, now_s() - t_step);
+  const double step_s = now_s() - t_step;
+  const int64_t graphs_before = stats_.n_cuda_graphs;  // this thread is stats_' only writer
+  update_stats(n_emitted, n_prompt_tokens, /*stepped=*/true, step_s);
+  const StepTimeHistogram& decode_steps = stats_.step_times.decode;
+  if (log_level() <= LogLevel::kDebug && decode_steps.count() >= 32 &&
+      step_s > 2 * decode_steps.quantile(0.5))
+    VELA_LOG_DEBUG("[scheduler] slow step ", step_s * 1e3, " ms (decode p50 ",
+                   decode_steps.quantile(0.5) * 1e3, " ms): ", n_decode_items_, " decode rows, ",
+                   n_prefill_items_, " prompt chunks, ", step_tokens_, " tokens, ",
+                   stats_.n_cuda_graphs - graphs_before, " graphs captured");
   publish_final_events();
   return true;
 }

@@ -5,15 +5,19 @@
 // also after requests finish and rows are recycled; and decode allocates nothing.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "core/allocator.h"
+#include "core/cuda/cuda_api.h"
 #include "core/json.h"
 #include "cuda_test_util.h"
 #include "engine/cache/kv_storage.h"
 #include "engine/engine.h"
+#include "ops/attention.h"
 
 namespace vela {
 namespace {
@@ -139,6 +143,49 @@ TEST_F(CudaEngine, Bf16StaysCloseToF32) {
   EXPECT_LT(worst, 0.3);
 }
 
+// A decode step whose KV split count has no graph yet runs the captured graph of its bucket
+// within 2x of it (no capture stall while serving) and the exact graph is captured once the loop
+// is idle; the tokens are those of an engine that captured the exact graph at once (the split
+// count only reorders the split-KV sums). f32, so the logprobs agree to rounding.
+TEST_F(CudaEngine, NeighbourGraphRunsAMissingSplitCountAndTheExactOneIsCapturedWhenIdle) {
+  ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
+    "vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096})"));
+  // Graphs captured at start for 1024 keys; one sequence of ~300 keys wants half the splits.
+  auto pow2 = [](int v) { int p = 1; while (p < v) p *= 2; return p; };
+  const int sms = cuda::sm_count(0);
+  const int at_start = pow2(ops::decode_num_splits(1, 2, 1024, sms));
+  const int wanted = pow2(ops::decode_num_splits(1, 2, 300, sms));
+  if (at_start != 2 * wanted) GTEST_SKIP() << "split counts " << at_start << " / " << wanted;
+  EngineConfig c;
+  c.capture_graphs_at_start = true;
+  c.max_ctx = 2048;
+  c.max_seqs = 4;
+  EngineConfig exact = c;
+  exact.exact_graph_splits = true;
+  Engine near(Transformer::random(mc, DType::kF32, gpu(), 5), nullptr, c);
+  Engine ref(Transformer::random(mc, DType::kF32, gpu(), 5), nullptr, exact);
+  const size_t graphs = near.n_cuda_graphs();
+  ASSERT_EQ(ref.n_cuda_graphs(), graphs);
+  Request r;
+  for (int i = 0; i < 290; ++i) r.prompt.push_back((i * 37 + 11) % 256);
+  r.params.temperature = 0;
+  r.params.max_tokens = 8;
+  r.params.ignore_eos = true;
+  r.params.logprobs = true;
+  Completion a = near.generate({r})[0].completions[0];
+  EXPECT_EQ(near.n_cuda_graphs(), graphs) << "the step must not capture";
+  Completion b = ref.generate({r})[0].completions[0];
+  EXPECT_EQ(ref.n_cuda_graphs(), graphs + 1) << "exact splits: the step captures its graph";
+  ASSERT_EQ(a.tokens, b.tokens);
+  for (size_t t = 0; t < a.logprobs.size(); ++t)
+    EXPECT_NEAR(a.logprobs[t].logprob, b.logprobs[t].logprob, 1e-4) << "token " << t;
+  // Idle now: the loop captures the queued graph within a few idle turns.
+  for (int i = 0; i < 100 && near.n_cuda_graphs() == graphs; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(near.n_cuda_graphs(), graphs + 1);
+}
+
 // Two CUDA engines, graphs on and off, run the same two waves of requests (the second wave reuses
 // the rows the first freed): every token, every logprob and every byte of the KV storage match.
 // Fixtures: head_dim 16 (llama_gqa), 80 (a padded tile) and 256.
@@ -150,6 +197,7 @@ TEST_P(CudaEngineHeadDim, GraphReplayIsBitIdenticalToEagerIncludingRecycledRows)
     std::string dir = fixture(GetParam());
     auto base = fixture_prompt(dir);
     EngineConfig on = small_config(), off = small_config();
+    on.exact_graph_splits = true;  // every split count its own graph: the eager engine's bits
     off.cuda_graphs = false;
     Engine g(Transformer::load(dir, dt, gpu()), nullptr, on);
     Engine e(Transformer::load(dir, dt, gpu()), nullptr, off);

@@ -1,7 +1,9 @@
 // CudaGraphRunner implementation (CUDA runtime graph API; stubs that refuse in CPU-only builds).
 #include "engine/runtime/cuda_graph_runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 #ifdef VELA_HAS_CUDA
@@ -21,6 +23,21 @@ std::vector<int32_t> CudaGraphRunner::buckets(int32_t max_seqs) {
   }
   out.push_back(max_seqs);
   return out;
+}
+
+std::optional<CudaGraphRunner::Key> CudaGraphRunner::nearest(Key key) const {
+  std::optional<Key> best;
+  double best_d = 0;
+  for (auto it = graphs_.lower_bound({key.first, 0});
+       it != graphs_.end() && it->first.first == key.first; ++it) {
+    const double d = std::abs(std::log2(static_cast<double>(it->first.second) /
+                                        static_cast<double>(std::max(key.second, 1))));
+    if (!best || d <= best_d) {  // ascending split counts: a tie keeps the larger
+      best = it->first;
+      best_d = d;
+    }
+  }
+  return best;
 }
 
 #ifdef VELA_HAS_CUDA

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "core/tensor.h"
@@ -44,6 +45,10 @@ class CudaGraphRunner {
 
   using Key = std::pair<int32_t, int32_t>;  // (batch bucket, n_splits)
   bool has(Key key) const { return graphs_.count(key) != 0; }
+  // The captured graph of `key`'s bucket whose split count is nearest to key's (by ratio; a tie
+  // goes to the larger count), if any. A decode graph is correct at any split count: every split
+  // takes its share of each row's keys from the seq_lens read at replay.
+  std::optional<Key> nearest(Key key) const;
   // Runs `forward` once under stream capture and keeps the graph; returns its output (the logits
   // tensor in the arena, valid after every replay of this key).
   Tensor capture(Key key, const std::function<Tensor()>& forward);

@@ -138,7 +138,15 @@ Tensor Executor::forward_decode(const BoundBatch& batch) {
   return decode_bucket(batch, batch.n_seqs, bucket_for(batch.n_seqs));
 }
 
-Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket) {
+int Executor::graph_splits(int32_t bucket, int32_t max_len) const {
+  int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, max_len, sm_count_);
+  if (!graphs_) return splits;
+  int p = 1;  // round up to a power of two: a handful of graphs per bucket
+  while (p < splits) p *= 2;
+  return std::min(p, ops::kMaxDecodeSplits);
+}
+
+Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket, int splits) {
   auto [ids, pos, loc, rows, lens, qo, kvp, last] = ws_.host_pointers();
   for (int32_t i = n; i < bucket; ++i) {  // padding rows: no keys, K/V into the padding slot
     ids[i] = 0;
@@ -155,21 +163,25 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
     for (int32_t i = n; i < bucket; ++i) slots[i] = -1;
     lora->rows->upload(bucket);
   }
-  int splits =
-      ops::decode_num_splits(bucket, model_->config.n_kv_heads, batch.kv.max_len, sm_count_);
-  if (graphs_) {  // round up to a power of two: a handful of graphs per bucket
-    int p = 1;
-    while (p < splits) p *= 2;
-    splits = std::min(p, ops::kMaxDecodeSplits);
+  CudaGraphRunner::Key key{bucket, splits > 0 ? splits : graph_splits(bucket, batch.kv.max_len)};
+  if (graphs_ && splits == 0 && !opts_.exact_graph_splits && !graphs_->has(key)) {
+    // A step whose split count has no graph yet: a captured graph of this bucket within a factor
+    // of two of it runs now (any split count is correct, and one that close costs about the same),
+    // and the exact one is captured when the loop is next idle. Capturing here would stall every
+    // row of the step for an eager forward plus the capture (~20 ms on a 1.7B model).
+    std::optional<CudaGraphRunner::Key> near = graphs_->nearest(key);
+    if (near && std::max(near->second, key.second) <= 2 * std::min(near->second, key.second)) {
+      queue_capture(batch.kv, key);
+      key = *near;
+    }
   }
   BoundBatch b = resized(batch, bucket, bucket);
   b.kv.mode = AttentionMode::kDecode;
-  b.kv.n_splits = splits;
+  b.kv.n_splits = key.second;
   b.kv.o_part = ws_.o_part;
   b.kv.lse_part = ws_.lse_part;
   ws_.upload(bucket, bucket);
   Tensor logits;
-  CudaGraphRunner::Key key{bucket, splits};
   if (!graphs_) {
     logits = run(b);
   } else if (graphs_->has(key)) {
@@ -179,6 +191,14 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
     graphs_->capture(key, [&] { return run(b); });
   }
   return logits.slice(0, 0, n);
+}
+
+void Executor::queue_capture(const KVCacheView& cache, CudaGraphRunner::Key key) {
+  if (std::find(queued_.begin(), queued_.end(), key) != queued_.end()) return;
+  queued_cache_.k_cache = cache.k_cache;
+  queued_cache_.v_cache = cache.v_cache;
+  queued_cache_.req_to_token = cache.req_to_token;
+  queued_.push_front(key);  // before the start-up queue: a split count steps asked for
 }
 
 Tensor Executor::forward_prefill(const BoundBatch& batch) {
@@ -198,7 +218,8 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   return run(b);
 }
 
-void Executor::capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket) {
+void Executor::capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket,
+                              int splits) {
   // An all-padding batch (every row without keys): the kernels read seq_lens at replay.
   InferenceWorkspace::Host& h = ws_.host;
   ws_.wait_staging();
@@ -208,7 +229,7 @@ void Executor::capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t
   BoundBatch b;
   b.kv = cache;
   b.kv.max_len = max_len;
-  decode_bucket(b, 0, bucket);
+  decode_bucket(b, 0, bucket, splits > 0 ? splits : graph_splits(bucket, max_len));
 }
 
 double Executor::capture_decode_graphs(const KVCacheView& cache, int32_t max_len) {
@@ -223,20 +244,16 @@ void Executor::queue_decode_graphs(const KVCacheView& cache, int32_t max_len) {
   if (!graphs_) return;
   queued_cache_ = cache;
   queued_len_ = max_len;
-  queued_buckets_.assign(buckets_.rbegin(), buckets_.rend());  // popped from the back: 1 first
+  queued_.clear();
+  for (int32_t bucket : buckets_) queued_.push_back({bucket, graph_splits(bucket, max_len)});
 }
 
 bool Executor::capture_queued_graph() {
-  while (graphs_ && !queued_buckets_.empty()) {
-    const int32_t bucket = queued_buckets_.back();
-    queued_buckets_.pop_back();
-    // The split count this bucket gets at max_len (as decode_bucket computes it).
-    int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, queued_len_, sm_count_);
-    int p = 1;
-    while (p < splits) p *= 2;
-    splits = std::min(p, ops::kMaxDecodeSplits);
-    if (graphs_->has({bucket, splits})) continue;  // a step captured it already
-    capture_bucket(queued_cache_, queued_len_, bucket);
+  while (graphs_ && !queued_.empty()) {
+    const CudaGraphRunner::Key key = queued_.front();
+    queued_.pop_front();
+    if (graphs_->has(key)) continue;  // a step captured it already
+    capture_bucket(queued_cache_, std::max<int32_t>(queued_len_, 1), key.first, key.second);
     return true;
   }
   return false;

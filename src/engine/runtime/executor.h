@@ -8,6 +8,7 @@
 // swapped by Engine::update_weights between steps (never during one).
 #pragma once
 
+#include <deque>
 #include <memory>
 
 #include "core/scratch_arena.h"
@@ -26,6 +27,7 @@ struct ExecutorOptions {
   bool cuda_graphs = true;   // replay captured decode graphs on CUDA
   int32_t padding_slot = -1; // KV slot padding rows write to (required on CUDA)
   bool time_device = false;  // CUDA: time every forward with stream events (device_time())
+  bool exact_graph_splits = false;  // EngineConfig::exact_graph_splits
 };
 
 class Executor {
@@ -37,7 +39,9 @@ class Executor {
   Tensor forward(const BoundBatch& batch);
   // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
   // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
-  // split counts are captured on first use. No-op without graphs.
+  // split counts: a step that needs one runs a graph of its bucket within a factor of two of it
+  // and queues the exact one for capture_queued_graph(); farther ones are captured by the step.
+  // No-op without graphs.
   double capture_decode_graphs(const KVCacheView& cache, int32_t max_len);
   // The same graphs, captured later one at a time by capture_queued_graph() (the scheduler loop
   // calls it while idle). No-op without graphs.
@@ -69,8 +73,13 @@ class Executor {
  private:
   Tensor run(const BoundBatch& b);
   Tensor forward_decode(const BoundBatch& batch);
-  // Pads rows [n, bucket) and runs (or replays) the bucket's decode forward.
-  Tensor decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket);
+  // Pads rows [n, bucket) and runs (or replays) the bucket's decode forward with `splits` KV
+  // splits (0: graph_splits at the batch's max_len, or a captured neighbour: see above).
+  Tensor decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket, int splits = 0);
+  // The split count of a bucket's decode at max_len (a power of two with graphs).
+  int graph_splits(int32_t bucket, int32_t max_len) const;
+  // Queues the capture of `key` (the KV storage and request table from `cache`), first in line.
+  void queue_capture(const KVCacheView& cache, CudaGraphRunner::Key key);
   Tensor forward_prefill(const BoundBatch& batch);
   int32_t bucket_for(int32_t n) const;
   // Re-slices the batch's metadata views to `n_seqs` sequences / `n_tokens` tokens.
@@ -83,11 +92,12 @@ class Executor {
   std::unique_ptr<CudaGraphRunner> graphs_;  // CUDA with graphs on
   std::unique_ptr<CudaGraphRunner> stream_;  // CUDA with graphs off: just the stream
   std::vector<int32_t> buckets_;
-  std::vector<int32_t> queued_buckets_;  // queue_decode_graphs: still to capture, in order
+  std::deque<CudaGraphRunner::Key> queued_;  // graphs still to capture, in order
   KVCacheView queued_cache_;
   int32_t queued_len_ = 0;
-  // Captures the graph of `bucket` for sequences up to max_len (an all-padding batch).
-  void capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket);
+  // Captures the graph of `bucket` for sequences up to max_len (an all-padding batch) with
+  // `splits` KV splits (0: as a step at max_len would).
+  void capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket, int splits = 0);
   int sm_count_ = 1;
   // time_device: events around the last forward, not yet counted in device_time_.
   std::unique_ptr<cuda::StreamEvent> fwd_begin_, fwd_end_;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -174,9 +175,8 @@ enum KeyField {
   kUnused,
 };
 
-// Descriptors of `key` plus up to `n_wanted` heuristic algorithms, best first by the heuristic.
-std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_wanted,
-                                    std::vector<cublasLtMatmulHeuristicResult_t>& results) {
+// The descriptors of `key` (no algorithm yet).
+std::unique_ptr<GemmPlan> make_descriptors(const GemmKey& key) {
   auto plan = std::make_unique<GemmPlan>();
   const auto in_type = static_cast<cudaDataType_t>(key[kInType]);
   const auto out_type = static_cast<cudaDataType_t>(key[kOutType]);
@@ -201,7 +201,15 @@ std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_w
   set_layout_batch(plan->a_layout, key[kBatch], key[kStrideA]);
   set_layout_batch(plan->b_layout, key[kBatch], key[kStrideB]);
   set_layout_batch(plan->c_layout, key[kBatch], key[kStrideC]);
+  return plan;
+}
 
+// Descriptors of `key` plus up to `n_wanted` heuristic algorithms, best first by the heuristic.
+std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_wanted,
+                                    std::vector<cublasLtMatmulHeuristicResult_t>& results) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<GemmPlan> plan = make_descriptors(key);
+  const uint64_t m = key[kM], n = key[kN], k = key[kK];
   cublasLtMatmulPreference_t pref = nullptr;
   VELA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t workspace_bytes = kWorkspaceBytes;
@@ -242,6 +250,46 @@ std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_w
                " k=", k, " batch=", key[kBatch], " lda=", key[kLda], " ldb=", key[kLdb],
                " ldc=", key[kLdc]);
   plan->algo = results[0].algo;
+  VELA_LOG_DEBUG("[gemm] cuBLASLt plan rows=", n, " n=", m, " k=", k, " batch=", key[kBatch], ": ",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count(),
+                 " ms for ", results.size(), " heuristic candidates");
+  return plan;
+}
+
+// Rows of the plan whose algorithm a GEMM of `rows` rows borrows: past 64 rows the next multiple
+// of 64 (to 1024), then of 256 (to 8192), then of 1024. A serving step's row count (decode rows
+// plus prompt chunks) changes from step to step; each new count would otherwise pay cuBLASLt's
+// heuristic, and often the lazy load of another kernel, inside that step. VELA_GEMM_ROW_BUCKETS=0
+// plans every row count on its own.
+int64_t algo_rows(int64_t rows) {
+  static const bool on = [] {
+    const char* e = std::getenv("VELA_GEMM_ROW_BUCKETS");
+    return e == nullptr || e[0] != '0';
+  }();
+  if (!on || rows <= 64) return rows;
+  const int64_t step = rows <= 1024 ? 64 : rows <= 8192 ? 256 : 1024;
+  return (rows + step - 1) / step * step;
+}
+
+// A plan for `key` with the algorithm of the plan for `bucket_key` (the same problem at
+// algo_rows rows, planned by the heuristic once), if cuBLASLt accepts it for this shape; null
+// otherwise.
+std::unique_ptr<GemmPlan> borrow_plan(DeviceGemm& ctx, const GemmKey& key,
+                                      const GemmKey& bucket_key) {
+  auto it = ctx.plans.find(bucket_key);
+  if (it == ctx.plans.end()) {
+    std::vector<cublasLtMatmulHeuristicResult_t> results;
+    it = ctx.plans.emplace(bucket_key, make_plan(ctx, bucket_key, 1, results)).first;
+  }
+  std::unique_ptr<GemmPlan> plan = make_descriptors(key);
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(ctx.handle, plan->op_desc, plan->a_layout, plan->b_layout,
+                              plan->c_layout, plan->c_layout, &it->second->algo,
+                              &check) != CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > kWorkspaceBytes)
+    return nullptr;
+  plan->algo = it->second->algo;
   return plan;
 }
 
@@ -552,8 +600,13 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
       const bool tune = session().depth > 0 && n_batch == 1 && rows_m > 8 &&
                         rows_m <= session().options.max_rows && !stream_capturing(current_stream());
       std::vector<cublasLtMatmulHeuristicResult_t> results;
-      std::unique_ptr<GemmPlan> made =
-          make_plan(ctx, key, tune ? session().options.n_candidates : 1, results);
+      std::unique_ptr<GemmPlan> made;
+      if (!tune && n_batch == 1 && algo_rows(rows_m) != rows_m) {
+        GemmKey bucket_key = key;
+        bucket_key[kN] = algo_rows(rows_m);
+        made = borrow_plan(ctx, key, bucket_key);
+      }
+      if (!made) made = make_plan(ctx, key, tune ? session().options.n_candidates : 1, results);
       if (tune) {
         if (std::find(session().devices.begin(), session().devices.end(), device) ==
             session().devices.end())

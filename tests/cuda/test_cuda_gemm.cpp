@@ -218,8 +218,14 @@ TEST_F(CudaGemmTest, RepeatedShapeReusesThePlan) {
   EXPECT_EQ(ops::cuda::gemm_plan_cache_size(0), n_plans);
   EXPECT_EQ(cuda::allocator_stats(0).n_device_mallocs, s0.n_device_mallocs);  // workspace reused
   Tensor c2 = Tensor::empty({96, 224}, DType::kF32, gpu());
-  ops::gemm(a, b, c2);  // new output dtype: one new plan
-  EXPECT_EQ(ops::cuda::gemm_plan_cache_size(0), n_plans + 1);
+  ops::gemm(a, b, c2);  // new output dtype: one new plan, plus the row bucket's it borrows from
+  const int64_t per_shape = ops::cuda::gemm_algo_rows(96) == 96 ? 1 : 2;
+  EXPECT_EQ(ops::cuda::gemm_plan_cache_size(0), n_plans + per_shape);
+  // 100 rows: the 128-row bucket's algorithm again (one plan), and the CPU's result.
+  const int64_t before = ops::cuda::gemm_plan_cache_size(0);
+  check_gemm(test::random_cpu({100, 160}, DType::kBF16, 16), b.to(Device::cpu()),
+             Tensor::zeros({100, 224}, DType::kF32), false, false, 1.0f, 0.0f, "borrowed plan");
+  EXPECT_EQ(ops::cuda::gemm_plan_cache_size(0), before + 1);
 }
 
 TEST_F(CudaGemmTest, Tf32IsOptIn) {

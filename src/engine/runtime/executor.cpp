@@ -146,7 +146,38 @@ int Executor::graph_splits(int32_t bucket, int32_t max_len) const {
   return std::min(p, ops::kMaxDecodeSplits);
 }
 
+std::optional<CudaGraphRunner::Key> Executor::stand_in_graph(int32_t bucket, int32_t max_len) const {
+  auto close = [](CudaGraphRunner::Key want, const std::optional<CudaGraphRunner::Key>& got) {
+    return got && std::max(got->second, want.second) <= 2 * std::min(got->second, want.second);
+  };
+  // The bucket's own graphs decide when it has any (a far split count is worth its capture: a
+  // 32K-key decode on the 1K-key graph would run 8x fewer splits for every later step).
+  const CudaGraphRunner::Key want{bucket, graph_splits(bucket, max_len)};
+  if (std::optional<CudaGraphRunner::Key> got = graphs_->nearest(want))
+    return close(want, got) ? got : std::nullopt;
+  for (int32_t b : buckets_) {
+    if (b <= bucket) continue;
+    const CudaGraphRunner::Key larger{b, graph_splits(b, max_len)};
+    std::optional<CudaGraphRunner::Key> got = graphs_->nearest(larger);
+    if (close(larger, got)) return got;
+  }
+  return std::nullopt;
+}
+
 Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket, int splits) {
+  CudaGraphRunner::Key key{bucket, splits > 0 ? splits : graph_splits(bucket, batch.kv.max_len)};
+  if (graphs_ && splits == 0 && !opts_.exact_graph_splits && !graphs_->has(key)) {
+    // A step whose graph is not captured yet runs a stand-in (its bucket's graph within 2x of its
+    // split count, or else the smallest larger bucket's, with more padding rows: any split count is
+    // correct, one that close costs about the same, and padding rows cost little next to the
+    // weights), and the exact graph is captured when the loop is next idle. Capturing here would
+    // stall every row of the step for an eager forward plus the capture (~20 ms on a 1.7B model).
+    if (std::optional<CudaGraphRunner::Key> stand_in = stand_in_graph(bucket, batch.kv.max_len)) {
+      queue_capture(batch.kv, key);
+      key = *stand_in;
+    }
+  }
+  bucket = key.first;
   auto [ids, pos, loc, rows, lens, qo, kvp, last] = ws_.host_pointers();
   for (int32_t i = n; i < bucket; ++i) {  // padding rows: no keys, K/V into the padding slot
     ids[i] = 0;
@@ -162,18 +193,6 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
     int32_t* slots = lora->rows->host.data<int32_t>();
     for (int32_t i = n; i < bucket; ++i) slots[i] = -1;
     lora->rows->upload(bucket);
-  }
-  CudaGraphRunner::Key key{bucket, splits > 0 ? splits : graph_splits(bucket, batch.kv.max_len)};
-  if (graphs_ && splits == 0 && !opts_.exact_graph_splits && !graphs_->has(key)) {
-    // A step whose split count has no graph yet: a captured graph of this bucket within a factor
-    // of two of it runs now (any split count is correct, and one that close costs about the same),
-    // and the exact one is captured when the loop is next idle. Capturing here would stall every
-    // row of the step for an eager forward plus the capture (~20 ms on a 1.7B model).
-    std::optional<CudaGraphRunner::Key> near = graphs_->nearest(key);
-    if (near && std::max(near->second, key.second) <= 2 * std::min(near->second, key.second)) {
-      queue_capture(batch.kv, key);
-      key = *near;
-    }
   }
   BoundBatch b = resized(batch, bucket, bucket);
   b.kv.mode = AttentionMode::kDecode;

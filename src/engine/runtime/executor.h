@@ -10,6 +10,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "core/scratch_arena.h"
 #include "engine/cache/task_cache_manager.h"
@@ -39,9 +40,9 @@ class Executor {
   Tensor forward(const BoundBatch& batch);
   // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
   // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
-  // split counts: a step that needs one runs a graph of its bucket within a factor of two of it
-  // and queues the exact one for capture_queued_graph(); farther ones are captured by the step.
-  // No-op without graphs.
+  // split counts and buckets not captured yet: a step runs a stand-in (stand_in_graph) and queues
+  // the exact graph for capture_queued_graph(); without a stand-in the step captures it (so does
+  // every step with EngineConfig::exact_graph_splits). No-op without graphs.
   double capture_decode_graphs(const KVCacheView& cache, int32_t max_len);
   // The same graphs, captured later one at a time by capture_queued_graph() (the scheduler loop
   // calls it while idle). No-op without graphs.
@@ -78,6 +79,9 @@ class Executor {
   Tensor decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucket, int splits = 0);
   // The split count of a bucket's decode at max_len (a power of two with graphs).
   int graph_splits(int32_t bucket, int32_t max_len) const;
+  // A captured graph that can run a decode of `bucket` rows at max_len, within 2x of the split
+  // count wanted: of this bucket, or (when it has none yet) of the smallest larger one.
+  std::optional<CudaGraphRunner::Key> stand_in_graph(int32_t bucket, int32_t max_len) const;
   // Queues the capture of `key` (the KV storage and request table from `cache`), first in line.
   void queue_capture(const KVCacheView& cache, CudaGraphRunner::Key key);
   Tensor forward_prefill(const BoundBatch& batch);

@@ -257,20 +257,23 @@ std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_w
   return plan;
 }
 
-// Rows of the plan whose algorithm a GEMM of `rows` rows borrows: past 64 rows the next multiple
-// of 64 (to 1024), then of 256 (to 8192), then of 1024. A serving step's row count (decode rows
-// plus prompt chunks) changes from step to step; each new count would otherwise pay cuBLASLt's
-// heuristic, and often the lazy load of another kernel, inside that step. VELA_GEMM_ROW_BUCKETS=0
-// plans every row count on its own.
-int64_t algo_rows(int64_t rows) {
+}  // namespace
+
+int64_t gemm_algo_rows(int64_t rows) {
   static const bool on = [] {
     const char* e = std::getenv("VELA_GEMM_ROW_BUCKETS");
     return e == nullptr || e[0] != '0';
   }();
   if (!on || rows <= 64) return rows;
-  const int64_t step = rows <= 1024 ? 64 : rows <= 8192 ? 256 : 1024;
-  return (rows + step - 1) / step * step;
+  if (rows <= 1024) {
+    int64_t p = 128;
+    while (p < rows) p *= 2;
+    return p;
+  }
+  return (rows + 1023) / 1024 * 1024;
 }
+
+namespace {
 
 // A plan for `key` with the algorithm of the plan for `bucket_key` (the same problem at
 // algo_rows rows, planned by the heuristic once), if cuBLASLt accepts it for this shape; null
@@ -601,10 +604,16 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
                         rows_m <= session().options.max_rows && !stream_capturing(current_stream());
       std::vector<cublasLtMatmulHeuristicResult_t> results;
       std::unique_ptr<GemmPlan> made;
-      if (!tune && n_batch == 1 && algo_rows(rows_m) != rows_m) {
+      // a's rows are the column count of cuBLAS's B: only untransposed (its leading dimension
+      // does not grow with the rows) may borrow a plan of more rows.
+      if (!tune && n_batch == 1 && !trans_a && gemm_algo_rows(rows_m) != rows_m) {
         GemmKey bucket_key = key;
-        bucket_key[kN] = algo_rows(rows_m);
-        made = borrow_plan(ctx, key, bucket_key);
+        bucket_key[kN] = gemm_algo_rows(rows_m);
+        try {
+          made = borrow_plan(ctx, key, bucket_key);
+        } catch (const std::exception& e) {  // planning the bucket failed: plan this shape alone
+          VELA_LOG_DEBUG("[gemm] no plan to borrow at ", bucket_key[kN], " rows: ", e.what());
+        }
       }
       if (!made) made = make_plan(ctx, key, tune ? session().options.n_candidates : 1, results);
       if (tune) {

@@ -23,8 +23,18 @@ bool gemm_allow_tf32();
 // the stream allocates a new one.
 void gemm_release_stream(cudaStream_t stream, int device);
 
-// Number of cached GEMM plans (one heuristic query each) on `device`. A repeated shape adds none.
+// Number of cached GEMM plans on `device`. A repeated shape adds none; a new shape adds one, or
+// two when it borrows its algorithm from a row bucket planned for the first time (below).
 int64_t gemm_plan_cache_size(int device = 0);
+
+// The row count whose plan's algorithm a single-matrix GEMM of `rows` rows (a untransposed, not
+// in an algorithm search) uses: `rows` up to 64, then the next power of two up to 1024, then the
+// next multiple of 1024. A serving step's row count (decode rows plus prompt chunks) changes from
+// step to step; planning each count alone cost cuBLASLt's heuristic (~0.3 ms per shape) and often
+// the lazy load of another kernel (~15 ms) inside that step. The borrowed algorithm is checked
+// (cublasLtMatmulAlgoCheck) for the real shape; one that does not fit is planned alone.
+// VELA_GEMM_ROW_BUCKETS=0 (read once) plans every row count alone.
+int64_t gemm_algo_rows(int64_t rows);
 
 // Algorithm search (ops/gemm_tuning.h): while a tuning session is open on the calling thread, a
 // GEMM whose plan is new and whose row count M is in [9, max_rows] (one matrix, not batched, not

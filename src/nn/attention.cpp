@@ -102,6 +102,15 @@ void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
       break;
     }
     case AttentionMode::kPrefill:
+      if (kv.n_decode_seqs > 0) {  // a mixed step's decode rows (one query each, rows first)
+        const int64_t nd = kv.n_decode_seqs;
+        Tensor o_part = kv.o_part, lse_part = kv.lse_part, out = attn.slice(0, 0, nd);
+        ops::paged_decode_attention(q.slice(0, 0, nd), k_cache, v_cache, kv.req_to_token,
+                                    kv.req_pool_indices.slice(0, 0, nd),
+                                    kv.seq_lens.slice(0, 0, nd), scale, kv.n_splits, o_part,
+                                    lse_part, out);
+        if (kv.n_tiles == 0) break;
+      }
       ops::paged_prefill_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
                                    kv.seq_lens, kv.qo_indptr, kv.tile_seq_idx, kv.tile_q_start,
                                    kv.n_tiles, kv.tile_q, scale, attn);

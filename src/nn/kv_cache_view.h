@@ -35,6 +35,10 @@ struct KVCacheView {
   Tensor tile_q_start;      // kPrefill: [>= n_tiles] i32 first query row of each tile
   int64_t n_tiles = 0;      // kPrefill
   int32_t tile_q = 0;       // kPrefill: query rows per tile of the plan (ops::prefill_tile_q)
+  // kPrefill: the first n_decode_seqs sequences have one query row each (a mixed step's decode
+  // rows): they run on the split-KV decode kernel (n_splits, o_part, lse_part) and the plan's
+  // tiles cover the other sequences.
+  int32_t n_decode_seqs = 0;
 };
 
 }  // namespace vela

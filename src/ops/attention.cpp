@@ -219,13 +219,16 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
 }
 
 int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,
-                           int32_t* tile_seq_idx, int32_t* tile_q_start, int64_t capacity) {
+                           int32_t* tile_seq_idx, int32_t* tile_q_start, int64_t capacity,
+                           int64_t first_seq) {
   const char* op = "plan_prefill_tiles";
   VELA_CHECK(qo_indptr != nullptr && n_seqs >= 0 && tile_q > 0, op, ": bad arguments (n_seqs ",
              n_seqs, ", tile_q ", tile_q, ")");
   VELA_CHECK(qo_indptr[0] == 0, op, ": qo_indptr[0] must be 0, got ", qo_indptr[0]);
+  VELA_CHECK(first_seq >= 0 && first_seq <= n_seqs, op, ": first_seq ", first_seq,
+             " outside [0, ", n_seqs, "]");
   int64_t n_tiles = 0;
-  for (int64_t s = 0; s < n_seqs; ++s) {
+  for (int64_t s = first_seq; s < n_seqs; ++s) {
     const int32_t q_len = qo_indptr[s + 1] - qo_indptr[s];
     VELA_CHECK(q_len >= 0, op, ": qo_indptr decreases at sequence ", s);
     const int32_t n = (q_len + tile_q - 1) / tile_q;

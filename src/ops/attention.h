@@ -132,9 +132,12 @@ inline int64_t prefill_max_tiles(int64_t n_tokens, int64_t n_seqs, int tile_q = 
 // qo_indptr, n_seqs + 1 entries) into tiles of tile_q rows and writes, per tile, its sequence index
 // and first query row (relative to the sequence) into the caller's arrays (capacity entries
 // each; prefill_max_tiles bounds the need). Within a sequence the later (costlier, causal) tiles
-// come first. Returns the tile count; throws InvalidArgument on a bad qo_indptr or capacity.
+// come first. Sequences before `first_seq` get no tiles (a mixed step's decode rows, which run on
+// the split-KV decode kernel). Returns the tile count; throws InvalidArgument on a bad qo_indptr
+// or capacity.
 int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,
-                           int32_t* tile_seq_idx, int32_t* tile_q_start, int64_t capacity);
+                           int32_t* tile_seq_idx, int32_t* tile_q_start, int64_t capacity,
+                           int64_t first_seq = 0);
 
 // Ragged causal prefill over the paged cache (any mix of prefill chunks and decode rows; same
 // semantics as paged_attention), driven by a plan: tile t covers query rows

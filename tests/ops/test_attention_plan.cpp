@@ -118,6 +118,37 @@ TEST(AttentionPlan, CpuTwinsMatchPagedAttention) {
   }
 }
 
+// A mixed step: the leading one-query sequences (decode rows) on the decode twin, the tiles
+// planned from first_seq on for the rest; together they equal paged_attention over all rows.
+TEST(AttentionPlan, MixedStepDecodeRowsAndTilesMatchPagedAttention) {
+  for (DType dt : test::kFloatDTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Small p = small_batch(dt, {1, 1, 7});  // two decode rows, then 7 of 20 keys' queries
+    Tensor want = Tensor::empty(p.q.shape(), dt), got = Tensor::empty(p.q.shape(), dt);
+    ops::paged_attention(p.q, p.k_cache, p.v_cache, p.r2t, p.rows, p.lens, p.qo, 0.25f, want);
+    Tensor o_part = Tensor::empty({ops::decode_o_part_numel(2, 6, 16, 2)}, DType::kF32);
+    Tensor lse_part = Tensor::empty({ops::decode_lse_part_numel(2, 6, 2)}, DType::kF32);
+    Tensor head = got.slice(0, 0, 2);
+    ops::paged_decode_attention(p.q.slice(0, 0, 2), p.k_cache, p.v_cache, p.r2t,
+                                p.rows.slice(0, 0, 2), p.lens.slice(0, 0, 2), 0.25f, 2, o_part,
+                                lse_part, head);
+    std::vector<int32_t> seq(8), start(8);
+    const int tile_q = 4;
+    const int64_t n = ops::plan_prefill_tiles(p.qo.data<int32_t>(), 3, tile_q, seq.data(),
+                                              start.data(), 8, /*first_seq=*/2);
+    ASSERT_EQ(n, 2);  // 7 rows in tiles of 4; none for the decode rows
+    for (int64_t t = 0; t < n; ++t) EXPECT_GE(seq[static_cast<size_t>(t)], 2);
+    ops::paged_prefill_attention(p.q, p.k_cache, p.v_cache, p.r2t, p.rows, p.lens, p.qo,
+                                 Tensor::from_vector(seq), Tensor::from_vector(start), n, tile_q,
+                                 0.25f, got);
+    test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "mixed step");
+  }
+  std::vector<int32_t> seq(4), start(4);
+  const std::vector<int32_t> qo = {0, 1, 2};
+  EXPECT_THROW(ops::plan_prefill_tiles(qo.data(), 2, 64, seq.data(), start.data(), 4, 3),
+               InvalidArgument);  // first_seq past the sequences
+}
+
 TEST(AttentionPlan, CpuTwinsRejectBadInput) {
   Small d = small_batch(DType::kF32, {1, 1, 1});
   Tensor out = Tensor::empty(d.q.shape(), DType::kF32), none;

@@ -3,6 +3,7 @@
 #include "engine/runtime/executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/cuda/cuda_api.h"
 #include "core/log.h"
@@ -224,11 +225,29 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   // The workspace holds prefill_max_tiles at the smallest tile: enough for any tile_q.
   const int tile_q =
       ops::prefill_tile_q(model_->dtype(), model_->config.head_dim, model_->device());
+  // The leading one-query sequences (a mixed step's decode rows come first) run on the split-KV
+  // decode kernel, which reads each KV head once for its whole query group; in the prefill
+  // kernel each would be a tile of one row per query head. VELA_MIXED_DECODE_KERNEL=0: tiles.
+  static const bool decode_kernel = [] {
+    const char* e = std::getenv("VELA_MIXED_DECODE_KERNEL");
+    return e == nullptr || e[0] != '0';
+  }();
+  const int32_t* qo = ws_.host.qo_indptr.data<int32_t>();
+  int32_t n_decode = 0;
+  while (decode_kernel && n_decode < batch.n_seqs && qo[n_decode + 1] - qo[n_decode] == 1)
+    ++n_decode;
   int64_t n_tiles = ops::plan_prefill_tiles(
-      ws_.host.qo_indptr.data<int32_t>(), batch.n_seqs, tile_q,
-      ws_.host.tile_seq_idx.data<int32_t>(), ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles());
+      qo, batch.n_seqs, tile_q, ws_.host.tile_seq_idx.data<int32_t>(),
+      ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles(), n_decode);
   BoundBatch b = batch;
   b.kv.mode = AttentionMode::kPrefill;
+  b.kv.n_decode_seqs = n_decode;
+  if (n_decode > 0) {
+    b.kv.n_splits =
+        ops::decode_num_splits(n_decode, model_->config.n_kv_heads, batch.kv.max_len, sm_count_);
+    b.kv.o_part = ws_.o_part;
+    b.kv.lse_part = ws_.lse_part;
+  }
   b.kv.tile_seq_idx = ws_.tile_seq_idx;
   b.kv.tile_q_start = ws_.tile_q_start;
   b.kv.n_tiles = n_tiles;

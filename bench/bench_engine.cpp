@@ -172,10 +172,11 @@ int bench_engine_main(int argc, char** argv) {
         "                         [--dtype bf16|f32] [--decode N] [--cases LIST] [--no-graphs]\n"
         "                         [--json FILE] [--kv-pages N | --kv-memory-fraction F]\n"
         "                         [--vocab-size N] [--tokenizer DIR] [--lora N] [--lora-rank R]\n"
-        "  cases (comma list; default all): decode1k, decode8k, decode32k, batch64, prefill8k, prefill256,\n"
-        "  batch64_json (batch64 with every request under a JSON schema; masks from --tokenizer's\n"
-        "  vocabulary or a synthetic one), batch2 / batch4 / batch8 (2 / 4 / 8 rows at 1024\n"
-        "  context: the small-batch path); those four are not in the default list\n"
+        "  cases (comma list; default decode1k,decode8k,decode32k,batch64,prefill8k), also:\n"
+        "  prefill256 (one eager 256-token step, a serving mixed step's size), batch64_json\n"
+        "  (batch64 with every request under a JSON schema; masks from --tokenizer's vocabulary or\n"
+        "  a synthetic one), batch2 / batch4 / batch8 (2 / 4 / 8 rows at 1024 context: the\n"
+        "  small-batch path)\n"
         "  --lora N: N random rank-R (default 16) adapters on every linear module, served together\n"
         "  (request i uses adapter i mod N): the multi-LoRA cost next to a run without --lora\n");
     return 0;

@@ -65,6 +65,15 @@ struct GemmPlan {
   cublasLtMatrixLayout_t b_layout = nullptr;  // cuBLAS's B = vela's a
   cublasLtMatrixLayout_t c_layout = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  GemmPlan() = default;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  ~GemmPlan() {  // cached plans live as long as the process; this frees the discarded ones
+    if (c_layout) cublasLtMatrixLayoutDestroy(c_layout);
+    if (b_layout) cublasLtMatrixLayoutDestroy(b_layout);
+    if (a_layout) cublasLtMatrixLayoutDestroy(a_layout);
+    if (op_desc) cublasLtMatmulDescDestroy(op_desc);
+  }
 };
 
 // Per device: handle, workspace, plans, tuning results. Never destroyed (plans outlive static
@@ -276,7 +285,7 @@ int64_t gemm_algo_rows(int64_t rows) {
 namespace {
 
 // A plan for `key` with the algorithm of the plan for `bucket_key` (the same problem at
-// algo_rows rows, planned by the heuristic once), if cuBLASLt accepts it for this shape; null
+// gemm_algo_rows rows, planned by the heuristic once), if cuBLASLt accepts it for this shape; null
 // otherwise.
 std::unique_ptr<GemmPlan> borrow_plan(DeviceGemm& ctx, const GemmKey& key,
                                       const GemmKey& bucket_key) {

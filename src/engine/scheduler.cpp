@@ -531,10 +531,11 @@ bool Scheduler::step() {
       for (int32_t i = 0; i < items_[k].n_new; ++i)
         slots[off++] = item_tasks_[k]->request->lora_slot;
   }
-  // The previous step's tokens go out while the GPU runs this forward, except before a step with
-  // prompt chunks: it runs eagerly, and launching its hundreds of kernels takes longer than the
-  // pushes (they would reach the clients milliseconds late, a step's worth of inter-token jitter).
-  if (n_prefill_items_ > 0) publish_token_events();
+  // The previous step's tokens go out while the GPU runs this forward, except before a forward
+  // that is not one token per sequence (prompt chunks, speculative verify rows): the executor runs
+  // it eagerly, and launching its hundreds of kernels takes longer than the pushes (they would
+  // reach the clients milliseconds late, a step's worth of inter-token jitter).
+  if (batch.n_tokens != batch.n_seqs) publish_token_events();
   Tensor logits = executor_.forward(batch);
   step_tokens_ = batch.n_tokens;  // counted with the step's other stats, under one lock
   publish_token_events();

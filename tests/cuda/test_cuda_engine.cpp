@@ -5,6 +5,7 @@
 // also after requests finish and rows are recycled; and decode allocates nothing.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -152,7 +153,7 @@ TEST_F(CudaEngine, NeighbourGraphRunsAMissingSplitCountAndTheExactOneIsCapturedW
     "vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096})"));
   // Graphs captured at start for 1024 keys; one sequence of ~300 keys wants half the splits.
-  auto pow2 = [](int v) { int p = 1; while (p < v) p *= 2; return p; };
+  auto pow2 = [](int v) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(v))); };
   const int sms = cuda::sm_count(0);
   const int at_start = pow2(ops::decode_num_splits(1, 2, 1024, sms));
   const int wanted = pow2(ops::decode_num_splits(1, 2, 300, sms));

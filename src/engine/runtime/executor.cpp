@@ -3,6 +3,7 @@
 #include "engine/runtime/executor.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 
 #include "core/cuda/cuda_api.h"
@@ -141,10 +142,9 @@ Tensor Executor::forward_decode(const BoundBatch& batch) {
 
 int Executor::graph_splits(int32_t bucket, int32_t max_len) const {
   int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, max_len, sm_count_);
-  if (!graphs_) return splits;
-  int p = 1;  // round up to a power of two: a handful of graphs per bucket
-  while (p < splits) p *= 2;
-  return std::min(p, ops::kMaxDecodeSplits);
+  if (!graphs_) return splits;  // graphs: a power of two, so a handful of graphs per bucket
+  return std::min(static_cast<int>(std::bit_ceil(static_cast<unsigned>(splits))),
+                  ops::kMaxDecodeSplits);
 }
 
 std::optional<CudaGraphRunner::Key> Executor::stand_in_graph(int32_t bucket, int32_t max_len) const {
@@ -218,6 +218,7 @@ void Executor::queue_capture(const KVCacheView& cache, CudaGraphRunner::Key key)
   queued_cache_.k_cache = cache.k_cache;
   queued_cache_.v_cache = cache.v_cache;
   queued_cache_.req_to_token = cache.req_to_token;
+  queued_len_ = std::max(queued_len_, cache.max_len);  // the rotary table the capture needs
   queued_.push_front(key);  // before the start-up queue: a split count steps asked for
 }
 
@@ -291,7 +292,7 @@ bool Executor::capture_queued_graph() {
     const CudaGraphRunner::Key key = queued_.front();
     queued_.pop_front();
     if (graphs_->has(key)) continue;  // a step captured it already
-    capture_bucket(queued_cache_, std::max<int32_t>(queued_len_, 1), key.first, key.second);
+    capture_bucket(queued_cache_, queued_len_, key.first, key.second);
     return true;
   }
   return false;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -274,11 +275,7 @@ int64_t gemm_algo_rows(int64_t rows) {
     return e == nullptr || e[0] != '0';
   }();
   if (!on || rows <= 64) return rows;
-  if (rows <= 1024) {
-    int64_t p = 128;
-    while (p < rows) p *= 2;
-    return p;
-  }
+  if (rows <= 1024) return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(rows)));
   return (rows + 1023) / 1024 * 1024;
 }
 

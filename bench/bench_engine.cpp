@@ -173,7 +173,8 @@ int bench_engine_main(int argc, char** argv) {
         "                         [--json FILE] [--kv-pages N | --kv-memory-fraction F]\n"
         "                         [--vocab-size N] [--tokenizer DIR] [--lora N] [--lora-rank R]\n"
         "  cases (comma list; default decode1k,decode8k,decode32k,batch64,prefill8k), also:\n"
-        "  prefill256 (one eager 256-token step, a serving mixed step's size), batch64_json\n"
+        "  prefill256, prefill512 (one eager step of that many tokens, a serving mixed step's size),\n"
+        "  batch64_json\n"
         "  (batch64 with every request under a JSON schema; masks from --tokenizer's vocabulary or\n"
         "  a synthetic one), batch2 / batch4 / batch8 (2 / 4 / 8 rows at 1024 context: the\n"
         "  small-batch path)\n"
@@ -211,6 +212,7 @@ int bench_engine_main(int argc, char** argv) {
                            {"batch8", 8, 1024, false},
                            {"prefill8k", 1, 8192, true},
                            {"prefill256", 1, 256, true},  // one eager step (a serving mixed step's size)
+                           {"prefill512", 1, 512, true},
                            {"batch64_json", 64, 512, false, true}};
   std::vector<Case> cases;
   for (const Case& c : all)
@@ -303,8 +305,8 @@ int bench_engine_main(int argc, char** argv) {
         auto t0 = Clock::now();
         auto tl = run_requests(engine, {r}, t0);
         ttft.push_back(tl[0].first());
-        // time_device counts a forward when the next one starts: from here to the end of the
-        // third repetition it counts two repetitions' worth (the last forward of this one on).
+        // time_device counts a forward when the next one starts: from here on, the forwards of the
+        // later repetitions (the last one's is still pending at the end).
         if (rep == 0) before = engine.stats();
       }
       std::sort(ttft.begin(), ttft.end());
@@ -319,14 +321,19 @@ int bench_engine_main(int argc, char** argv) {
       const EngineStats after = engine.stats();
       const int64_t n_timed = after.other_forwards_timed - before.other_forwards_timed;
       const double device_ms =
-          n_timed > 0 ? (after.other_device_s - before.other_device_s) / 2 * 1000 : 0.0;
+          n_timed > 0 ? (after.other_device_s - before.other_device_s) / n_timed * 1000 : 0.0;
+      const double launch_ms =
+          n_timed > 0 ? (after.other_launch_s - before.other_launch_s) / n_timed * 1000 : 0.0;
       std::printf("%-10s %6d %8lld %12.3f %12.0f %9.0f TF/s %11.1f%%", c.name.c_str(), c.batch,
                   static_cast<long long>(c.context), t * 1000, tok_s, tflops, ratio * 100);
-      if (n_timed > 0) std::printf("   (forward on the GPU %.3f ms)", device_ms);
+      if (n_timed > 0)
+        std::printf("   (forward on the GPU %.3f ms, enqueued in %.3f ms; mean of %lld)", device_ms,
+                    launch_ms, static_cast<long long>(n_timed));
       std::printf("\n");
       results.push_back({{"case", c.name}, {"batch", c.batch}, {"context", c.context},
                          {"ms", t * 1000}, {"tokens_per_s", tok_s}, {"tflops", tflops},
-                         {"floor_ratio", ratio}, {"device_forward_ms", device_ms}});
+                         {"floor_ratio", ratio}, {"device_forward_ms", device_ms},
+                         {"launch_ms", launch_ms}});
       continue;
     }
     p.max_tokens = static_cast<int32_t>(n_decode);

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "bench/serve_client.h"
+#include "engine/step_times.h"
 #include "cli/args.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -139,8 +140,8 @@ Workload file_workload(const json& line, bool chat, int64_t out_tokens, const st
 
 // ---- results --------------------------------------------------------------------------------
 
-// The engine's step times from a vela server's GET /stats (engine.step_ms); null from any other
-// server or on any error.
+// The engine's step times from a vela server's GET /stats (engine.step_ms, and engine.forward_ms
+// when it times its forwards: VELA_TIME_DEVICE=1); null from any other server or on any error.
 json server_step_times(asio::io_context& io, const tcp::resolver::results_type& eps,
                        const Target& target, const std::string& key) {
   try {
@@ -148,8 +149,15 @@ json server_step_times(asio::io_context& io, const tcp::resolver::results_type& 
     size_t body = resp.find("\r\n\r\n");
     json j = json::parse(body == std::string::npos ? "" : resp.substr(body + 4), nullptr, false);
     if (j.is_object() && j.contains("engine") && j["engine"].is_object() &&
-        j["engine"].contains("step_ms") && j["engine"]["step_ms"].is_object())
-      return j["engine"]["step_ms"];
+        j["engine"].contains("step_ms") && j["engine"]["step_ms"].is_object()) {
+      json out = {{"step_ms", j["engine"]["step_ms"]}};
+      if (j["engine"].contains("step_phase_ms") && j["engine"]["step_phase_ms"].is_object())
+        out["step_phase_ms"] = j["engine"]["step_phase_ms"];
+      if (j["engine"].contains("forward_ms") && j["engine"]["forward_ms"].is_object() &&
+          !j["engine"]["forward_ms"].empty())
+        out["forward_ms"] = j["engine"]["forward_ms"];
+      return out;
+    }
   } catch (const std::exception&) {
   }
   return nullptr;
@@ -467,8 +475,9 @@ int bench_serve_main(int argc, char** argv) {
     std::printf("  error x%lld: %s\n", static_cast<long long>(n), what.c_str());
   // A vela server also says how long its engine steps took (since it started): the mixed steps'
   // tail is where a decode stream's inter-token tail comes from.
-  json steps = server_step_times(io, eps, target, key);
-  if (!steps.is_null()) {
+  json server = server_step_times(io, eps, target, key);
+  if (!server.is_null()) {
+    const json& steps = server["step_ms"];
     res["server_step_ms"] = steps;
     for (const auto& [kind, p] : steps.items()) {
       if (p.value("count", 0) == 0) continue;
@@ -476,6 +485,22 @@ int bench_serve_main(int argc, char** argv) {
                   kind.c_str(), static_cast<long long>(p["count"].get<int64_t>()),
                   p["mean"].get<double>(), p["p50"].get<double>(), p["p90"].get<double>(),
                   p["p99"].get<double>(), p["max"].get<double>());
+    }
+    if (server.contains("step_phase_ms")) {
+      res["server_step_phase_ms"] = server["step_phase_ms"];
+      for (const auto& [kind, p] : server["step_phase_ms"].items()) {
+        std::printf("  server %-8s step phases (mean ms):", kind.c_str());
+        for (const char* name : StepPhases::kNames)
+          if (p.contains(name) && p[name].is_number()) std::printf(" %s %.3f", name, p[name].get<double>());
+        std::printf("\n");
+      }
+    }
+    if (server.contains("forward_ms")) {
+      res["server_forward_ms"] = server["forward_ms"];
+      for (const auto& [kind, p] : server["forward_ms"].items())
+        std::printf("  server %-8s forwards %7lld  on the GPU %6.2f ms, enqueued in %6.2f ms\n",
+                    kind.c_str(), static_cast<long long>(p.value("count", int64_t{0})),
+                    p.value("gpu_mean", 0.0), p.value("launch_mean", 0.0));
     }
   }
   if (!out_path.empty()) {

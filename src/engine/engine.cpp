@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 
@@ -137,7 +138,9 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   ExecutorOptions eo;
   eo.cuda_graphs = cfg_.cuda_graphs;
   eo.exact_graph_splits = cfg_.exact_graph_splits;
-  eo.time_device = cfg_.time_device;
+  // VELA_TIME_DEVICE=1 times a server's forwards too (GET /stats: engine.forward_ms).
+  const char* time_env = std::getenv("VELA_TIME_DEVICE");
+  eo.time_device = cfg_.time_device || (time_env != nullptr && time_env[0] == '1');
   eo.padding_slot = cuda ? storage_->padding_slot() : -1;
   executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);
   sampler_ = std::make_unique<Sampler>(mc.vocab_size, n_logit_rows, dev);

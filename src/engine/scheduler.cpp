@@ -498,14 +498,17 @@ bool Scheduler::step() {
     update_stats(0, 0);
     publish_token_events();
     publish_final_events();
+    last_step_end_ = 0;
     return false;
   }
+  phase_t_[StepPhases::kSchedule] = t_step;
   if (draft_) propose_drafts();  // spec: the draft model drafts every speculating item at once
   if (weights_ready_) {  // CUDA: new weights written on another stream are complete first
     weights_ready_->make_current_stream_wait();
     weights_ready_.reset();
   }
   for (size_t k = 0; k < items_.size(); ++k) items_[k].expected_kv_len = item_tasks_[k]->n_computed;
+  phase_t_[StepPhases::kBind] = now_s();
   ws_.wait_staging();  // the previous step's metadata upload has left the host buffer
   BoundBatch batch = cache_.bind(items_);
   int32_t* ids = ws_.host.input_ids.data<int32_t>();
@@ -535,10 +538,13 @@ bool Scheduler::step() {
   // that is not one token per sequence (prompt chunks, speculative verify rows): the executor runs
   // it eagerly, and launching its hundreds of kernels takes longer than the pushes (they would
   // reach the clients milliseconds late, a step's worth of inter-token jitter).
+  phase_t_[StepPhases::kLaunch] = now_s();
   if (batch.n_tokens != batch.n_seqs) publish_token_events();
   Tensor logits = executor_.forward(batch);
   step_tokens_ = batch.n_tokens;  // counted with the step's other stats, under one lock
+  phase_t_[StepPhases::kPublish] = now_s();
   publish_token_events();
+  phase_t_[StepPhases::kSample] = now_s();
 
   // Rows whose tokens are all computed now get a new token sampled.
   sample_rows_.clear();
@@ -564,8 +570,10 @@ bool Scheduler::step() {
     if (t->index == 0 && t->params().n > 1 && t->output.empty()) fork_siblings(*t, row);
   }
   int64_t n_emitted = 0;
+  phase_t_[StepPhases::kProcess] = phase_t_[StepPhases::kSample];
   if (!sample_rows_.empty()) {
     sample(logits);
+    phase_t_[StepPhases::kProcess] = now_s();
     for (size_t j = 0; j < sample_rows_.size(); ++j) {
       Task& t = *sample_tasks_[j];
       if (!t.drafts.empty()) {  // spec: the task's 1 + drafts rows are consecutive
@@ -579,7 +587,8 @@ bool Scheduler::step() {
     }
   }
   remove_finished();
-  const double step_s = now_s() - t_step;
+  phase_t_[StepPhases::kFinish] = now_s();
+  const double step_s = phase_t_[StepPhases::kFinish] - t_step;
   const int64_t graphs_before = stats_.n_cuda_graphs;  // this thread is stats_' only writer
   update_stats(n_emitted, n_prompt_tokens, /*stepped=*/true, step_s);
   const StepTimeHistogram& decode_steps = stats_.step_times.decode;
@@ -590,6 +599,17 @@ bool Scheduler::step() {
                    n_prefill_items_, " prompt chunks, ", step_tokens_, " tokens, ",
                    stats_.n_cuda_graphs - graphs_before, " graphs captured");
   publish_final_events();
+  phase_t_[StepPhases::kBetween] = now_s();  // this step's end
+  {
+    std::lock_guard<std::mutex> s(stats_mu_);
+    StepPhases& ph = n_prefill_items_ == 0 ? stats_.decode_phases : stats_.mixed_phases;
+    ++ph.steps;
+    for (int k = 0; k < StepPhases::kBetween; ++k)
+      ph.seconds[static_cast<size_t>(k)] +=
+          phase_t_[static_cast<size_t>(k) + 1] - phase_t_[static_cast<size_t>(k)];
+    if (last_step_end_ > 0) ph.seconds[StepPhases::kBetween] += t_step - last_step_end_;
+  }
+  last_step_end_ = phase_t_[StepPhases::kBetween];
   return true;
 }
 
@@ -733,6 +753,8 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt, bool stepped
   stats_.other_forwards_timed = dt.other_forwards;
   stats_.decode_device_s = dt.decode_s;
   stats_.other_device_s = dt.other_s;
+  stats_.decode_launch_s = dt.decode_launch_s;
+  stats_.other_launch_s = dt.other_launch_s;
   stats_.n_cuda_graphs = static_cast<int64_t>(executor_.n_graphs());
   stats_.graph_capture_s = executor_.graph_capture_seconds();
   if (spec_) stats_.speculative = spec_->stats();

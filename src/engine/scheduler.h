@@ -7,6 +7,7 @@
 // between two steps): see the "between steps" block.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -44,8 +45,10 @@ struct EngineStats {
   double tokens_per_s = 0;  // generated tokens per second over the last few seconds
   // With EngineConfig::time_device: stream time of the forwards (metadata upload + model, sampling
   // excluded), decode steps and the others apart; counts are the forwards timed so far.
+  // *_launch_s: host time spent enqueuing the same forwards.
   int64_t decode_forwards_timed = 0, other_forwards_timed = 0;
   double decode_device_s = 0, other_device_s = 0;
+  double decode_launch_s = 0, other_launch_s = 0;
   uint64_t policy_version = 0;
   int64_t restarts = 0;        // samples restarted by weight updates (kRestart)
   // Steps that ran between the last weight update reaching the step gate and its effect: at
@@ -55,6 +58,7 @@ struct EngineStats {
   double graph_capture_s = 0;  // seconds their capture took
   // Wall time of the steps that ran a forward (plan to events), by what they carried.
   StepTimes step_times;
+  StepPhases decode_phases, mixed_phases;  // decode-only steps; steps with prompt chunks
   // Speculative decoding (EngineConfig::speculative): see SpeculativeStats.
   SpeculativeStats speculative;
 };
@@ -196,6 +200,10 @@ class Scheduler {
   void order_waiting_by_prefix();
   int64_t n_prefill_items_ = 0, n_decode_items_ = 0;  // this step's plan (stats)
   int64_t step_tokens_ = 0;                             // this step's bound tokens (stats)
+  // This step's phase starts (now_s(); [kBetween] holds its end); the end of the last step, 0
+  // after an idle turn.
+  std::array<double, StepPhases::kCount> phase_t_{};
+  double last_step_end_ = 0;
   void preempt(Task* victim);
   void restart(Task& t);  // kRestart after a weight update: back to the prompt
   void process_sample(Task& t, const SampleResult& r);

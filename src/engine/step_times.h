@@ -58,4 +58,25 @@ struct StepTimes {
   StepTimeHistogram prefill;  // prompt chunks only
 };
 
+// StepPhases: where a step's wall time goes on the loop thread, summed over steps of one kind.
+// On CUDA the GPU idles from the end of `sample` (which waits for the forward) to the next step's
+// `launch`: process, finish, between, schedule and bind are the host work a step adds to it.
+struct StepPhases {
+  enum Phase {
+    kSchedule,  // inbox, cancellations, admission, the plan (and drafts)
+    kBind,      // wait for the last upload, bind the batch, pack the token ids
+    kLaunch,    // enqueue the forward (metadata upload, graph replay or eager kernels)
+    kPublish,   // push the last step's token events to the streams
+    kSample,    // mask, sample, copy the tokens back: waits for the forward on CUDA
+    kProcess,   // per sampled row: stop checks, detokenization, events
+    kFinish,    // stats, final events
+    kBetween,   // from the previous step's end to this one's start (loop, gate, idle captures)
+    kCount
+  };
+  static constexpr const char* kNames[kCount] = {"schedule", "bind",   "launch", "publish",
+                                                 "sample",   "process", "finish", "between"};
+  int64_t steps = 0;
+  std::array<double, kCount> seconds{};  // summed over the steps
+};
+
 }  // namespace vela

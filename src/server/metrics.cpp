@@ -189,6 +189,27 @@ json Metrics::stats_json(const EngineStats& es) const {
     steps[kind] = {{"count", h->count()},     {"mean", 1e3 * h->mean()},
                    {"p50", 1e3 * h->quantile(0.5)}, {"p90", 1e3 * h->quantile(0.9)},
                    {"p99", 1e3 * h->quantile(0.99)}, {"max", 1e3 * h->max()}};
+  // With VELA_TIME_DEVICE=1 (or EngineConfig::time_device): each forward's stream time and the
+  // host time spent enqueuing it, decode steps and the others apart.
+  json forwards = json::object();
+  auto forward_ms = [&](const char* kind, int64_t n, double device_s, double launch_s) {
+    if (n > 0)
+      forwards[kind] = {{"count", n},
+                        {"gpu_mean", 1e3 * device_s / static_cast<double>(n)},
+                        {"launch_mean", 1e3 * launch_s / static_cast<double>(n)}};
+  };
+  forward_ms("decode", es.decode_forwards_timed, es.decode_device_s, es.decode_launch_s);
+  forward_ms("other", es.other_forwards_timed, es.other_device_s, es.other_launch_s);
+  // Where the loop thread's time goes per step (StepPhases), decode-only and mixed steps apart.
+  json phases = json::object();
+  for (const auto& [kind, ph] : {std::pair<const char*, const StepPhases*>{"decode", &es.decode_phases},
+                                 {"mixed", &es.mixed_phases}}) {
+    if (ph->steps == 0) continue;
+    json p = {{"steps", ph->steps}};
+    for (int k = 0; k < StepPhases::kCount; ++k)
+      p[StepPhases::kNames[k]] = 1e3 * ph->seconds[static_cast<size_t>(k)] / static_cast<double>(ph->steps);
+    phases[kind] = p;
+  }
   json req = json::object();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -212,6 +233,8 @@ json Metrics::stats_json(const EngineStats& es) const {
         {"max_step_tokens", es.max_step_tokens},
         {"decode_rows_deferred", es.decode_rows_deferred},
         {"step_ms", steps},
+        {"forward_ms", forwards},
+        {"step_phase_ms", phases},
         {"tokens_per_s", es.tokens_per_s},
         {"policy_version", es.policy_version},
         {"speculative",

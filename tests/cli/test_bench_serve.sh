@@ -62,6 +62,14 @@ assert abs(c["output_throughput"] - c["output_tokens_total"] / c["duration_s"]) 
 st = c["server_step_ms"]
 assert st["decode"]["count"] + st["mixed"]["count"] + st["prefill"]["count"] >= 4 * 3, st
 assert 0 < st["decode"]["p50"] <= st["decode"]["p99"] <= st["decode"]["max"], st
+# Where the loop's time went (StepPhases): the phases up to `process` add up to a decode step's
+# mean wall time (`finish` and `between` come after the step's clock stops).
+ph = c["server_step_phase_ms"]["decode"]
+names = ["schedule", "bind", "launch", "publish", "sample", "process"]
+assert ph["steps"] == st["decode"]["count"], ph
+assert all(ph[n] >= 0 for n in names + ["finish", "between"]), ph
+assert abs(sum(ph[n] for n in names) - st["decode"]["mean"]) <= 0.01 * st["decode"]["mean"], (ph, st)
+assert "server_forward_ms" not in c  # the CPU server does not time forwards on a stream
 assert o["mode"] == "open_loop" and o["request_rate"] == 40 and o["completed"] == 9, o
 assert o["peak_concurrency"] <= 3 and o["failed"] == 0
 # max_tokens from the file (5, 6) or --output-tokens (7), three times each, ignore_eos on.

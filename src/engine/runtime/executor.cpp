@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstdlib>
 
 #include "core/cuda/cuda_api.h"
@@ -68,9 +69,11 @@ void Executor::count_pending_time() {
   if (pending_decode_) {
     ++device_time_.decode_forwards;
     device_time_.decode_s += s;
+    device_time_.decode_launch_s += pending_launch_s_;
   } else {
     ++device_time_.other_forwards;
     device_time_.other_s += s;
+    device_time_.other_launch_s += pending_launch_s_;
   }
   pending_ = false;
 }
@@ -128,9 +131,12 @@ Tensor Executor::forward(const BoundBatch& batch) {
   const bool decode = batch.n_tokens == batch.n_seqs;
   if (!fwd_begin_) return decode ? forward_decode(batch) : forward_prefill(batch);
   count_pending_time();
+  const auto t0 = std::chrono::steady_clock::now();
   fwd_begin_->record();
   Tensor logits = decode ? forward_decode(batch) : forward_prefill(batch);
   fwd_end_->record();
+  // Host time to enqueue the forward: next to the stream time, whether launching is the limit.
+  pending_launch_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   pending_ = true;
   pending_decode_ = decode;
   return logits;

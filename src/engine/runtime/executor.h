@@ -60,10 +60,13 @@ class Executor {
   size_t n_graphs() const { return graphs_ ? graphs_->size() : 0; }
   double graph_capture_seconds() const { return graphs_ ? graphs_->capture_seconds() : 0.0; }
   // Stream time of the forwards timed so far (ExecutorOptions::time_device), decode steps and
-  // the others apart. A forward is counted once the next one starts (its end is then reached).
+  // the others apart. A forward is counted once the next one starts (its end is then reached);
+  // *_launch_s is the host time spent enqueuing the same forwards. Stream time close to the
+  // launch time means the host, not the GPU, set the pace.
   struct DeviceTime {
     int64_t decode_forwards = 0, other_forwards = 0;
     double decode_s = 0, other_s = 0;
+    double decode_launch_s = 0, other_launch_s = 0;
   };
   const DeviceTime& device_time() const { return device_time_; }
 
@@ -106,6 +109,7 @@ class Executor {
   // time_device: events around the last forward, not yet counted in device_time_.
   std::unique_ptr<cuda::StreamEvent> fwd_begin_, fwd_end_;
   bool pending_decode_ = false, pending_ = false;
+  double pending_launch_s_ = 0;
   DeviceTime device_time_;
   void count_pending_time();
 };

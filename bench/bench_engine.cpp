@@ -391,7 +391,21 @@ int bench_engine_main(int argc, char** argv) {
                 static_cast<long long>(prompt_len), ms_step, tok_s, gbps, floor_ms / ms_step * 100);
     if (n_timed > 0) std::printf("   (forward on the GPU %.3f ms)", device_ms);
     std::printf("\n");
-    results.push_back({{"case", c.name},         {"batch", c.batch},     {"context", prompt_len},
+    // The loop thread's step phases over the timed decode steps (StepPhases): on CUDA the GPU idles
+    // from the end of `sample` to the next `launch`.
+    json phases = json::object();
+    if (const int64_t n_steps = after.decode_phases.steps - before.decode_phases.steps; n_steps > 0) {
+      std::printf("%-10s   decode step phases (mean ms):", "");
+      for (int k = 0; k < StepPhases::kCount; ++k) {
+        const auto i = static_cast<size_t>(k);
+        const double ms =
+            1e3 * (after.decode_phases.seconds[i] - before.decode_phases.seconds[i]) / n_steps;
+        phases[StepPhases::kNames[k]] = ms;
+        std::printf(" %s %.3f", StepPhases::kNames[k], ms);
+      }
+      std::printf("\n");
+    }
+    results.push_back({{"case", c.name}, {"step_phase_ms", phases},         {"batch", c.batch},     {"context", prompt_len},
                        {"ms_per_step", ms_step}, {"tokens_per_s", tok_s}, {"gbps", gbps},
                        {"floor_ms", floor_ms},   {"floor_ratio", floor_ms / ms_step},
                        {"device_forward_ms", device_ms}});

@@ -1,5 +1,6 @@
 // CUDA runtime: device discovery, the caching allocator's counters and reuse, OOM, host/device
-// copies (to, copy_, strided gather, zero_), current-stream handling, and device Philox == host.
+// copies (to, copy_, strided gather, zero_), current-stream handling, and device Philox == host;
+// the request table's entry-wise asynchronous sync (engine/cache/req_to_token_pool.h).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include "core/cuda/device_kernels.h"
 #include "core/cuda/stream.h"
 #include "core/rng.h"
+#include "engine/cache/req_to_token_pool.h"
 #include "cuda/cuda_test_util.h"
 #include "ops/elementwise.h"
 
@@ -18,6 +20,48 @@ namespace {
 using test::CudaTest;
 
 class CudaRuntimeTest : public CudaTest {};
+
+// The device table equals the host mirror after every sync, each sync copies only the entries
+// changed since the last one, and host writes right after a sync (before the stream ran it) are
+// safe: they wait for the copies.
+TEST_F(CudaRuntimeTest, RequestTableSyncCopiesOnlyChangedEntries) {
+  const int32_t max_reqs = 8, max_ctx = 4096;
+  ReqToTokenPool pool(max_reqs, max_ctx, gpu());
+  auto expect_mirror = [&](const char* what) {
+    cuda::synchronize(0);
+    Tensor dev = pool.table().to(Device::cpu());
+    for (int32_t r = 0; r < max_reqs; ++r)
+      for (int32_t p = 0; p < max_ctx; ++p)
+        ASSERT_EQ(dev.data<int32_t>()[r * max_ctx + p], pool.row(r)[p])
+            << what << ": row " << r << " position " << p;
+  };
+  std::vector<int32_t> rows;
+  for (int i = 0; i < 5; ++i) rows.push_back(*pool.alloc());
+  std::vector<int32_t> slots(1000);
+  for (int32_t i = 0; i < 1000; ++i) slots[static_cast<size_t>(i)] = 7 * i + 1;
+  // Prompts of different lengths, then decode-like page appends to two rows.
+  for (size_t i = 0; i < rows.size(); ++i)
+    pool.set(rows[i], 0, slots.data(), 100 + 200 * static_cast<int32_t>(i));
+  pool.sync();
+  EXPECT_EQ(pool.last_sync_entries(), 5 * 100 + 200 * (0 + 1 + 2 + 3 + 4));
+  for (int step = 0; step < 3; ++step) {  // writes right behind the sync's copies
+    pool.set(rows[1], 300 + 16 * step, slots.data() + 500, 16);
+    pool.set(rows[3], 700 + 16 * step, slots.data() + 600, 16);
+    pool.sync();
+    EXPECT_EQ(pool.last_sync_entries(), 32);
+  }
+  expect_mirror("appends");
+  pool.free(rows[2]);  // wipes only what the row held
+  pool.clear(rows[3], 700, 48);
+  pool.sync();
+  EXPECT_EQ(pool.last_sync_entries(), 500 + 48);
+  expect_mirror("free and clear");
+  pool.sync();
+  EXPECT_EQ(pool.last_sync_entries(), 0);
+  const int32_t again = *pool.alloc();  // the freed row, all kNoSlot on the device too
+  EXPECT_EQ(again, rows[2]);
+  expect_mirror("recycled row");
+}
 
 TEST(CudaAvailability, AvailableDoesNotThrow) {
   bool ok = false;

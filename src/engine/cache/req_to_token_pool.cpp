@@ -1,25 +1,37 @@
-// ReqToTokenPool: row free list, host mirror updates and the device sync of dirty rows.
+// ReqToTokenPool: row free list, host mirror updates and the device sync of changed entries.
 #include "engine/cache/req_to_token_pool.h"
 
 #include <algorithm>
 
+#include "core/cuda/cuda_api.h"
+
 namespace vela {
 
 ReqToTokenPool::ReqToTokenPool(int32_t max_reqs, int32_t max_ctx, Device device)
-    : max_reqs_(max_reqs), max_ctx_(max_ctx), device_(device), dirty_lo_(0), dirty_hi_(0) {
+    : max_reqs_(max_reqs), max_ctx_(max_ctx), device_(device) {
   VELA_CHECK(max_reqs > 0 && max_ctx > 0,
              "ReqToTokenPool: max_reqs and max_ctx must be positive (got ", max_reqs, ", ", max_ctx,
              ")");
-  host_ = Tensor::empty({max_reqs, max_ctx}, DType::kI32);
+  host_ = device.is_cpu() ? Tensor::empty({max_reqs, max_ctx}, DType::kI32)
+                          : Tensor::zeros_pinned({max_reqs, max_ctx}, DType::kI32);
   std::fill_n(host_.data<int32_t>(), host_.numel(), kNoSlot);
   if (device.is_cpu()) {
     table_ = host_;
   } else {
     table_ = host_.to(device);
+    copied_ = std::make_unique<cuda::StreamEvent>(device.index);
+    dirty_cols_.assign(static_cast<size_t>(max_reqs), {0, 0});
+    dirty_rows_.reserve(static_cast<size_t>(max_reqs));
   }
   free_rows_.reserve(static_cast<size_t>(max_reqs));
   for (int32_t r = max_reqs - 1; r >= 0; --r) free_rows_.push_back(r);
   in_use_.assign(static_cast<size_t>(max_reqs), 0);
+  row_end_.assign(static_cast<size_t>(max_reqs), 0);
+}
+
+ReqToTokenPool::~ReqToTokenPool() {
+  // The host mirror may still be the source of a copy in flight.
+  if (copies_pending_) copied_->synchronize();
 }
 
 std::optional<int32_t> ReqToTokenPool::alloc() {
@@ -32,7 +44,8 @@ std::optional<int32_t> ReqToTokenPool::alloc() {
 
 void ReqToTokenPool::free(int32_t r) {
   VELA_ASSERT(in_use(r), "ReqToTokenPool::free: row ", r, " is not in use");
-  clear(r, 0, max_ctx_);
+  clear(r, 0, row_end_[static_cast<size_t>(r)]);  // past it every entry is kNoSlot already
+  row_end_[static_cast<size_t>(r)] = 0;
   in_use_[static_cast<size_t>(r)] = 0;
   free_rows_.push_back(r);
 }
@@ -42,6 +55,10 @@ bool ReqToTokenPool::in_use(int32_t r) const {
 }
 
 int32_t* ReqToTokenPool::mutable_row(int32_t r) {
+  if (copies_pending_) {  // the last sync's copies read the mirror: let them finish first
+    copied_->synchronize();
+    copies_pending_ = false;
+  }
   return host_.data<int32_t>() + static_cast<int64_t>(r) * max_ctx_;
 }
 
@@ -50,14 +67,16 @@ const int32_t* ReqToTokenPool::row(int32_t r) const {
   return host_.data<int32_t>() + static_cast<int64_t>(r) * max_ctx_;
 }
 
-void ReqToTokenPool::mark_dirty(int32_t r) {
+void ReqToTokenPool::mark_dirty(int32_t r, int32_t lo, int32_t hi) {
   if (device_.is_cpu()) return;
-  if (dirty_lo_ == dirty_hi_) {
-    dirty_lo_ = r;
-    dirty_hi_ = r + 1;
+  auto& [dlo, dhi] = dirty_cols_[static_cast<size_t>(r)];
+  if (dlo == dhi) {
+    dirty_rows_.push_back(r);
+    dlo = lo;
+    dhi = hi;
   } else {
-    dirty_lo_ = std::min(dirty_lo_, r);
-    dirty_hi_ = std::max(dirty_hi_, r + 1);
+    dlo = std::min(dlo, lo);
+    dhi = std::max(dhi, hi);
   }
 }
 
@@ -67,7 +86,8 @@ void ReqToTokenPool::set(int32_t r, int32_t pos, const int32_t* slots, int32_t n
               ", ", pos + n, ") outside the context of ", max_ctx_);
   if (n == 0) return;
   std::copy_n(slots, n, mutable_row(r) + pos);
-  mark_dirty(r);
+  row_end_[static_cast<size_t>(r)] = std::max(row_end_[static_cast<size_t>(r)], pos + n);
+  mark_dirty(r, pos, pos + n);
 }
 
 void ReqToTokenPool::clear(int32_t r, int32_t pos, int32_t n) {
@@ -75,15 +95,26 @@ void ReqToTokenPool::clear(int32_t r, int32_t pos, int32_t n) {
               "ReqToTokenPool::clear: bad range");
   if (n == 0) return;
   std::fill_n(mutable_row(r) + pos, n, kNoSlot);
-  mark_dirty(r);
+  mark_dirty(r, pos, pos + n);
 }
 
 void ReqToTokenPool::sync() {
-  if (device_.is_cpu() || dirty_lo_ == dirty_hi_) return;
-  // One copy of the dirty row range: rows are contiguous in both tables.
-  Tensor dst = table_.slice(0, dirty_lo_, dirty_hi_);
-  dst.copy_(host_.slice(0, dirty_lo_, dirty_hi_));
-  dirty_lo_ = dirty_hi_ = 0;
+  last_sync_entries_ = 0;
+  if (device_.is_cpu() || dirty_rows_.empty()) return;
+  // One asynchronous copy per changed row, of its changed entries only.
+  const auto* src = host_.data<int32_t>();
+  auto* dst = table_.data<int32_t>();
+  for (int32_t r : dirty_rows_) {
+    auto& [lo, hi] = dirty_cols_[static_cast<size_t>(r)];
+    const int64_t off = static_cast<int64_t>(r) * max_ctx_ + lo;
+    cuda::copy_bytes_async(dst + off, device_, src + off, Device::cpu(),
+                           static_cast<size_t>(hi - lo) * sizeof(int32_t));
+    last_sync_entries_ += hi - lo;
+    lo = hi = 0;
+  }
+  dirty_rows_.clear();
+  copied_->record();
+  copies_pending_ = true;
 }
 
 void ReqToTokenPool::check_integrity() const {

@@ -194,6 +194,7 @@ void Scheduler::apply_weight_update(uint64_t v, std::unique_ptr<cuda::StreamEven
 }
 
 void Scheduler::restart(Task& t) {
+  publish_token_events();  // this stream's earlier tokens first, decoded by the old decoder
   if (t.admitted) cache_.rollback(t.id);
   release_draft(t, false);  // spec
   t.admitted = false;
@@ -208,7 +209,6 @@ void Scheduler::restart(Task& t) {
   StreamEvent ev;
   ev.index = t.index;
   ev.restarted = true;
-  publish_token_events();  // this stream's earlier tokens first
   t.handle->push(std::move(ev));
   std::lock_guard<std::mutex> s(stats_mu_);
   ++stats_.restarts;
@@ -613,7 +613,18 @@ bool Scheduler::step() {
   return true;
 }
 
+void Scheduler::flush_deferred_text() {
+  for (TokenEvent& e : token_events_) {
+    if (e.text_task == nullptr) continue;
+    Task& t = *e.text_task;
+    e.event.text = t.stop->push(t.detok->push(e.text_token));
+    t.completion.text += e.event.text;
+    e.text_task = nullptr;
+  }
+}
+
 void Scheduler::publish_token_events() {
+  flush_deferred_text();
   for (TokenEvent& e : token_events_) e.handle->push(std::move(e.event));
   token_events_.clear();
 }
@@ -660,9 +671,12 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
     }
     grammar_done = t.matcher->is_terminated();
   }
+  // Without stop strings the text cannot end the sample: a token that does not end it either is
+  // decoded later, when its event goes out (CUDA: after the next forward is launched).
+  const bool text_decides = t.detok && t.stop->has_stop_strings();
   if (is_stop_token) {
     reason = FinishReason::kStop;
-  } else if (t.detok) {
+  } else if (text_decides) {
     ev.text = t.stop->push(t.detok->push(r.token));
     if (t.stop->stopped()) {
       reason = FinishReason::kStop;
@@ -672,6 +686,9 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   if (!reason && grammar_done) reason = FinishReason::kStop;  // nothing else can follow
   if (!reason && static_cast<int32_t>(t.output.size()) >= p.max_tokens)
     reason = FinishReason::kLength;
+  const bool defer_text = t.detok && !text_decides && !is_stop_token && !reason && defer_token_events_;
+  if (t.detok && !text_decides && !is_stop_token && !defer_text)
+    ev.text = t.stop->push(t.detok->push(r.token));
   if (reason && t.detok && !t.stop->stopped())
     ev.text += t.stop->push(t.detok->flush()) + t.stop->flush();
   const uint64_t version = policy_version_.load();
@@ -691,6 +708,8 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
     ev.finish = reason;
     final_events_.push_back({t.handle, std::move(ev), t.completion});
     t.request.reset();  // marks finished for remove_finished()
+  } else if (defer_text) {
+    token_events_.push_back({t.handle, std::move(ev), &t, r.token});
   } else {
     token_events_.push_back({t.handle, std::move(ev)});
   }
@@ -698,6 +717,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
 
 void Scheduler::finish(Task& t, FinishReason reason, const std::string& error) {
   if (!t.request) return;  // already finished
+  flush_deferred_text();  // the completion has every token's text; no event outlives its task
   if (t.admitted) cache_.rollback(t.id);
   release_draft(t, false);  // spec
   t.admitted = false;

@@ -217,11 +217,17 @@ class Scheduler {
   // Token events of the last step (CUDA engines): pushed right after the next forward is launched,
   // so the per-stream pushes (a lock and a waiter wake-up each) overlap the GPU instead of adding
   // to the step; always before any final or restart event, so every stream keeps its order.
+  // A token of a sample without stop strings leaves its detokenization here too (text_task set):
+  // its text cannot end the sample, so it is decoded when the event goes out, off the GPU's idle
+  // time, or earlier when the task finishes or restarts (flush_deferred_text).
   struct TokenEvent {
     RequestHandlePtr handle;
     StreamEvent event;
+    Task* text_task = nullptr;  // decode `text_token` into event.text (and the completion) first
+    int32_t text_token = 0;
   };
   std::vector<TokenEvent> token_events_;
+  void flush_deferred_text();
   bool defer_token_events_ = false;  // a DeviceSampler: the forward is asynchronous
 
   // Last events of finished samples, pushed after the step's stats are published.

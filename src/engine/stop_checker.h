@@ -30,6 +30,7 @@ class StopChecker {
   std::string flush();
 
   bool stopped() const { return stopped_; }
+  bool has_stop_strings() const { return !stops_.empty(); }  // else push() can never stop
   const std::string& matched() const { return matched_; }  // the stop string found, or ""
   // Bytes currently held back.
   size_t n_pending() const { return pending_.size(); }

@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "cuda_test_util.h"
 #include "engine/cache/kv_storage.h"
+#include "engine/char_tokenizer.h"
 #include "engine/engine.h"
 #include "ops/attention.h"
 
@@ -148,6 +149,61 @@ TEST_F(CudaEngine, Bf16StaysCloseToF32) {
 // within 2x of it (no capture stall while serving) and the exact graph is captured once the loop
 // is idle; the tokens are those of an engine that captured the exact graph at once (the split
 // count only reorders the split-KV sums). f32, so the logprobs agree to rounding.
+// A CUDA engine decodes the text of a token without stop strings when its event goes out, after
+// the next forward was launched (Scheduler::flush_deferred_text): every stream's text, joined,
+// is its completion's text and the tokenizer's decode of its tokens, for requests with and
+// without stop strings side by side, ending by length, by a stop string and by cancellation.
+TEST_F(CudaEngine, DeferredDetokenizationStreamsTheSameTextAsTheCompletion) {
+  const std::string dir = fixture("qwen3_qknorm");
+  const std::vector<int32_t> prompt = fixture_prompt(dir);
+  EngineConfig cfg = small_config();
+  Engine engine(Transformer::load(dir, DType::kF32, gpu()), test::char_tokenizer(), cfg);
+  auto make = [&](int max_tokens, std::vector<std::string> stop) {
+    Request r;
+    r.prompt = prompt;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
+    r.params.max_tokens = max_tokens;
+    r.params.stop = std::move(stop);
+    return r;
+  };
+  // The free run's text gives a stop string that ends the third request early.
+  const Completion free_run = engine.generate({make(20, {})})[0].completions[0];
+  ASSERT_EQ(free_run.tokens.size(), 20u);
+  const std::string stop = free_run.text.substr(8, 2);
+  std::vector<RequestHandlePtr> hs;
+  {
+    auto paused = engine.pause();
+    hs.push_back(engine.submit(make(20, {})));
+    hs.push_back(engine.submit(make(20, {"\x01never"})));
+    hs.push_back(engine.submit(make(20, {stop})));
+    hs.push_back(engine.submit(make(40, {})));  // cancelled after a few tokens
+  }
+  std::vector<std::string> streamed(hs.size());
+  std::vector<Completion> done(hs.size());
+  for (size_t i = 0; i < hs.size(); ++i) {
+    StreamEvent ev;
+    int n_events = 0;
+    while (hs[i]->next(ev)) {
+      streamed[i] += ev.text;
+      if (i == 3 && ++n_events == 5) hs[i]->cancel();
+    }
+    done[i] = hs[i]->wait().completions[0];
+  }
+  for (size_t i = 0; i < hs.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(streamed[i], done[i].text);
+    if (done[i].finish_reason != FinishReason::kStop)
+      EXPECT_EQ(done[i].text, engine.tokenizer()->decode(done[i].tokens));
+  }
+  EXPECT_EQ(done[0].text, free_run.text);
+  EXPECT_EQ(done[1].text, free_run.text);
+  EXPECT_EQ(done[2].finish_reason, FinishReason::kStop);
+  EXPECT_EQ(done[2].text, free_run.text.substr(0, free_run.text.find(stop)));
+  EXPECT_EQ(done[3].finish_reason, FinishReason::kCancelled);
+  EXPECT_LT(done[3].tokens.size(), 40u);
+}
+
 TEST_F(CudaEngine, NeighbourGraphRunsAMissingSplitCountAndTheExactOneIsCapturedWhenIdle) {
   ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
     "vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,

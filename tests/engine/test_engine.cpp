@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/json.h"
+#include "engine/char_tokenizer.h"
 #include "engine/engine.h"
 #include "ops/softmax.h"
 
@@ -311,20 +312,7 @@ TEST(Engine, GenerationAllocatesNoTensors) {
 // (one printable character per token): the stop string spans two tokens, is not emitted, and the
 // finish reason is stop with the matched string reported.
 TEST(Engine, StopStringAcrossTokensEndsGenerationWithoutEmittingIt) {
-  json vocab = json::object();
-  for (int i = 0; i < 128; ++i) {
-    char c = static_cast<char>(i < 95 ? 32 + i : 'A' + (i - 95) % 26);
-    std::string tok = i < 95 ? std::string(1, c) : std::string(1, c) + std::to_string(i);
-    vocab[tok] = i;
-  }
-  json tj = {{"version", "1.0"},
-             {"added_tokens", json::array()},
-             {"normalizer", nullptr},
-             {"pre_tokenizer", nullptr},
-             {"post_processor", nullptr},
-             {"decoder", {{"type", "Fuse"}}},
-             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
-  auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(tj));
+  auto tok = test::char_tokenizer();
   Ref ref = reference(kModel);
   EngineConfig cfg;
   cfg.max_ctx = 64;

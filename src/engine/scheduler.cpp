@@ -613,9 +613,9 @@ bool Scheduler::step() {
   return true;
 }
 
-void Scheduler::flush_deferred_text() {
+void Scheduler::flush_deferred_text(const Task* only) {
   for (TokenEvent& e : token_events_) {
-    if (e.text_task == nullptr) continue;
+    if (e.text_task == nullptr || (only != nullptr && e.text_task != only)) continue;
     Task& t = *e.text_task;
     e.event.text = t.stop->push(t.detok->push(e.text_token));
     t.completion.text += e.event.text;
@@ -686,6 +686,9 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   if (!reason && grammar_done) reason = FinishReason::kStop;  // nothing else can follow
   if (!reason && static_cast<int32_t>(t.output.size()) >= p.max_tokens)
     reason = FinishReason::kLength;
+  // Ending here: this task's deferred tokens (speculation emits several per step) are decoded
+  // first, in order, and none outlives it.
+  if (reason) flush_deferred_text(&t);
   const bool defer_text = t.detok && !text_decides && !is_stop_token && !reason && defer_token_events_;
   if (t.detok && !text_decides && !is_stop_token && !defer_text)
     ev.text = t.stop->push(t.detok->push(r.token));

@@ -219,7 +219,8 @@ class Scheduler {
   // to the step; always before any final or restart event, so every stream keeps its order.
   // A token of a sample without stop strings leaves its detokenization here too (text_task set):
   // its text cannot end the sample, so it is decoded when the event goes out, off the GPU's idle
-  // time, or earlier when the task finishes or restarts (flush_deferred_text).
+  // time, or earlier when the task finishes (in process_sample or finish) or restarts
+  // (flush_deferred_text): an event never outlives its task.
   struct TokenEvent {
     RequestHandlePtr handle;
     StreamEvent event;
@@ -227,7 +228,7 @@ class Scheduler {
     int32_t text_token = 0;
   };
   std::vector<TokenEvent> token_events_;
-  void flush_deferred_text();
+  void flush_deferred_text(const Task* only = nullptr);  // only: that task's events
   bool defer_token_events_ = false;  // a DeviceSampler: the forward is asynchronous
 
   // Last events of finished samples, pushed after the step's stats are published.

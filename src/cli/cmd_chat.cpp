@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "cli/model_dtype.h"
 #include "cli/commands.h"
 #include "core/json.h"
 #include "engine/engine.h"
@@ -19,7 +20,7 @@ int cmd_chat(int argc, char** argv) {
   if (args.has("help")) {
     std::printf(
         "usage: vela chat --model DIR [--system TEXT] [--max-tokens N] [--temperature T]\n"
-        "                 [--seed S] [--dtype f32|bf16]\n");
+        "                 [--seed S] [--dtype auto|f32|bf16]\n");
     return 0;
   }
   std::string dir = args.require("model");
@@ -28,7 +29,7 @@ int cmd_chat(int argc, char** argv) {
   p.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 256));
   p.temperature = static_cast<float>(args.get_double("temperature", 0.7));
   if (args.has("seed")) p.seed = static_cast<uint64_t>(args.get_int("seed", 0));
-  DType dtype = parse_dtype(args.get("dtype", "f32"));
+  DType dtype = resolve_model_dtype(args.get("dtype", "auto"), dir, Device::cpu());
   args.check_all_used();
   p.validate();
   namespace fs = std::filesystem;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "cli/model_dtype.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -35,7 +36,7 @@ const char* kUsage =
     "common:\n"
     "  --model DIR          model directory (config.json, safetensors, tokenizer.json)\n"
     "  --data FILE          the evaluation data\n"
-    "  --device cpu|cuda    (default cpu)      --dtype f32|bf16|f16 (default f32)\n"
+    "  --device cpu|cuda    (default cpu)      --dtype auto|f32|bf16|f16 (auto)\n"
     "  --limit N            first N records only          --seed S (default 1234)\n"
     "  --output FILE.json   write the results (metrics, config, per-sample details)\n"
     "  --batch-tokens N     tokens per forward (ppl, choice; default: automatic)\n"
@@ -124,7 +125,7 @@ int cmd_eval(int argc, char** argv) {
   const std::string model_dir = args.require("model");
   const std::string data = args.require("data");
   const Device device = Device::parse(args.get("device", "cpu"));
-  const DType dtype = parse_dtype(args.get("dtype", "f32"));
+  const DType dtype = resolve_model_dtype(args.get("dtype", "auto"), model_dir, device);
   const int64_t limit = args.get_int("limit", -1);
   const auto seed = static_cast<uint64_t>(args.get_int("seed", 1234));
   const std::string output = args.get("output", "");

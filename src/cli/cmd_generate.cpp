@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/model_dtype.h"
 #include "cli/commands.h"
 #include "core/json.h"
 #include "engine/engine.h"
@@ -134,7 +135,7 @@ int cmd_generate(int argc, char** argv) {
     std::printf(
         "usage: vela generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3 | --batch F.jsonl)\n"
         "         [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
-        "         [--top-logprobs K] [--ignore-eos] [--device cpu|cuda] [--dtype f32|bf16]\n"
+        "         [--top-logprobs K] [--ignore-eos] [--device cpu|cuda] [--dtype auto|f32|bf16|f16]\n"
         "         [--kv paged|contiguous] [--page-size N] [--json] [--lora DIR ...]\n"
         "         [--kv-pages N | --kv-memory-fraction F]\n"
         "         [--json-schema FILE | --json-object | --regex RE | --grammar FILE.gbnf |\n"
@@ -202,7 +203,7 @@ int cmd_generate(int argc, char** argv) {
   VELA_CHECK(n_constraints <= 1,
              "give at most one of --json-schema, --json-object, --regex, --grammar, --choice");
   Device device = Device::parse(args.get("device", "cpu"));
-  DType dtype = parse_dtype(args.get("dtype", "f32"));
+  DType dtype = resolve_model_dtype(args.get("dtype", "auto"), model_dir, device);
   EngineConfig cfg;
   cfg.kv_strategy = args.get("kv", "paged");
   cfg.page_size = static_cast<int32_t>(args.get_int("page-size", 16));

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cli/args.h"
+#include "cli/model_dtype.h"
 #include "cli/commands.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -79,8 +80,7 @@ int cmd_serve(int argc, char** argv) {
         "                  [--max-batch N] [--kv-pages N | --kv-memory-fraction F]\n"
         "                  [--config serve.json] [--served-model-name NAME] [--max-queue N]\n"
         "                  [--lora NAME=DIR ...] [--max-context N] [--page-size N]\n"
-        "                  [--device cpu|cuda] [--dtype "
-        "f32|bf16]\n"
+        "                  [--device cpu|cuda] [--dtype auto|f32|bf16|f16]\n"
         "                  [--shutdown-grace S] [--max-body-bytes N] [--http-threads N] "
         "[--no-web-ui]\n"
         "                  [--io-threads N] [--max-connections N] [--header-timeout S]\n"
@@ -188,7 +188,9 @@ int cmd_serve(int argc, char** argv) {
       args.get("prefill-policy", config_value<std::string>(file, "prefill_policy", "fcfs"));
   Device device =
       Device::parse(args.get("device", config_value<std::string>(file, "device", "cpu")));
-  DType dtype = parse_dtype(args.get("dtype", config_value<std::string>(file, "dtype", "f32")));
+  DType dtype =
+      resolve_model_dtype(args.get("dtype", config_value<std::string>(file, "dtype", "auto")), dir,
+                          device);
   args.check_all_used();
   sc.validate();
   serving_step_defaults(ec, device);
@@ -256,8 +258,9 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "vela serve: signal %d, shutting down\n", static_cast<int>(sig));
     server.shutdown();
   });
-  std::fprintf(stderr, "vela serve: %s on http://%s:%d (max context %d, max batch %d)\n",
-               sc.model_name.c_str(), sc.host.c_str(), port, engine->max_context(), ec.max_seqs);
+  std::fprintf(stderr, "vela serve: %s (%s on %s) on http://%s:%d (max context %d, max batch %d)\n",
+               sc.model_name.c_str(), dtype_name(dtype), device.str().c_str(), sc.host.c_str(), port,
+               engine->max_context(), ec.max_seqs);
   std::fflush(stderr);
   bool ok = server.run();
   server.shutdown();

@@ -30,8 +30,13 @@ ReqToTokenPool::ReqToTokenPool(int32_t max_reqs, int32_t max_ctx, Device device)
 }
 
 ReqToTokenPool::~ReqToTokenPool() {
-  // The host mirror may still be the source of a copy in flight.
-  if (copies_pending_) copied_->synchronize();
+  // The host mirror may still be the source of a copy in flight. A device that already failed
+  // has nothing left to wait for (and a destructor must not throw).
+  if (!copies_pending_) return;
+  try {
+    copied_->synchronize();
+  } catch (const std::exception&) {
+  }
 }
 
 std::optional<int32_t> ReqToTokenPool::alloc() {

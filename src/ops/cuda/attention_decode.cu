@@ -10,18 +10,12 @@
 // next stage are prefetched into registers a stage ahead. Every group keeps its own online-softmax
 // state (fp32, log2 domain); the groups merge through shared memory at the end. A row reads its key
 // count from seq_lens on the device; splits past the end exit at once and the merge kernel only
-// combines live splits (graph replay with growing lengths). The tensor-core GQA decode kernel
-// merges inside itself instead: each split block takes a ticket from its (row, KV head) counter
-// after writing its partials, and the last one combines the live splits in split order (the same
-// bits whichever block is last) and resets the counter; one kernel per layer fewer
-// (VELA_DECODE_MERGE_KERNEL=1 keeps the separate merge).
+// combines live splits (graph replay with growing lengths).
 //
 // Head sizes: every kernel is compiled for a tile width D (16, 32, 64, 128, 256) and kExact; a
 // head_dim that is not a tile width runs the next wider tile with its columns past head_dim
 // zero-filled and never stored (attention_common.cuh, dispatch_head_dim). Global rows, o_part and
 // the outputs are addressed by the runtime head_dim.
-#include <cstdlib>
-
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
@@ -59,9 +53,6 @@ struct RowsArgs {
   float* o_part;    // [n_rows, n_heads, n_splits, head_dim]
   float* lse_part;  // [n_rows, n_heads, n_splits]
   void* out;        // [n_rows, n_heads, head_dim]
-  // Tensor-core decode with splits: the last block of each (row, KV head) to finish merges the
-  // splits itself (one ticket counter each, zero between launches); nullptr: the merge kernel.
-  int* merge_counters;
 };
 
 // The row's sequence and key count (keys 0 .. n_keys-1 are visible to its query).
@@ -314,42 +305,6 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
 constexpr int kMmaKeys = 64;
 constexpr int kMmaThreads = 128;
 
-// The in-kernel merge of a split decode (RowsArgs::merge_counters): called by every block of a
-// (row, KV head) after its partials are written (or, for a split past the end, after pdl_wait);
-// the last to arrive combines the live splits of the group's query heads, in split order, into
-// `out` and resets the counter for the next launch. The same math as merge_splits_kernel.
-template <typename T, int kThreads>
-__device__ void merge_if_last(const RowsArgs& a, int row, int kv_head, int n_keys, int hd) {
-  __shared__ int s_ticket;
-  __threadfence();  // this block's partials are visible device-wide before its ticket
-  __syncthreads();
-  int* counter = a.merge_counters + static_cast<int64_t>(row) * a.n_kv_heads + kv_head;
-  if (threadIdx.x == 0) s_ticket = atomicAdd(counter, 1);
-  __syncthreads();
-  if (s_ticket != a.n_splits - 1) return;
-  __threadfence();  // every other block's partials
-  const int n_live = live_splits(n_keys, a.n_splits);
-  const int head0 = kv_head * a.group;
-  for (int idx = threadIdx.x; idx < a.group * hd; idx += kThreads) {
-    const int r = idx / hd, d = idx % hd;
-    const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head0 + r;
-    const float* lse = a.lse_part + rh * a.n_splits;
-    float mx = -INFINITY;
-    for (int i = 0; i < n_live; ++i) mx = fmaxf(mx, __ldcg(lse + i));
-    float sum = 0.0f, acc = 0.0f;
-    if (mx != -INFINITY) {
-      const float* op = a.o_part + rh * a.n_splits * hd + d;
-      for (int i = 0; i < n_live; ++i) {
-        const float w = exp2f(__ldcg(lse + i) - mx);
-        sum += w;
-        acc = fmaf(w, __ldcg(op + static_cast<int64_t>(i) * hd), acc);
-      }
-    }
-    static_cast<T*>(a.out)[rh * hd + d] = from_float<T>(sum > 0.0f ? acc / sum : 0.0f);
-  }
-  if (threadIdx.x == 0) *counter = 0;  // ready for the next launch (graphs replay this one)
-}
-
 template <int D>
 struct MmaDecodeCfg {
   static constexpr int kPipeBytes = (16 * D + 2 * 2 * kMmaKeys * D) * 2;  // Q + 2 x (K, V)
@@ -387,9 +342,6 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
       pdl_wait();
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
       for (int i = tid; i < group * hd; i += kMmaThreads) out[i] = from_float<T>(0.0f);
-    } else if (a.merge_counters != nullptr) {  // no partials, but this block's ticket counts
-      pdl_wait();
-      merge_if_last<T, kMmaThreads>(a, row, kv_head, n_keys, hd);
     }
     return;
   }
@@ -548,7 +500,6 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
       if (d == 0) a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
     }
   }
-  if (!direct && a.merge_counters != nullptr) merge_if_last<T, kMmaThreads>(a, row, kv_head, n_keys, hd);
 }
 
 // Combines the live splits of one (row, head) with weights 2^(lse_i - max) (log2 domain). The
@@ -619,16 +570,6 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
 
 namespace {
 
-// Whether the tensor-core decode merges its splits in-kernel (VELA_DECODE_MERGE_KERNEL=1: the
-// separate merge kernel, for A/B runs; read once).
-bool fold_merge() {
-  static const bool on = [] {
-    const char* env = std::getenv("VELA_DECODE_MERGE_KERNEL");
-    return env == nullptr || env[0] != '1';
-  }();
-  return on;
-}
-
 template <typename T, int D, bool kExact>
 void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   RowsArgs a = args;
@@ -637,7 +578,7 @@ void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
                   static_cast<unsigned>(a.n_splits));
   launch_pdl(decode_mma_kernel<T, D, kExact>, grid, dim3(kMmaThreads),
              MmaDecodeCfg<D>::kSmemBytes, a);
-  if (a.n_splits > 1 && a.merge_counters == nullptr) {
+  if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
     launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
   }
@@ -711,14 +652,8 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
       constexpr int D = decltype(dim)::value;
       constexpr bool kExact = decltype(exact)::value;
       if constexpr (sizeof(T) == 2 && D <= 64) {
-        // Decode of a GQA group on tensor cores, its splits merged by their last block (the
-        // tickets live in the stream's GEMM scratch: zero between launches, and stream-ordered
-        // kernels never take them at the same time).
+        // Decode of a GQA group on tensor cores.
         if (qo_indptr == nullptr && a.group >= 2 && a.group <= 16) {
-          if (n_splits > 1 && fold_merge()) {
-            const SkinnyScratch sc = gemm_skinny_scratch(q.device().index);
-            if (n_rows * a.n_kv_heads <= sc.n_counters) a.merge_counters = sc.counters;
-          }
           launch_decode_mma<T, D, kExact>(a, n_rows);
           return;
         }

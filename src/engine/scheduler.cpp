@@ -498,7 +498,7 @@ bool Scheduler::step() {
     update_stats(0, 0);
     publish_token_events();
     publish_final_events();
-    last_step_end_ = 0;
+    last_step_end_ = 0;  // an idle turn is not time between steps
     return false;
   }
   phase_t_[StepPhases::kSchedule] = t_step;
@@ -599,17 +599,11 @@ bool Scheduler::step() {
                    n_prefill_items_, " prompt chunks, ", step_tokens_, " tokens, ",
                    stats_.n_cuda_graphs - graphs_before, " graphs captured");
   publish_final_events();
-  phase_t_[StepPhases::kBetween] = now_s();  // this step's end
-  {
-    std::lock_guard<std::mutex> s(stats_mu_);
-    StepPhases& ph = n_prefill_items_ == 0 ? stats_.decode_phases : stats_.mixed_phases;
-    ++ph.steps;
-    for (int k = 0; k < StepPhases::kBetween; ++k)
-      ph.seconds[static_cast<size_t>(k)] +=
-          phase_t_[static_cast<size_t>(k) + 1] - phase_t_[static_cast<size_t>(k)];
-    if (last_step_end_ > 0) ph.seconds[StepPhases::kBetween] += t_step - last_step_end_;
-  }
-  last_step_end_ = phase_t_[StepPhases::kBetween];
+  // This step's `finish` is counted with the next step's phases (update_stats), so a stats
+  // snapshot always has as many phase samples as step times.
+  last_step_end_ = now_s();
+  pending_finish_s_ = last_step_end_ - phase_t_[StepPhases::kFinish];
+  pending_phases_ = n_prefill_items_ == 0 ? &stats_.decode_phases : &stats_.mixed_phases;
   return true;
 }
 
@@ -749,6 +743,16 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt, bool stepped
     StepTimes& st = stats_.step_times;
     (n_prefill_items_ == 0 ? st.decode : n_decode_items_ == 0 ? st.prefill : st.mixed)
         .observe(step_s);
+    // Its phases up to `process` (they add up to step_s), the time since the last step ended,
+    // and the last step's `finish` (measured after that step's stats were published).
+    StepPhases& ph = n_prefill_items_ == 0 ? stats_.decode_phases : stats_.mixed_phases;
+    ++ph.steps;
+    for (int k = 0; k < StepPhases::kFinish; ++k)
+      ph.seconds[static_cast<size_t>(k)] +=
+          phase_t_[static_cast<size_t>(k) + 1] - phase_t_[static_cast<size_t>(k)];
+    if (last_step_end_ > 0) ph.seconds[StepPhases::kBetween] += phase_t_[0] - last_step_end_;
+    if (pending_phases_ != nullptr) pending_phases_->seconds[StepPhases::kFinish] += pending_finish_s_;
+    pending_phases_ = nullptr;
   }
   double t = now_s();
   if (n_generated > 0) {

@@ -200,10 +200,12 @@ class Scheduler {
   void order_waiting_by_prefix();
   int64_t n_prefill_items_ = 0, n_decode_items_ = 0;  // this step's plan (stats)
   int64_t step_tokens_ = 0;                             // this step's bound tokens (stats)
-  // This step's phase starts (now_s(); [kBetween] holds its end); the end of the last step, 0
+  // This step's phase starts (now_s(); [kFinish]: where step_s ends); the end of the last step, 0
   // after an idle turn.
   std::array<double, StepPhases::kCount> phase_t_{};
   double last_step_end_ = 0;
+  double pending_finish_s_ = 0;             // the last step's `finish`, counted with the next one
+  StepPhases* pending_phases_ = nullptr;    // in stats_ (the last step's kind)
   void preempt(Task* victim);
   void restart(Task& t);  // kRestart after a weight update: back to the prompt
   void process_sample(Task& t, const SampleResult& r);

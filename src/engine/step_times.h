@@ -69,7 +69,7 @@ struct StepPhases {
     kPublish,   // push the last step's token events to the streams
     kSample,    // mask, sample, copy the tokens back: waits for the forward on CUDA
     kProcess,   // per sampled row: stop checks, detokenization, events
-    kFinish,    // stats, final events
+    kFinish,    // stats, final events (counted with the next step of the engine)
     kBetween,   // from the previous step's end to this one's start (loop, gate, idle captures)
     kCount
   };

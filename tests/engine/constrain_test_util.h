@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "engine/char_tokenizer.h"
 #include "engine/engine.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -42,14 +43,7 @@ inline std::unique_ptr<Tokenizer> bpe_test_tokenizer(const std::vector<std::stri
                              {"rstrip", false},
                              {"normalized", false},
                              {"special", true}}});
-  json tj = {{"version", "1.0"},
-             {"added_tokens", added},
-             {"normalizer", nullptr},
-             {"pre_tokenizer", nullptr},
-             {"post_processor", nullptr},
-             {"decoder", {{"type", "Fuse"}}},
-             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
-  return std::make_unique<Tokenizer>(Tokenizer::from_json(tj));
+  return std::make_unique<Tokenizer>(Tokenizer::from_json(merge_free_bpe_json(vocab, added)));
 }
 
 inline std::unique_ptr<Tokenizer> json_test_tokenizer() {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/json.h"
+#include "engine/char_tokenizer.h"
 #include "engine/engine.h"
 #include "engine/spec/prompt_lookup.h"
 #include "engine/spec/rejection.h"
@@ -195,23 +196,10 @@ TEST(Spec, KvPressurePreemptsAndDropsDraftsWithoutChangingOutput) {
 }
 
 TEST(Spec, StopStringsAndStopTokensCutAcceptedDrafts) {
-  // One printable character per token (as test_engine's stop-string test).
-  json vocab = json::object();
-  for (int i = 0; i < 128; ++i) {
-    char c = static_cast<char>(i < 95 ? 32 + i : 'A' + (i - 95) % 26);
-    vocab[i < 95 ? std::string(1, c) : std::string(1, c) + std::to_string(i)] = i;
-  }
-  json tj = {{"version", "1.0"},
-             {"added_tokens", json::array()},
-             {"normalizer", nullptr},
-             {"pre_tokenizer", nullptr},
-             {"post_processor", nullptr},
-             {"decoder", {{"type", "Fuse"}}},
-             {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  // One printable character per token (engine/char_tokenizer.h).
   EngineConfig off = spec_config("paged", 4, "off"), on = spec_config("paged", 4, "ngram,k=6");
-  Engine plain(Transformer::load(kModel), std::make_unique<Tokenizer>(Tokenizer::from_json(tj)),
-               off);
-  Engine spec(Transformer::load(kModel), std::make_unique<Tokenizer>(Tokenizer::from_json(tj)), on);
+  Engine plain(Transformer::load(kModel), test::char_tokenizer(), off);
+  Engine spec(Transformer::load(kModel), test::char_tokenizer(), on);
   for (const auto& prompt : spec_prompts()) {
     Request r = make_request(prompt, 30, 0.0f, 0);
     Completion full = plain.generate({r})[0].completions[0];

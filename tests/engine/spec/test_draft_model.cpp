@@ -17,6 +17,7 @@
 
 #include "core/json.h"
 #include "core/rng.h"
+#include "engine/char_tokenizer.h"
 #include "engine/engine.h"
 #include "engine/runtime/sampler.h"
 #include "engine/spec/rejection.h"
@@ -377,13 +378,7 @@ json char_vocab_tokenizer(char first) {
   json vocab = json::object();
   for (int i = 0; i < 128; ++i)
     vocab[std::string(1, static_cast<char>(first)) + std::to_string(i)] = i;
-  return {{"version", "1.0"},
-          {"added_tokens", json::array()},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", nullptr},
-          {"post_processor", nullptr},
-          {"decoder", {{"type", "Fuse"}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  return test::merge_free_bpe_json(vocab);
 }
 
 TEST(DraftModel, ADraftWithAnotherVocabularyIsRejectedClearly) {

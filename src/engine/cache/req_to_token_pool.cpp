@@ -12,8 +12,12 @@ ReqToTokenPool::ReqToTokenPool(int32_t max_reqs, int32_t max_ctx, Device device)
   VELA_CHECK(max_reqs > 0 && max_ctx > 0,
              "ReqToTokenPool: max_reqs and max_ctx must be positive (got ", max_reqs, ", ", max_ctx,
              ")");
-  host_ = device.is_cpu() ? Tensor::empty({max_reqs, max_ctx}, DType::kI32)
-                          : Tensor::zeros_pinned({max_reqs, max_ctx}, DType::kI32);
+  // Page-locked up to a size where pinning stops being cheap (the copies stay correct from
+  // ordinary memory; the driver stages them).
+  constexpr int64_t kMaxPinnedBytes = int64_t{256} << 20;
+  const bool pin = device.is_cuda() && int64_t{max_reqs} * max_ctx * 4 <= kMaxPinnedBytes;
+  host_ = pin ? Tensor::zeros_pinned({max_reqs, max_ctx}, DType::kI32)
+              : Tensor::empty({max_reqs, max_ctx}, DType::kI32);
   std::fill_n(host_.data<int32_t>(), host_.numel(), kNoSlot);
   if (device.is_cpu()) {
     table_ = host_;

@@ -64,7 +64,7 @@ class ReqToTokenPool {
  private:
   int32_t max_reqs_, max_ctx_;
   Device device_;
-  Tensor host_;   // [max_reqs, max_ctx] i32 on the CPU (the mirror; page-locked on CUDA)
+  Tensor host_;   // [max_reqs, max_ctx] i32 on the CPU (the mirror; page-locked on CUDA <= 256 MB)
   Tensor table_;  // [max_reqs, max_ctx] i32 on device_ (same storage as host_ on the CPU)
   std::vector<int32_t> free_rows_;  // stack: back() is handed out next
   std::vector<uint8_t> in_use_;     // [max_reqs]

@@ -405,10 +405,10 @@ int bench_engine_main(int argc, char** argv) {
       }
       std::printf("\n");
     }
-    results.push_back({{"case", c.name}, {"step_phase_ms", phases},         {"batch", c.batch},     {"context", prompt_len},
+    results.push_back({{"case", c.name},         {"batch", c.batch},     {"context", prompt_len},
                        {"ms_per_step", ms_step}, {"tokens_per_s", tok_s}, {"gbps", gbps},
                        {"floor_ms", floor_ms},   {"floor_ratio", floor_ms / ms_step},
-                       {"device_forward_ms", device_ms}});
+                       {"device_forward_ms", device_ms}, {"step_phase_ms", phases}});
   }
   json overhead = nullptr;
   if (ms_per_step.count("batch64") && ms_per_step.count("batch64_json")) {

@@ -34,11 +34,11 @@
 #include <vector>
 
 #include "bench/serve_client.h"
-#include "engine/step_times.h"
 #include "cli/args.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/rng.h"
+#include "engine/step_times.h"
 
 namespace vela::cli {
 namespace {
@@ -140,9 +140,9 @@ Workload file_workload(const json& line, bool chat, int64_t out_tokens, const st
 
 // ---- results --------------------------------------------------------------------------------
 
-// The engine's step times from a vela server's GET /stats (engine.step_ms, and engine.forward_ms
-// when it times its forwards: VELA_TIME_DEVICE=1); null from any other server or on any error.
-json server_step_times(asio::io_context& io, const tcp::resolver::results_type& eps,
+// The engine's step figures from a vela server's GET /stats: step_ms, step_phase_ms and, when it
+// times its forwards (VELA_TIME_DEVICE=1), forward_ms; null from any other server or on any error.
+json server_engine_stats(asio::io_context& io, const tcp::resolver::results_type& eps,
                        const Target& target, const std::string& key) {
   try {
     std::string resp = http_get(io, eps, target.host, target.base_path + "/stats", key);
@@ -473,9 +473,9 @@ int bench_serve_main(int argc, char** argv) {
   }
   for (const auto& [what, n] : errors)
     std::printf("  error x%lld: %s\n", static_cast<long long>(n), what.c_str());
-  // A vela server also says how long its engine steps took (since it started): the mixed steps'
-  // tail is where a decode stream's inter-token tail comes from.
-  json server = server_step_times(io, eps, target, key);
+  // A vela server also says how long its engine steps took (since it started; the mixed steps'
+  // tail is where a decode stream's inter-token tail comes from) and where their time went.
+  json server = server_engine_stats(io, eps, target, key);
   if (!server.is_null()) {
     const json& steps = server["step_ms"];
     res["server_step_ms"] = steps;

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cli/args.h"
-#include "cli/model_dtype.h"
 #include "cli/commands.h"
+#include "cli/model_dtype.h"
 #include "core/json.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"

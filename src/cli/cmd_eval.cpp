@@ -8,8 +8,8 @@
 #include <string>
 
 #include "cli/args.h"
-#include "cli/model_dtype.h"
 #include "cli/commands.h"
+#include "cli/model_dtype.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "eval/choice_docs.h"

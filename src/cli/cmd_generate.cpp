@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "cli/model_dtype.h"
 #include "cli/commands.h"
+#include "cli/model_dtype.h"
 #include "core/json.h"
 #include "engine/engine.h"
 #include "model/lora_adapter.h"

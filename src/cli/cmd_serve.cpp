@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "cli/args.h"
-#include "cli/model_dtype.h"
 #include "cli/commands.h"
+#include "cli/model_dtype.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/startup_log.h"

@@ -683,9 +683,9 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   // Ending here: this task's deferred tokens (speculation emits several per step) are decoded
   // first, in order, and none outlives it.
   if (reason) flush_deferred_text(&t);
-  const bool defer_text = t.detok && !text_decides && !is_stop_token && !reason && defer_token_events_;
-  if (t.detok && !text_decides && !is_stop_token && !defer_text)
-    ev.text = t.stop->push(t.detok->push(r.token));
+  const bool plain_text = t.detok && !text_decides && !is_stop_token;  // not decoded above
+  const bool defer_text = plain_text && !reason && defer_token_events_;
+  if (plain_text && !defer_text) ev.text = t.stop->push(t.detok->push(r.token));
   if (reason && t.detok && !t.stop->stopped())
     ev.text += t.stop->push(t.detok->flush()) + t.stop->flush();
   const uint64_t version = policy_version_.load();

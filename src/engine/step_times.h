@@ -70,7 +70,7 @@ struct StepPhases {
     kSample,    // mask, sample, copy the tokens back: waits for the forward on CUDA
     kProcess,   // per sampled row: stop checks, detokenization, events
     kFinish,    // stats, final events (counted with the next step of the engine)
-    kBetween,   // from the previous step's end to this one's start (loop, gate, idle captures)
+    kBetween,   // from the previous step's end to this one's start (loop, gate; not idle turns)
     kCount
   };
   static constexpr const char* kNames[kCount] = {"schedule", "bind",   "launch", "publish",

@@ -3,7 +3,8 @@
 // decode row waits for its whole step, so the mixed steps' tail is the inter-token latency tail a
 // serving client sees. Fixed log-spaced buckets (5% wide, 20 us .. ~60 s): observing is O(1) and
 // the struct copies into EngineStats snapshots without allocating; percentiles are bucket upper
-// edges (never above the exact max).
+// edges (never above the exact max). StepPhases splits the same wall time by what the loop thread
+// was doing (schedule, bind, launch, ... ; below).
 #pragma once
 
 #include <algorithm>

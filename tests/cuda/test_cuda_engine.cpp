@@ -41,11 +41,13 @@ std::vector<int32_t> fixture_prompt(const std::string& dir) {
 }
 
 // Mixed prompt lengths (decode and chunked prefill share steps) from the fixture prompt.
-std::vector<Request> mixed_requests(const std::vector<int32_t>& base, int max_tokens, bool logprobs) {
+std::vector<Request> mixed_requests(const std::vector<int32_t>& base, int max_tokens,
+                                    bool logprobs) {
   std::vector<Request> out;
   for (int len : {1, 3, 24, 7, 16, 17, 2, 11}) {
     Request r;
-    for (int i = 0; i < len; ++i) r.prompt.push_back(base[static_cast<size_t>((i * 5 + len) % base.size())]);
+    for (int i = 0; i < len; ++i)
+      r.prompt.push_back(base[static_cast<size_t>((i * 5 + len) % base.size())]);
     r.params.temperature = 0;
     r.params.max_tokens = max_tokens;
     r.params.ignore_eos = true;
@@ -136,12 +138,14 @@ TEST_F(CudaEngine, Bf16StaysCloseToF32) {
     Completion a = cpu.generate({r})[0].completions[0];
     Completion b = dev.generate({r})[0].completions[0];
     EXPECT_EQ(a.tokens[0], b.tokens[0]) << name;
-    worst = std::max(worst, std::fabs(static_cast<double>(a.logprobs[0].logprob - b.logprobs[0].logprob)));
+    worst = std::max(worst,
+                     std::fabs(static_cast<double>(a.logprobs[0].logprob - b.logprobs[0].logprob)));
     for (size_t i = 0; i < a.tokens.size(); ++i) agree += a.tokens[i] == b.tokens[i];
     total += static_cast<int>(a.tokens.size());
   }
-  std::printf("bf16 GPU vs f32 CPU: first-token |dlogprob| max %.4f, greedy token agreement %d/%d\n",
-              worst, agree, total);
+  std::printf(
+      "bf16 GPU vs f32 CPU: first-token |dlogprob| max %.4f, greedy token agreement %d/%d\n", worst,
+      agree, total);
   EXPECT_LT(worst, 0.3);
 }
 
@@ -230,8 +234,16 @@ TEST_F(CudaEngine, NeighbourGraphRunsAMissingSplitCountAndTheExactOneIsCapturedW
   r.params.max_tokens = 8;
   r.params.ignore_eos = true;
   r.params.logprobs = true;
-  Completion a = near.generate({r})[0].completions[0];
-  EXPECT_EQ(near.n_cuda_graphs(), graphs) << "the step must not capture";
+  // Counted while the request still runs: once it ends the loop is idle and may capture at once.
+  RequestHandlePtr h = near.submit(r);
+  StreamEvent ev;
+  int n_events = 0;
+  size_t graphs_mid_run = 0;
+  while (h->next(ev))
+    if (++n_events == 3) graphs_mid_run = near.n_cuda_graphs();
+  Completion a = h->wait().completions[0];
+  ASSERT_GE(n_events, 3);
+  EXPECT_EQ(graphs_mid_run, graphs) << "the decode steps must not capture";
   Completion b = ref.generate({r})[0].completions[0];
   EXPECT_EQ(ref.n_cuda_graphs(), graphs + 1) << "exact splits: the step captures its graph";
   ASSERT_EQ(a.tokens, b.tokens);
@@ -270,16 +282,20 @@ TEST_P(CudaEngineHeadDim, GraphReplayIsBitIdenticalToEagerIncludingRecycledRows)
         const Completion &x = a[i].completions[0], &y = b[i].completions[0];
         ASSERT_EQ(x.tokens, y.tokens) << "request " << i;
         for (size_t t = 0; t < x.logprobs.size(); ++t)
-          ASSERT_EQ(x.logprobs[t].logprob, y.logprobs[t].logprob) << "request " << i << " token " << t;
+          ASSERT_EQ(x.logprobs[t].logprob, y.logprobs[t].logprob)
+              << "request " << i << " token " << t;
       }
     }
     Tensor kg = g.kv_storage().k.to(Device::cpu()), ke = e.kv_storage().k.to(Device::cpu());
     Tensor vg = g.kv_storage().v.to(Device::cpu()), ve = e.kv_storage().v.to(Device::cpu());
     // The padding slot only ever holds padding rows' K/V: compare the slots requests use.
-    size_t used = static_cast<size_t>(g.kv_storage().n_slots()) * kg.size(2) * kg.size(3) * dtype_size(dt);
+    size_t used =
+        static_cast<size_t>(g.kv_storage().n_slots()) * kg.size(2) * kg.size(3) * dtype_size(dt);
     for (int64_t l = 0; l < kg.size(0); ++l) {
-      EXPECT_EQ(std::memcmp(kg.select(0, l).data_ptr(), ke.select(0, l).data_ptr(), used), 0) << "K layer " << l;
-      EXPECT_EQ(std::memcmp(vg.select(0, l).data_ptr(), ve.select(0, l).data_ptr(), used), 0) << "V layer " << l;
+      EXPECT_EQ(std::memcmp(kg.select(0, l).data_ptr(), ke.select(0, l).data_ptr(), used), 0)
+          << "K layer " << l;
+      EXPECT_EQ(std::memcmp(vg.select(0, l).data_ptr(), ve.select(0, l).data_ptr(), used), 0)
+          << "V layer " << l;
     }
   }
 }

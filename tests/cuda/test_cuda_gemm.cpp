@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,10 +52,10 @@ void check_gemm(const Tensor& a, const Tensor& b, const Tensor& c0, bool ta, boo
   test::expect_close(got, want, gemm_tol(c0.dtype(), k), what);
 }
 
-// 1..9 rows against a [N, K] weight (1..2: the decode GEMV; 3..8: the skinny tensor-core GEMM,
-// with split-K at 2048 x 1536, 1536 x 6912 and 70 x 6912, a partial last 64-column tile and a
-// partial last 64-wide K chunk; 9: cuBLASLt), bf16/f16 with f32 or input output, including a
-// row-sliced weight (a fused projection's part) and strided rows of a.
+// 1..9 rows against a [N, K] weight (1..2: the decode GEMV; 3..9: the wgmma GEMM on sm_90, else
+// 3..8 the skinny tensor-core GEMM, with split-K at 2048 x 1536, 1536 x 6912 and 70 x 6912, a
+// partial last 64-column tile and a partial last 64-wide K chunk; 9: cuBLASLt), bf16/f16 with f32
+// or input output, including a row-sliced weight (a fused projection's part) and strided rows of a.
 TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (DType out_dt : {dt, DType::kF32}) {
@@ -84,47 +85,108 @@ TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
   }
 }
 
-// The skinny GEMM's split-K (3..8 rows, gemm_skinny.cu; its values are checked against the CPU
-// in DecodeGemvShapesMatchCpu) sums the partials in split order, so a repeated call and a graph
-// replay give the same bits as the first eager call.
+// 3..64 rows against a [N, K] weight through the wgmma GEMM (forced on up to its 64 rows; on
+// other GPUs these go to the skinny GEMM and cuBLASLt): split-K over a cluster (the narrow
+// shapes) and none (20000 x 256: more column tiles than SMs), a partial last 128-column tile, a
+// partial last 64-wide K chunk, bf16/f16 with f32 or input output, alpha, strided rows of a and
+// a row-sliced weight.
+TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
+#ifdef VELA_HAS_SM90A
+  struct Reset {
+    ~Reset() { ops::cuda::gemm_wgmma_set_enabled(-1); }
+  } reset;
+  ops::cuda::gemm_wgmma_set_enabled(1);
+  const int sms = vela::cuda::device_properties().multiProcessorCount;
+  EXPECT_GT(ops::cuda::wgmma_gemm_splits(2048, 1536, sms), 1);
+  EXPECT_EQ(ops::cuda::wgmma_gemm_splits(20000, 256, std::min(sms, 150)), 1);
+#endif
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (DType out_dt : {dt, DType::kF32}) {
+      for (int64_t m : {3, 16, 37, 64}) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{13, 1536},
+                            {1000, 264},
+                            {2048, 1536},
+                            {1536, 6912},
+                            {20000, 256},
+                            {5000, 520}}) {
+          std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
+                             std::to_string(m) + " n" + std::to_string(n) + " k" +
+                             std::to_string(k);
+          SCOPED_TRACE(what);
+          Tensor a = test::random_cpu({m, k}, dt, 1);
+          Tensor w = test::random_cpu({n + 8, k}, dt, 2).slice(0, 8, n + 8);
+          Tensor c0 = test::random_cpu({m, n}, out_dt, 3);
+          check_gemm(a, w, c0, false, true, 1.0f, 0.0f, what);
+          if (m == 37) {
+            check_gemm(a, w, c0, false, true, 0.5f, 0.0f, what + " alpha");
+            Tensor wide = test::random_cpu({m, k + 16}, dt, 4).slice(1, 0, k);  // strided rows
+            check_gemm(wide, w, c0, false, true, 1.0f, 0.0f, what + " strided a");
+          }
+        }
+      }
+    }
+  }
+}
+
+// The split-K of the skinny GEMM (3..8 rows, gemm_skinny.cu) and of the wgmma GEMM (sm_90,
+// gemm_wgmma.cu; values checked against the CPU above) sums the partials in split order, so a
+// repeated call and a graph replay give the same bits as the first eager call.
 TEST_F(CudaGemmTest, SkinnyGemmRepeatsBitForBit) {
   const int sms = vela::cuda::device_properties().multiProcessorCount;
   EXPECT_GT(ops::cuda::skinny_gemm_splits(2048, 1536, sms), 1);  // the split-K path is covered
-  for (DType out_dt : {DType::kBF16, DType::kF32}) {
-    for (int64_t m : {3, 8}) {
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 1536}, {1536, 6912}, {5000, 520}}) {
-        const std::string what = std::string(dtype_name(out_dt)) + " m" + std::to_string(m) +
-                                 " n" + std::to_string(n) + " k" + std::to_string(k);
-        SCOPED_TRACE(what);
-        Tensor da = test::random_cpu({m, k}, DType::kBF16, 1).to(gpu());
-        Tensor dw = test::random_cpu({n, k}, DType::kBF16, 2).to(gpu());
-        Tensor first = Tensor::empty({m, n}, out_dt, gpu()), again = first.clone();
-        ops::gemm(da, dw, first, false, true);
-        ops::gemm(da, dw, again, false, true);
-        test::expect_equal(again, first, what + " repeated");
-        Tensor replayed = Tensor::zeros({m, n}, out_dt, gpu());
-        cudaStream_t stream;
-        ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-        {
-          cuda::StreamGuard sg(stream);
-          ops::gemm(da, dw, replayed, false, true);  // the stream's workspace, before capture
-          cudaGraphExec_t exec = nullptr;
-          ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-          ops::gemm(da, dw, replayed, false, true);
-          cudaGraph_t graph;
-          ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-          ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-          cudaGraphDestroy(graph);
-          for (int r = 0; r < 3; ++r) {
-            cudaMemsetAsync(replayed.data_ptr(), 0, replayed.nbytes(), stream);
-            ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  struct Reset {
+    ~Reset() {
+#ifdef VELA_HAS_SM90A
+      ops::cuda::gemm_wgmma_set_enabled(-1);
+#endif
+    }
+  } reset;
+  // kernel 0: the skinny GEMM (3..8 rows; wgmma off), 1: the wgmma GEMM (forced on, 3..64 rows).
+  for (int kernel = 0; kernel < 2; ++kernel) {
+#ifdef VELA_HAS_SM90A
+    ops::cuda::gemm_wgmma_set_enabled(kernel);
+#else
+    if (kernel == 1) break;
+#endif
+    for (DType out_dt : {DType::kBF16, DType::kF32}) {
+      for (int64_t m : {3, 8, 16, 64}) {
+        if (kernel == 0 && m > ops::cuda::kSkinnyMaxRows) continue;
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 1536}, {1536, 6912}, {5000, 520}}) {
+          const std::string what = std::string(kernel == 0 ? "skinny " : "wgmma ") +
+                                   dtype_name(out_dt) + " m" + std::to_string(m) + " n" +
+                                   std::to_string(n) + " k" + std::to_string(k);
+          SCOPED_TRACE(what);
+          Tensor da = test::random_cpu({m, k}, DType::kBF16, 1).to(gpu());
+          Tensor dw = test::random_cpu({n, k}, DType::kBF16, 2).to(gpu());
+          Tensor first = Tensor::empty({m, n}, out_dt, gpu()), again = first.clone();
+          ops::gemm(da, dw, first, false, true);
+          ops::gemm(da, dw, again, false, true);
+          test::expect_equal(again, first, what + " repeated");
+          Tensor replayed = Tensor::zeros({m, n}, out_dt, gpu());
+          cudaStream_t stream;
+          ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+          {
+            cuda::StreamGuard sg(stream);
+            ops::gemm(da, dw, replayed, false, true);  // the stream's workspace, before capture
+            cudaGraphExec_t exec = nullptr;
+            ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                      cudaSuccess);
+            ops::gemm(da, dw, replayed, false, true);
+            cudaGraph_t graph;
+            ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+            ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+            cudaGraphDestroy(graph);
+            for (int r = 0; r < 3; ++r) {
+              cudaMemsetAsync(replayed.data_ptr(), 0, replayed.nbytes(), stream);
+              ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+            }
+            ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+            cudaGraphExecDestroy(exec);
           }
-          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-          cudaGraphExecDestroy(exec);
+          test::expect_equal(replayed, first, what + " graph replay");
+          ops::cuda::gemm_release_stream(stream, 0);
+          cudaStreamDestroy(stream);
         }
-        test::expect_equal(replayed, first, what + " graph replay");
-        ops::cuda::gemm_release_stream(stream, 0);
-        cudaStreamDestroy(stream);
       }
     }
   }
@@ -321,9 +383,9 @@ TEST_F(CudaGemmTest, TuningCacheFileIsWrittenAndCheckedOnRead) {
   const size_t before = ops::gemm_tune_records(0).size();
   {
     ops::GemmTuningScope tune(opts);
-    Tensor a = test::random_cpu({40, 512}, DType::kBF16, 27).to(gpu());
+    Tensor a = test::random_cpu({80, 512}, DType::kBF16, 27).to(gpu());
     Tensor w = test::random_cpu({1048, 512}, DType::kBF16, 28).to(gpu());
-    Tensor c = Tensor::empty({40, 1048}, DType::kBF16, gpu());
+    Tensor c = Tensor::empty({80, 1048}, DType::kBF16, gpu());
     ops::gemm(a, w, c, false, true);
   }
   const size_t tuned = ops::gemm_tune_records(0).size() - before;
@@ -346,13 +408,13 @@ TEST_F(CudaGemmTest, TuningCacheFileIsWrittenAndCheckedOnRead) {
   opts.cache_path = dir + "/bad.json";
   {
     ops::GemmTuningScope tune(opts);
-    Tensor a = test::random_cpu({40, 512}, DType::kBF16, 29);
+    Tensor a = test::random_cpu({80, 512}, DType::kBF16, 29);
     Tensor w = test::random_cpu({1064, 512}, DType::kBF16, 30);
-    check_gemm(a, w, test::random_cpu({40, 1064}, DType::kBF16, 31), false, true, 1.0f, 0.0f,
+    check_gemm(a, w, test::random_cpu({80, 1064}, DType::kBF16, 31), false, true, 1.0f, 0.0f,
                "with a broken cache file");
   }
   const ops::GemmTuneRecord* r =
-      find_record(ops::gemm_tune_records(0), 40, 1064, 512, DType::kBF16, DType::kBF16);
+      find_record(ops::gemm_tune_records(0), 80, 1064, 512, DType::kBF16, DType::kBF16);
   ASSERT_NE(r, nullptr);
   EXPECT_FALSE(r->from_disk);
   std::ifstream again(dir + "/bad.json");
@@ -409,36 +471,61 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
 // Split-K shapes (small M x N, long K) keep partial sums in cuBLASLt's workspace. Streams running
 // GEMMs at once (two engines on one GPU, a trainer beside an engine) must not share it: each
 // thread's results on its own stream, with the others running, equal its results alone.
-// Opt-in benchmark: the skinny GEMM against cuBLASLt for bench-1b's projections at 3..8 rows,
-// graph-timed (24 calls per graph, each on another copy of the weight, so they come from HBM).
+// Opt-in benchmark: cuBLASLt, the skinny GEMM (3..8 rows) and the wgmma GEMM (sm_90) for
+// bench-1b's projections at 3..64 rows, graph-timed (24 calls per graph, each on another copy of
+// the weight, so they come from HBM).
 TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
   struct Reset {
-    ~Reset() { ops::cuda::gemm_skinny_set_enabled(-1); }
+    ~Reset() {
+      ops::cuda::gemm_skinny_set_enabled(-1);
+#ifdef VELA_HAS_SM90A
+      ops::cuda::gemm_wgmma_set_enabled(-1);
+#endif
+    }
   } reset;
   const double copy = ops::cuda::bench_copy_gbps(size_t{1} << 30);
   struct Shape2 {
     const char* name;
     int64_t n, k;
   };
-  const Shape2 shapes[] = {
-      {"qkv fused", 2048, 1536}, {"o", 1536, 1536}, {"gate_up", 13824, 1536}, {"down", 1536, 6912}};
+  const Shape2 shapes[] = {{"qkv fused", 2048, 1536},  {"o", 1536, 1536},
+                           {"gate_up", 13824, 1536},   {"down", 1536, 6912},
+                           {"q|k|v 1.7B", 4096, 2048}, {"gate_up 1.7B", 12288, 2048},
+                           {"down 1.7B", 2048, 6144}};
   constexpr int kCopies = 8, kPerGraph = 24;
+  const int sms = vela::cuda::device_properties().multiProcessorCount;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  std::printf("device copy %.0f GB/s\n%-10s %4s %10s %10s %9s %9s %7s\n", copy, "gemm", "M",
-              "cublas us", "skinny us", "GB/s", "of copy", "splits");
+  std::printf("device copy %.0f GB/s (us per GEMM; GB/s and share of copy for the fastest)\n",
+              copy);
+  std::printf("%-13s %3s %8s %8s %8s %7s %8s %7s\n", "gemm", "M", "cublas", "skinny", "wgmma",
+              "GB/s", "of copy", "splits");
+  // kind 0: cuBLASLt, 1: skinny, 2: wgmma.
+  constexpr int kKinds = 3;
+  auto set_kind = [](int kind) {
+    ops::cuda::gemm_skinny_set_enabled(kind == 1 ? 1 : 0);
+#ifdef VELA_HAS_SM90A
+    ops::cuda::gemm_wgmma_set_enabled(kind == 2 ? 1 : 0);
+#else
+    (void)kind;
+#endif
+  };
   for (const Shape2& s : shapes) {
     std::vector<Tensor> ws;
     for (int i = 0; i < kCopies; ++i) {
       ws.push_back(Tensor::empty({s.n, s.k}, DType::kBF16, gpu()));
       cudaMemset(ws.back().data_ptr(), 0, ws.back().nbytes());
     }
-    for (int64_t m : {3, 4, 8}) {
+    for (int64_t m : {4, 8, 16, 32, 64}) {
       Tensor a = test::random_cpu({m, s.k}, DType::kBF16, 5).to(gpu());
       Tensor c = Tensor::empty({m, s.n}, DType::kBF16, gpu());
-      double us[2] = {0.0, 0.0};
-      for (int skinny = 0; skinny < 2; ++skinny) {
-        ops::cuda::gemm_skinny_set_enabled(skinny);
+      double us[kKinds] = {};
+      for (int kind = 0; kind < kKinds; ++kind) {
+        if (kind == 1 && m > ops::cuda::kSkinnyMaxRows) continue;
+#ifndef VELA_HAS_SM90A
+        if (kind >= 2) continue;
+#endif
+        set_kind(kind);
         cuda::StreamGuard sg(stream);
         for (int i = 0; i < kCopies; ++i) ops::gemm(a, ws[i], c, false, true);  // plans, scratch
         cudaGraph_t graph;
@@ -459,17 +546,24 @@ TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
         cudaEventSynchronize(e1);
         float ms = 0.0f;
         cudaEventElapsedTime(&ms, e0, e1);
-        us[skinny] = 1e3 * ms / (kReplays * kPerGraph);
+        us[kind] = 1e3 * ms / (kReplays * kPerGraph);
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
         cudaGraphExecDestroy(exec);
       }
-      const double bytes = 2.0 * s.n * s.k + 4.0 * m * (s.k + s.n);
-      const double gbps = bytes / (us[1] * 1e-6) / 1e9;
-      std::printf("%-10s %4lld %10.2f %10.2f %9.0f %8.1f%% %7d\n", s.name,
-                  static_cast<long long>(m), us[0], us[1], gbps, 100.0 * gbps / copy,
-                  ops::cuda::skinny_gemm_splits(s.n, s.k,
-                                                vela::cuda::device_properties().multiProcessorCount));
+      double best = us[0];
+      for (double u : us)
+        if (u > 0.0) best = std::min(best, u);
+      const double bytes = 2.0 * s.n * s.k + 2.0 * m * (s.k + s.n);
+      const double gbps = bytes / (best * 1e-6) / 1e9;
+      int splits = 1;
+#ifdef VELA_HAS_SM90A
+      splits = ops::cuda::wgmma_gemm_splits(s.n, s.k, sms);
+#endif
+      (void)sms;
+      std::printf("%-13s %3lld %8.2f %8.2f %8.2f %7.0f %7.1f%% %7d\n", s.name,
+                  static_cast<long long>(m), us[0], us[1], us[2], gbps, 100.0 * gbps / copy,
+                  splits);
     }
   }
   cudaStreamSynchronize(stream);

@@ -32,6 +32,22 @@ bool gemm_skinny(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool
 void gemm_skinny_set_enabled(int on);
 // K ranges per 64-column tile of the skinny GEMM for an [n, k] weight on sm_count SMs.
 int skinny_gemm_splits(int64_t n, int64_t k, int sm_count);
+// c = alpha * a @ b^T for gemv_max_rows() + 1 .. kWgmmaDefaultRows rows of bf16/f16 a on an sm_90
+// GPU (beta 0; c of a's dtype or f32): the Hopper wgmma GEMM (gemm_wgmma.cu; built where
+// VELA_HAS_SM90A is defined; VELA_WGMMA_GEMM=0 turns it off, leaving these rows to the skinny
+// GEMM and cuBLASLt); false when the problem does not have that shape or the device is not sm_90.
+// The kernel takes up to kWgmmaMaxRows; above 16 rows cuBLASLt was as fast or faster on the H200.
+inline constexpr int kWgmmaDefaultRows = 16;
+inline constexpr int kWgmmaMaxRows = 64;
+bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
+                float alpha, float beta);
+// Benchmarks: 1 forces the wgmma GEMM on for up to kWgmmaMaxRows rows, 0 off, -1 back to
+// VELA_WGMMA_GEMM (on, up to kWgmmaDefaultRows).
+void gemm_wgmma_set_enabled(int on);
+// The most rows the wgmma GEMM takes now (0 when it is off).
+int wgmma_max_rows();
+// K ranges (= thread-block cluster size) per 128-column tile of the wgmma GEMM.
+int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count);
 // The skinny GEMM's scratch on the current stream: the cuBLASLt workspace for split-K partials
 // (stream-ordered, so never in use by a matmul at the same time) and tickets that are zero
 // between launches (gemm_cublaslt.cpp).

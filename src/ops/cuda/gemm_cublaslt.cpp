@@ -260,10 +260,10 @@ std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_w
                " k=", k, " batch=", key[kBatch], " lda=", key[kLda], " ldb=", key[kLdb],
                " ldc=", key[kLdc]);
   plan->algo = results[0].algo;
-  VELA_LOG_DEBUG("[gemm] cuBLASLt plan rows=", n, " n=", m, " k=", k, " batch=", key[kBatch], ": ",
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count(),
-                 " ms for ", results.size(), " heuristic candidates");
+  VELA_LOG_DEBUG(
+      "[gemm] cuBLASLt plan rows=", n, " n=", m, " k=", k, " batch=", key[kBatch], ": ",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+      " ms for ", results.size(), " heuristic candidates");
   return plan;
 }
 
@@ -550,8 +550,11 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
     return;
   }
   // Decode-shaped problems (a few rows against a weight matrix) are bandwidth-bound: 1..2 rows
-  // on the GEMV, 3..8 on the skinny tensor-core GEMM.
+  // on the GEMV, 3..16 on the wgmma GEMM (sm_90), else 3..8 on the skinny tensor-core GEMM.
   if (gemv_small_m(a, b, c, trans_a, trans_b, alpha, beta)) return;
+#ifdef VELA_HAS_SM90A
+  if (gemm_wgmma(a, b, c, trans_a, trans_b, alpha, beta)) return;
+#endif
   if (gemm_skinny(a, b, c, trans_a, trans_b, alpha, beta)) return;
   int64_t stride_a = a.dim() == 3 ? a.stride(0) : 0;
   int64_t stride_b = b.dim() == 3 ? b.stride(0) : 0;

@@ -1,0 +1,436 @@
+// Hopper GEMM for small batches: c[M, N] = alpha * a[M, K] @ w[N, K]^T for 3..16 rows of bf16/f16
+// a (small-batch decode, speculative verify) on sm_90, the weight streamed once. Graph-timed on
+// the H200 at 4 rows (docs/kernels.md, "Small batches"): bench-1b's q|k|v / o / gate_up / down
+// 4.3 / 3.8 / 12.3 / 10.1 us against 5.2 / 4.8 / 14.4 / 9.6 (skinny) and 5.3 / 4.4-6.2 / 12.6 /
+// 9.5 (cuBLASLt); from about 32 rows cuBLASLt is as fast or faster, so it keeps those.
+//
+// One warpgroup (128 threads) per block owns BN = 128 output columns and a range of K. Every
+// 64-wide K chunk of w [128 x 64] and of a [64 x 64] (rows past M zero) goes global -> shared
+// through a 4-stage cp.async pipeline in the 128-byte swizzled layout wgmma reads (row r's 16-byte
+// chunk c at chunk c ^ (r % 8) of a 128-byte row, 1024-byte aligned tiles), and four
+// wgmma.m64n128k16 per chunk accumulate the 64 x 128 tile in fp32 registers. When the column
+// tiles alone would leave SMs idle (q|k|v, o, down), K is split over the blocks of a thread-block
+// cluster (at most 8): each block stages its partial tile in its shared memory and, after a
+// cluster barrier, sums every splits-th row of the tile over the cluster's blocks in rank order
+// through distributed shared memory (no global round trip; the same bits whichever block
+// finishes first, so graph replays equal eager calls). Launched with programmatic dependent
+// launch: the first weight chunks load before pdl_wait().
+//
+// Built for sm_90a only (wgmma), in the vela_sm90a object library (CMakeLists.txt);
+// gemm_cublaslt.cpp calls it where VELA_HAS_SM90A is defined and the device is sm_90.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/pdl.cuh"
+
+namespace vela::ops::cuda {
+
+namespace {
+
+constexpr int kBN = 128;   // output columns per block (wgmma N)
+constexpr int kBK = 64;    // K per pipeline stage (one 128-byte swizzle row of bf16)
+constexpr int kRows = 64;  // wgmma M: rows of a per block (past M: zeros)
+// cp.async stages in flight: 4 (97 KiB), so two blocks fit an SM, and under programmatic dependent
+// launch the next GEMM's block becomes resident beside this one and streams its weights early (5
+// stages, 121 KiB, measured 1.3-1.8x slower per GEMM in a chain of GEMMs for exactly that reason).
+constexpr int kStages = 4;
+constexpr int kThreads = 128;   // one warpgroup
+constexpr int kMaxCluster = 8;  // splits = cluster size: at most the portable 8
+constexpr int kChunkVec = 8;    // elements per 16-byte copy
+constexpr int kWBytes = kBN * kBK * 2;
+constexpr int kABytes = kRows * kBK * 2;
+constexpr int kStageBytes = kWBytes + kABytes;  // a multiple of 1024: every tile stays aligned
+constexpr int kRedStride = kBN + 8;             // floats per row of the staged partial tile
+constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack to align the base to 1024
+static_assert(kStageBytes % 1024 == 0 && kWBytes % 1024 == 0, "128-byte swizzle atoms");
+static_assert(kRows * kRedStride * 4 <= kStages * kStageBytes, "partial tile fits the stages");
+
+struct WgmmaArgs {
+  const void* a;
+  int64_t lda;
+  const void* w;
+  int64_t ldw;
+  void* c;
+  int64_t ldc;
+  int m, n, k;
+  int n_chunks;  // ceil(k / kBK)
+  int splits;    // K ranges per column tile = the cluster size
+  float alpha;
+  bool pairs;  // c's rows and pointer allow 2-element stores (4 / 8 bytes)
+};
+
+// wgmma shared-memory descriptor of a K-major tile in the 128-byte swizzled layout: start address
+// (>> 4), leading byte offset unused (1), stride byte offset 1024 (8 rows x 128 bytes) between
+// 8-row groups, swizzle mode 1 (128 B).
+__device__ __forceinline__ uint64_t sw128_desc(const void* smem) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+}  // namespace
+
+// d[64 x 128] (+)= a[64 x 16] @ b[128 x 16]^T, both from shared memory (descriptors); accumulate
+// 0 overwrites d. Fragment j of a thread: row 16 * warp + lane / 4 (+ 8 for j % 4 >= 2), column
+// 8 * (j / 4) + 2 * (lane % 4) + j % 2.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                 int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (std::is_same_v<T, bf16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, "
+        "%24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+#endif
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_wait_all() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+// Shared-memory writes of this thread (cp.async, st.shared) become visible to the async proxy
+// that wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// c[row, col .. col + kN - 1] = alpha * v (columns past N skipped), one vector store where the
+// row allows.
+template <typename TC, int kN>
+__device__ __forceinline__ void store_cols(TC* c, const WgmmaArgs& p, int row, int col,
+                                           const float (&v)[kN]) {
+  TC* dst = c + static_cast<int64_t>(row) * p.ldc + col;
+  if (p.pairs && col + kN <= p.n) {
+    if constexpr (std::is_same_v<TC, float>) {
+      if constexpr (kN == 2) {
+        *reinterpret_cast<float2*>(dst) = make_float2(p.alpha * v[0], p.alpha * v[1]);
+        return;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kN; e += 2) {
+        TC pair[2] = {from_float<TC>(p.alpha * v[e]), from_float<TC>(p.alpha * v[e + 1])};
+        *reinterpret_cast<uint32_t*>(dst + e) = *reinterpret_cast<const uint32_t*>(pair);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kN; ++e)
+    if (col + e < p.n) dst[e] = from_float<TC>(p.alpha * v[e]);
+}
+
+template <typename T, typename TC>
+static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tile = blockIdx.x, split = blockIdx.y;
+  const int col0 = tile * kBN;
+  // This split's K chunks: [c_begin, c_end) (splits <= n_chunks, so never empty).
+  const int c_begin = static_cast<int>(static_cast<int64_t>(split) * p.n_chunks / p.splits);
+  const int c_end = static_cast<int>(static_cast<int64_t>(split + 1) * p.n_chunks / p.splits);
+  const int n_local = c_end - c_begin;
+  const T* w = static_cast<const T*>(p.w);
+  const T* a = static_cast<const T*>(p.a);
+  auto stage_w = [&](int st) { return reinterpret_cast<T*>(smem + st * kStageBytes); };
+  auto stage_a = [&](int st) { return reinterpret_cast<T*>(smem + st * kStageBytes + kWBytes); };
+
+  // 16-byte copies of chunk `ci` into stage `st`; rows past N / M and elements past K are zero.
+  auto load_w = [&](int ci, int st) {
+    T* sw = stage_w(st);
+    const int k0 = ci * kBK;
+#pragma unroll
+    for (int i = 0; i < kBN * (kBK / kChunkVec) / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / (kBK / kChunkVec), ch = idx % (kBK / kChunkVec);
+      const int col = col0 + r, kk = k0 + ch * kChunkVec;
+      const bool valid = col < p.n && kk < p.k;
+      cp_async16(sw + smem_swizzle<kBK>(r, ch),
+                 valid ? w + static_cast<int64_t>(col) * p.ldw + kk : w, valid);
+    }
+  };
+  auto load_a = [&](int ci, int st) {
+    T* sa = stage_a(st);
+    const int k0 = ci * kBK;
+#pragma unroll
+    for (int i = 0; i < kRows * (kBK / kChunkVec) / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / (kBK / kChunkVec), ch = idx % (kBK / kChunkVec);
+      const int kk = k0 + ch * kChunkVec;
+      const bool valid = r < p.m && kk < p.k;
+      cp_async16(sa + smem_swizzle<kBK>(r, ch), valid ? a + r * p.lda + kk : a, valid);
+    }
+  };
+
+  // The weights do not depend on the previous kernel: their first stages load before the wait.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < n_local) load_w(c_begin + s, s);
+  pdl_wait();
+  pdl_launch_dependents();
+  // Commit group s holds stage s's a (and group 0 every early w copy), so waiting for group s
+  // covers both halves of stage s.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_local) load_a(c_begin + s, s);
+    cp_async_commit();
+  }
+
+  float acc[64];
+#pragma unroll
+  for (int j = 0; j < 64; ++j) acc[j] = 0.0f;
+
+  for (int i = 0; i < n_local; ++i) {
+    cp_async_wait<kStages - 2>();
+    fence_proxy_async();
+    __syncthreads();  // stage i landed everywhere; every warp's wgmma on stage i - 1 completed
+    {
+      const int nxt = i + kStages - 1;
+      if (nxt < n_local) {
+        load_w(c_begin + nxt, nxt % kStages);
+        load_a(c_begin + nxt, nxt % kStages);
+      }
+      cp_async_commit();
+    }
+    const int st = i % kStages;
+    const uint64_t da = sw128_desc(stage_a(st)), db = sw128_desc(stage_w(st));
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk)  // 16 elements = 32 bytes along the swizzled row
+      wgmma_m64n128k16<T>(acc, da + 2 * kk, db + 2 * kk, 1);
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+  cp_async_wait<0>();
+
+  TC* c = static_cast<TC*>(p.c);
+  const int row_base = warp * 16 + (lane >> 2);
+  if (p.splits == 1) {
+#pragma unroll
+    for (int j = 0; j < 64; j += 2) {
+      const int row = row_base + ((j >> 1) & 1) * 8;
+      const int col = col0 + (j >> 2) * 8 + 2 * (lane & 3);
+      const float v[2] = {acc[j], acc[j + 1]};
+      if (row < p.m) store_cols<TC, 2>(c, p, row, col, v);
+    }
+    return;
+  }
+  // Split-K: stage the partial tile, then sum rows rank, rank + splits, ... over the cluster.
+  __syncthreads();  // every warp is done reading the pipeline's shared memory
+  float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int j = 0; j < 64; j += 2) {
+    const int row = row_base + ((j >> 1) & 1) * 8;
+    const int col = (j >> 2) * 8 + 2 * (lane & 3);
+    *reinterpret_cast<float2*>(red + row * kRedStride + col) = make_float2(acc[j], acc[j + 1]);
+  }
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's partial is staged and visible to the cluster
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int my_rows = p.m > rank ? (p.m - rank + p.splits - 1) / p.splits : 0;
+  for (int idx = tid; idx < my_rows * (kBN / 4); idx += kThreads) {
+    const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
+    // Every rank's part first (independent loads in flight together), then the sum in rank order.
+    const float* local = red + row * kRedStride + col4;
+    float4 part[kMaxCluster];
+#pragma unroll
+    for (int s = 0; s < kMaxCluster; ++s)
+      if (s < p.splits)
+        part[s] = *cluster.map_shared_rank(reinterpret_cast<const float4*>(local), s);
+    float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int s = 0; s < kMaxCluster; ++s) {
+      if (s < p.splits) {
+        r[0] += part[s].x;
+        r[1] += part[s].y;
+        r[2] += part[s].z;
+        r[3] += part[s].w;
+      }
+    }
+    store_cols<TC, 4>(c, p, row, col0 + col4, r);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+#endif
+}
+
+namespace {
+
+std::atomic<int> g_wgmma_override{-1};  // gemm_wgmma_set_enabled (benchmarks)
+
+// Whether ops::gemm sends 3..16-row problems here (VELA_WGMMA_GEMM=0: the skinny GEMM and
+// cuBLASLt, for A/B runs).
+bool wgmma_env_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("VELA_WGMMA_GEMM");
+    return env == nullptr || env[0] != '0';
+  }();
+  return on;
+}
+
+template <typename T, typename TC>
+void launch_wgmma(const WgmmaArgs& p, int n_tiles) {
+  auto kernel = wgmma_gemm_kernel<T, TC>;
+  // Opt in above 48 KiB, once per device and thread (the attribute is per device).
+  static thread_local int opted_device = -1;
+  const int device = vela::cuda::current_device();
+  if (opted_device != device) {
+    VELA_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    opted_device = device;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = current_stream();
+  cudaLaunchAttribute attr[2];
+  int n_attr = 0;
+  if (p.splits > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = 1;
+    attr[n_attr].val.clusterDim.y = static_cast<unsigned>(p.splits);
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (pdl_enabled()) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = static_cast<unsigned>(n_attr);
+  VELA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
+}  // namespace
+
+void gemm_wgmma_set_enabled(int on) { g_wgmma_override = on < 0 ? -1 : (on != 0); }
+
+int wgmma_max_rows() {
+  const int o = g_wgmma_override.load(std::memory_order_relaxed);
+  if (o == 0 || (o < 0 && !wgmma_env_enabled())) return 0;  // off
+  return o > 0 ? kWgmmaMaxRows : kWgmmaDefaultRows;
+}
+
+int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count) {
+  const int64_t n_tiles = (n + kBN - 1) / kBN;
+  const int64_t n_chunks = (k + kBK - 1) / kBK;
+  if (n_tiles >= sm_count) return 1;
+  int64_t splits = (sm_count + n_tiles - 1) / n_tiles;  // about one block per SM (two: slower)
+  // Every split keeps at least two chunks where K allows (one chunk has no pipeline).
+  splits = std::min<int64_t>({splits, kMaxCluster, std::max<int64_t>(1, n_chunks / 2)});
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
+                float alpha, float beta) {
+  if (trans_a || !trans_b || beta != 0.0f) return false;
+  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) return false;
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  if (m <= gemv_max_rows() || m > wgmma_max_rows()) return false;
+  const DType dt = a.dtype();
+  if ((dt != DType::kBF16 && dt != DType::kF16) || b.dtype() != dt) return false;
+  if (c.dtype() != dt && c.dtype() != DType::kF32) return false;
+  if (b.size(1) != k || k % kChunkVec != 0 || n > 0x7fffffff || k > 0x7fffffff) return false;
+  if (a.stride(1) != 1 || b.stride(1) != 1 || c.stride(1) != 1) return false;
+  if (a.stride(0) % kChunkVec != 0 || b.stride(0) % kChunkVec != 0) return false;
+  if (!is_aligned(a.data_ptr(), 16) || !is_aligned(b.data_ptr(), 16)) return false;
+  DeviceGuard guard(c.device().index);
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only
+  WgmmaArgs p{};
+  p.a = a.data_ptr();
+  p.lda = a.stride(0);
+  p.w = b.data_ptr();
+  p.ldw = b.stride(0);
+  p.c = c.data_ptr();
+  p.ldc = c.stride(0);
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
+  p.alpha = alpha;
+  p.splits = wgmma_gemm_splits(n, k, n_sms());
+  p.pairs = c.stride(0) % 2 == 0 && is_aligned(c.data_ptr(), 2 * dtype_size(c.dtype()));
+  const int n_tiles = static_cast<int>((n + kBN - 1) / kBN);
+  if (dt == DType::kBF16) {
+    if (c.dtype() == DType::kF32)
+      launch_wgmma<bf16, float>(p, n_tiles);
+    else
+      launch_wgmma<bf16, bf16>(p, n_tiles);
+  } else {
+    if (c.dtype() == DType::kF32)
+      launch_wgmma<f16, float>(p, n_tiles);
+    else
+      launch_wgmma<f16, f16>(p, n_tiles);
+  }
+  return true;
+}
+
+}  // namespace vela::ops::cuda

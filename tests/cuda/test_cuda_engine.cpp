@@ -231,19 +231,32 @@ TEST_F(CudaEngine, NeighbourGraphRunsAMissingSplitCountAndTheExactOneIsCapturedW
   Request r;
   for (int i = 0; i < 290; ++i) r.prompt.push_back((i * 37 + 11) % 256);
   r.params.temperature = 0;
-  r.params.max_tokens = 8;
+  r.params.max_tokens = 48;
   r.params.ignore_eos = true;
   r.params.logprobs = true;
-  // Counted while the request still runs: once it ends the loop is idle and may capture at once.
+  // Counted between two steps while the request still runs: once it ends the loop is idle and
+  // captures the queued graph at once (a model this small generates 48 tokens in a few ms, so the
+  // events a reader sees may trail the loop by the whole request).
   RequestHandlePtr h = near.submit(r);
   StreamEvent ev;
   int n_events = 0;
   size_t graphs_mid_run = 0;
-  while (h->next(ev))
-    if (++n_events == 3) graphs_mid_run = near.n_cuda_graphs();
+  int64_t running_mid_run = 0;
+  while (h->next(ev)) {
+    if (++n_events == 3) {
+      StepGate::Hold paused = near.pause();
+      graphs_mid_run = near.n_cuda_graphs();
+      running_mid_run = near.stats().running;
+    }
+  }
   Completion a = h->wait().completions[0];
   ASSERT_GE(n_events, 3);
-  EXPECT_EQ(graphs_mid_run, graphs) << "the decode steps must not capture";
+  if (running_mid_run == 1) {
+    EXPECT_EQ(graphs_mid_run, graphs) << "the decode steps must not capture";
+  } else {
+    std::printf(
+        "[neighbour graph] the request ended before the check (slow reader): not checked\n");
+  }
   Completion b = ref.generate({r})[0].completions[0];
   EXPECT_EQ(ref.n_cuda_graphs(), graphs + 1) << "exact splits: the step captures its graph";
   ASSERT_EQ(a.tokens, b.tokens);

@@ -153,7 +153,8 @@ int Executor::graph_splits(int32_t bucket, int32_t max_len) const {
                   ops::kMaxDecodeSplits);
 }
 
-std::optional<CudaGraphRunner::Key> Executor::stand_in_graph(int32_t bucket, int32_t max_len) const {
+std::optional<CudaGraphRunner::Key> Executor::stand_in_graph(int32_t bucket,
+                                                             int32_t max_len) const {
   auto close = [](CudaGraphRunner::Key want, const std::optional<CudaGraphRunner::Key>& got) {
     return got && std::max(got->second, want.second) <= 2 * std::min(got->second, want.second);
   };
@@ -214,6 +215,8 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
     logits = graphs_->replay(key);
   } else {
     logits = run(b);  // this step's result; also warms plans and kernels up for the capture
+    VELA_LOG_DEBUG("[executor] capturing the decode graph of ", key.first, " rows, ", key.second,
+                   " splits (max_len ", batch.kv.max_len, ", ", n, " live rows)");
     graphs_->capture(key, [&] { return run(b); });
   }
   return logits.slice(0, 0, n);
@@ -243,9 +246,9 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   int32_t n_decode = 0;
   while (decode_kernel && n_decode < batch.n_seqs && qo[n_decode + 1] - qo[n_decode] == 1)
     ++n_decode;
-  int64_t n_tiles = ops::plan_prefill_tiles(
-      qo, batch.n_seqs, tile_q, ws_.host.tile_seq_idx.data<int32_t>(),
-      ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles(), n_decode);
+  int64_t n_tiles =
+      ops::plan_prefill_tiles(qo, batch.n_seqs, tile_q, ws_.host.tile_seq_idx.data<int32_t>(),
+                              ws_.host.tile_q_start.data<int32_t>(), ws_.max_tiles(), n_decode);
   BoundBatch b = batch;
   b.kv.mode = AttentionMode::kPrefill;
   b.kv.n_decode_seqs = n_decode;

@@ -52,22 +52,17 @@ void check_gemm(const Tensor& a, const Tensor& b, const Tensor& c0, bool ta, boo
   test::expect_close(got, want, gemm_tol(c0.dtype(), k), what);
 }
 
-// 1..9 rows against a [N, K] weight (1..2: the decode GEMV; 3..9: the wgmma GEMM on sm_90, else
-// 3..8 the skinny tensor-core GEMM, with split-K at 2048 x 1536, 1536 x 6912 and 70 x 6912, a
-// partial last 64-column tile and a partial last 64-wide K chunk; 9: cuBLASLt), bf16/f16 with f32
-// or input output, including a row-sliced weight (a fused projection's part) and strided rows of a.
-TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
+using Shapes = std::vector<std::pair<int64_t, int64_t>>;
+
+// a[m, k] @ w[n, k]^T against the CPU for every m and (n, k), bf16/f16 with f32 or input output,
+// w a row slice of a larger weight (a fused projection's part); for the m where `full(m)` also
+// alpha and strided rows of a.
+template <typename Full>
+void check_small_m(const std::vector<int64_t>& ms, const Shapes& shapes, Full full) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (DType out_dt : {dt, DType::kF32}) {
-      for (int64_t m = 1; m <= 9; ++m) {
-        for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 8},
-                            {13, 1536},
-                            {1000, 264},
-                            {70, 6912},
-                            {3000, 1024},
-                            {2048, 1536},
-                            {1536, 6912},
-                            {5000, 520}}) {
+      for (int64_t m : ms) {
+        for (auto [n, k] : shapes) {
           std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
                              std::to_string(m) + " n" + std::to_string(n) + " k" +
                              std::to_string(k);
@@ -76,20 +71,38 @@ TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
           Tensor w = test::random_cpu({n + 8, k}, dt, 2).slice(0, 8, n + 8);
           Tensor c0 = test::random_cpu({m, n}, out_dt, 3);
           check_gemm(a, w, c0, false, true, 1.0f, 0.0f, what);
-          check_gemm(a, w, c0, false, true, 0.5f, 0.0f, what + " alpha");
-          Tensor wide = test::random_cpu({m, k + 16}, dt, 4).slice(1, 0, k);  // strided rows
-          check_gemm(wide, w, c0, false, true, 1.0f, 0.0f, what + " strided a");
+          if (full(m)) {
+            check_gemm(a, w, c0, false, true, 0.5f, 0.0f, what + " alpha");
+            Tensor wide = test::random_cpu({m, k + 16}, dt, 4).slice(1, 0, k);  // strided rows
+            check_gemm(wide, w, c0, false, true, 1.0f, 0.0f, what + " strided a");
+          }
         }
       }
     }
   }
 }
 
+// 1..9 rows against a [N, K] weight (1..2: the decode GEMV; 3..9: the wgmma GEMM on sm_90, and
+// 3..8 the skinny tensor-core GEMM, checked with the wgmma GEMM off too: split-K at 2048 x 1536,
+// 1536 x 6912 and 70 x 6912, a partial last 64-column tile and a partial last 64-wide K chunk; 9
+// elsewhere: cuBLASLt), with alpha and strided rows of a.
+TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
+  const Shapes shapes = {{1, 8},       {13, 1536},   {1000, 264},  {70, 6912},
+                         {3000, 1024}, {2048, 1536}, {1536, 6912}, {5000, 520}};
+  check_small_m({1, 2, 3, 4, 5, 6, 7, 8, 9}, shapes, [](int64_t) { return true; });
+#ifdef VELA_HAS_SM90A
+  struct Reset {
+    ~Reset() { ops::cuda::gemm_wgmma_set_enabled(-1); }
+  } reset;
+  ops::cuda::gemm_wgmma_set_enabled(0);
+  check_small_m({3, 8}, shapes, [](int64_t) { return true; });  // the skinny GEMM on sm_90
+#endif
+}
+
 // 3..64 rows against a [N, K] weight through the wgmma GEMM (forced on up to its 64 rows; on
 // other GPUs these go to the skinny GEMM and cuBLASLt): split-K over a cluster (the narrow
-// shapes) and none (20000 x 256: more column tiles than SMs), a partial last 128-column tile, a
-// partial last 64-wide K chunk, bf16/f16 with f32 or input output, alpha, strided rows of a and
-// a row-sliced weight.
+// shapes) and none (20000 x 256: more column tiles than SMs), a partial last 128-column tile and
+// a partial last 64-wide K chunk.
 TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
 #ifdef VELA_HAS_SM90A
   struct Reset {
@@ -100,32 +113,9 @@ TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
   EXPECT_GT(ops::cuda::wgmma_gemm_splits(2048, 1536, sms), 1);
   EXPECT_EQ(ops::cuda::wgmma_gemm_splits(20000, 256, std::min(sms, 150)), 1);
 #endif
-  for (DType dt : {DType::kBF16, DType::kF16}) {
-    for (DType out_dt : {dt, DType::kF32}) {
-      for (int64_t m : {3, 16, 37, 64}) {
-        for (auto [n, k] : {std::pair<int64_t, int64_t>{13, 1536},
-                            {1000, 264},
-                            {2048, 1536},
-                            {1536, 6912},
-                            {20000, 256},
-                            {5000, 520}}) {
-          std::string what = std::string(dtype_name(dt)) + "->" + dtype_name(out_dt) + " m" +
-                             std::to_string(m) + " n" + std::to_string(n) + " k" +
-                             std::to_string(k);
-          SCOPED_TRACE(what);
-          Tensor a = test::random_cpu({m, k}, dt, 1);
-          Tensor w = test::random_cpu({n + 8, k}, dt, 2).slice(0, 8, n + 8);
-          Tensor c0 = test::random_cpu({m, n}, out_dt, 3);
-          check_gemm(a, w, c0, false, true, 1.0f, 0.0f, what);
-          if (m == 37) {
-            check_gemm(a, w, c0, false, true, 0.5f, 0.0f, what + " alpha");
-            Tensor wide = test::random_cpu({m, k + 16}, dt, 4).slice(1, 0, k);  // strided rows
-            check_gemm(wide, w, c0, false, true, 1.0f, 0.0f, what + " strided a");
-          }
-        }
-      }
-    }
-  }
+  check_small_m({3, 16, 37, 64},
+                {{13, 1536}, {1000, 264}, {2048, 1536}, {1536, 6912}, {20000, 256}, {5000, 520}},
+                [](int64_t m) { return m == 37; });
 }
 
 // The split-K of the skinny GEMM (3..8 rows, gemm_skinny.cu) and of the wgmma GEMM (sm_90,

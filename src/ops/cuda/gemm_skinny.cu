@@ -20,6 +20,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gemm_pipeline.cuh"
 #include "ops/cuda/gemv_kernel.cuh"
 #include "ops/cuda/pdl.cuh"
 
@@ -27,11 +28,10 @@ namespace vela::ops::cuda {
 
 namespace {
 
-constexpr int kBN = 64;          // output columns per block
-constexpr int kBK = 64;          // K per pipeline stage
+constexpr int kBN = 64;  // output columns per block
+constexpr int kBK = gemm_pipeline::kBK;
 constexpr int kStages = 4;       // cp.async stages in flight
 constexpr int kThreads = 128;    // 4 warps x 16 columns
-constexpr int kChunkVec = 8;     // elements per 16-byte copy
 constexpr int kBlocksPerSm = 2;  // what the split-K rule aims at
 
 struct SkinnyArgs {
@@ -65,50 +65,22 @@ static __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int col0 = tile * kBN;
-  // This split's K chunks: [c_begin, c_end).
-  const int c_begin = static_cast<int>(static_cast<int64_t>(split) * p.n_chunks / p.splits);
-  const int c_end = static_cast<int>(static_cast<int64_t>(split + 1) * p.n_chunks / p.splits);
-  const int n_local = c_end - c_begin;
+  const gemm_pipeline::ChunkRange range = gemm_pipeline::split_chunks(split, p.splits, p.n_chunks);
+  const int c_begin = range.begin, n_local = range.end - range.begin;
   const T* w = static_cast<const T*>(p.w);
   const T* a = static_cast<const T*>(p.a);
 
-  // 16-byte copies of chunk `ci` (global chunk index) into stage `st`: w rows (the block's columns)
-  // and a rows; rows past N / M and elements past K are zero.
+  // Chunk `ci` (global chunk index) into stage `st`: w rows (the block's columns) and a rows; rows
+  // past N / M and elements past K are zero.
   auto load_w = [&](int ci, int st) {
-    T* sw = smem + st * kStageElems;
-    const int k0 = ci * kBK;
-#pragma unroll
-    for (int i = 0; i < kBN * (kBK / kChunkVec) / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / (kBK / kChunkVec), ch = idx % (kBK / kChunkVec);
-      const int col = col0 + r, kk = k0 + ch * kChunkVec;
-      const bool valid = col < p.n && kk < p.k;
-      cp_async16(sw + smem_swizzle<kBK>(r, ch), valid ? w + col * p.ldw + kk : w, valid);
-    }
+    gemm_pipeline::load_chunk<kBN, kThreads>(smem + st * kStageElems, w, p.ldw, col0, p.n, ci * kBK,
+                                             p.k, tid);
   };
   auto load_a = [&](int ci, int st) {
-    T* sa = smem + st * kStageElems + kBN * kBK;
-    const int k0 = ci * kBK;
-    for (int idx = tid; idx < kRowsA * (kBK / kChunkVec); idx += kThreads) {
-      const int r = idx / (kBK / kChunkVec), ch = idx % (kBK / kChunkVec);
-      const int kk = k0 + ch * kChunkVec;
-      const bool valid = r < p.m && kk < p.k;
-      cp_async16(sa + smem_swizzle<kBK>(r, ch), valid ? a + r * p.lda + kk : a, valid);
-    }
+    gemm_pipeline::load_chunk<kRowsA, kThreads>(smem + st * kStageElems + kBN * kBK, a, p.lda, 0,
+                                                p.m, ci * kBK, p.k, tid);
   };
-
-  // The weights do not depend on the previous kernel: their first stages load before the wait.
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
-    if (s < n_local) load_w(c_begin + s, s);
-  pdl_wait();
-  pdl_launch_dependents();
-  // Commit groups: group s holds stage s's a (and, for s = 0, every early w copy): the wait below
-  // for group s therefore covers both halves of stage s.
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_local) load_a(c_begin + s, s);
-    cp_async_commit();
-  }
+  gemm_pipeline::prologue<kStages>(c_begin, n_local, load_w, load_a);
 
   float acc[2][4];
 #pragma unroll
@@ -243,17 +215,7 @@ bool gemm_skinny(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool
   if (c.dtype() != dt && c.dtype() != DType::kF32) return false;
   DeviceGuard guard(c.device().index);
   SkinnyArgs p{};
-  p.a = a.data_ptr();
-  p.lda = a.stride(0);
-  p.w = b.data_ptr();
-  p.ldw = b.stride(0);
-  p.c = c.data_ptr();
-  p.ldc = c.stride(0);
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
-  p.alpha = alpha;
+  gemm_pipeline::fill_operands(p, a, b, c, alpha);
   const int n_tiles = static_cast<int>((n + kBN - 1) / kBN);
   p.splits = skinny_gemm_splits(n, k, n_sms());
   if (p.splits > 1) {
@@ -266,17 +228,9 @@ bool gemm_skinny(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool
       p.counters = s.counters;
     }
   }
-  if (dt == DType::kBF16) {
-    if (c.dtype() == DType::kF32)
-      launch_skinny<bf16, float>(p, n_tiles);
-    else
-      launch_skinny<bf16, bf16>(p, n_tiles);
-  } else {
-    if (c.dtype() == DType::kF32)
-      launch_skinny<f16, float>(p, n_tiles);
-    else
-      launch_skinny<f16, f16>(p, n_tiles);
-  }
+  gemm_pipeline::dispatch_dtypes(dt, c.dtype(), [&](auto t, auto tc) {
+    launch_skinny<decltype(t), decltype(tc)>(p, n_tiles);
+  });
   return true;
 }
 

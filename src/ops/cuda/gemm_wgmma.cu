@@ -27,22 +27,23 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gemm_pipeline.cuh"
 #include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
 
 namespace {
 
-constexpr int kBN = 128;   // output columns per block (wgmma N)
-constexpr int kBK = 64;    // K per pipeline stage (one 128-byte swizzle row of bf16)
-constexpr int kRows = 64;  // wgmma M: rows of a per block (past M: zeros)
+constexpr int kBN = 128;                 // output columns per block (wgmma N)
+constexpr int kBK = gemm_pipeline::kBK;  // K per stage: one 128-byte swizzled row
+constexpr int kRows = 64;                // wgmma M: rows of a per block (past M: zeros)
 // cp.async stages in flight: 4 (97 KiB), so two blocks fit an SM, and under programmatic dependent
 // launch the next GEMM's block becomes resident beside this one and streams its weights early (5
 // stages, 121 KiB, measured 1.3-1.8x slower per GEMM in a chain of GEMMs for exactly that reason).
 constexpr int kStages = 4;
 constexpr int kThreads = 128;   // one warpgroup
 constexpr int kMaxCluster = 8;  // splits = cluster size: at most the portable 8
-constexpr int kChunkVec = 8;    // elements per 16-byte copy
+constexpr int kChunkVec = gemm_pipeline::kChunkVec;
 constexpr int kWBytes = kBN * kBK * 2;
 constexpr int kABytes = kRows * kBK * 2;
 constexpr int kStageBytes = kWBytes + kABytes;  // a multiple of 1024: every tile stays aligned
@@ -79,61 +80,44 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* smem) {
 // d[64 x 128] (+)= a[64 x 16] @ b[128 x 16]^T, both from shared memory (descriptors); accumulate
 // 0 overwrites d. Fragment j of a thread: row 16 * warp + lane / 4 (+ 8 for j % 4 >= 2), column
 // 8 * (j / 4) + 2 * (lane % 4) + j % 2.
+#define VELA_WGMMA_M64N128K16(TYPE)                                                                \
+  asm volatile(                                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                 \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                                 \
+      " {"                                                                                         \
+      "%0, %1, %2, %3, %4, %5, %6, %7, "                                                           \
+      "%8, %9, %10, %11, %12, %13, %14, %15, "                                                     \
+      "%16, %17, %18, %19, %20, %21, %22, %23, "                                                   \
+      "%24, %25, %26, %27, %28, %29, %30, %31, "                                                   \
+      "%32, %33, %34, %35, %36, %37, %38, %39, "                                                   \
+      "%40, %41, %42, %43, %44, %45, %46, %47, "                                                   \
+      "%48, %49, %50, %51, %52, %53, %54, %55, "                                                   \
+      "%56, %57, %58, %59, %60, %61, %62, %63"                                                     \
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                           \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+        "+f"(d[63])                                                                                \
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
                                                  int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (std::is_same_v<T, bf16>) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, "
-        "%40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, "
-        "%56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-          "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    VELA_WGMMA_M64N128K16("bf16");
   } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, "
-        "%40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, "
-        "%56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-          "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    VELA_WGMMA_M64N128K16("f16");
   }
 #endif
 }
+#undef VELA_WGMMA_M64N128K16
 
 __device__ __forceinline__ void wgmma_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -193,53 +177,22 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int col0 = tile * kBN;
-  // This split's K chunks: [c_begin, c_end) (splits <= n_chunks, so never empty).
-  const int c_begin = static_cast<int>(static_cast<int64_t>(split) * p.n_chunks / p.splits);
-  const int c_end = static_cast<int>(static_cast<int64_t>(split + 1) * p.n_chunks / p.splits);
-  const int n_local = c_end - c_begin;
+  // This split's K chunks (splits <= n_chunks, so never empty).
+  const gemm_pipeline::ChunkRange range = gemm_pipeline::split_chunks(split, p.splits, p.n_chunks);
+  const int c_begin = range.begin, n_local = range.end - range.begin;
   const T* w = static_cast<const T*>(p.w);
   const T* a = static_cast<const T*>(p.a);
   auto stage_w = [&](int st) { return reinterpret_cast<T*>(smem + st * kStageBytes); };
   auto stage_a = [&](int st) { return reinterpret_cast<T*>(smem + st * kStageBytes + kWBytes); };
 
-  // 16-byte copies of chunk `ci` into stage `st`; rows past N / M and elements past K are zero.
+  // Chunk `ci` into stage `st`; rows past N / M and elements past K are zero.
   auto load_w = [&](int ci, int st) {
-    T* sw = stage_w(st);
-    const int k0 = ci * kBK;
-#pragma unroll
-    for (int i = 0; i < kBN * (kBK / kChunkVec) / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / (kBK / kChunkVec), ch = idx % (kBK / kChunkVec);
-      const int col = col0 + r, kk = k0 + ch * kChunkVec;
-      const bool valid = col < p.n && kk < p.k;
-      cp_async16(sw + smem_swizzle<kBK>(r, ch),
-                 valid ? w + static_cast<int64_t>(col) * p.ldw + kk : w, valid);
-    }
+    gemm_pipeline::load_chunk<kBN, kThreads>(stage_w(st), w, p.ldw, col0, p.n, ci * kBK, p.k, tid);
   };
   auto load_a = [&](int ci, int st) {
-    T* sa = stage_a(st);
-    const int k0 = ci * kBK;
-#pragma unroll
-    for (int i = 0; i < kRows * (kBK / kChunkVec) / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / (kBK / kChunkVec), ch = idx % (kBK / kChunkVec);
-      const int kk = k0 + ch * kChunkVec;
-      const bool valid = r < p.m && kk < p.k;
-      cp_async16(sa + smem_swizzle<kBK>(r, ch), valid ? a + r * p.lda + kk : a, valid);
-    }
+    gemm_pipeline::load_chunk<kRows, kThreads>(stage_a(st), a, p.lda, 0, p.m, ci * kBK, p.k, tid);
   };
-
-  // The weights do not depend on the previous kernel: their first stages load before the wait.
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
-    if (s < n_local) load_w(c_begin + s, s);
-  pdl_wait();
-  pdl_launch_dependents();
-  // Commit group s holds stage s's a (and group 0 every early w copy), so waiting for group s
-  // covers both halves of stage s.
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_local) load_a(c_begin + s, s);
-    cp_async_commit();
-  }
+  gemm_pipeline::prologue<kStages>(c_begin, n_local, load_w, load_a);
 
   float acc[64];
 #pragma unroll
@@ -405,31 +358,12 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
   const cudaDeviceProp& prop = vela::cuda::device_properties();
   if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only
   WgmmaArgs p{};
-  p.a = a.data_ptr();
-  p.lda = a.stride(0);
-  p.w = b.data_ptr();
-  p.ldw = b.stride(0);
-  p.c = c.data_ptr();
-  p.ldc = c.stride(0);
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
-  p.alpha = alpha;
+  gemm_pipeline::fill_operands(p, a, b, c, alpha);
   p.splits = wgmma_gemm_splits(n, k, n_sms());
   p.pairs = c.stride(0) % 2 == 0 && is_aligned(c.data_ptr(), 2 * dtype_size(c.dtype()));
   const int n_tiles = static_cast<int>((n + kBN - 1) / kBN);
-  if (dt == DType::kBF16) {
-    if (c.dtype() == DType::kF32)
-      launch_wgmma<bf16, float>(p, n_tiles);
-    else
-      launch_wgmma<bf16, bf16>(p, n_tiles);
-  } else {
-    if (c.dtype() == DType::kF32)
-      launch_wgmma<f16, float>(p, n_tiles);
-    else
-      launch_wgmma<f16, f16>(p, n_tiles);
-  }
+  gemm_pipeline::dispatch_dtypes(
+      dt, c.dtype(), [&](auto t, auto tc) { launch_wgmma<decltype(t), decltype(tc)>(p, n_tiles); });
   return true;
 }
 

@@ -112,6 +112,9 @@ TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
   const int sms = vela::cuda::device_properties().multiProcessorCount;
   EXPECT_GT(ops::cuda::wgmma_gemm_splits(2048, 1536, sms), 1);
   EXPECT_EQ(ops::cuda::wgmma_gemm_splits(20000, 256, std::min(sms, 150)), 1);
+  // A device that cannot hold clusters of 8 (a MIG slice) gets fewer K ranges, never more.
+  EXPECT_EQ(ops::cuda::wgmma_gemm_splits(2048, 1536, 132, 2), 2);
+  EXPECT_EQ(ops::cuda::wgmma_gemm_splits(2048, 1536, 132, 1), 1);
 #endif
   check_small_m({3, 16, 37, 64},
                 {{13, 1536}, {1000, 264}, {2048, 1536}, {1536, 6912}, {20000, 256}, {5000, 520}},

@@ -46,8 +46,9 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 void gemm_wgmma_set_enabled(int on);
 // The most rows the wgmma GEMM takes now (0 when it is off).
 int wgmma_max_rows();
-// K ranges (= thread-block cluster size) per 128-column tile of the wgmma GEMM.
-int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count);
+// K ranges (= thread-block cluster size, at most max_cluster) per 128-column tile of the wgmma
+// GEMM for an [n, k] weight on sm_count SMs.
+int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster = 8);
 // The skinny GEMM's scratch on the current stream: the cuBLASLt workspace for split-K partials
 // (stream-ordered, so never in use by a matmul at the same time) and tickets that are zero
 // between launches (gemm_cublaslt.cpp).

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "core/log.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -286,17 +287,65 @@ bool wgmma_env_enabled() {
   return on;
 }
 
+// Opts the kernel in to its shared memory (above 48 KiB), once per device and thread (the
+// attribute is per device).
 template <typename T, typename TC>
-void launch_wgmma(const WgmmaArgs& p, int n_tiles) {
-  auto kernel = wgmma_gemm_kernel<T, TC>;
-  // Opt in above 48 KiB, once per device and thread (the attribute is per device).
+void opt_in_smem() {
   static thread_local int opted_device = -1;
   const int device = vela::cuda::current_device();
   if (opted_device != device) {
-    VELA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    VELA_CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel<T, TC>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     opted_device = device;
   }
+}
+
+// The largest cluster size (kMaxCluster, halved down to 2; 1 when none fits) whose clusters of
+// this kernel can be resident on the current device: a MIG slice or another partition of the GPU
+// may not hold 8 blocks of 97 KiB in one GPC. Queried once per device and thread (every
+// instantiation has the same resources); a query that fails keeps kMaxCluster.
+int resident_cluster_limit() {
+  static thread_local int cached_device = -1, cached = kMaxCluster;
+  const int device = vela::cuda::current_device();
+  if (cached_device == device) return cached;
+  opt_in_smem<bf16, bf16>();
+  int limit = 1;
+  for (int s = kMaxCluster; s >= 2; s /= 2) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(1, static_cast<unsigned>(s));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = static_cast<unsigned>(s);
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    const cudaError_t err =
+        cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<bf16, bf16>, &cfg);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: clear it
+      VELA_LOG_DEBUG("[gemm] cluster occupancy query failed (", cudaGetErrorString(err),
+                     "); assuming clusters of ", kMaxCluster, " fit");
+      limit = kMaxCluster;
+      break;
+    }
+    if (clusters > 0) {
+      limit = s;
+      break;
+    }
+  }
+  cached_device = device;
+  cached = limit;
+  return limit;
+}
+
+template <typename T, typename TC>
+void launch_wgmma(const WgmmaArgs& p, int n_tiles) {
+  auto kernel = wgmma_gemm_kernel<T, TC>;
+  opt_in_smem<T, TC>();
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
   cfg.blockDim = dim3(kThreads);
@@ -331,13 +380,14 @@ int wgmma_max_rows() {
   return o > 0 ? kWgmmaMaxRows : kWgmmaDefaultRows;
 }
 
-int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count) {
+int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster) {
   const int64_t n_tiles = (n + kBN - 1) / kBN;
   const int64_t n_chunks = (k + kBK - 1) / kBK;
   if (n_tiles >= sm_count) return 1;
   int64_t splits = (sm_count + n_tiles - 1) / n_tiles;  // about one block per SM (two: slower)
   // Every split keeps at least two chunks where K allows (one chunk has no pipeline).
-  splits = std::min<int64_t>({splits, kMaxCluster, std::max<int64_t>(1, n_chunks / 2)});
+  splits = std::min<int64_t>(
+      {splits, std::clamp(max_cluster, 1, kMaxCluster), std::max<int64_t>(1, n_chunks / 2)});
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
 
@@ -359,7 +409,7 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
   if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only
   WgmmaArgs p{};
   gemm_pipeline::fill_operands(p, a, b, c, alpha);
-  p.splits = wgmma_gemm_splits(n, k, n_sms());
+  p.splits = wgmma_gemm_splits(n, k, n_sms(), resident_cluster_limit());
   p.pairs = c.stride(0) % 2 == 0 && is_aligned(c.data_ptr(), 2 * dtype_size(c.dtype()));
   const int n_tiles = static_cast<int>((n + kBN - 1) / kBN);
   gemm_pipeline::dispatch_dtypes(

@@ -40,7 +40,7 @@ constexpr int kBK = gemm_pipeline::kBK;  // K per stage: one 128-byte swizzled r
 constexpr int kRows = 64;                // wgmma M: rows of a per block (past M: zeros)
 // cp.async stages in flight: 4 (97 KiB), so two blocks fit an SM, and under programmatic dependent
 // launch the next GEMM's block becomes resident beside this one and streams its weights early (5
-// stages, 121 KiB, measured 1.3-1.8x slower per GEMM in a chain of GEMMs for exactly that reason).
+// stages, 121 KiB, measured up to 1.8x slower per GEMM in a chain of GEMMs for exactly that reason).
 constexpr int kStages = 4;
 constexpr int kThreads = 128;   // one warpgroup
 constexpr int kMaxCluster = 8;  // splits = cluster size: at most the portable 8

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -195,6 +196,22 @@ int launch_local_ranks(const LaunchOptions& o) {
       all_done = all_done && c.exited && c.out_fd < 0 && c.err_fd < 0;
     }
     if (first_failure != nullptr && failed_rank < 0 && !terminating) {
+      // A peer's error exit can still come before the death that caused it: a killed rank closes
+      // its sockets before it becomes reapable, and the peer that saw the broken connection may
+      // exit in between (seen on a loaded 2-core machine). Before naming an error exit, give the
+      // other ranks a moment to show a death by signal, the likelier cause.
+      const auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+      while (!WIFSIGNALED(first_failure->status) && std::chrono::steady_clock::now() < settle) {
+        ::usleep(10000);
+        for (Child& c : kids) {
+          int status = 0;
+          if (!c.exited && ::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+            c.exited = true;
+            c.status = status;
+            if (WIFSIGNALED(status)) first_failure = &c;
+          }
+        }
+      }
       failed_rank = first_failure->rank;
       std::fprintf(stderr, "[launcher] error: rank %d (pid %d) %s; stopping the other ranks\n",
                    first_failure->rank, static_cast<int>(first_failure->pid),

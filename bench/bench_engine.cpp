@@ -176,8 +176,8 @@ int bench_engine_main(int argc, char** argv) {
         "  prefill256, prefill512 (one eager step of that many tokens, a serving mixed step's size),\n"
         "  batch64_json\n"
         "  (batch64 with every request under a JSON schema; masks from --tokenizer's vocabulary or\n"
-        "  a synthetic one), batch2 / batch4 / batch8 (2 / 4 / 8 rows at 1024 context: the\n"
-        "  small-batch path)\n"
+        "  a synthetic one), batch2 / batch4 / batch8 / batch16 / batch32 (that many rows at 1024\n"
+        "  context: the small-batch GEMMs)\n"
         "  --lora N: N random rank-R (default 16) adapters on every linear module, served together\n"
         "  (request i uses adapter i mod N): the multi-LoRA cost next to a run without --lora\n");
     return 0;
@@ -210,6 +210,8 @@ int bench_engine_main(int argc, char** argv) {
                            {"batch2", 2, 1024, false},
                            {"batch4", 4, 1024, false},
                            {"batch8", 8, 1024, false},
+                           {"batch16", 16, 1024, false},
+                           {"batch32", 32, 1024, false},
                            {"prefill8k", 1, 8192, true},
                            {"prefill256", 1, 256, true},  // one eager step (a serving mixed step's size)
                            {"prefill512", 1, 512, true},

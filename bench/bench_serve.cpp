@@ -143,21 +143,22 @@ Workload file_workload(const json& line, bool chat, int64_t out_tokens, const st
 // The engine's step figures from a vela server's GET /stats: step_ms, step_phase_ms and, when it
 // times its forwards (VELA_TIME_DEVICE=1), forward_ms; null from any other server or on any error.
 json server_engine_stats(asio::io_context& io, const tcp::resolver::results_type& eps,
-                       const Target& target, const std::string& key) {
+                         const Target& target, const std::string& key) {
   try {
     std::string resp = http_get(io, eps, target.host, target.base_path + "/stats", key);
     size_t body = resp.find("\r\n\r\n");
     json j = json::parse(body == std::string::npos ? "" : resp.substr(body + 4), nullptr, false);
-    if (j.is_object() && j.contains("engine") && j["engine"].is_object() &&
-        j["engine"].contains("step_ms") && j["engine"]["step_ms"].is_object()) {
-      json out = {{"step_ms", j["engine"]["step_ms"]}};
-      if (j["engine"].contains("step_phase_ms") && j["engine"]["step_phase_ms"].is_object())
-        out["step_phase_ms"] = j["engine"]["step_phase_ms"];
-      if (j["engine"].contains("forward_ms") && j["engine"]["forward_ms"].is_object() &&
-          !j["engine"]["forward_ms"].empty())
-        out["forward_ms"] = j["engine"]["forward_ms"];
-      return out;
-    }
+    if (!j.is_object() || !j.contains("engine") || !j["engine"].is_object()) return nullptr;
+    const json& engine = j["engine"];
+    auto object_at = [&](const char* key) {
+      return engine.contains(key) && engine[key].is_object();
+    };
+    if (!object_at("step_ms")) return nullptr;
+    json out = {{"step_ms", engine["step_ms"]}};
+    if (object_at("step_phase_ms")) out["step_phase_ms"] = engine["step_phase_ms"];
+    if (object_at("forward_ms") && !engine["forward_ms"].empty())  // {} unless timed
+      out["forward_ms"] = engine["forward_ms"];
+    return out;
   } catch (const std::exception&) {
   }
   return nullptr;
@@ -481,17 +482,19 @@ int bench_serve_main(int argc, char** argv) {
     res["server_step_ms"] = steps;
     for (const auto& [kind, p] : steps.items()) {
       if (p.value("count", 0) == 0) continue;
-      std::printf("  server %-8s steps %7lld  mean %6.2f  p50 %6.2f  p90 %6.2f  p99 %6.2f  max %6.2f ms\n",
-                  kind.c_str(), static_cast<long long>(p["count"].get<int64_t>()),
-                  p["mean"].get<double>(), p["p50"].get<double>(), p["p90"].get<double>(),
-                  p["p99"].get<double>(), p["max"].get<double>());
+      std::printf(
+          "  server %-8s steps %7lld  mean %6.2f  p50 %6.2f  p90 %6.2f  p99 %6.2f  max %6.2f ms\n",
+          kind.c_str(), static_cast<long long>(p["count"].get<int64_t>()), p["mean"].get<double>(),
+          p["p50"].get<double>(), p["p90"].get<double>(), p["p99"].get<double>(),
+          p["max"].get<double>());
     }
     if (server.contains("step_phase_ms")) {
       res["server_step_phase_ms"] = server["step_phase_ms"];
       for (const auto& [kind, p] : server["step_phase_ms"].items()) {
         std::printf("  server %-8s step phases (mean ms):", kind.c_str());
         for (const char* name : StepPhases::kNames)
-          if (p.contains(name) && p[name].is_number()) std::printf(" %s %.3f", name, p[name].get<double>());
+          if (p.contains(name) && p[name].is_number())
+            std::printf(" %s %.3f", name, p[name].get<double>());
         std::printf("\n");
       }
     }

@@ -179,22 +179,22 @@ int launch_local_ranks(const LaunchOptions& o) {
     // Reap every rank that exited since the last pass before naming the failure: when a rank is
     // killed, its peers exit with an error soon after (their connection to it broke), and both
     // can show up in one pass. A rank ended by a signal is the cause, so it is named first.
-    bool all_done = true;
     const Child* first_failure = nullptr;
-    for (Child& c : kids) {
-      if (!c.exited) {
+    auto reap_exited = [&] {
+      for (Child& c : kids) {
         int status = 0;
-        if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
-          c.exited = true;
-          c.status = status;
-          const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-          if (!ok && (first_failure == nullptr ||
-                      (WIFSIGNALED(status) && !WIFSIGNALED(first_failure->status))))
-            first_failure = &c;
-        }
+        if (c.exited || ::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+        c.exited = true;
+        c.status = status;
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && (first_failure == nullptr ||
+                    (WIFSIGNALED(status) && !WIFSIGNALED(first_failure->status))))
+          first_failure = &c;
       }
-      all_done = all_done && c.exited && c.out_fd < 0 && c.err_fd < 0;
-    }
+    };
+    reap_exited();
+    bool all_done = true;
+    for (const Child& c : kids) all_done = all_done && c.exited && c.out_fd < 0 && c.err_fd < 0;
     if (first_failure != nullptr && failed_rank < 0 && !terminating) {
       // A peer's error exit can still come before the death that caused it: a killed rank closes
       // its sockets before it becomes reapable, and the peer that saw the broken connection may
@@ -203,14 +203,7 @@ int launch_local_ranks(const LaunchOptions& o) {
       const auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
       while (!WIFSIGNALED(first_failure->status) && std::chrono::steady_clock::now() < settle) {
         ::usleep(10000);
-        for (Child& c : kids) {
-          int status = 0;
-          if (!c.exited && ::waitpid(c.pid, &status, WNOHANG) == c.pid) {
-            c.exited = true;
-            c.status = status;
-            if (WIFSIGNALED(status)) first_failure = &c;
-          }
-        }
+        reap_exited();
       }
       failed_rank = first_failure->rank;
       std::fprintf(stderr, "[launcher] error: rank %d (pid %d) %s; stopping the other ranks\n",

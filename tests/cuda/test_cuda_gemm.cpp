@@ -52,6 +52,17 @@ void check_gemm(const Tensor& a, const Tensor& b, const Tensor& c0, bool ta, boo
   test::expect_close(got, want, gemm_tol(c0.dtype(), k), what);
 }
 
+// Puts the small-batch GEMM kernels back to their defaults (VELA_SKINNY_GEMM, VELA_WGMMA_GEMM)
+// when a test that forced them on or off ends.
+struct RestoreSmallGemmKernels {
+  ~RestoreSmallGemmKernels() {
+    ops::cuda::gemm_skinny_set_enabled(-1);
+#ifdef VELA_HAS_SM90A
+    ops::cuda::gemm_wgmma_set_enabled(-1);
+#endif
+  }
+};
+
 using Shapes = std::vector<std::pair<int64_t, int64_t>>;
 
 // a[m, k] @ w[n, k]^T against the CPU for every m and (n, k), bf16/f16 with f32 or input output,
@@ -91,9 +102,7 @@ TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
                          {3000, 1024}, {2048, 1536}, {1536, 6912}, {5000, 520}};
   check_small_m({1, 2, 3, 4, 5, 6, 7, 8, 9}, shapes, [](int64_t) { return true; });
 #ifdef VELA_HAS_SM90A
-  struct Reset {
-    ~Reset() { ops::cuda::gemm_wgmma_set_enabled(-1); }
-  } reset;
+  RestoreSmallGemmKernels restore;
   ops::cuda::gemm_wgmma_set_enabled(0);
   check_small_m({3, 8}, shapes, [](int64_t) { return true; });  // the skinny GEMM on sm_90
 #endif
@@ -105,9 +114,7 @@ TEST_F(CudaGemmTest, DecodeGemvShapesMatchCpu) {
 // a partial last 64-wide K chunk.
 TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
 #ifdef VELA_HAS_SM90A
-  struct Reset {
-    ~Reset() { ops::cuda::gemm_wgmma_set_enabled(-1); }
-  } reset;
+  RestoreSmallGemmKernels restore;
   ops::cuda::gemm_wgmma_set_enabled(1);
   const int sms = vela::cuda::device_properties().multiProcessorCount;
   EXPECT_GT(ops::cuda::wgmma_gemm_splits(2048, 1536, sms), 1);
@@ -127,13 +134,7 @@ TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
 TEST_F(CudaGemmTest, SkinnyGemmRepeatsBitForBit) {
   const int sms = vela::cuda::device_properties().multiProcessorCount;
   EXPECT_GT(ops::cuda::skinny_gemm_splits(2048, 1536, sms), 1);  // the split-K path is covered
-  struct Reset {
-    ~Reset() {
-#ifdef VELA_HAS_SM90A
-      ops::cuda::gemm_wgmma_set_enabled(-1);
-#endif
-    }
-  } reset;
+  RestoreSmallGemmKernels restore;
   // kernel 0: the skinny GEMM (3..8 rows; wgmma off), 1: the wgmma GEMM (forced on, 3..64 rows).
   for (int kernel = 0; kernel < 2; ++kernel) {
 #ifdef VELA_HAS_SM90A
@@ -468,14 +469,7 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
 // bench-1b's projections at 3..64 rows, graph-timed (24 calls per graph, each on another copy of
 // the weight, so they come from HBM).
 TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
-  struct Reset {
-    ~Reset() {
-      ops::cuda::gemm_skinny_set_enabled(-1);
-#ifdef VELA_HAS_SM90A
-      ops::cuda::gemm_wgmma_set_enabled(-1);
-#endif
-    }
-  } reset;
+  RestoreSmallGemmKernels restore;
   const double copy = ops::cuda::bench_copy_gbps(size_t{1} << 30);
   struct Shape2 {
     const char* name;

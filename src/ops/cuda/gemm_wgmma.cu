@@ -29,6 +29,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_pipeline.cuh"
+#include "ops/cuda/gemv_kernel.cuh"
 #include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
@@ -40,11 +41,11 @@ constexpr int kBK = gemm_pipeline::kBK;  // K per stage: one 128-byte swizzled r
 constexpr int kRows = 64;                // wgmma M: rows of a per block (past M: zeros)
 // cp.async stages in flight: 4 (97 KiB), so two blocks fit an SM, and under programmatic dependent
 // launch the next GEMM's block becomes resident beside this one and streams its weights early (5
-// stages, 121 KiB, measured up to 1.8x slower per GEMM in a chain of GEMMs for exactly that reason).
+// stages, 121 KiB, measured up to 1.8x slower per GEMM in a chain of GEMMs for exactly that
+// reason).
 constexpr int kStages = 4;
 constexpr int kThreads = 128;   // one warpgroup
 constexpr int kMaxCluster = 8;  // splits = cluster size: at most the portable 8
-constexpr int kChunkVec = gemm_pipeline::kChunkVec;
 constexpr int kWBytes = kBN * kBK * 2;
 constexpr int kABytes = kRows * kBK * 2;
 constexpr int kStageBytes = kWBytes + kABytes;  // a multiple of 1024: every tile stays aligned
@@ -110,37 +111,28 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* smem) {
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
                                                  int accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (std::is_same_v<T, bf16>) {
     VELA_WGMMA_M64N128K16("bf16");
   } else {
     VELA_WGMMA_M64N128K16("f16");
   }
-#endif
 }
 #undef VELA_WGMMA_M64N128K16
 
 __device__ __forceinline__ void wgmma_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
 }
 __device__ __forceinline__ void wgmma_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
 }
 __device__ __forceinline__ void wgmma_wait_all() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
 }
 // Shared-memory writes of this thread (cp.async, st.shared) become visible to the async proxy
-// that wgmma reads through.
+// that wgmma reads through. (These helpers are sm_90a instructions; their one caller, the kernel,
+// compiles its body only for sm_90a.)
 __device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
 }
 
 // c[row, col .. col + kN - 1] = alpha * v (columns past N skipped), one vector store where the
@@ -394,16 +386,13 @@ int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster) {
 bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                 float alpha, float beta) {
   if (trans_a || !trans_b || beta != 0.0f) return false;
-  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) return false;
+  // The GEMV's operand rules (aligned bf16/f16 rows, 16-byte rows of w), up to this kernel's rows.
+  if (a.dim() != 2 || !gemv_detail::gemv_operands_ok(a, a.size(1), b, c, wgmma_max_rows()))
+    return false;
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
-  if (m <= gemv_max_rows() || m > wgmma_max_rows()) return false;
+  if (m <= gemv_max_rows() || n > 0x7fffffff || k > 0x7fffffff) return false;
   const DType dt = a.dtype();
-  if ((dt != DType::kBF16 && dt != DType::kF16) || b.dtype() != dt) return false;
   if (c.dtype() != dt && c.dtype() != DType::kF32) return false;
-  if (b.size(1) != k || k % kChunkVec != 0 || n > 0x7fffffff || k > 0x7fffffff) return false;
-  if (a.stride(1) != 1 || b.stride(1) != 1 || c.stride(1) != 1) return false;
-  if (a.stride(0) % kChunkVec != 0 || b.stride(0) % kChunkVec != 0) return false;
-  if (!is_aligned(a.data_ptr(), 16) || !is_aligned(b.data_ptr(), 16)) return false;
   DeviceGuard guard(c.device().index);
   const cudaDeviceProp& prop = vela::cuda::device_properties();
   if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only

@@ -57,7 +57,7 @@ struct GemvRotary {
   int n_heads, n_kv_heads;
   const int32_t* loc;  // [m] cache slots
   int64_t n_slots;
-  void* q_out;  // [m, n_heads, head_dim]
+  void* q_out;    // [m, n_heads, head_dim]
   void* k_cache;  // [n_slots, n_kv_heads, head_dim]
   void* v_cache;
 };
@@ -527,12 +527,16 @@ void dispatch_m(const GemvArgs& args) {
   }
 }
 
-inline bool gemv_operands_ok(const Tensor& a, int64_t k, const Tensor& w, const Tensor& c) {
+// Operands the GEMV (and the small-batch GEMMs, with their own max_rows) read with 16-byte loads:
+// 1..max_rows bf16/f16 rows of a, a [N, k] weight of the same dtype, unit inner strides, rows of a
+// and w on 16-byte boundaries.
+inline bool gemv_operands_ok(const Tensor& a, int64_t k, const Tensor& w, const Tensor& c,
+                             int64_t max_rows = 8) {
   const DType dt = a.dtype();
   if ((dt != DType::kBF16 && dt != DType::kF16) || w.dtype() != dt) return false;
   if (a.dim() != 2 || w.dim() != 2 || c.dim() != 2) return false;
   const int64_t m = a.size(0);
-  if (m < 1 || m > 8 || k % kGemvVec != 0 || w.size(1) != k) return false;
+  if (m < 1 || m > max_rows || k % kGemvVec != 0 || w.size(1) != k) return false;
   if (a.stride(1) != 1 || w.stride(1) != 1 || c.stride(1) != 1) return false;
   if (a.stride(0) % kGemvVec != 0 || w.stride(0) % kGemvVec != 0) return false;
   return is_aligned(a.data_ptr(), 16) && is_aligned(w.data_ptr(), 16);

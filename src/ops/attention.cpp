@@ -13,7 +13,9 @@
 #include "core/error.h"
 #include "ops/dispatch.h"
 #if defined(VELA_HAS_CUDA)
+#include "core/cuda/stream.h"
 #include "ops/cuda/cuda_backward_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #endif
 
 namespace vela::ops {
@@ -251,9 +253,15 @@ int prefill_tile_q(DType dtype, int64_t head_dim, Device device) {
                ": expected 64 (force the 64-row prefill kernel) or unset");
     return true;
   }();
-  const bool wide = device.is_cuda() && (dtype == DType::kBF16 || dtype == DType::kF16) &&
-                    head_dim <= kPrefillWideMaxHeadDim;
-  return wide && !force_64 ? kPrefillWideTileQ : kPrefillTileQ;
+  if (!device.is_cuda() || force_64 || (dtype != DType::kBF16 && dtype != DType::kF16))
+    return kPrefillTileQ;
+  if (head_dim <= kPrefillWideMaxHeadDim) return kPrefillWideTileQ;
+#ifdef VELA_HAS_SM90A
+  // The Hopper wgmma kernel runs 128-row tiles at head_dim 128 too.
+  vela::cuda::DeviceGuard guard(device.index);
+  if (cuda::prefill_wgmma_takes(dtype, head_dim)) return kPrefillWideTileQ;
+#endif
+  return kPrefillTileQ;
 }
 
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

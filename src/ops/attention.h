@@ -80,15 +80,17 @@ inline constexpr int kMaxDecodeSplits = 128;
 
 // Query rows per prefill work tile (the tensor-core kernel's Q tile): kPrefillTileQ in general,
 // kPrefillWideTileQ for bf16/f16 with head_dim <= kPrefillWideMaxHeadDim on CUDA (each warp owns
-// two 16-row mma tiles there). prefill_tile_q says which one a call uses.
+// two 16-row mma tiles there) and at head_dim 128 on sm_90 (the wgmma kernel: two warpgroups of
+// 64 rows). prefill_tile_q says which one a call uses.
 inline constexpr int kPrefillTileQ = 64;
 inline constexpr int kPrefillWideTileQ = 128;
 inline constexpr int64_t kPrefillWideMaxHeadDim = 64;
 
 // The tile_q that paged_prefill_attention needs for these operands (q's dtype, head_dim and
-// device): kPrefillWideTileQ for bf16/f16 with head_dim <= 64 on CUDA, else kPrefillTileQ (the
-// CPU twin ignores the plan). VELA_PREFILL_TILE=64 (read once) forces kPrefillTileQ everywhere,
-// for A/B benchmarks; another value than 64 is an InvalidArgument error.
+// device): kPrefillWideTileQ for bf16/f16 with head_dim <= 64 on CUDA, or 128 where the Hopper
+// wgmma kernel runs (sm_90, VELA_WGMMA_PREFILL not 0), else kPrefillTileQ (the CPU twin ignores
+// the plan). VELA_PREFILL_TILE=64 (read once) forces kPrefillTileQ everywhere, for A/B
+// benchmarks; another value than 64 is an InvalidArgument error.
 int prefill_tile_q(DType dtype, int64_t head_dim, Device device);
 
 // Splits of each sequence's KV range for paged_decode_attention: enough blocks to fill the

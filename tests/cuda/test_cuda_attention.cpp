@@ -156,15 +156,56 @@ std::vector<int> random_lens(int n, int lo, int hi, uint64_t seed) {
   return v;
 }
 
-// The prefill tiles to check for these operands: the one the op takes (ops::prefill_tile_q) and,
-// for 16-bit head_dim <= 64, both 64 and 128 (whatever VELA_PREFILL_TILE says).
-std::vector<int> prefill_tiles(DType dt, int64_t d) {
-  std::vector<int> tiles = {ops::prefill_tile_q(dt, d, Device::cuda(0))};
-  if (dt != DType::kF32 && d <= ops::kPrefillWideMaxHeadDim) {
-    for (int t : {ops::kPrefillTileQ, ops::kPrefillWideTileQ})
-      if (t != tiles[0]) tiles.push_back(t);
+// One prefill kernel to check: tile_q-row tiles, with the Hopper wgmma kernel forced on (1), off
+// (0) or as configured (-1).
+struct PrefillKernel {
+  int tile_q;
+  int wgmma;
+  std::string name() const {
+    return std::to_string(tile_q) + "-row tiles" +
+           (wgmma == 1 ? " (wgmma)" : wgmma == 0 ? " (mma.sync)" : "");
   }
-  return tiles;
+};
+
+// Sets the wgmma prefill kernel's override for a scope (no-op without that kernel).
+class PrefillWgmmaOverride {
+ public:
+  explicit PrefillWgmmaOverride(int on) {
+#ifdef VELA_HAS_SM90A
+    ops::cuda::prefill_wgmma_set_enabled(on);
+#else
+    (void)on;
+#endif
+  }
+  ~PrefillWgmmaOverride() {
+#ifdef VELA_HAS_SM90A
+    ops::cuda::prefill_wgmma_set_enabled(-1);
+#endif
+  }
+  PrefillWgmmaOverride(const PrefillWgmmaOverride&) = delete;
+  PrefillWgmmaOverride& operator=(const PrefillWgmmaOverride&) = delete;
+};
+
+// Whether the wgmma prefill kernel runs 128-row tiles of these operands on this GPU.
+bool wgmma_prefill_available(DType dt, int64_t d) {
+#ifdef VELA_HAS_SM90A
+  return ops::cuda::prefill_wgmma_takes(dt, d);
+#else
+  (void)dt;
+  (void)d;
+  return false;
+#endif
+}
+
+// The prefill kernels to check for these operands: f32 the one the op takes; 16-bit the 64-row
+// kernel, the 128-row mma.sync kernel at head_dim <= 64 and the 128-row wgmma kernel where it
+// runs (head_dim 64 / 128 on sm_90), whatever VELA_PREFILL_TILE / VELA_WGMMA_PREFILL say.
+std::vector<PrefillKernel> prefill_kernels(DType dt, int64_t d) {
+  if (dt == DType::kF32) return {{ops::prefill_tile_q(dt, d, Device::cuda(0)), -1}};
+  std::vector<PrefillKernel> ks = {{ops::kPrefillTileQ, 0}};
+  if (d <= ops::kPrefillWideMaxHeadDim) ks.push_back({ops::kPrefillWideTileQ, 0});
+  if (wgmma_prefill_available(dt, d)) ks.push_back({ops::kPrefillWideTileQ, 1});
+  return ks;
 }
 
 // Device copies of a host plan of tile_q rows over b's qo_indptr.
@@ -184,20 +225,23 @@ PrefillPlan plan_prefill(const Batch& b, int tile_q) {
   return p;
 }
 
-// paged_prefill_attention on the GPU batch g (host batch b for the plan) with tile_q-row tiles:
-// through the public op when tile_q is the one it takes, else the CUDA kernel directly (the
-// other tile size at head_dim <= 64).
-Tensor gpu_prefill(const Batch& b, const Batch& g, float scale, int tile_q) {
-  const PrefillPlan p = plan_prefill(b, tile_q);
+// paged_prefill_attention on the GPU batch g (host batch b for the plan) with kernel k: through the
+// public op when k's tile is the one it takes, else the CUDA kernels directly.
+Tensor gpu_prefill(const Batch& b, const Batch& g, float scale, const PrefillKernel& k) {
+  PrefillWgmmaOverride wgmma(k.wgmma);
+  const PrefillPlan p = plan_prefill(b, k.tile_q);
   Tensor out = Tensor::empty(g.q.shape(), g.q.dtype(), Device::cuda(0));
-  if (tile_q == ops::prefill_tile_q(g.q.dtype(), g.q.size(2), Device::cuda(0))) {
+  // NaN bytes first: a kernel that skipped rows must not pass on the last kernel's output left in
+  // recycled memory.
+  EXPECT_EQ(cudaMemset(out.data_ptr(), 0xFF, out.nbytes()), cudaSuccess);
+  if (k.tile_q == ops::prefill_tile_q(g.q.dtype(), g.q.size(2), Device::cuda(0))) {
     ops::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
                                  g.seq_lens, g.qo_indptr, p.tile_seq_idx, p.tile_q_start,
-                                 p.n_tiles, tile_q, scale, out);
+                                 p.n_tiles, k.tile_q, scale, out);
   } else {
     ops::cuda::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
                                        g.req_pool_indices, g.seq_lens, g.qo_indptr, p.tile_seq_idx,
-                                       p.tile_q_start, p.n_tiles, tile_q, scale, out);
+                                       p.tile_q_start, p.n_tiles, k.tile_q, scale, out);
   }
   return out;
 }
@@ -306,9 +350,9 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
       Tensor want = cpu_reference(b, scale);
       Batch g = to_gpu(b, gpu());
       // Through the plan, with every tile size the kernel has for these operands.
-      for (int tile_q : prefill_tiles(dt, pc.d)) {
-        SCOPED_TRACE("tile_q " + std::to_string(tile_q));
-        test::expect_close(gpu_prefill(b, g, scale, tile_q), want, attn_tol(dt),
+      for (const PrefillKernel& k : prefill_kernels(dt, pc.d)) {
+        SCOPED_TRACE(k.name());
+        test::expect_close(gpu_prefill(b, g, scale, k), want, attn_tol(dt),
                            "paged_prefill_attention");
       }
       // Through the generic op (plans itself).
@@ -379,9 +423,9 @@ TEST_F(CudaAttentionTest, PrefillAnyHeadDimMatchesCpu) {
         ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
                              g.seq_lens, g.qo_indptr, scale, got);
         test::expect_close(got, want, attn_tol(dt), "paged_attention");
-        for (int tile_q : prefill_tiles(dt, d)) {
-          SCOPED_TRACE("tile_q " + std::to_string(tile_q));
-          test::expect_close(gpu_prefill(b, g, scale, tile_q), want, attn_tol(dt),
+        for (const PrefillKernel& k : prefill_kernels(dt, d)) {
+          SCOPED_TRACE(k.name());
+          test::expect_close(gpu_prefill(b, g, scale, k), want, attn_tol(dt),
                              "paged_prefill_attention");
         }
       }
@@ -403,9 +447,9 @@ TEST_F(CudaAttentionTest, PrefillStridedQuery) {
   ops::paged_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices, g.seq_lens,
                        g.qo_indptr, scale, got);
   test::expect_close(got, want, attn_tol(dt), "strided q");
-  for (int tile_q : prefill_tiles(dt, 64)) {
-    SCOPED_TRACE("tile_q " + std::to_string(tile_q));
-    test::expect_close(gpu_prefill(b, g, scale, tile_q), want, attn_tol(dt), "strided q, plan");
+  for (const PrefillKernel& k : prefill_kernels(dt, 64)) {
+    SCOPED_TRACE(k.name());
+    test::expect_close(gpu_prefill(b, g, scale, k), want, attn_tol(dt), "strided q, plan");
   }
 }
 
@@ -425,8 +469,9 @@ TEST_F(CudaAttentionTest, PrefillTileMismatchIsAnError) {
                                               0.125f, out),
                  InvalidArgument);
   }
-  // The kernels themselves have no 128-row tile above head_dim 64, nor other sizes.
-  Batch b = make_batch(DType::kBF16, {300}, {300}, 4, 2, 128, 16, 611);
+  // The kernels themselves have no 128-row tile at head_dim 96 (above 64, not the wgmma kernel's
+  // 64 / 128), nor other sizes.
+  Batch b = make_batch(DType::kBF16, {300}, {300}, 4, 2, 96, 16, 611);
   Batch g = to_gpu(b, gpu());
   Tensor out = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
   for (int tile_q : {ops::kPrefillWideTileQ, 32}) {
@@ -642,36 +687,38 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
   }
 }
 
-// Prefill TFLOP/s per tile size the kernel has for the shape (64 and 128 rows at head_dim 64).
+// Prefill TFLOP/s per kernel the shape has (64-row, 128-row mma.sync at head_dim 64, 128-row wgmma
+// at head_dim 64 / 128 on sm_90).
 TEST_F(CudaAttentionTest, DISABLED_BenchPrefill) {
   const DType dt = DType::kBF16;
   struct Cfg {
     int64_t n_heads, n_kv, d;
     int n;
   };
-  for (Cfg c : {Cfg{24, 4, 64, 8192}, Cfg{32, 8, 128, 8192}, Cfg{24, 4, 64, 2048}}) {
+  for (Cfg c : {Cfg{24, 4, 64, 8192}, Cfg{32, 8, 128, 8192}, Cfg{16, 8, 128, 8192},
+                Cfg{24, 4, 64, 2048}}) {
     Batch b = make_batch(dt, {c.n}, {c.n}, c.n_heads, c.n_kv, c.d, 16, 800);
     Batch g = to_gpu(b, gpu());
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    for (int tile_q : prefill_tiles(dt, c.d)) {
-      const PrefillPlan p = plan_prefill(b, tile_q);
+    for (const PrefillKernel& k : prefill_kernels(dt, c.d)) {
+      PrefillWgmmaOverride wgmma(k.wgmma);
+      const PrefillPlan p = plan_prefill(b, k.tile_q);
       Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
       const double ms = time_ms(
           [&] {
             ops::cuda::paged_prefill_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
                                                g.req_pool_indices, g.seq_lens, g.qo_indptr,
-                                               p.tile_seq_idx, p.tile_q_start, p.n_tiles, tile_q,
-                                               scale, out);
+                                               p.tile_seq_idx, p.tile_q_start, p.n_tiles,
+                                               k.tile_q, scale, out);
           },
           5, 4);
       const double flops = 4.0 * c.n_heads * c.d * (static_cast<double>(c.n) * (c.n + 1) / 2);
       const double tflops = flops / (ms * 1e-3) / 1e12;
       std::printf(
-          "prefill bf16 causal n=%d (%lldq/%lldkv/d%lld, one layer), %d-row tiles%s: %.3f ms, "
-          "%.1f TFLOP/s; x24 layers %.2f ms\n",
+          "prefill bf16 causal n=%d (%lldq/%lldkv/d%lld, one layer), %s: %.3f ms, %.1f TFLOP/s; "
+          "x24 layers %.2f ms\n",
           c.n, static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
-          static_cast<long long>(c.d), tile_q,
-          tile_q == ops::prefill_tile_q(dt, c.d, gpu()) ? " (default)" : "", ms, tflops, 24 * ms);
+          static_cast<long long>(c.d), k.name().c_str(), ms, tflops, 24 * ms);
     }
   }
 }

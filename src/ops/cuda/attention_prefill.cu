@@ -31,6 +31,7 @@
 #include "core/cuda/cuda_api.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/attention_prefill.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -46,25 +47,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kLayerRows == kPrefillTileQ && 2 * kLayerRows == kPrefillWideTileQ,
               "kMT = 1 / 2 m-tiles per warp make the 64- / 128-row tiles of ops/attention.h");
 
-struct PrefillArgs {
-  const void* q;
-  int64_t q_token_stride;  // elements
-  const void* k_cache;     // [n_slots, n_kv_heads, head_dim]
-  const void* v_cache;
-  const int32_t* req_to_token;
-  int64_t r2t_stride;
-  const int32_t* req_pool_indices;
-  const int32_t* seq_lens;
-  const int32_t* qo_indptr;
-  const int32_t* tile_seq_idx;
-  const int32_t* tile_q_start;
-  int32_t n_heads;
-  int32_t n_kv_heads;
-  int32_t group;
-  int32_t head_dim;  // <= the kernel's tile width D
-  float scale_log2;
-  void* out;  // [n_tokens, n_heads, head_dim], contiguous
-};
 
 // Whether the prefill kernel keeps Q's A fragments in registers for the whole key loop (else it
 // re-reads them from shared memory per 16-column step: at D = 256, and with two m-tiles per warp,
@@ -390,13 +372,26 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
   a.out = out.data_ptr();
   const bool aligned = is_aligned(q.data_ptr(), 16) && (q.stride(0) * 2) % 16 == 0 &&
                        is_aligned(k_cache.data_ptr(), 16) && is_aligned(v_cache.data_ptr(), 16);
+  DeviceGuard guard(q.device().index);
   // Both tiles are accepted here (the public op pins prefill_tile_q), so tests can run either.
   const bool wide = tile_q == kPrefillWideTileQ;
-  VELA_CHECK(tile_q == kPrefillTileQ || (wide && q.size(2) <= kPrefillWideMaxHeadDim), op,
-             ": no prefill kernel for ", tile_q, "-row tiles at head_dim ", q.size(2), " (",
+#ifdef VELA_HAS_SM90A
+  const bool wgmma = wide && prefill_wgmma_takes(q.dtype(), q.size(2));
+#else
+  const bool wgmma = false;
+#endif
+  VELA_CHECK(tile_q == kPrefillTileQ || (wide && (q.size(2) <= kPrefillWideMaxHeadDim || wgmma)),
+             op, ": no prefill kernel for ", tile_q, "-row tiles at head_dim ", q.size(2), " (",
              kPrefillTileQ, ", or ", kPrefillWideTileQ, " at head_dim <= ", kPrefillWideMaxHeadDim,
-             ")");
-  DeviceGuard guard(q.device().index);
+             " or on the wgmma kernel)");
+#ifdef VELA_HAS_SM90A
+  if (wgmma) {
+    VELA_CHECK(aligned, op,
+               ": q rows and the caches must be 16-byte aligned for the tensor-core kernel");
+    prefill_wgmma(a, q.dtype(), n_tiles);
+    return;
+  }
+#endif
   dispatch_head_dim(q.size(2), op, [&](auto dim, auto exact) {
     constexpr int D = decltype(dim)::value;
     constexpr bool kExact = decltype(exact)::value;

@@ -103,13 +103,23 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
                             Tensor& lse_part, Tensor& out);
-// tile_q: kPrefillTileQ, or kPrefillWideTileQ at head_dim <= kPrefillWideMaxHeadDim (16-bit); the
-// public op pins prefill_tile_q, this one runs either kernel (tests compare both).
+// tile_q: kPrefillTileQ, or kPrefillWideTileQ at head_dim <= kPrefillWideMaxHeadDim (16-bit) or
+// where the wgmma kernel takes the operands (prefill_wgmma_takes); the public op pins
+// prefill_tile_q, this one runs either kernel (tests compare both).
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                              const Tensor& req_to_token, const Tensor& req_pool_indices,
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
                              int64_t n_tiles, int tile_q, float scale, Tensor& out);
+#ifdef VELA_HAS_SM90A
+// Whether the Hopper wgmma prefill kernel (attention_prefill_wgmma.cu) runs 128-row tiles of these
+// operands on the current device: bf16/f16, head_dim 64 or 128, sm_90, not turned off
+// (VELA_WGMMA_PREFILL=0 or prefill_wgmma_set_enabled(0)).
+bool prefill_wgmma_takes(DType dtype, int64_t head_dim);
+// Tests and benchmarks: 1 / 0 force the wgmma prefill kernel on / off, -1 back to
+// VELA_WGMMA_PREFILL.
+void prefill_wgmma_set_enabled(int on);
+#endif
 // Generic ragged attention: copies qo_indptr / seq_lens / req_pool_indices to the host
 // (synchronizes), validates them, then runs the decode, row or tensor-core prefill kernel with
 // temporary buffers.

@@ -31,6 +31,7 @@
 #include "ops/cuda/gemm_pipeline.cuh"
 #include "ops/cuda/gemv_kernel.cuh"
 #include "ops/cuda/pdl.cuh"
+#include "ops/cuda/wgmma.cuh"
 
 namespace vela::ops::cuda {
 
@@ -68,72 +69,7 @@ struct WgmmaArgs {
   bool pairs;  // c's rows and pointer allow 2-element stores (4 / 8 bytes)
 };
 
-// wgmma shared-memory descriptor of a K-major tile in the 128-byte swizzled layout: start address
-// (>> 4), leading byte offset unused (1), stride byte offset 1024 (8 rows x 128 bytes) between
-// 8-row groups, swizzle mode 1 (128 B).
-__device__ __forceinline__ uint64_t sw128_desc(const void* smem) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
-         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-
 }  // namespace
-
-// d[64 x 128] (+)= a[64 x 16] @ b[128 x 16]^T, both from shared memory (descriptors); accumulate
-// 0 overwrites d. Fragment j of a thread: row 16 * warp + lane / 4 (+ 8 for j % 4 >= 2), column
-// 8 * (j / 4) + 2 * (lane % 4) + j % 2.
-#define VELA_WGMMA_M64N128K16(TYPE)                                                                \
-  asm volatile(                                                                                    \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                 \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                                 \
-      " {"                                                                                         \
-      "%0, %1, %2, %3, %4, %5, %6, %7, "                                                           \
-      "%8, %9, %10, %11, %12, %13, %14, %15, "                                                     \
-      "%16, %17, %18, %19, %20, %21, %22, %23, "                                                   \
-      "%24, %25, %26, %27, %28, %29, %30, %31, "                                                   \
-      "%32, %33, %34, %35, %36, %37, %38, %39, "                                                   \
-      "%40, %41, %42, %43, %44, %45, %46, %47, "                                                   \
-      "%48, %49, %50, %51, %52, %53, %54, %55, "                                                   \
-      "%56, %57, %58, %59, %60, %61, %62, %63"                                                     \
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                           \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
-        "+f"(d[63])                                                                                \
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate))
-
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
-                                                 int accumulate) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    VELA_WGMMA_M64N128K16("bf16");
-  } else {
-    VELA_WGMMA_M64N128K16("f16");
-  }
-}
-#undef VELA_WGMMA_M64N128K16
-
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait_all() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-// Shared-memory writes of this thread (cp.async, st.shared) become visible to the async proxy
-// that wgmma reads through. (These helpers are sm_90a instructions; their one caller, the kernel,
-// compiles its body only for sm_90a.)
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 
 // c[row, col .. col + kN - 1] = alpha * v (columns past N skipped), one vector store where the
 // row allows.
@@ -187,13 +123,13 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
   };
   gemm_pipeline::prologue<kStages>(c_begin, n_local, load_w, load_a);
 
-  float acc[64];
+  float acc[kBN / 8][4];
 #pragma unroll
-  for (int j = 0; j < 64; ++j) acc[j] = 0.0f;
+  for (int j = 0; j < kBN / 2; ++j) acc[j >> 2][j & 3] = 0.0f;
 
   for (int i = 0; i < n_local; ++i) {
     cp_async_wait<kStages - 2>();
-    fence_proxy_async();
+    wgmma::fence_proxy_async();
     __syncthreads();  // stage i landed everywhere; every warp's wgmma on stage i - 1 completed
     {
       const int nxt = i + kStages - 1;
@@ -204,13 +140,13 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
       cp_async_commit();
     }
     const int st = i % kStages;
-    const uint64_t da = sw128_desc(stage_a(st)), db = sw128_desc(stage_w(st));
-    wgmma_fence();
+    const uint64_t da = wgmma::desc_k_major(stage_a(st)), db = wgmma::desc_k_major(stage_w(st));
+    wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk)  // 16 elements = 32 bytes along the swizzled row
-      wgmma_m64n128k16<T>(acc, da + 2 * kk, db + 2 * kk, 1);
-    wgmma_commit();
-    wgmma_wait_all();
+      wgmma::mma_ss<T, kBN>(acc, wgmma::desc_add(da, 32 * kk), wgmma::desc_add(db, 32 * kk), 1);
+    wgmma::commit();
+    wgmma::wait_all();
   }
   cp_async_wait<0>();
 
@@ -221,7 +157,7 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
     for (int j = 0; j < 64; j += 2) {
       const int row = row_base + ((j >> 1) & 1) * 8;
       const int col = col0 + (j >> 2) * 8 + 2 * (lane & 3);
-      const float v[2] = {acc[j], acc[j + 1]};
+      const float v[2] = {acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]};
       if (row < p.m) store_cols<TC, 2>(c, p, row, col, v);
     }
     return;
@@ -233,7 +169,8 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
   for (int j = 0; j < 64; j += 2) {
     const int row = row_base + ((j >> 1) & 1) * 8;
     const int col = (j >> 2) * 8 + 2 * (lane & 3);
-    *reinterpret_cast<float2*>(red + row * kRedStride + col) = make_float2(acc[j], acc[j + 1]);
+    *reinterpret_cast<float2*>(red + row * kRedStride + col) =
+        make_float2(acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]);
   }
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();

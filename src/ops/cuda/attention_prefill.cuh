@@ -1,0 +1,38 @@
+// The ragged paged prefill kernels' arguments (attention_prefill.cu builds them from the op's
+// tensors) and the entry of the Hopper wgmma kernel (attention_prefill_wgmma.cu, sm_90a, built
+// where VELA_HAS_SM90A is defined), which attention_prefill.cu tries first for 128-row tiles.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace vela::ops::cuda {
+
+struct PrefillArgs {
+  const void* q;
+  int64_t q_token_stride;  // elements
+  const void* k_cache;     // [n_slots, n_kv_heads, head_dim]
+  const void* v_cache;
+  const int32_t* req_to_token;
+  int64_t r2t_stride;
+  const int32_t* req_pool_indices;
+  const int32_t* seq_lens;
+  const int32_t* qo_indptr;
+  const int32_t* tile_seq_idx;
+  const int32_t* tile_q_start;
+  int32_t n_heads;
+  int32_t n_kv_heads;
+  int32_t group;
+  int32_t head_dim;  // <= the kernel's tile width D
+  float scale_log2;
+  void* out;  // [n_tokens, n_heads, head_dim], contiguous
+};
+
+#ifdef VELA_HAS_SM90A
+// Runs the plan's n_tiles 128-row tiles on the wgmma kernel when it takes these operands
+// (prefill_wgmma_takes); false (nothing launched) otherwise.
+bool prefill_wgmma(const PrefillArgs& a, DType dtype, int64_t n_tiles);
+#endif
+
+}  // namespace vela::ops::cuda

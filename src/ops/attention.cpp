@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "ops/dispatch.h"
 #if defined(VELA_HAS_CUDA)
+#include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
 #include "ops/cuda/cuda_backward_ops.h"
 #include "ops/cuda/cuda_ops.h"
@@ -257,9 +258,12 @@ int prefill_tile_q(DType dtype, int64_t head_dim, Device device) {
     return kPrefillTileQ;
   if (head_dim <= kPrefillWideMaxHeadDim) return kPrefillWideTileQ;
 #ifdef VELA_HAS_SM90A
-  // The Hopper wgmma kernel runs 128-row tiles at head_dim 128 too.
-  vela::cuda::DeviceGuard guard(device.index);
-  if (cuda::prefill_wgmma_takes(dtype, head_dim)) return kPrefillWideTileQ;
+  // The Hopper wgmma kernel runs 128-row tiles at head_dim 128 too (asked only of a GPU that is
+  // there: plans are made for CUDA devices on machines without one, e.g. in tests).
+  if (device.index >= 0 && device.index < vela::cuda::device_count()) {
+    vela::cuda::DeviceGuard guard(device.index);
+    if (cuda::prefill_wgmma_takes(dtype, head_dim)) return kPrefillWideTileQ;
+  }
 #endif
   return kPrefillTileQ;
 }

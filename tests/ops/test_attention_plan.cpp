@@ -11,6 +11,10 @@
 
 #include "core/error.h"
 #include "ops/attention.h"
+#if defined(VELA_HAS_SM90A)
+#include "core/cuda/cuda_api.h"
+#include "ops/cuda/cuda_ops.h"
+#endif
 #include "ops/op_test_util.h"
 
 namespace vela {
@@ -185,7 +189,13 @@ TEST(AttentionPlan, PrefillTileQ) {
   const int wide = forced ? ops::kPrefillTileQ : ops::kPrefillWideTileQ;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int64_t d : {8, 16, 24, 32, 48, 56, 64}) EXPECT_EQ(ops::prefill_tile_q(dt, d, gpu), wide);
-    for (int64_t d : {72, 80, 128, 256}) EXPECT_EQ(ops::prefill_tile_q(dt, d, gpu), 64);
+    for (int64_t d : {72, 80, 256}) EXPECT_EQ(ops::prefill_tile_q(dt, d, gpu), 64);
+    // head_dim 128: 128-row tiles where the Hopper wgmma kernel runs them (an sm_90 GPU).
+    bool wgmma = false;
+#if defined(VELA_HAS_SM90A)
+    if (!forced && cuda::available()) wgmma = ops::cuda::prefill_wgmma_takes(dt, 128);
+#endif
+    EXPECT_EQ(ops::prefill_tile_q(dt, 128, gpu), wgmma ? ops::kPrefillWideTileQ : 64);
     EXPECT_EQ(ops::prefill_tile_q(dt, 64, Device::cpu()), 64);
   }
   EXPECT_EQ(ops::prefill_tile_q(DType::kF32, 64, gpu), 64);

@@ -41,12 +41,11 @@ namespace {
 
 constexpr int kBN = 64;  // keys per K/V tile
 constexpr int kPrefillThreads = 128;
-constexpr int kWarpRows = 16;                                // rows of one m16 tile
+constexpr int kWarpRows = 16;                                 // rows of one m16 tile
 constexpr int kLayerRows = kWarpRows * kPrefillThreads / 32;  // rows of one m-tile over all warps
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kLayerRows == kPrefillTileQ && 2 * kLayerRows == kPrefillWideTileQ,
               "kMT = 1 / 2 m-tiles per warp make the 64- / 128-row tiles of ops/attention.h");
-
 
 // Whether the prefill kernel keeps Q's A fragments in registers for the whole key loop (else it
 // re-reads them from shared memory per 16-column step: at D = 256, and with two m-tiles per warp,
@@ -80,17 +79,11 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   T* sk = sq + kBM * D;                    // [2][kBN][D]
   T* sv = sk + 2 * kBN * D;                // [2][kBN][D]
 
-  const int head = blockIdx.x, tile = blockIdx.y;
-  const int seq = a.tile_seq_idx[tile], q_start = a.tile_q_start[tile];
-  const int qo0 = a.qo_indptr[seq];
-  const int q_len = a.qo_indptr[seq + 1] - qo0;
-  const int prefix = a.seq_lens[seq] - q_len;  // position of the sequence's first query row
-  const int n_rows = min(kBM, q_len - q_start);
-  if (n_rows <= 0) return;
-  const int pos_first = prefix + q_start;
-  const int n_keys = pos_first + n_rows;  // keys any row of the tile can see
+  const int head = blockIdx.x;
+  const PrefillTile t = prefill_tile(a, blockIdx.y, kBM);
+  if (t.n_rows <= 0) return;
   const int kv_head = head / a.group;
-  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
+  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[t.seq] * a.r2t_stride;
   const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
   const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
   const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
@@ -100,11 +93,11 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
 
   // Q tile (rows past the sequence are zero-filled).
   const T* qbase = static_cast<const T*>(a.q) +
-                   static_cast<int64_t>(qo0 + q_start) * a.q_token_stride + head * hd;
+                   static_cast<int64_t>(t.qo0 + t.q_start) * a.q_token_stride + head * hd;
 #pragma unroll
   for (int i = 0; i < kQLoads; ++i) {
     const int idx = tid + i * kPrefillThreads, r = idx / kChunks, c = idx % kChunks;
-    const bool valid = r < n_rows && (kExact || c < hc);
+    const bool valid = r < t.n_rows && (kExact || c < hc);
     cp_async16(sq + smem_swizzle<D>(r, c), qbase + (valid ? r * a.q_token_stride + c * 8 : 0),
                valid);
   }
@@ -115,12 +108,12 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   auto load_slots = [&](int kt, int(&slots)[kSlotsSmem ? 1 : kLoads]) {
     if constexpr (kSlotsSmem) {
       const int p = kt * kBN + tid;
-      if (tid < kBN) s_slots[(kt & 1) * kBN + tid] = p < n_keys ? slots_of[p] : -1;
+      if (tid < kBN) s_slots[(kt & 1) * kBN + tid] = p < t.n_keys ? slots_of[p] : -1;
     } else {
 #pragma unroll
       for (int i = 0; i < kLoads; ++i) {
         const int p = kt * kBN + (tid + i * kPrefillThreads) / kChunks;
-        slots[i] = p < n_keys ? slots_of[p] : -1;
+        slots[i] = p < t.n_keys ? slots_of[p] : -1;
       }
     }
   };
@@ -136,7 +129,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
       cp_async16(sv + dst, vbase + src, valid);
     }
   };
-  const int n_kt = (n_keys + kBN - 1) / kBN;
+  const int n_kt = (t.n_keys + kBN - 1) / kBN;
   int slots[kSlotsSmem ? 1 : kLoads];
   load_slots(0, slots);
   if constexpr (kSlotsSmem) {
@@ -152,8 +145,8 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
   int pos[kMT][2];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
-    pos[mt][0] = pos_first + min(mt_row0(mt) + (lane >> 2), n_rows - 1);
-    pos[mt][1] = pos_first + min(mt_row0(mt) + (lane >> 2) + 8, n_rows - 1);
+    pos[mt][0] = t.pos_first + min(mt_row0(mt) + (lane >> 2), t.n_rows - 1);
+    pos[mt][1] = t.pos_first + min(mt_row0(mt) + (lane >> 2) + 8, t.n_rows - 1);
   }
   uint32_t qf[kMT][kQRegs ? D / 16 : 1][4];
   float o[kMT][D / 8][4];
@@ -196,7 +189,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
       const int r0 = mt_row0(mt);
-      live[mt] = r0 < n_rows && pos_first + r0 + kWarpRows - 1 >= kb;
+      live[mt] = r0 < t.n_rows && t.pos_first + r0 + kWarpRows - 1 >= kb;
       all_live = all_live && live[mt];
       any_live = any_live || live[mt];
     }
@@ -240,7 +233,7 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
         if (!kAll && !live[mt]) continue;
         // Mask where some key of the tile is after the first row of m-tile layer mt (the whole
         // tile's first row at kMT = 1).
-        if (kb + kBN - 1 > pos_first + mt * kLayerRows) {
+        if (kb + kBN - 1 > t.pos_first + mt * kLayerRows) {
           const int pos_a = pos[mt][0], pos_b = pos[mt][1];
 #pragma unroll
           for (int nt = 0; nt < kBN / 8; ++nt) {
@@ -304,9 +297,9 @@ static __global__ void __launch_bounds__(kPrefillThreads) prefill_kernel(Prefill
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = mt_row0(mt) + (lane >> 2) + 8 * r;
-      if (row >= n_rows) continue;
+      if (row >= t.n_rows) continue;
       const float inv = l[mt][r] > 0.0f ? 1.0f / l[mt][r] : 0.0f;
-      T* orow = out + (static_cast<int64_t>(qo0 + q_start + row) * a.n_heads + head) * hd;
+      T* orow = out + (static_cast<int64_t>(t.qo0 + t.q_start + row) * a.n_heads + head) * hd;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         if (!kExact && dt >= hc) break;

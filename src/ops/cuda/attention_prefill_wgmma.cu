@@ -2,10 +2,10 @@
 // work tiles of the host plan (ops::plan_prefill_tiles), the same arguments and results as the
 // mma.sync kernel of attention_prefill.cu, which runs everything this one does not take.
 //
-// One block = (query head, 128-row tile), two warpgroups of 64 query rows each. K/V tiles of 64 keys
-// are gathered by slot with cp.async (all 256 threads, double buffered, the slots of the tile after
-// next prefetched into registers) into the 128-byte swizzled layout wgmma reads (wgmma.cuh; at
-// head_dim 128 as two 64-column panels). Per key tile each warpgroup runs S = Q K^T as
+// One block = (query head, 128-row tile), two warpgroups of 64 query rows each. K/V tiles of 64
+// keys are gathered by slot with cp.async (all 256 threads, double buffered, the slots of the tile
+// after next prefetched into registers) into the 128-byte swizzled layout wgmma reads (wgmma.cuh;
+// at head_dim 128 as two 64-column panels). Per key tile each warpgroup runs S = Q K^T as
 // wgmma.m64n64k16 from shared memory (Q and K both K-major), applies the causal mask where a key
 // of the tile lies past the warpgroup's first row, updates the online softmax in registers
 // (online_softmax_tile: the wgmma accumulator layout is the mma.sync one per warp), rounds P
@@ -57,28 +57,22 @@ template <typename T, int D>
 static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     prefill_wgmma_kernel(PrefillArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kChunks = D / 8;                      // 16-byte chunks per row
-  constexpr int kLoads = kBN * kChunks / kThreads;    // K/V chunks per thread per tile
-  constexpr int kQLoads = kBM * kChunks / kThreads;   // Q chunks per thread
+  constexpr int kChunks = D / 8;                        // 16-byte chunks per row
+  constexpr int kLoads = kBN * kChunks / kThreads;      // K/V chunks per thread per tile
+  constexpr int kQLoads = kBM * kChunks / kThreads;     // Q chunks per thread
   constexpr uint32_t kPanelBytesKV = kBN * kPanel * 2;  // V's N panels (d128)
   static_assert(kLoads >= 1 && kLoads * kThreads == kBN * kChunks, "tile shape");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   T* sq = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));  // [kBM][D]
-  T* sk = sq + kBM * D;                                                            // [2][kBN][D]
-  T* sv = sk + 2 * kBN * D;                                                        // [2][kBN][D]
+  T* sk = sq + kBM * D;                                                          // [2][kBN][D]
+  T* sv = sk + 2 * kBN * D;                                                      // [2][kBN][D]
 
-  const int head = blockIdx.x, tile = blockIdx.y;
-  const int seq = a.tile_seq_idx[tile], q_start = a.tile_q_start[tile];
-  const int qo0 = a.qo_indptr[seq];
-  const int q_len = a.qo_indptr[seq + 1] - qo0;
-  const int prefix = a.seq_lens[seq] - q_len;  // position of the sequence's first query row
-  const int n_rows = min(kBM, q_len - q_start);
-  if (n_rows <= 0) return;
-  const int pos_first = prefix + q_start;
-  const int n_keys = pos_first + n_rows;  // keys any row of the tile can see
+  const int head = blockIdx.x;
+  const PrefillTile t = prefill_tile(a, blockIdx.y, kBM);
+  if (t.n_rows <= 0) return;
   const int kv_head = head / a.group;
-  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[seq] * a.r2t_stride;
+  const int32_t* slots_of = a.req_to_token + a.req_pool_indices[t.seq] * a.r2t_stride;
   const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
   const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * D;
   const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * D;
@@ -86,11 +80,11 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 
   // Q tile (rows past the sequence zero-filled).
   const T* qbase = static_cast<const T*>(a.q) +
-                   static_cast<int64_t>(qo0 + q_start) * a.q_token_stride + head * D;
+                   static_cast<int64_t>(t.qo0 + t.q_start) * a.q_token_stride + head * D;
 #pragma unroll
   for (int i = 0; i < kQLoads; ++i) {
     const int idx = tid + i * kThreads, r = idx / kChunks, c = idx % kChunks;
-    const bool valid = r < n_rows;
+    const bool valid = r < t.n_rows;
     cp_async16(sq + panel_offset<kBM>(r, c), qbase + (valid ? r * a.q_token_stride + c * 8 : 0),
                valid);
   }
@@ -98,7 +92,7 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int p = kt * kBN + (tid + i * kThreads) / kChunks;
-      slots[i] = p < n_keys ? slots_of[p] : -1;
+      slots[i] = p < t.n_keys ? slots_of[p] : -1;
     }
   };
   auto load_kv = [&](int buf, const int(&slots)[kLoads]) {
@@ -112,7 +106,7 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
       cp_async16(sv + dst, vbase + src, valid);
     }
   };
-  const int n_kt = (n_keys + kBN - 1) / kBN;
+  const int n_kt = (t.n_keys + kBN - 1) / kBN;
   int slots[kLoads];
   load_slots(0, slots);
   load_kv(0, slots);
@@ -124,9 +118,10 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   // computed on zeros, never stored).
   const int row0 = wg * 64;
   const int ra = row0 + warp * 16 + (lane >> 2);
-  const int pos_a = pos_first + min(ra, n_rows - 1), pos_b = pos_first + min(ra + 8, n_rows - 1);
-  const bool wg_live = row0 < n_rows;
-  const int wg_last_pos = pos_first + min(row0 + 63, n_rows - 1);
+  const int pos_a = t.pos_first + min(ra, t.n_rows - 1),
+            pos_b = t.pos_first + min(ra + 8, t.n_rows - 1);
+  const bool wg_live = row0 < t.n_rows;
+  const int wg_last_pos = t.pos_first + min(row0 + 63, t.n_rows - 1);
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -163,7 +158,7 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     wgmma::wait_all();
 
     // Causal mask where some key of the tile lies past the warpgroup's first row.
-    if (kb + kBN - 1 > pos_first + row0) {
+    if (kb + kBN - 1 > t.pos_first + row0) {
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt) {
 #pragma unroll
@@ -205,9 +200,9 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = ra + 8 * r;
-    if (row >= n_rows) continue;
+    if (row >= t.n_rows) continue;
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    T* orow = out + (static_cast<int64_t>(qo0 + q_start + row) * a.n_heads + head) * D;
+    T* orow = out + (static_cast<int64_t>(t.qo0 + t.q_start + row) * a.n_heads + head) * D;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
       *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * (lane & 3)) =

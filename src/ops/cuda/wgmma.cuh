@@ -38,15 +38,17 @@ __device__ __forceinline__ uint64_t desc_k_major(const void* smem) {
 __device__ __forceinline__ uint64_t desc_mn_major(const void* smem, uint32_t panel_bytes) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
-         (static_cast<uint64_t>((panel_bytes >> 4) & 0x3FFF) << 16) |
-         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+         (static_cast<uint64_t>((panel_bytes >> 4) & 0x3FFF) << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
 }
 // A descriptor advanced by `bytes` (a multiple of 16) of its start address.
 __device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) {
   return desc + (bytes >> 4);
 }
 
-__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
@@ -59,97 +61,33 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-#define VELA_WGMMA_M64N128K16_SS(TYPE)                                                             \
-  asm volatile(                                                                                    \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                 \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                            \
-      "%0, %1, %2, %3, %4, %5, %6, %7, "                                                           \
-      "%8, %9, %10, %11, %12, %13, %14, %15, "                                                     \
-      "%16, %17, %18, %19, %20, %21, %22, %23, "                                                   \
-      "%24, %25, %26, %27, %28, %29, %30, %31, "                                                   \
-      "%32, %33, %34, %35, %36, %37, %38, %39, "                                                   \
-      "%40, %41, %42, %43, %44, %45, %46, %47, "                                                   \
-      "%48, %49, %50, %51, %52, %53, %54, %55, "                                                   \
-      "%56, %57, %58, %59, %60, %61, %62, %63"                                                     \
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                           \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),                 \
-        "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),                 \
-        "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),                 \
-        "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                 \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),                 \
-        "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),                 \
-        "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),                 \
-        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),                 \
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),            \
-        "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),            \
-        "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),            \
-        "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),            \
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                             \
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// The accumulator operands of an m64nNk16 wgmma: N / 8 rows of float d[][4], and their "%0, ..."
+// register lists (32 for N = 64, 64 for N = 128).
+#define VELA_WGMMA_ACC(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define VELA_WGMMA_ACC_N64                                                                       \
+  VELA_WGMMA_ACC(0), VELA_WGMMA_ACC(1), VELA_WGMMA_ACC(2), VELA_WGMMA_ACC(3), VELA_WGMMA_ACC(4), \
+      VELA_WGMMA_ACC(5), VELA_WGMMA_ACC(6), VELA_WGMMA_ACC(7)
+#define VELA_WGMMA_ACC_N128                                                           \
+  VELA_WGMMA_ACC_N64, VELA_WGMMA_ACC(8), VELA_WGMMA_ACC(9), VELA_WGMMA_ACC(10),       \
+      VELA_WGMMA_ACC(11), VELA_WGMMA_ACC(12), VELA_WGMMA_ACC(13), VELA_WGMMA_ACC(14), \
+      VELA_WGMMA_ACC(15)
+#define VELA_WGMMA_REGS_N64                                              \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15" \
+  ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define VELA_WGMMA_REGS_N128                                                         \
+  VELA_WGMMA_REGS_N64                                                                \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" \
+  ", %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
-#define VELA_WGMMA_M64N64K16_SS(TYPE)                                                              \
-  asm volatile(                                                                                    \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                             \
-      "%0, %1, %2, %3, %4, %5, %6, %7, "                                                           \
-      "%8, %9, %10, %11, %12, %13, %14, %15, "                                                     \
-      "%16, %17, %18, %19, %20, %21, %22, %23, "                                                   \
-      "%24, %25, %26, %27, %28, %29, %30, %31"                                                     \
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                           \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),                 \
-        "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),                 \
-        "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),                 \
-        "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                 \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),                 \
-        "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),                 \
-        "+f"(d[7][2]), "+f"(d[7][3])                                                               \
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate))
-
-#define VELA_WGMMA_M64N64K16_RS_TB(TYPE)                                                           \
-  asm volatile(                                                                                    \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                 \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                             \
-      "%0, %1, %2, %3, %4, %5, %6, %7, "                                                           \
-      "%8, %9, %10, %11, %12, %13, %14, %15, "                                                     \
-      "%16, %17, %18, %19, %20, %21, %22, %23, "                                                   \
-      "%24, %25, %26, %27, %28, %29, %30, %31"                                                     \
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                             \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),                 \
-        "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),                 \
-        "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),                 \
-        "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                 \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),                 \
-        "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),                 \
-        "+f"(d[7][2]), "+f"(d[7][3])                                                               \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
-
-#define VELA_WGMMA_M64N128K16_RS_TB(TYPE)                                                          \
-  asm volatile(                                                                                    \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                 \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                            \
-      "%0, %1, %2, %3, %4, %5, %6, %7, "                                                           \
-      "%8, %9, %10, %11, %12, %13, %14, %15, "                                                     \
-      "%16, %17, %18, %19, %20, %21, %22, %23, "                                                   \
-      "%24, %25, %26, %27, %28, %29, %30, %31, "                                                   \
-      "%32, %33, %34, %35, %36, %37, %38, %39, "                                                   \
-      "%40, %41, %42, %43, %44, %45, %46, %47, "                                                   \
-      "%48, %49, %50, %51, %52, %53, %54, %55, "                                                   \
-      "%56, %57, %58, %59, %60, %61, %62, %63"                                                     \
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                             \
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),                 \
-        "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),                 \
-        "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),                 \
-        "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),                 \
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),                 \
-        "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),                 \
-        "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),                 \
-        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),                 \
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),            \
-        "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),            \
-        "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),            \
-        "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),            \
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                             \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
+// One wgmma: SHAPE "m64nNk16", accumulators ACC with register list REGS, then the operand text
+// TAIL (A and B, scale-d predicate p from the operand numbered PRED, immediates) and its inputs.
+#define VELA_WGMMA(SHAPE, TYPE, REGS, ACC, PRED, TAIL, ...)                                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" PRED                                        \
+               ", 0;\n"                                                                         \
+               "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE " {" REGS "}, " TAIL \
+               ";\n}\n"                                                                         \
+               : ACC                                                                            \
+               : __VA_ARGS__)
 
 // d[64 x N] (+)= a[64 x 16] @ b[N x 16]^T, a and b K-major in shared memory (descriptors);
 // accumulate 0 overwrites d.
@@ -160,15 +98,19 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 8][4], uint64_t desc_a, ui
   constexpr bool kBf16 = std::is_same_v<T, bf16>;
   if constexpr (N == 64) {
     if constexpr (kBf16) {
-      VELA_WGMMA_M64N64K16_SS("bf16");
+      VELA_WGMMA("m64n64k16", "bf16", VELA_WGMMA_REGS_N64, VELA_WGMMA_ACC_N64, "34",
+                 "%32, %33, p, 1, 1, 0, 0", "l"(desc_a), "l"(desc_b), "r"(accumulate));
     } else {
-      VELA_WGMMA_M64N64K16_SS("f16");
+      VELA_WGMMA("m64n64k16", "f16", VELA_WGMMA_REGS_N64, VELA_WGMMA_ACC_N64, "34",
+                 "%32, %33, p, 1, 1, 0, 0", "l"(desc_a), "l"(desc_b), "r"(accumulate));
     }
   } else {
     if constexpr (kBf16) {
-      VELA_WGMMA_M64N128K16_SS("bf16");
+      VELA_WGMMA("m64n128k16", "bf16", VELA_WGMMA_REGS_N128, VELA_WGMMA_ACC_N128, "66",
+                 "%64, %65, p, 1, 1, 0, 0", "l"(desc_a), "l"(desc_b), "r"(accumulate));
     } else {
-      VELA_WGMMA_M64N128K16_SS("f16");
+      VELA_WGMMA("m64n128k16", "f16", VELA_WGMMA_REGS_N128, VELA_WGMMA_ACC_N128, "66",
+                 "%64, %65, p, 1, 1, 0, 0", "l"(desc_a), "l"(desc_b), "r"(accumulate));
     }
   }
 }
@@ -183,22 +125,32 @@ __device__ __forceinline__ void mma_rs_mn(float (&d)[N / 8][4], const uint32_t (
   constexpr bool kBf16 = std::is_same_v<T, bf16>;
   if constexpr (N == 64) {
     if constexpr (kBf16) {
-      VELA_WGMMA_M64N64K16_RS_TB("bf16");
+      VELA_WGMMA("m64n64k16", "bf16", VELA_WGMMA_REGS_N64, VELA_WGMMA_ACC_N64, "37",
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 1", "r"(a[0]), "r"(a[1]), "r"(a[2]),
+                 "r"(a[3]), "l"(desc_b), "r"(accumulate));
     } else {
-      VELA_WGMMA_M64N64K16_RS_TB("f16");
+      VELA_WGMMA("m64n64k16", "f16", VELA_WGMMA_REGS_N64, VELA_WGMMA_ACC_N64, "37",
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 1", "r"(a[0]), "r"(a[1]), "r"(a[2]),
+                 "r"(a[3]), "l"(desc_b), "r"(accumulate));
     }
   } else {
     if constexpr (kBf16) {
-      VELA_WGMMA_M64N128K16_RS_TB("bf16");
+      VELA_WGMMA("m64n128k16", "bf16", VELA_WGMMA_REGS_N128, VELA_WGMMA_ACC_N128, "69",
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, 1", "r"(a[0]), "r"(a[1]), "r"(a[2]),
+                 "r"(a[3]), "l"(desc_b), "r"(accumulate));
     } else {
-      VELA_WGMMA_M64N128K16_RS_TB("f16");
+      VELA_WGMMA("m64n128k16", "f16", VELA_WGMMA_REGS_N128, VELA_WGMMA_ACC_N128, "69",
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, 1", "r"(a[0]), "r"(a[1]), "r"(a[2]),
+                 "r"(a[3]), "l"(desc_b), "r"(accumulate));
     }
   }
 }
 
-#undef VELA_WGMMA_M64N128K16_SS
-#undef VELA_WGMMA_M64N64K16_SS
-#undef VELA_WGMMA_M64N64K16_RS_TB
-#undef VELA_WGMMA_M64N128K16_RS_TB
+#undef VELA_WGMMA
+#undef VELA_WGMMA_REGS_N128
+#undef VELA_WGMMA_REGS_N64
+#undef VELA_WGMMA_ACC_N128
+#undef VELA_WGMMA_ACC_N64
+#undef VELA_WGMMA_ACC
 
 }  // namespace vela::ops::cuda::wgmma

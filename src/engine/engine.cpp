@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <future>
 
 #include "core/cuda/cuda_api.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "core/startup_log.h"
 #include "engine/cache/contiguous_strategy.h"
@@ -139,8 +139,7 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   eo.cuda_graphs = cfg_.cuda_graphs;
   eo.exact_graph_splits = cfg_.exact_graph_splits;
   // VELA_TIME_DEVICE=1 times a server's forwards too (GET /stats: engine.forward_ms).
-  const char* time_env = std::getenv("VELA_TIME_DEVICE");
-  eo.time_device = cfg_.time_device || (time_env != nullptr && time_env[0] == '1');
+  eo.time_device = cfg_.time_device || env_opted_in("VELA_TIME_DEVICE");
   eo.padding_slot = cuda ? storage_->padding_slot() : -1;
   executor_ = std::make_unique<Executor>(model_.get(), *ws_, eo);
   sampler_ = std::make_unique<Sampler>(mc.vocab_size, n_logit_rows, dev);
@@ -300,7 +299,9 @@ std::vector<std::vector<RolloutSample>> Engine::run_batch(
   {
     StepGate::Hold together = pause();
     for (size_t i = 0; i < prompts.size(); ++i) {
-      Request r{prompts[i], params};
+      Request r;
+      r.prompt = prompts[i];
+      r.params = params;
       if (params.seed) r.params.seed = *params.seed + i;
       RequestHandlePtr h = submit(std::move(r));
       VELA_CHECK_T(OutOfMemory, h != nullptr, "the engine's waiting queue is full (",

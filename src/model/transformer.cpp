@@ -2,8 +2,8 @@
 #include "model/transformer.h"
 
 #include <algorithm>
-#include <cstdlib>
 
+#include "core/env.h"
 #include "core/rng.h"
 #include "core/scratch_arena.h"
 #include "ops/cast.h"
@@ -85,20 +85,14 @@ Tensor Transformer::forward_dense(const Tensor& ids, const Tensor& doc_ids,
 }
 
 bool Transformer::fused_decode_default() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VELA_FUSED_DECODE");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_enabled("VELA_FUSED_DECODE");
   return enabled;
 }
 
 // The most rows a step may have to take the fused blocks (VELA_FUSED_DECODE_ROWS, 1..8; default 1:
 // see use_fused_packed).
 static int64_t fused_decode_max_rows() {
-  static const int64_t rows = [] {
-    const char* env = std::getenv("VELA_FUSED_DECODE_ROWS");
-    return env == nullptr ? int64_t{1} : std::clamp<int64_t>(std::atoll(env), 1, 8);
-  }();
+  static const int64_t rows = env_int("VELA_FUSED_DECODE_ROWS", 1, 1, 8);
   return rows;
 }
 

@@ -2,8 +2,8 @@
 #include "nn/attention.h"
 
 #include <cmath>
-#include <cstdlib>
 
+#include "core/env.h"
 #include "core/scratch_arena.h"
 #include "nn/lora.h"
 #include "ops/attention.h"
@@ -22,10 +22,7 @@ namespace {
 // (models without QK-norm; VELA_FUSED_QKV_ROTARY=0 keeps the separate qkv_rotary_kv_write for A/B
 // runs).
 bool fused_qkv_rotary() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VELA_FUSED_QKV_ROTARY");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_enabled("VELA_FUSED_QKV_ROTARY");
   return enabled;
 }
 
@@ -57,10 +54,7 @@ void Attention::project_qkv(const Tensor& x, const Tensor& positions, const Tens
 }
 
 bool Attention::fused_qkv_default() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("VELA_FUSED_QKV");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool enabled = env_enabled("VELA_FUSED_QKV");
   return enabled;
 }
 

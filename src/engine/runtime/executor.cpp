@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <cstdlib>
 
 #include "core/cuda/cuda_api.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "model/lora_adapter.h"
 #include "ops/attention.h"
@@ -238,10 +238,7 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   // The leading one-query sequences (a mixed step's decode rows come first) run on the split-KV
   // decode kernel, which reads each KV head once for its whole query group; in the prefill
   // kernel each would be a tile of one row per query head. VELA_MIXED_DECODE_KERNEL=0: tiles.
-  static const bool decode_kernel = [] {
-    const char* e = std::getenv("VELA_MIXED_DECODE_KERNEL");
-    return e == nullptr || e[0] != '0';
-  }();
+  static const bool decode_kernel = env_enabled("VELA_MIXED_DECODE_KERNEL");
   const int32_t* qo = ws_.host.qo_indptr.data<int32_t>();
   int32_t n_decode = 0;
   while (decode_kernel && n_decode < batch.n_seqs && qo[n_decode + 1] - qo[n_decode] == 1)

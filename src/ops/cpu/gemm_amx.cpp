@@ -6,10 +6,10 @@
 #include "ops/cpu/gemm_amx.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "core/env.h"
 #include "core/error.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
@@ -27,8 +27,7 @@ namespace {
 constexpr int kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
 
 bool request_tile_state() {
-  const char* env = std::getenv("VELA_AMX");
-  if (env != nullptr && env[0] == '0') return false;
+  if (!env_enabled("VELA_AMX")) return false;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7), "c"(0));
   const bool amx_bf16 = (edx >> 22) & 1u, amx_tile = (edx >> 24) & 1u;

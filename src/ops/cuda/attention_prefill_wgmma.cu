@@ -19,9 +19,9 @@
 // where VELA_HAS_SM90A is defined. VELA_WGMMA_PREFILL=0 turns it off (the mma.sync kernel runs
 // the 128-row tiles at head_dim <= 64 and prefill_tile_q plans 64-row tiles above).
 #include <atomic>
-#include <cstdlib>
 
 #include "core/cuda/cuda_api.h"
+#include "core/env.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_prefill.cuh"
@@ -216,10 +216,7 @@ namespace {
 std::atomic<int> g_prefill_override{-1};  // prefill_wgmma_set_enabled (tests, benchmarks)
 
 bool prefill_env_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("VELA_WGMMA_PREFILL");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool on = env_enabled("VELA_WGMMA_PREFILL");
   return on;
 }
 

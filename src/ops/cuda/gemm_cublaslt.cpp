@@ -30,6 +30,7 @@
 
 #include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "ops/cuda/cublas_check.h"
 #include "ops/cuda/cuda_ops.h"
@@ -45,10 +46,7 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kMaxDevices = 64;
 
-std::atomic<bool> g_allow_tf32{[] {
-  const char* env = std::getenv("VELA_ALLOW_TF32");
-  return env != nullptr && env[0] == '1';
-}()};
+std::atomic<bool> g_allow_tf32{env_opted_in("VELA_ALLOW_TF32")};
 
 // Everything that decides descriptors and algorithm (all int64 so the key has no padding).
 using GemmKey = std::array<int64_t, 21>;

@@ -15,8 +15,8 @@
 // Launched with programmatic dependent launch: the first weight chunks load before pdl_wait().
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
+#include "core/env.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -173,10 +173,7 @@ std::atomic<int> g_skinny_override{-1};  // gemm_skinny_set_enabled (benchmarks)
 
 // Whether ops::gemm sends 3..8-row problems here (VELA_SKINNY_GEMM=0: cuBLASLt, for A/B runs).
 bool skinny_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("VELA_SKINNY_GEMM");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool on = env_enabled("VELA_SKINNY_GEMM");
   const int o = g_skinny_override.load(std::memory_order_relaxed);
   return o < 0 ? on : o != 0;
 }

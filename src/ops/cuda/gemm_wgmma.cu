@@ -22,8 +22,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
@@ -209,10 +209,7 @@ std::atomic<int> g_wgmma_override{-1};  // gemm_wgmma_set_enabled (benchmarks)
 // Whether ops::gemm sends 3..16-row problems here (VELA_WGMMA_GEMM=0: the skinny GEMM and
 // cuBLASLt, for A/B runs).
 bool wgmma_env_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("VELA_WGMMA_GEMM");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool on = env_enabled("VELA_WGMMA_GEMM");
   return on;
 }
 

@@ -1,8 +1,8 @@
 // The decode GEMV entry points of ops::gemm (gemv_small_m) and the benchmark split override; the
 // kernel is in gemv_kernel.cuh, the fused forms in gemv_fused.cu.
 #include <algorithm>
-#include <cstdlib>
 
+#include "core/env.h"
 #include "ops/cuda/gemv_kernel.cuh"
 
 namespace vela::ops::cuda {
@@ -11,10 +11,7 @@ namespace gemv_detail {
 std::atomic<int> g_force_parts{0}, g_force_cols{0}, g_max_grid{0};
 
 bool gemv_persistent() {
-  static const bool on = [] {
-    const char* env = std::getenv("VELA_GEMV_PERSIST");
-    return env == nullptr || env[0] != '0';
-  }();
+  static const bool on = env_enabled("VELA_GEMV_PERSIST");
   return on;
 }
 
@@ -28,10 +25,7 @@ using namespace gemv_detail;
 // the plain GEMMs: 2 rows 1.456 vs 1.465 ms, 4 rows 2.04 vs 1.50, 8 rows 3.34 vs 1.55
 // (bench/results/small_batch_h200.txt). The fused decode forms keep the GEMV (one row).
 int gemv_max_rows() {
-  static const int rows = [] {
-    const char* env = std::getenv("VELA_GEMV_MAX_ROWS");
-    return env == nullptr ? 2 : std::clamp(std::atoi(env), 0, 8);
-  }();
+  static const int rows = static_cast<int>(env_int("VELA_GEMV_MAX_ROWS", 2, 0, 8));
   return rows;
 }
 

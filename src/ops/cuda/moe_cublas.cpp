@@ -8,13 +8,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
+#include "core/env.h"
 #include "ops/cuda/cublas_check.h"
 
 namespace vela::ops::cuda {
@@ -54,10 +55,8 @@ cudaDataType_t cuda_type(DType dt) {
 }  // namespace
 
 int64_t moe_cublas_min_rows() {
-  static const int64_t rows = [] {
-    const char* v = std::getenv("VELA_MOE_CUBLAS_ROWS");
-    return v != nullptr ? std::atoll(v) : int64_t{2048};
-  }();
+  static const int64_t rows =
+      env_int("VELA_MOE_CUBLAS_ROWS", 2048, 0, std::numeric_limits<int32_t>::max());
   return rows;
 }
 

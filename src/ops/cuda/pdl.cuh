@@ -13,9 +13,9 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 
 #include "core/cuda/stream.h"
+#include "core/env.h"
 #include "ops/cuda/common.cuh"
 
 namespace vela::ops::cuda {
@@ -34,11 +34,8 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 
 // Whether launch_pdl() sets the attribute: sm_90+ and VELA_PDL not "0" (read once).
 inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("VELA_PDL");
-    if (env != nullptr && env[0] == '0') return false;
-    return vela::cuda::device_properties().major >= 9;
-  }();
+  static const bool on =
+      env_enabled("VELA_PDL") && vela::cuda::device_properties().major >= 9;
   return on;
 }
 

@@ -22,7 +22,6 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -268,10 +267,7 @@ std::unique_ptr<GemmPlan> make_plan(DeviceGemm& ctx, const GemmKey& key, int n_w
 }  // namespace
 
 int64_t gemm_algo_rows(int64_t rows) {
-  static const bool on = [] {
-    const char* e = std::getenv("VELA_GEMM_ROW_BUCKETS");
-    return e == nullptr || e[0] != '0';
-  }();
+  static const bool on = env_enabled("VELA_GEMM_ROW_BUCKETS");
   if (!on || rows <= 64) return rows;
   if (rows <= 1024) return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(rows)));
   return (rows + 1023) / 1024 * 1024;

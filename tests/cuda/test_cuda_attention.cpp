@@ -186,9 +186,11 @@ class PrefillWgmmaOverride {
   PrefillWgmmaOverride& operator=(const PrefillWgmmaOverride&) = delete;
 };
 
-// Whether the wgmma prefill kernel runs 128-row tiles of these operands on this GPU.
+// Whether the wgmma prefill kernel can run 128-row tiles of these operands on this GPU (whatever
+// VELA_WGMMA_PREFILL says).
 bool wgmma_prefill_available(DType dt, int64_t d) {
 #ifdef VELA_HAS_SM90A
+  PrefillWgmmaOverride on(1);
   return ops::cuda::prefill_wgmma_takes(dt, d);
 #else
   (void)dt;

@@ -1,6 +1,9 @@
 // CUDA ragged paged prefill attention on tensor cores (bf16 / f16), FlashAttention-2 style, and the
 // generic CUDA paged_attention that plans on the host and picks decode / prefill / f32 kernels.
 //
+// On sm_90 the 128-row tiles at head_dim 64 / 128 go to the wgmma kernel first
+// (attention_prefill_wgmma.cu, prefill_wgmma); this file's kernels run everything else.
+//
 // Prefill kernel: one block = (query head, work tile of tile_q query rows of one sequence, from
 // the host plan), 4 warps; each warp owns kMT m16 tiles of 16 query rows, so tile_q = 64 * kMT.
 // kMT = 2 (128-row tiles) runs bf16/f16 at tile widths D <= 64: every K / V fragment read from
@@ -381,7 +384,8 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
   if (wgmma) {
     VELA_CHECK(aligned, op,
                ": q rows and the caches must be 16-byte aligned for the tensor-core kernel");
-    prefill_wgmma(a, q.dtype(), n_tiles);
+    const bool launched = prefill_wgmma(a, q.dtype(), n_tiles);
+    VELA_ASSERT(launched, op, ": the wgmma kernel declined the tiles it was checked to take");
     return;
   }
 #endif

@@ -13,7 +13,6 @@
 
 #include <cuda_runtime.h>
 
-
 #include "core/cuda/stream.h"
 #include "core/env.h"
 #include "ops/cuda/common.cuh"
@@ -34,8 +33,7 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 
 // Whether launch_pdl() sets the attribute: sm_90+ and VELA_PDL not "0" (read once).
 inline bool pdl_enabled() {
-  static const bool on =
-      env_enabled("VELA_PDL") && vela::cuda::device_properties().major >= 9;
+  static const bool on = env_enabled("VELA_PDL") && vela::cuda::device_properties().major >= 9;
   return on;
 }
 

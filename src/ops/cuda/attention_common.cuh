@@ -111,9 +111,8 @@ __host__ __device__ __forceinline__ int live_splits(int n_keys, int n_splits) {
 // the O accumulators o[OT][4] are rescaled by corr = 2^(m_old - m_new). Fully masked rows (-inf)
 // keep m = -inf and P = 0.
 template <int NT, int OT>
-__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m)[2],
-                                                    float (&l)[2], float (&o)[OT][4],
-                                                    float scale_log2) {
+__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2],
+                                                    float (&o)[OT][4], float scale_log2) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = -INFINITY;
@@ -142,6 +141,21 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m
     }
   }
 }
+
+// ---- kernel arguments ----
+// The paged-cache operands every paged attention kernel reads first in its arguments (the decode /
+// rows kernels' RowsArgs and the prefill kernels' PrefillArgs derive from it).
+struct PagedAttnArgs {
+  const void* q;
+  int64_t q_token_stride;  // elements
+  const void* k_cache;     // [n_slots, n_kv_heads, head_dim]
+  const void* v_cache;
+  const int32_t* req_to_token;
+  int64_t r2t_stride;
+  const int32_t* req_pool_indices;
+  const int32_t* seq_lens;
+  const int32_t* qo_indptr;  // decode / rows: nullptr = decode (row = sequence)
+};
 
 // ---- head_dim dispatch ----
 // The kernels are compiled for tile widths D (the compile-time head size of their shared-memory

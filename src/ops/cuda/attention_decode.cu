@@ -32,16 +32,7 @@ constexpr int kUnroll = 2;         // key rows per thread group per stage
 constexpr int kSlotWindow = 1024;  // keys whose slots are staged in shared memory at once
 constexpr float kLog2e = 1.4426950408889634f;
 
-struct RowsArgs {
-  const void* q;
-  int64_t q_token_stride;  // elements
-  const void* k_cache;     // [n_slots, n_kv_heads, head_dim]
-  const void* v_cache;
-  const int32_t* req_to_token;
-  int64_t r2t_stride;
-  const int32_t* req_pool_indices;
-  const int32_t* seq_lens;
-  const int32_t* qo_indptr;  // nullptr: decode (row = sequence); else row = query token
+struct RowsArgs : PagedAttnArgs {  // qo_indptr nullptr: decode (row = sequence); else row = token
   int32_t n_seqs;
   int32_t n_heads;
   int32_t n_kv_heads;
@@ -576,8 +567,8 @@ void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
-  launch_pdl(decode_mma_kernel<T, D, kExact>, grid, dim3(kMmaThreads),
-             MmaDecodeCfg<D>::kSmemBytes, a);
+  launch_pdl(decode_mma_kernel<T, D, kExact>, grid, dim3(kMmaThreads), MmaDecodeCfg<D>::kSmemBytes,
+             a);
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
     launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);

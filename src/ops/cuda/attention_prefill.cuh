@@ -7,19 +7,11 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "ops/cuda/attention_common.cuh"
 
 namespace vela::ops::cuda {
 
-struct PrefillArgs {
-  const void* q;
-  int64_t q_token_stride;  // elements
-  const void* k_cache;     // [n_slots, n_kv_heads, head_dim]
-  const void* v_cache;
-  const int32_t* req_to_token;
-  int64_t r2t_stride;
-  const int32_t* req_pool_indices;
-  const int32_t* seq_lens;
-  const int32_t* qo_indptr;
+struct PrefillArgs : PagedAttnArgs {
   const int32_t* tile_seq_idx;
   const int32_t* tile_q_start;
   int32_t n_heads;

@@ -1,6 +1,7 @@
 // Shared pieces of the CUDA tests: the CudaTest fixture (every CUDA test derives from it and is
 // skipped cleanly when no device is usable), seeded random CPU tensors, host read-back as
-// doubles, and closeness checks that print the worst element. The CPU twin is the reference.
+// doubles, closeness checks that print the worst element, and the wgmma prefill kernel's override.
+// The CPU twin is the reference.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "core/cuda/cuda_api.h"
 #include "core/tensor.h"
+#include "ops/cuda/cuda_ops.h"
 
 namespace vela::test {
 
@@ -23,6 +25,38 @@ class CudaTest : public ::testing::Test {
   }
   static Device gpu() { return Device::cuda(0); }
 };
+
+// Sets the wgmma prefill kernel's override for a scope (no-op without that kernel).
+class PrefillWgmmaOverride {
+ public:
+  explicit PrefillWgmmaOverride(int on) {
+#ifdef VELA_HAS_SM90A
+    ops::cuda::prefill_wgmma_set_enabled(on);
+#else
+    (void)on;
+#endif
+  }
+  ~PrefillWgmmaOverride() {
+#ifdef VELA_HAS_SM90A
+    ops::cuda::prefill_wgmma_set_enabled(-1);
+#endif
+  }
+  PrefillWgmmaOverride(const PrefillWgmmaOverride&) = delete;
+  PrefillWgmmaOverride& operator=(const PrefillWgmmaOverride&) = delete;
+};
+
+// Whether the wgmma prefill kernel can run 128-row tiles of these operands on this GPU (whatever
+// VELA_WGMMA_PREFILL says).
+inline bool wgmma_prefill_available(DType dt, int64_t d) {
+#ifdef VELA_HAS_SM90A
+  PrefillWgmmaOverride on(1);
+  return ops::cuda::prefill_wgmma_takes(dt, d);
+#else
+  (void)dt;
+  (void)d;
+  return false;
+#endif
+}
 
 inline const DType kCudaFloatDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 

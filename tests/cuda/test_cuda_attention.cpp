@@ -167,38 +167,6 @@ struct PrefillKernel {
   }
 };
 
-// Sets the wgmma prefill kernel's override for a scope (no-op without that kernel).
-class PrefillWgmmaOverride {
- public:
-  explicit PrefillWgmmaOverride(int on) {
-#ifdef VELA_HAS_SM90A
-    ops::cuda::prefill_wgmma_set_enabled(on);
-#else
-    (void)on;
-#endif
-  }
-  ~PrefillWgmmaOverride() {
-#ifdef VELA_HAS_SM90A
-    ops::cuda::prefill_wgmma_set_enabled(-1);
-#endif
-  }
-  PrefillWgmmaOverride(const PrefillWgmmaOverride&) = delete;
-  PrefillWgmmaOverride& operator=(const PrefillWgmmaOverride&) = delete;
-};
-
-// Whether the wgmma prefill kernel can run 128-row tiles of these operands on this GPU (whatever
-// VELA_WGMMA_PREFILL says).
-bool wgmma_prefill_available(DType dt, int64_t d) {
-#ifdef VELA_HAS_SM90A
-  PrefillWgmmaOverride on(1);
-  return ops::cuda::prefill_wgmma_takes(dt, d);
-#else
-  (void)dt;
-  (void)d;
-  return false;
-#endif
-}
-
 // The prefill kernels to check for these operands: f32 the one the op takes; 16-bit the 64-row
 // kernel, the 128-row mma.sync kernel at head_dim <= 64 and the 128-row wgmma kernel where it
 // runs (head_dim 64 / 128 on sm_90), whatever VELA_PREFILL_TILE / VELA_WGMMA_PREFILL say.
@@ -206,7 +174,7 @@ std::vector<PrefillKernel> prefill_kernels(DType dt, int64_t d) {
   if (dt == DType::kF32) return {{ops::prefill_tile_q(dt, d, Device::cuda(0)), -1}};
   std::vector<PrefillKernel> ks = {{ops::kPrefillTileQ, 0}};
   if (d <= ops::kPrefillWideMaxHeadDim) ks.push_back({ops::kPrefillWideTileQ, 0});
-  if (wgmma_prefill_available(dt, d)) ks.push_back({ops::kPrefillWideTileQ, 1});
+  if (test::wgmma_prefill_available(dt, d)) ks.push_back({ops::kPrefillWideTileQ, 1});
   return ks;
 }
 
@@ -230,7 +198,7 @@ PrefillPlan plan_prefill(const Batch& b, int tile_q) {
 // paged_prefill_attention on the GPU batch g (host batch b for the plan) with kernel k: through the
 // public op when k's tile is the one it takes, else the CUDA kernels directly.
 Tensor gpu_prefill(const Batch& b, const Batch& g, float scale, const PrefillKernel& k) {
-  PrefillWgmmaOverride wgmma(k.wgmma);
+  test::PrefillWgmmaOverride wgmma(k.wgmma);
   const PrefillPlan p = plan_prefill(b, k.tile_q);
   Tensor out = Tensor::empty(g.q.shape(), g.q.dtype(), Device::cuda(0));
   // NaN bytes first: a kernel that skipped rows must not pass on the last kernel's output left in
@@ -703,7 +671,7 @@ TEST_F(CudaAttentionTest, DISABLED_BenchPrefill) {
     Batch g = to_gpu(b, gpu());
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
     for (const PrefillKernel& k : prefill_kernels(dt, c.d)) {
-      PrefillWgmmaOverride wgmma(k.wgmma);
+      test::PrefillWgmmaOverride wgmma(k.wgmma);
       const PrefillPlan p = plan_prefill(b, k.tile_q);
       Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
       const double ms = time_ms(

@@ -20,7 +20,6 @@
 #include "engine/char_tokenizer.h"
 #include "engine/engine.h"
 #include "ops/attention.h"
-#include "ops/cuda/cuda_ops.h"
 
 namespace vela {
 namespace {
@@ -215,16 +214,10 @@ TEST_F(CudaEngine, DeferredDetokenizationStreamsTheSameTextAsTheCompletion) {
 // earlier ones) to the same first token, with logprobs as close as two bf16 kernels allow, as with
 // the mma.sync kernels (at head_dim 128 the engine also plans 128- instead of 64-row tiles).
 TEST_F(CudaEngine, WgmmaPrefillAgreesWithMmaSyncInTheEngine) {
-#ifndef VELA_HAS_SM90A
-  GTEST_SKIP() << "built without the sm_90a kernels";
-#else
-  struct Restore {
-    ~Restore() { ops::cuda::prefill_wgmma_set_enabled(-1); }
-  } restore;
   for (int hd : {64, 128}) {
     SCOPED_TRACE("head_dim " + std::to_string(hd));
-    ops::cuda::prefill_wgmma_set_enabled(1);  // whatever VELA_WGMMA_PREFILL says
-    if (!ops::cuda::prefill_wgmma_takes(DType::kBF16, hd)) GTEST_SKIP() << "not an sm_90 GPU";
+    if (!test::wgmma_prefill_available(DType::kBF16, hd))
+      GTEST_SKIP() << "no wgmma prefill kernel (built without sm_90a, or not an sm_90 GPU)";
     ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "qwen3",
       "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 2, "intermediate_size": 256,
       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": )" +
@@ -238,7 +231,7 @@ TEST_F(CudaEngine, WgmmaPrefillAgreesWithMmaSyncInTheEngine) {
     r.params.logprobs = true;
     std::vector<Completion> got;
     for (int on : {0, 1}) {
-      ops::cuda::prefill_wgmma_set_enabled(on);
+      test::PrefillWgmmaOverride kernel(on);
       EngineConfig c;
       c.max_ctx = 1024;
       c.max_seqs = 2;
@@ -253,7 +246,6 @@ TEST_F(CudaEngine, WgmmaPrefillAgreesWithMmaSyncInTheEngine) {
     EXPECT_EQ(got[1].tokens[0], got[0].tokens[0]) << "first token after the prompt";
     EXPECT_NEAR(got[1].logprobs[0].logprob, got[0].logprobs[0].logprob, 0.05);
   }
-#endif
 }
 
 TEST_F(CudaEngine, NeighbourGraphRunsAMissingSplitCountAndTheExactOneIsCapturedWhenIdle) {

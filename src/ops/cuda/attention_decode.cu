@@ -583,14 +583,7 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
   constexpr int kSmem = Cfg::kSmemBytes;
   // Only f32 at D = 256 needs more than the default 48 KiB (a 64 KiB pipeline).
   static_assert(kSmem <= 96 * 1024, "row kernel shared memory");
-  if constexpr (kSmem > 48 * 1024) {
-    static const bool configured = [] {
-      VELA_CUDA_CHECK(cudaFuncSetAttribute(rows_attention_kernel<T, D, kG, kExact>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-      return true;
-    }();
-    (void)configured;
-  }
+  opt_in_smem(rows_attention_kernel<T, D, kG, kExact>, kSmem);
   const dim3 grid(static_cast<unsigned>(n_rows),
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));

@@ -617,13 +617,6 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
 
 namespace {
 
-template <typename Kernel>
-void set_smem(Kernel kernel, int bytes) {
-  if (bytes > 48 * 1024)
-    VELA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-}
-
 // Common parameters; the doc ranges (if any) go into `ranges`, which must outlive the launches.
 FlashParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
                         float scale, Tensor& ranges) {
@@ -690,7 +683,7 @@ void dispatch_flash(const Tensor& q, F&& f) {
 template <typename T, int D, bool kExact>
 void launch_forward(const FlashParams& a, int n_batch) {
   static const bool configured = [] {
-    set_smem(flash_fwd_kernel<T, D, kExact>, fwd_smem_bytes<D>());
+    opt_in_smem(flash_fwd_kernel<T, D, kExact>, fwd_smem_bytes<D>());
     return true;
   }();
   (void)configured;
@@ -754,8 +747,8 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
         stats.data<float>(), n_rows, a.n_seq, a.n_heads, a.head_dim);
     VELA_CUDA_CHECK_LAUNCH();
     static const bool configured = [] {
-      set_smem(flash_bwd_dq_kernel<T, D, kExact>, dq_smem_bytes<D>());
-      set_smem(flash_bwd_dkv_kernel<T, D, kExact>, dkv_smem_bytes<D>());
+      opt_in_smem(flash_bwd_dq_kernel<T, D, kExact>, dq_smem_bytes<D>());
+      opt_in_smem(flash_bwd_dkv_kernel<T, D, kExact>, dkv_smem_bytes<D>());
       return true;
     }();
     (void)configured;

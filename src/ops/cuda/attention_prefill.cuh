@@ -45,9 +45,9 @@ __device__ __forceinline__ PrefillTile prefill_tile(const PrefillArgs& a, int ti
 }
 
 #ifdef VELA_HAS_SM90A
-// Runs the plan's n_tiles 128-row tiles on the wgmma kernel when it takes these operands
-// (prefill_wgmma_takes); false (nothing launched) otherwise.
-bool prefill_wgmma(const PrefillArgs& a, DType dtype, int64_t n_tiles);
+// Runs the plan's n_tiles 128-row tiles on the wgmma kernel; the caller checked that it takes these
+// operands (prefill_wgmma_takes: bf16/f16, head_dim 64 or 128, sm_90).
+void prefill_wgmma(const PrefillArgs& a, DType dtype, int64_t n_tiles);
 #endif
 
 }  // namespace vela::ops::cuda

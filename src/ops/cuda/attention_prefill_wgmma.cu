@@ -223,13 +223,7 @@ bool prefill_env_enabled() {
 template <typename T, int D>
 void launch_prefill_wgmma(const PrefillArgs& a, int64_t n_tiles) {
   constexpr int kSmem = wgmma_prefill_smem_bytes<D>();
-  static thread_local int opted_device = -1;  // the attribute is per device
-  const int device = vela::cuda::current_device();
-  if (opted_device != device) {
-    VELA_CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<T, D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    opted_device = device;
-  }
+  opt_in_smem(prefill_wgmma_kernel<T, D>, kSmem);
   const dim3 grid(static_cast<unsigned>(a.n_heads), static_cast<unsigned>(n_tiles));
   prefill_wgmma_kernel<T, D><<<grid, kThreads, kSmem, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
@@ -248,8 +242,7 @@ bool prefill_wgmma_takes(DType dtype, int64_t head_dim) {
   return prop.major == 9 && prop.minor == 0;  // sm_90a code only
 }
 
-bool prefill_wgmma(const PrefillArgs& a, DType dtype, int64_t n_tiles) {
-  if (!prefill_wgmma_takes(dtype, a.head_dim)) return false;
+void prefill_wgmma(const PrefillArgs& a, DType dtype, int64_t n_tiles) {
   auto launch = [&](auto type) {
     using T = decltype(type);
     if (a.head_dim == 64)
@@ -261,7 +254,6 @@ bool prefill_wgmma(const PrefillArgs& a, DType dtype, int64_t n_tiles) {
     launch(bf16{});
   else
     launch(f16{});
-  return true;
 }
 
 }  // namespace vela::ops::cuda

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/cuda/stream.h"
 #include "core/dtype.h"
@@ -258,6 +259,29 @@ inline RowLayout row_layout(const Tensor& t) {
     inner_extent = extent;
   }
   return r;
+}
+
+// Lets `kernel` launch with `bytes` of dynamic shared memory on the current device (needed above
+// the 48 KiB default; nothing to do below). The attribute is per device: it is set once per kernel,
+// device and thread and remembered, so launchers call this before every launch.
+inline void opt_in_smem_bytes(const void* kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  struct Opted {
+    const void* kernel;
+    int device;
+    size_t bytes;
+  };
+  static thread_local std::vector<Opted> opted;
+  const int device = vela::cuda::current_device();
+  for (const Opted& o : opted)
+    if (o.kernel == kernel && o.device == device && o.bytes >= bytes) return;
+  VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+  opted.push_back({kernel, device, bytes});
+}
+template <typename... KArgs>
+void opt_in_smem(void (*kernel)(KArgs...), size_t bytes) {
+  opt_in_smem_bytes(reinterpret_cast<const void*>(kernel), bytes);
 }
 
 // Number of SMs of the current device (cached properties).

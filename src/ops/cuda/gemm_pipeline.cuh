@@ -16,6 +16,18 @@ namespace vela::ops::cuda::gemm_pipeline {
 inline constexpr int kBK = 64;       // K per stage: one 128-byte row of 16-bit elements
 inline constexpr int kChunkVec = 8;  // elements per 16-byte copy
 
+// The operands both kernels' arguments start with (c = alpha * a @ w^T, a [m, k], w [n, k]).
+struct Operands {
+  const void* a;
+  int64_t lda;
+  const void* w;
+  int64_t ldw;
+  void* c;
+  int64_t ldc;
+  int m, n, k;
+  int n_chunks;  // ceil(k / kBK)
+};
+
 // The K chunks [begin, end) of split `split` of `splits` over n_chunks (none empty when
 // splits <= n_chunks).
 struct ChunkRange {
@@ -61,8 +73,8 @@ __device__ __forceinline__ void prologue(int c_begin, int n_local, LoadW&& load_
   }
 }
 
-// The operand fields of a kernel's arguments (`Args` has a, lda, w, ldw, c, ldc, m, n, k,
-// n_chunks, alpha) for c = alpha * a @ w^T with a [m, k], w [n, k].
+// The Operands of a kernel's arguments (`Args` derives from Operands and has alpha) for
+// c = alpha * a @ w^T with a [m, k], w [n, k].
 template <typename Args>
 void fill_operands(Args& p, const Tensor& a, const Tensor& w, Tensor& c, float alpha) {
   p.a = a.data_ptr();

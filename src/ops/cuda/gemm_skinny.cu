@@ -34,16 +34,8 @@ constexpr int kStages = 4;       // cp.async stages in flight
 constexpr int kThreads = 128;    // 4 warps x 16 columns
 constexpr int kBlocksPerSm = 2;  // what the split-K rule aims at
 
-struct SkinnyArgs {
-  const void* a;
-  int64_t lda;
-  const void* w;
-  int64_t ldw;
-  void* c;
-  int64_t ldc;
-  int m, n, k;
-  int n_chunks;  // ceil(k / kBK)
-  int splits;    // K ranges per N tile
+struct SkinnyArgs : gemm_pipeline::Operands {
+  int splits;  // K ranges per N tile
   float alpha;
   float* partials;  // splits > 1: [n_tiles][splits][16][kBN] fp32
   int* counters;    // splits > 1: [n_tiles], zero between launches

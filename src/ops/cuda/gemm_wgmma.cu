@@ -55,16 +55,8 @@ constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack to align th
 static_assert(kStageBytes % 1024 == 0 && kWBytes % 1024 == 0, "128-byte swizzle atoms");
 static_assert(kRows * kRedStride * 4 <= kStages * kStageBytes, "partial tile fits the stages");
 
-struct WgmmaArgs {
-  const void* a;
-  int64_t lda;
-  const void* w;
-  int64_t ldw;
-  void* c;
-  int64_t ldc;
-  int m, n, k;
-  int n_chunks;  // ceil(k / kBK)
-  int splits;    // K ranges per column tile = the cluster size
+struct WgmmaArgs : gemm_pipeline::Operands {
+  int splits;  // K ranges per column tile = the cluster size
   float alpha;
   bool pairs;  // c's rows and pointer allow 2-element stores (4 / 8 bytes)
 };
@@ -213,19 +205,6 @@ bool wgmma_env_enabled() {
   return on;
 }
 
-// Opts the kernel in to its shared memory (above 48 KiB), once per device and thread (the
-// attribute is per device).
-template <typename T, typename TC>
-void opt_in_smem() {
-  static thread_local int opted_device = -1;
-  const int device = vela::cuda::current_device();
-  if (opted_device != device) {
-    VELA_CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel<T, TC>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    opted_device = device;
-  }
-}
-
 // The largest cluster size (kMaxCluster, halved down to 2; 1 when none fits) whose clusters of
 // this kernel can be resident on the current device: a MIG slice or another partition of the GPU
 // may not hold 8 blocks of 97 KiB in one GPC. Queried once per device and thread (every
@@ -234,7 +213,7 @@ int resident_cluster_limit() {
   static thread_local int cached_device = -1, cached = kMaxCluster;
   const int device = vela::cuda::current_device();
   if (cached_device == device) return cached;
-  opt_in_smem<bf16, bf16>();
+  opt_in_smem(wgmma_gemm_kernel<bf16, bf16>, kSmemBytes);
   int limit = 1;
   for (int s = kMaxCluster; s >= 2; s /= 2) {
     cudaLaunchConfig_t cfg{};
@@ -271,7 +250,7 @@ int resident_cluster_limit() {
 template <typename T, typename TC>
 void launch_wgmma(const WgmmaArgs& p, int n_tiles) {
   auto kernel = wgmma_gemm_kernel<T, TC>;
-  opt_in_smem<T, TC>();
+  opt_in_smem(kernel, kSmemBytes);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
   cfg.blockDim = dim3(kThreads);

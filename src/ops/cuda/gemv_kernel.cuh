@@ -420,9 +420,7 @@ void launch_gemv(const GemvArgs& args) {
   GemvArgs a = args;
   if constexpr (IN == GemvIn::kSiluMul) {
     smem = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
-    if (smem > 48 * 1024)  // opt in above the default (per device, so every time: a host call)
-      VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kStageMaxBytes));
+    if (smem > 48 * 1024) opt_in_smem(kernel, kStageMaxBytes);  // once per device: the largest
   } else if constexpr (IN == GemvIn::kRmsNorm) {
     // Stage the normalised rows where they fit the default shared memory (no opt-in).
     const size_t bytes = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);

@@ -606,13 +606,7 @@ static __global__ void reset_counts_kernel(ResetArgs a) {
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {
   DeviceGuard guard(logits.device().index);
-  static bool configured[64] = {};
-  const int dev = logits.device().index;
-  if (dev < 64 && !configured[dev]) {
-    VELA_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kCandBytes)));
-    configured[dev] = true;
-  }
+  opt_in_smem(sample_kernel, kCandBytes);
   SampleArgs a;
   a.logits = logits.data<float>();
   a.logits_stride = logits.stride(0);

@@ -1,6 +1,7 @@
 // Shared helpers for the CUDA op kernels (ops/cuda/*.cu only): fp32 conversion of the storage
-// types, aligned vectors for 16-byte loads, warp/block reductions, row layouts of tensors, and the
-// float-dtype dispatch. Kernels compute in fp32 and round once on store (round to nearest even).
+// types, aligned vectors for 16-byte loads, warp/block reductions, row layouts of tensors, the
+// shared-memory opt-in above 48 KiB (opt_in_smem) and the float-dtype dispatch. Kernels compute
+// in fp32 and round once on store (round to nearest even).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,7 +1,8 @@
 // The pieces the small-batch GEMMs share (gemm_skinny.cu, gemm_wgmma.cu): on the device a block's
 // split-K chunk range, one 64-wide K chunk of a row-major matrix into a swizzled shared tile with
-// cp.async, and the prologue that streams the first weight chunks before pdl_wait(); on the host
-// the operand fields of their kernel arguments and the dispatch over a / c dtypes.
+// cp.async, and the prologue that streams the first weight chunks before pdl_wait(); the operand
+// head of their kernel arguments (Operands) and, on the host, its fill and the dispatch over a / c
+// dtypes.
 #pragma once
 
 #include <cstdint>

@@ -169,15 +169,17 @@ struct QkvCase {
   int64_t n_tokens, n_heads, n_kv, d, rotary_dim;
   bool qk_norm;
   DType norm_dt;
+  int64_t col0 = 0;  // first column of the q|k|v view (1: rows not 16-byte aligned)
 };
 
 TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   const QkvCase cases[] = {
-      {1, 24, 4, 64, 64, false, DType::kF32}, {3, 8, 2, 128, 128, true, DType::kF32},
-      {5, 4, 4, 48, 48, true, DType::kBF16},  {2, 2, 1, 256, 256, true, DType::kF32},
-      {4, 6, 2, 80, 40, false, DType::kF32},  {8, 4, 2, 16, 16, false, DType::kF32},
-      {1, 12, 12, 96, 64, true, DType::kF32},  {64, 24, 4, 64, 64, false, DType::kF32},
+      {1, 24, 4, 64, 64, false, DType::kF32},    {3, 8, 2, 128, 128, true, DType::kF32},
+      {5, 4, 4, 48, 48, true, DType::kBF16},     {2, 2, 1, 256, 256, true, DType::kF32},
+      {4, 6, 2, 80, 40, false, DType::kF32},     {8, 4, 2, 16, 16, false, DType::kF32},
+      {1, 12, 12, 96, 64, true, DType::kF32},    {64, 24, 4, 64, 64, false, DType::kF32},
       {64, 16, 8, 128, 128, true, DType::kBF16}, {100, 8, 2, 64, 64, true, DType::kF32},
+      {7, 4, 2, 64, 64, true, DType::kF32, 1},  // the one-warp kernel: unaligned rows
   };
   ops::RopeConfig rc;
   rc.theta = 10000.0;
@@ -186,12 +188,15 @@ TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
       const std::string what = std::string(dtype_name(dt)) + " n" + std::to_string(c.n_tokens) +
                                " H" + std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
                                " d" + std::to_string(c.d) + " rot" + std::to_string(c.rotary_dim) +
-                               (c.qk_norm ? " qknorm" : "");
+                               (c.qk_norm ? " qknorm" : "") + (c.col0 ? " unaligned" : "");
       SCOPED_TRACE(what);
       rc.rotary_dim = c.rotary_dim;
       Tensor table = ops::make_rope_table(rc, 4096);
       const int64_t width = (c.n_heads + 2 * c.n_kv) * c.d, n_slots = 3 * c.n_tokens + 2;
-      Tensor qkv = test::random_cpu({c.n_tokens, width + 8}, dt, 7, -2.0, 2.0).slice(1, 0, width);
+      // Row stride width + 8 on both devices (Tensor::to copies contiguous, so slice after it).
+      Tensor qkv_rows = test::random_cpu({c.n_tokens, width + 8}, dt, 7, -2.0, 2.0);
+      Tensor qkv = qkv_rows.slice(1, c.col0, c.col0 + width);
+      Tensor dqkv = qkv_rows.to(gpu()).slice(1, c.col0, c.col0 + width);
       std::vector<int32_t> pos(static_cast<size_t>(c.n_tokens)), slots(pos.size());
       for (int64_t t = 0; t < c.n_tokens; ++t) {
         pos[t] = static_cast<int32_t>(37 * t + 5 + (t == 1 ? 3000 : 0));
@@ -209,7 +214,7 @@ TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
       Tensor dkc = kc.to(gpu()), dvc = vc.to(gpu());
       Tensor dq = Tensor::empty(q.shape(), dt, gpu());
       ops::qkv_rotary_kv_write(qkv, positions, table, qn, kn, 1e-6f, loc, q, kc, vc);
-      ops::qkv_rotary_kv_write(qkv.to(gpu()), positions.to(gpu()), table.to(gpu()),
+      ops::qkv_rotary_kv_write(dqkv, positions.to(gpu()), table.to(gpu()),
                                qn.defined() ? qn.to(gpu()) : qn, kn.defined() ? kn.to(gpu()) : kn,
                                1e-6f, loc.to(gpu()), dq, dkc, dvc);
       test::expect_close(dq, q, test::tol_for(dt), what + " q");
@@ -231,7 +236,7 @@ TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
   struct Case {
     int64_t n_heads, n_kv, d, rotary_dim;
   };
-  const Case cases[] = {{24, 4, 64, 64}, {4, 4, 80, 80},  {8, 2, 128, 128},
+  const Case cases[] = {{24, 4, 64, 64},  {4, 4, 80, 80}, {8, 2, 128, 128},
                         {2, 1, 256, 256}, {3, 1, 48, 48}, {4, 2, 64, 32}};
   ops::RopeConfig rc;
   rc.theta = 10000.0;
@@ -240,9 +245,9 @@ TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
     for (const Case& c : cases) {
       for (int64_t m : {1, 2, 3, 8, 9}) {
         for (int cap : {0, 3}) {
-          const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) +
-                                   " H" + std::to_string(c.n_heads) + " Hkv" +
-                                   std::to_string(c.n_kv) + " d" + std::to_string(c.d) + " rot" +
+          const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) + " H" +
+                                   std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
+                                   " d" + std::to_string(c.d) + " rot" +
                                    std::to_string(c.rotary_dim) + " cap" + std::to_string(cap);
           SCOPED_TRACE(what);
           ops::cuda::gemv_set_max_grid(cap);
@@ -265,7 +270,8 @@ TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
           if (m > 1) dpos[1] = 100000;
           if (m > 2) dslots[2] = -1;
           Tensor dx = x.to(gpu()), dw = w.to(gpu()), dnw = nw.to(gpu()), dtab = table.to(gpu());
-          Tensor dp = Tensor::from_vector(dpos).to(gpu()), dl = Tensor::from_vector(dslots).to(gpu());
+          Tensor dp = Tensor::from_vector(dpos).to(gpu()),
+                 dl = Tensor::from_vector(dslots).to(gpu());
           Tensor fq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
           Tensor fk = kc0.to(gpu()), fv = vc0.to(gpu());
           ops::rms_norm_gemm_rotary_kv_write(dx, dnw, 1e-5f, dw, dp, dtab, dl, fq, fk, fv);
@@ -446,9 +452,11 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
     Tensor table = ops::make_rope_table(rc, 4096).to(gpu());
     std::vector<int32_t> pos_h(static_cast<size_t>(m)), loc_h(pos_h.size());
     for (int64_t t = 0; t < m; ++t) pos_h[t] = loc_h[t] = static_cast<int32_t>(1000 + t);
-    Tensor positions = Tensor::from_vector(pos_h).to(gpu()), loc = Tensor::from_vector(loc_h).to(gpu());
+    Tensor positions = Tensor::from_vector(pos_h).to(gpu()),
+           loc = Tensor::from_vector(loc_h).to(gpu());
     Tensor q = Tensor::empty({m, 24, 64}, dt, gpu());
-    Tensor kc = Tensor::empty({4096, 4, 64}, dt, gpu()), vc = Tensor::empty({4096, 4, 64}, dt, gpu());
+    Tensor kc = Tensor::empty({4096, 4, 64}, dt, gpu()),
+           vc = Tensor::empty({4096, 4, 64}, dt, gpu());
     int i = 0;
     auto next = [&] { return (i++) % kCopies; };
     struct Row {
@@ -467,7 +475,8 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
         {"qkv rms_norm_gemm + qkv_rotary (2 kernels)", b_qkv,
          [&] {
            ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[next()], qkv);
-           ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q, kc, vc);
+           ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q, kc,
+                                    vc);
          }},
         {"qkv rms_norm_gemm_rotary_kv_write", b_qkv,
          [&] {

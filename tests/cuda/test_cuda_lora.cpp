@@ -254,13 +254,12 @@ TEST_F(CudaLora, EngineMixedAdapterBatchesEqualAloneAndTheCpuEngine) {
       const auto& la = alone.completions[0].logprobs;
       ASSERT_EQ(lt.size(), la.size());
       for (size_t t = 0; t < lt.size(); ++t) {
-        if (dt == DType::kF32)
-          EXPECT_NEAR(lt[t].logprob, la[t].logprob, 1e-4);
-        else
-          EXPECT_NEAR(lt[t].logprob, la[t].logprob, 0.05);
+        const double tol = dt == DType::kF32 ? 1e-4 : 0.05;
+        EXPECT_NEAR(lt[t].logprob, la[t].logprob, tol);
       }
-      if (dt == DType::kF32)
+      if (dt == DType::kF32) {
         EXPECT_EQ(together[i].completions[0].tokens, want[i].completions[0].tokens);
+      }
     }
     EXPECT_EQ(gpu_engine->check_integrity(), "");
   }

@@ -110,9 +110,14 @@ __host__ __device__ __forceinline__ int live_splits(int n_keys, int n_splits) {
 // tile's, the scores become P = 2^(s * scale_log2 - m) in place, l[r] becomes l * corr + sum(P) and
 // the O accumulators o[OT][4] are rescaled by corr = 2^(m_old - m_new). Fully masked rows (-inf)
 // keep m = -inf and P = 0.
-template <int NT, int OT>
-__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2],
-                                                    float (&o)[OT][4], float scale_log2) {
+//
+// online_softmax_scores is the update without the O rescale (corr[r] out), for a kernel whose O
+// is still being written by an asynchronous MMA when the next tile's scores are ready (the wgmma
+// prefill's overlapped loop); online_softmax_rescale applies corr afterwards.
+template <int NT>
+__device__ __forceinline__ void online_softmax_scores(float (&s)[NT][4], float (&m)[2],
+                                                      float (&l)[2], float (&corr)[2],
+                                                      float scale_log2) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = -INFINITY;
@@ -122,7 +127,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m[r], mx * scale_log2);
     const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-    const float corr = exp2f(m[r] - m_use);
+    corr[r] = exp2f(m[r] - m_use);
     m[r] = m_new;
     float sum = 0.0f;
 #pragma unroll
@@ -133,13 +138,25 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m
         sum += s[nt][e];
       }
     }
-    l[r] = l[r] * corr + sum;
-#pragma unroll
-    for (int dt = 0; dt < OT; ++dt) {
-      o[dt][2 * r] *= corr;
-      o[dt][2 * r + 1] *= corr;
-    }
+    l[r] = l[r] * corr[r] + sum;
   }
+}
+template <int OT>
+__device__ __forceinline__ void online_softmax_rescale(float (&o)[OT][4], const float (&corr)[2]) {
+#pragma unroll
+  for (int dt = 0; dt < OT; ++dt) {
+    o[dt][0] *= corr[0];
+    o[dt][1] *= corr[0];
+    o[dt][2] *= corr[1];
+    o[dt][3] *= corr[1];
+  }
+}
+template <int NT, int OT>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2],
+                                                    float (&o)[OT][4], float scale_log2) {
+  float corr[2];
+  online_softmax_scores(s, m, l, corr, scale_log2);
+  online_softmax_rescale(o, corr);
 }
 
 // ---- kernel arguments ----

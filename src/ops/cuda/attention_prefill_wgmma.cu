@@ -8,12 +8,17 @@
 // at head_dim 128 as two 64-column panels). Per key tile each warpgroup runs S = Q K^T as
 // wgmma.m64n64k16 from shared memory (Q and K both K-major), applies the causal mask where a key
 // of the tile lies past the warpgroup's first row, updates the online softmax in registers
-// (online_softmax_tile: the wgmma accumulator layout is the mma.sync one per warp), rounds P
+// (online_softmax_scores: the wgmma accumulator layout is the mma.sync one per warp), rounds P
 // straight into A fragments and runs O += P V as wgmma.m64nDk16 with A from registers and V read
 // MN-major (tnspB) from the same tile the gather wrote: no transpose anywhere. A warpgroup whose
-// rows all precede a key tile (causal) or lie past the sequence skips it. The waits are
-// synchronous per warpgroup; the four (d64) or two (d128) warpgroups resident per SM overlap each
-// other's softmax with their MMAs.
+// rows all precede a key tile (causal) or lie past the sequence skips it.
+//
+// Overlap: at head_dim 64 the waits are synchronous per warpgroup (S, softmax, PV in turn) and the
+// four warpgroups of the two blocks resident per SM overlap each other's softmax with their MMAs.
+// At head_dim 128 (one block per SM) each warpgroup issues tile kt's Q K^T together with tile
+// kt - 1's P V and runs tile kt's softmax while that PV is in flight (FlashAttention-3's
+// intra-warpgroup pipelining; three K/V buffers), rescaling O only once it lands: +1.3-2.4% there,
+// 2-3% slower at head_dim 64 (bench/results/prefill_wgmma_h200.txt).
 //
 // Built for sm_90a only (vela_sm90a object library); attention_prefill.cu calls prefill_wgmma
 // where VELA_HAS_SM90A is defined. VELA_WGMMA_PREFILL=0 turns it off (the mma.sync kernel runs
@@ -39,9 +44,12 @@ constexpr int kThreads = 256;
 constexpr int kPanel = 64;  // columns per 128-byte swizzled panel
 static_assert(kPanel * 2 == 128, "a panel row is one 128-byte swizzle row of 16-bit elements");
 
-template <int D>
+// K/V buffers: two for the synchronous loop, three for the overlapped one.
+constexpr int kv_stages(bool overlap) { return overlap ? 3 : 2; }
+template <int D, bool kOverlap>
 constexpr int wgmma_prefill_smem_bytes() {
-  return (kBM * D + 4 * kBN * D) * 2 + 1024;  // Q + 2 x (K, V) + slack to align the base to 1024
+  // Q + stages x (K, V) + slack to align the base to 1024
+  return (kBM * D + 2 * kv_stages(kOverlap) * kBN * D) * 2 + 1024;
 }
 
 // Element offset of 16-byte chunk c of row r in a [kRows][D] tile stored as D / 64 panels of
@@ -53,10 +61,11 @@ __device__ __forceinline__ int panel_offset(int r, int c) {
 
 }  // namespace
 
-template <typename T, int D>
+template <typename T, int D, bool kOverlap>
 static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
     prefill_wgmma_kernel(PrefillArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kStages = kv_stages(kOverlap);
   constexpr int kChunks = D / 8;                        // 16-byte chunks per row
   constexpr int kLoads = kBN * kChunks / kThreads;      // K/V chunks per thread per tile
   constexpr int kQLoads = kBM * kChunks / kThreads;     // Q chunks per thread
@@ -65,8 +74,8 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   T* sq = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));  // [kBM][D]
-  T* sk = sq + kBM * D;                                                          // [2][kBN][D]
-  T* sv = sk + 2 * kBN * D;                                                      // [2][kBN][D]
+  T* sk = sq + kBM * D;            // [kStages][kBN][D]
+  T* sv = sk + kStages * kBN * D;  // [kStages][kBN][D]
 
   const int head = blockIdx.x;
   const PrefillTile t = prefill_tile(a, blockIdx.y, kBM);
@@ -126,26 +135,15 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  // Key tiles this warpgroup reads: up to its last row's position (causal), none past the sequence.
+  const int n_wg = wg_live ? min(n_kt, wg_last_pos / kBN + 1) : 0;
 
-  for (int kt = 0; kt < n_kt; ++kt) {
-    cp_async_wait<0>();
-    wgmma::fence_proxy_async();
-    __syncthreads();  // tile kt landed for all threads; every warpgroup is done with tile kt - 1
-    if (kt + 1 < n_kt) {
-      load_kv((kt + 1) & 1, slots);
-      if (kt + 2 < n_kt) load_slots(kt + 2, slots);
-    }
-    cp_async_commit();
-    const int kb = kt * kBN;
-    if (!wg_live || wg_last_pos < kb) continue;  // warpgroup-uniform: no row sees this tile
-    const T* skb = sk + (kt & 1) * kBN * D;
-    const T* svb = sv + (kt & 1) * kBN * D;
-
-    // S = Q K^T (64 rows x 64 keys); k16 step kk is 32 bytes into panel kk / 4.
-    float s[kBN / 8][4];
+  // S = Q K^T (64 rows x 64 keys) of the tile in buffer buf, issued (not waited for); k16 step kk
+  // is 32 bytes into panel kk / 4.
+  auto issue_s = [&](float(&s)[kBN / 8][4], int buf) {
+    const T* skb = sk + buf * kBN * D;
 #pragma unroll
     for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-    wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const int panel = kk / 4;
@@ -155,24 +153,22 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
                             wgmma::desc_add(db, (kk % 4) * 32), 1);
     }
     wgmma::commit();
-    wgmma::wait_all();
-
-    // Causal mask where some key of the tile lies past the warpgroup's first row.
-    if (kb + kBN - 1 > t.pos_first + row0) {
+  };
+  // Causal mask where some key of tile kt lies past the warpgroup's first row.
+  auto mask = [&](float(&s)[kBN / 8][4], int kt) {
+    const int kb = kt * kBN;
+    if (kb + kBN - 1 <= t.pos_first + row0) return;
 #pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
+    for (int nt = 0; nt < kBN / 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = kb + nt * 8 + 2 * (lane & 3) + (e & 1);
-          if (key > (e < 2 ? pos_a : pos_b)) s[nt][e] = -INFINITY;
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int key = kb + nt * 8 + 2 * (lane & 3) + (e & 1);
+        if (key > (e < 2 ? pos_a : pos_b)) s[nt][e] = -INFINITY;
       }
     }
-    online_softmax_tile(s, m, l, o, a.scale_log2);
-
-    // O += P V: P's accumulators become A fragments (two 8-key n-tiles = one 16-key k-step); V is
-    // read MN-major, 16 keys = 2048 bytes per k-step.
-    uint32_t pa[kBN / 16][4];
+  };
+  // P's accumulators become A fragments (two 8-key n-tiles = one 16-key k-step).
+  auto pack_p = [&](uint32_t(&pa)[kBN / 16][4], const float(&s)[kBN / 8][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
       pa[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
@@ -180,13 +176,85 @@ static __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
       pa[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       pa[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
-    const uint64_t dv = wgmma::desc_mn_major(svb, kPanelBytesKV);
-    wgmma::fence();
+  };
+  // O += P V with V of buffer buf read MN-major, 16 keys = 2048 bytes per k-step; issued.
+  auto issue_pv = [&](const uint32_t(&pa)[kBN / 16][4], int buf) {
+    const uint64_t dv = wgmma::desc_mn_major(sv + buf * kBN * D, kPanelBytesKV);
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk)
       wgmma::mma_rs_mn<T, D>(o, pa[kk], wgmma::desc_add(dv, kk * 16 * kPanel * 2));
     wgmma::commit();
-    wgmma::wait_all();
+  };
+  // Top of key tile kt's step, every thread: tile kt has landed and every warpgroup is done with
+  // the buffer the tile after it goes to; start that load.
+  auto next_tile = [&](int kt) {
+    cp_async_wait<0>();
+    wgmma::fence_proxy_async();
+    __syncthreads();
+    if (kt + 1 < n_kt) {
+      load_kv((kt + 1) % kStages, slots);
+      if (kt + 2 < n_kt) load_slots(kt + 2, slots);
+    }
+    cp_async_commit();
+  };
+
+  uint32_t pa[kBN / 16][4];
+  if constexpr (!kOverlap) {
+    // Synchronous per warpgroup: S, softmax, PV in turn.
+    for (int kt = 0; kt < n_kt; ++kt) {
+      next_tile(kt);
+      if (kt >= n_wg) continue;  // warpgroup-uniform
+      float s[kBN / 8][4];
+      wgmma::fence();
+      issue_s(s, kt % kStages);
+      wgmma::wait_all();
+      mask(s, kt);
+      online_softmax_tile(s, m, l, o, a.scale_log2);
+      pack_p(pa, s);
+      wgmma::fence();
+      issue_pv(pa, kt % kStages);
+      wgmma::wait_all();
+    }
+  } else {
+    // Overlapped (FlashAttention-3's intra-warpgroup pipelining): tile kt's S = Q K^T is issued
+    // together with tile kt - 1's O += P V, the softmax of tile kt runs while that PV is in flight,
+    // and O takes tile kt's rescale only after it lands. Three K/V buffers: tiles kt - 1 (V), kt
+    // and kt + 1 (loading) are live at once. Every wgmma group is waited for inside the branch that
+    // issued it (ptxas serializes wgmma across a divergent path otherwise).
+    next_tile(0);
+    if (n_wg > 0) {
+      float s[kBN / 8][4], corr[2];
+      wgmma::fence();
+      issue_s(s, 0);
+      wgmma::wait_all();
+      mask(s, 0);
+      online_softmax_scores(s, m, l, corr, a.scale_log2);  // O is zero: no rescale
+      pack_p(pa, s);
+    }
+    for (int kt = 1; kt < n_kt; ++kt) {
+      next_tile(kt);
+      if (kt < n_wg) {
+        float s[kBN / 8][4], corr[2];
+        wgmma::fence();
+        issue_s(s, kt % kStages);
+        issue_pv(pa, (kt - 1) % kStages);
+        wgmma::wait<1>();  // S landed; the PV may still run
+        mask(s, kt);
+        online_softmax_scores(s, m, l, corr, a.scale_log2);
+        wgmma::wait_all();
+        online_softmax_rescale(o, corr);
+        pack_p(pa, s);
+      } else if (kt == n_wg) {  // the warpgroup's last tile's PV
+        wgmma::fence();
+        issue_pv(pa, (kt - 1) % kStages);
+        wgmma::wait_all();
+      }
+    }
+    if (n_wg == n_kt && n_wg > 0) {
+      wgmma::fence();
+      issue_pv(pa, (n_kt - 1) % kStages);
+      wgmma::wait_all();
+    }
   }
   cp_async_wait<0>();
 
@@ -222,10 +290,11 @@ bool prefill_env_enabled() {
 
 template <typename T, int D>
 void launch_prefill_wgmma(const PrefillArgs& a, int64_t n_tiles) {
-  constexpr int kSmem = wgmma_prefill_smem_bytes<D>();
-  opt_in_smem(prefill_wgmma_kernel<T, D>, kSmem);
+  constexpr bool kOverlap = D == 128;  // see the file comment
+  constexpr int kSmem = wgmma_prefill_smem_bytes<D, kOverlap>();
+  opt_in_smem(prefill_wgmma_kernel<T, D, kOverlap>, kSmem);
   const dim3 grid(static_cast<unsigned>(a.n_heads), static_cast<unsigned>(n_tiles));
-  prefill_wgmma_kernel<T, D><<<grid, kThreads, kSmem, current_stream()>>>(a);
+  prefill_wgmma_kernel<T, D, kOverlap><<<grid, kThreads, kSmem, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
 }
 

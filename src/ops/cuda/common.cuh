@@ -147,6 +147,18 @@ inline bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+// ---- rotary (rotate_half) ----
+// The pair (x0 at feature i, x1 at i + rotary_dim / 2) rotated by (cos c, sin s): x0' = x0 c - x1
+// s, x1' = x1 c + x0 s. The products are rounded before the sum (no FMA contraction) so every
+// kernel that rotates (rotary, qkv_rotary's two, the q|k|v GEMV epilogue) gives the same bits
+// wherever its compiler would contract.
+__device__ __forceinline__ float rope_lo(float x0, float x1, float c, float s) {
+  return __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+__device__ __forceinline__ float rope_hi(float x0, float x1, float c, float s) {
+  return __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
 // ---- reductions (blockDim.x must be a multiple of 32) ----
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

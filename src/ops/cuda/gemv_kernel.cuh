@@ -105,8 +105,8 @@ __device__ __forceinline__ void store_rotary(const GemvRotary& r, int mi, int64_
     const int64_t pos = r.positions[mi];
     if (pos >= 0 && pos < r.max_positions) {
       const float* tab = r.table + pos * d;
-      const float y0 = g0 * tab[i] - g1 * tab[r.half + i];
-      const float y1 = g1 * tab[i] + g0 * tab[r.half + i];
+      const float y0 = rope_lo(g0, g1, tab[i], tab[r.half + i]);
+      const float y1 = rope_hi(g0, g1, tab[i], tab[r.half + i]);
       g0 = y0;
       g1 = y1;
     }

@@ -40,8 +40,8 @@ static __global__ void rotary_kernel(T* x, const int32_t* __restrict__ positions
     const float c = row[i], s = row[args.half + i];
     T* xh = x + token * args.token_stride + head * args.head_stride;
     const float x1 = to_float(xh[i]), x2 = to_float(xh[i + args.half]);
-    xh[i] = from_float<T>(x1 * c - x2 * s);
-    xh[i + args.half] = from_float<T>(x2 * c + x1 * s);
+    xh[i] = from_float<T>(rope_lo(x1, x2, c, s));
+    xh[i + args.half] = from_float<T>(rope_hi(x1, x2, c, s));
   }
 }
 

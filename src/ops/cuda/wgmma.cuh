@@ -52,9 +52,12 @@ __device__ __forceinline__ void fence() {
 __device__ __forceinline__ void commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void wait_all() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+// Waits until at most N committed groups of this warpgroup are pending (groups finish in order).
+template <int N>
+__device__ __forceinline__ void wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+__device__ __forceinline__ void wait_all() { wait<0>(); }
 // Shared-memory writes of this thread (cp.async, st.shared) become visible to the async proxy that
 // wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async() {

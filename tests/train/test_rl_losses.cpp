@@ -170,8 +170,10 @@ void check_grpo_fd(const GrpoConfig& cfg, int64_t stride) {
     return m.loss_sum / static_cast<double>(m.n_units);
   };
   EXPECT_NEAR(loss(), fb.loss_sum / static_cast<double>(fb.n_units), 1e-6);
+  // atol 2e-4: a central difference of the f32 forward over a 1e-3 step carries ~1e-4 of rounding
+  // noise, and how much depends on the CPU's BLAS kernels (1.5e-4 seen on an AMD machine).
   for (Parameter& p : tm.parameters())
-    test::expect_grad_fd(p.value, p.grad, loss, p.name, 1e-3, 1e-4, 3e-2, stride);
+    test::expect_grad_fd(p.value, p.grad, loss, p.name, 1e-3, 2e-4, 3e-2, stride);
 }
 
 TEST(GrpoLoss, ClippedTokenLossGradientsMatchFiniteDifferences) {

@@ -158,13 +158,15 @@ for f in ("dpo", "grpo"):
     files = os.listdir(f"{d}/{f}/{ck}")
     assert "adapter_model.safetensors" in files and "model.safetensors" not in files, files
 # DPO: the preference accuracy of the implicit rewards (0 at step 1: B = 0 gives every pair the
-# same reward) reaches a clear level and the margin grows. (As DPO tends to, it gets there mostly
+# same reward) reaches a clear level and the margin grows. Each logged pref_acc is one batch of 32
+# pairs (+-0.06), so the check is the mean of the last five logged steps: 0.887-0.994 over RL
+# seeds 1-10 (docs/rl.md); the test's seed 3 gives 0.963. (As DPO tends to, it gets there mostly
 # by lowering the rejected answers' log-probs; the chosen one's stays about where it was.)
 r = rows("dpo")
 acc = [x["pref_acc"] for x in r]
 margin = [x["reward_margin"] for x in r]
 lpr = [x["logp_rejected"] for x in r]
-late = sum(acc[-3:]) / 3
+late = sum(acc[-5:]) / 5
 print(f"dpo + LoRA: pref_acc {' '.join(f'{a:.2f}' for a in acc)}; margin {margin[0]:.2f} -> "
       f"{margin[-1]:.2f}; logp_rejected {lpr[0]:.2f} -> {lpr[-1]:.2f}")
 assert late >= 0.85 and margin[-1] > margin[0] + 0.5 and lpr[-1] < lpr[0] - 1, (acc, margin, lpr)

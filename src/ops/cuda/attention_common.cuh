@@ -102,6 +102,17 @@ __host__ __device__ __forceinline__ int live_splits(int n_keys, int n_splits) {
   return chunk == 0 ? 0 : (n_keys + chunk - 1) / chunk;
 }
 
+// ---- 2^x without the denormal fix-up ----
+// exp2f compiles to ex2.approx.f32, which on sm_5x+ wraps MUFU.EX2 in a compare and two predicated
+// multiplies to get denormal results right; ex2.approx.ftz.f32 is the MUFU alone. The softmax's
+// P values below 2^-126 are flushed to 0, which changes no sum they join (l >= 1, O's scale) and
+// saves three of the ~7 instructions a score costs in the issue-bound prefill kernels.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // ---- online softmax over one key tile of a 16-row mma tile ----
 // The update shared by the tensor-core kernels (flash forward, prefill, GQA decode). s holds the
 // tile's raw scores as NT m16n8 accumulator fragments: element e of fragment nt belongs to row
@@ -127,14 +138,14 @@ __device__ __forceinline__ void online_softmax_scores(float (&s)[NT][4], float (
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m[r], mx * scale_log2);
     const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-    corr[r] = exp2f(m[r] - m_use);
+    corr[r] = exp2_ftz(m[r] - m_use);
     m[r] = m_new;
     float sum = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        s[nt][e] = exp2f(fmaf(s[nt][e], scale_log2, -m_use));
+        s[nt][e] = exp2_ftz(fmaf(s[nt][e], scale_log2, -m_use));
         sum += s[nt][e];
       }
     }
@@ -143,6 +154,9 @@ __device__ __forceinline__ void online_softmax_scores(float (&s)[NT][4], float (
 }
 template <int OT>
 __device__ __forceinline__ void online_softmax_rescale(float (&o)[OT][4], const float (&corr)[2]) {
+  // Once a row's max has settled corr is exactly 1 (the usual case past the first tiles): a warp
+  // whose rows all kept their max skips the multiplies (x * 1 == x, so the bits are the same).
+  if (!__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) return;
 #pragma unroll
   for (int dt = 0; dt < OT; ++dt) {
     o[dt][0] *= corr[0];

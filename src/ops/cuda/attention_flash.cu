@@ -456,7 +456,7 @@ static __global__ void __launch_bounds__(kFlashThreads, dq_min_blocks<D>())
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
-        float p = exp2f(fmaf(s[nt][e], a.scale_log2, -lse2[r]));
+        float p = exp2_ftz(fmaf(s[nt][e], a.scale_log2, -lse2[r]));
         if (causal || by_doc) {
           const int key = kb + nt * 8 + 2 * (lane & 3) + (e & 1);
           if (key > (r == 0 ? pos_a : pos_b) ||
@@ -581,7 +581,7 @@ static __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkv_kernel(Fla
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = nt * 8 + 2 * (lane & 3) + (e & 1);  // query row within the tile
-        float p = exp2f(fmaf(st[nt][e], a.scale_log2, -lse2[col]));
+        float p = exp2_ftz(fmaf(st[nt][e], a.scale_log2, -lse2[col]));
         if (causal || by_doc) {
           const int key = e < 2 ? key_a : key_b;
           if (q0 + col < key || (by_doc && qdoc[col] != (e < 2 ? doc_ka : doc_kb))) p = 0.0f;

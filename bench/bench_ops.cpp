@@ -61,6 +61,10 @@ std::vector<Row> bench_cpu(bool quick) {
   double t_bf16 = time_median([&] { ops::gemm(ab, bb, c); }, 2, reps);
   rows.push_back({"vela gemm bf16->f32 " + gemm_case, "GF/s", flops / t_bf16 / 1e9, blas_gflops,
                   "OpenBLAS sgemm"});
+  // The inference form: bf16 activations times a bf16 [N, K] weight transposed (prefill's GEMMs).
+  double t_wt = time_median([&] { ops::gemm(ab, bb, c, false, true); }, 2, reps);
+  rows.push_back({"vela gemm bf16 a @ w^T " + gemm_case, "GF/s", flops / t_wt / 1e9, blas_gflops,
+                  "OpenBLAS sgemm"});
 
   // Decode GEMV: one token through bf16 [m x 4096] weights, bandwidth-bound. The weights rotate
   // over 256 MiB so they stream from memory, not from the caches.

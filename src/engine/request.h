@@ -32,7 +32,7 @@ struct Request {
   int32_t lora_slot = -1;  // set by Engine::submit from `lora` (callers leave it)
   // params.constraint compiled for the model's vocabulary: set by Engine::submit (callers leave
   // it empty, or pass one from Engine::compile_constraint).
-  std::shared_ptr<const constrain::CompiledGrammar> grammar;
+  std::shared_ptr<const constrain::CompiledGrammar> grammar{};
 };
 
 // One increment of one sample (index < params.n) of a request.

@@ -137,8 +137,9 @@ TEST(ConstrainEngine, StopStringEndsConstrainedOutputEarly) {
   auto res = engine->generate({r});
   const Completion& c = res[0].completions[0];
   EXPECT_TRUE(std::regex_match(c.text, std::regex("(ab)*a?c?"))) << c.text;
-  if (c.finish_reason == FinishReason::kStop && !c.stop_reason.empty())
+  if (c.finish_reason == FinishReason::kStop && !c.stop_reason.empty()) {
     EXPECT_EQ(c.stop_reason, "bab");
+  }
 }
 
 TEST(ConstrainEngine, PreemptionUnderKvPressureKeepsOutputsValid) {

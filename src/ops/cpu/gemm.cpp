@@ -296,7 +296,7 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
       // Groups of 4 columns (their weight rows stay in L1 / L2) against every row of the chunk,
       // 3 rows at a time. One or two rows (decode) take one column at a time: the weight is then
       // one sequential stream, which the hardware prefetcher follows (four interleaved streams of
-      // one row each made bench 100m decode B=1 15% slower on a Zen 4 VM); the bits are the same.
+      // one row each made bench 100m decode B=1 15% slower on an AMD EPYC VM); the bits are the same.
       const int64_t group = m <= 2 ? 1 : 4;
       float out[3][4];
       for (; col < n1; col += group) {

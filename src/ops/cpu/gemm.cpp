@@ -296,7 +296,7 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
       // Groups of 4 columns (their weight rows stay in L1 / L2) against every row of the chunk,
       // 3 rows at a time. One or two rows (decode) take one column at a time: the weight is then
       // one sequential stream, which the hardware prefetcher follows (four interleaved streams of
-      // one row each made bench 100m decode B=1 15% slower on an AMD EPYC VM); the bits are the same.
+      // one row each made bench 100m decode B=1 15% slower on an AMD EPYC VM); same bits.
       const int64_t group = m <= 2 ? 1 : 4;
       float out[3][4];
       for (; col < n1; col += group) {
@@ -307,7 +307,8 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
         if (group > 1) {
           for (int64_t pc = col + 4 * group; pc < std::min(n1, col + 5 * group); ++pc) {
             const char* row = reinterpret_cast<const char*>(b.p + pc * b.ld);
-            for (int64_t off = 0; off < d.k * 2; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
+            const int64_t bytes = d.k * int64_t{sizeof(bf16)};
+            for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
           }
         }
         for (int64_t r0 = 0; r0 < m; r0 += 3) {

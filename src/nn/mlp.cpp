@@ -2,16 +2,21 @@
 #include "nn/mlp.h"
 
 #include "core/scratch_arena.h"
+#include "ops/fused_gemm.h"
 #include "ops/swiglu.h"
 
 namespace vela {
 
 void Mlp::forward(const Tensor& x, Tensor& out) const {
   const int64_t n = x.size(0), i = inter();
-  Tensor h = scratch_tensor({n, 2 * i}, x.dtype(), x.device());
-  gate_up.forward(x, h);
   Tensor act = scratch_tensor({n, i}, x.dtype(), x.device());
-  ops::silu_and_mul(h, act);
+  if (!gate_up.bias.defined() && !gate_up.lora) {
+    ops::gemm_silu_mul(x, gate_up.weight, act);  // one kernel where the GPU has it
+  } else {
+    Tensor h = scratch_tensor({n, 2 * i}, x.dtype(), x.device());
+    gate_up.forward(x, h);
+    ops::silu_and_mul(h, act);
+  }
   down.forward(act, out);
 }
 

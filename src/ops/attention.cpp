@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 #if defined(VELA_HAS_CUDA)
@@ -178,10 +179,13 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
   VELA_CHECK(n_seqs >= 0 && n_kv_heads > 0 && max_len >= 0 && sm_count > 0,
              "decode_num_splits: bad arguments (n_seqs ", n_seqs, ", n_kv_heads ", n_kv_heads,
              ", max_len ", max_len, ", sm_count ", sm_count, ")");
-  constexpr int64_t kMinKeysPerSplit = 64;
+  // A/B runs of the policy: VELA_DECODE_SPLIT_KEYS, the fewest keys per split (default 64), and
+  // VELA_DECODE_SPLIT_FILL, the blocks per SM it aims at (default 4).
+  static const int64_t min_keys = env_int("VELA_DECODE_SPLIT_KEYS", 64, 16, 1 << 20);
+  static const int64_t fill = env_int("VELA_DECODE_SPLIT_FILL", 4, 1, 64);
   const int64_t blocks = std::max<int64_t>(n_seqs * n_kv_heads, 1);
-  const int64_t want = (4 * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
-  const int64_t by_len = (max_len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  const int64_t want = (fill * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
+  const int64_t by_len = (max_len + min_keys - 1) / min_keys;
   // A batch whose (sequence, KV head) blocks alone cover ~3/4 of the SMs splits only per 1024
   // keys: there the merge kernel and the shorter blocks cost more than the fill gains
   // (bench/results/batch_h200.txt: bench-1b B=64 x 512 keys 9.3 us unsplit vs 17.0 us at 3).

@@ -102,6 +102,34 @@ void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, co
   silu_and_mul(h, act);
 }
 
+void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
+  const char* op = "gemm_silu_mul";
+  check_defined(op, "act", act);
+  VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
+             ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
+  check_defined(op, "a", a);
+  check_rank(op, "a", a, 2);
+  check_floating(op, "a", a);
+  check_same_dtype(op, "w", w, "a", a);
+  check_same_device(op, "w", w, "a", a);
+  VELA_CHECK(w.size(1) == a.size(1), op, ": w ", w.str(), " must have ", a.size(1),
+             " columns for a ", a.str());
+  check_rows(op, "a", a);
+  check_rows(op, "w", w);
+  check_same_dtype(op, "act", act, "a", a);
+  check_same_device(op, "act", act, "a", a);
+  check_shape(op, "act", act, {a.size(0), act.size(1)});
+  check_out_rows(op, "act", act);
+  if (a.device().is_cpu()) return cpu::gemm_silu_mul(a, w, act);
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  if (cuda::gemm_wgmma_silu_mul(a, w, act)) return;
+#endif
+  ScratchMark temporaries;
+  Tensor h = scratch_tensor({a.size(0), w.size(0)}, a.dtype(), a.device());
+  gemm(a, w, h, false, true);
+  silu_and_mul(h, act);
+}
+
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual) {
   const char* op = "gemm_add";
   check_projection(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w, "residual", residual);

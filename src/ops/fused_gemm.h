@@ -1,6 +1,7 @@
 // GEMMs with the neighbouring decode-layer op folded in (the projections of a pre-norm block):
 //   rms_norm_gemm:     out = rms_norm(x, norm_w, eps) @ w^T
 //   rms_norm_gemm_silu_mul: act = silu_and_mul(rms_norm(x, norm_w, eps) @ w^T)   (w = gate | up)
+//   gemm_silu_mul:     act = silu_and_mul(a @ w^T)                   (w = gate | up)
 //   gemm_add:          residual += a @ w^T
 //   silu_mul_gemm_add: residual += silu_and_mul(h) @ w^T      (h = [gate | up])
 //   rms_norm_gemm_rotary_kv_write: the q|k|v projection of a decode layer without QK-norm,
@@ -10,7 +11,7 @@
 // add), so fused and unfused results differ only in fp32 summation order.
 //   x, a: [n_rows, k]   h: [n_rows, 2k]   w: [n, k] (rows contiguous, row stride free)
 //   out, residual: [n_rows, n] (dtype of x)   norm_w: [k], f32 or the dtype of x
-//   rms_norm_gemm_silu_mul: w [2 * inter, k], act [n_rows, inter]
+//   rms_norm_gemm_silu_mul, gemm_silu_mul: w [2 * inter, k], act [n_rows, inter]
 // On CUDA 1..8 bf16/f16 rows run as one GEMV kernel (ops/cuda/gemv_kernel.cuh: every warp
 // takes the row's rms, every block stages the normalised rows in shared memory; SiLU*up of the
 // input is staged by every block; a warp owning gate j and up j applies SiLU*up in its epilogue;
@@ -20,6 +21,9 @@
 // The decode layer uses rms_norm_gemm_rotary_kv_write (q|k|v without QK-norm; rms_norm_gemm +
 // qkv_rotary_kv_write with it), gemm_add (o, down) and rms_norm_gemm_silu_mul
 // (gate_up): silu_mul_gemm_add's per-block prologue costs more than the kernel it saves.
+// gemm_silu_mul is the gate_up of multi-row steps (no norm: the norm is fused into the residual
+// add before it); on sm_90 3..64 rows run as one TMA wgmma GEMM with SiLU * up in its epilogue
+// (ops/cuda/gemm_wgmma.cu), anything else as gemm + silu_and_mul.
 #pragma once
 
 #include "core/tensor.h"
@@ -29,6 +33,7 @@ namespace vela::ops {
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
 void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                             Tensor& act);
+void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act);
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual);
 void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual);
 //   w: [(H + 2 * Hkv) * D, k]; positions, table, out_cache_loc, q_out, k_cache, v_cache as

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/cuda/stream.h"
@@ -23,8 +24,10 @@
 #include "ops/cuda/bench_cuda.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_cublaslt.h"
+#include "ops/fused_gemm.h"
 #include "ops/gemm.h"
 #include "ops/gemm_tuning.h"
+#include "ops/swiglu.h"
 
 namespace vela {
 namespace {
@@ -59,6 +62,7 @@ struct RestoreSmallGemmKernels {
     ops::cuda::gemm_skinny_set_enabled(-1);
 #ifdef VELA_HAS_SM90A
     ops::cuda::gemm_wgmma_set_enabled(-1);
+    ops::cuda::gemm_wgmma_set_tma(-1);
 #endif
   }
 };
@@ -128,6 +132,52 @@ TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
                 [](int64_t m) { return m == 37; });
 }
 
+// The wgmma GEMM with its loads by cp.async (SmallBatchShapesMatchCpu runs the default, TMA):
+// split-K over a cluster and none, partial last column tiles and K chunks.
+TEST_F(CudaGemmTest, CpAsyncWgmmaGemmMatchesCpu) {
+#ifdef VELA_HAS_SM90A
+  RestoreSmallGemmKernels restore;
+  ops::cuda::gemm_wgmma_set_enabled(1);
+  ops::cuda::gemm_wgmma_set_tma(0);
+  check_small_m({3, 17, 64},
+                {{13, 1536}, {1000, 264}, {2048, 1536}, {1536, 6912}, {20000, 256}, {5000, 520}},
+                [](int64_t m) { return m == 17; });
+#else
+  GTEST_SKIP() << "built without sm_90a";
+#endif
+}
+
+// gemm_silu_mul (act = silu_and_mul(a @ w^T), w = gate | up) against its CPU twin: the TMA
+// wgmma kernel's SiLU * up epilogue (split-K over a cluster at narrow inter, none at 20000; a
+// partial last tile), and rows past its 64 (gemm + silu_and_mul).
+TEST_F(CudaGemmTest, GemmSiluMulMatchesCpu) {
+#ifdef VELA_HAS_SM90A
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t m : {3, 17, 64, 65}) {
+      for (auto [inter, k] : std::vector<std::pair<int64_t, int64_t>>{
+               {6912, 1536}, {1000, 264}, {64, 520}, {20000, 256}}) {
+        const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) + " inter" +
+                                 std::to_string(inter) + " k" + std::to_string(k);
+        SCOPED_TRACE(what);
+        Tensor a = test::random_cpu({m, k}, dt, 1);
+        Tensor w = test::random_cpu({2 * inter, k}, dt, 2);
+        Tensor want = Tensor::empty({m, inter}, dt, Device::cpu());
+        ops::gemm_silu_mul(a, w, want);
+        Tensor da = a.to(gpu()), dw = w.to(gpu());
+        Tensor got = Tensor::empty({m, inter}, dt, gpu());
+        EXPECT_EQ(ops::cuda::gemm_wgmma_silu_mul(da, dw, got), m > 2 && m <= 64);
+        ops::gemm_silu_mul(da, dw, got);
+        const test::Tol t = test::tol_for(dt);
+        test::expect_close(
+            got, want, {t.atol * 2 + 2e-5 * std::sqrt(static_cast<double>(k)), t.rtol * 2}, what);
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "built without sm_90a";
+#endif
+}
+
 // The split-K of the skinny GEMM (3..8 rows, gemm_skinny.cu) and of the wgmma GEMM (sm_90,
 // gemm_wgmma.cu; values checked against the CPU above) sums the partials in split order, so a
 // repeated call and a graph replay give the same bits as the first eager call.
@@ -135,10 +185,12 @@ TEST_F(CudaGemmTest, SkinnyGemmRepeatsBitForBit) {
   const int sms = vela::cuda::device_properties().multiProcessorCount;
   EXPECT_GT(ops::cuda::skinny_gemm_splits(2048, 1536, sms), 1);  // the split-K path is covered
   RestoreSmallGemmKernels restore;
-  // kernel 0: the skinny GEMM (3..8 rows; wgmma off), 1: the wgmma GEMM (forced on, 3..64 rows).
-  for (int kernel = 0; kernel < 2; ++kernel) {
+  // kernel 0: the skinny GEMM (3..8 rows; wgmma off), 1 / 2: the wgmma GEMM (forced on, 3..64
+  // rows) with cp.async / TMA loads.
+  for (int kernel = 0; kernel < 3; ++kernel) {
 #ifdef VELA_HAS_SM90A
-    ops::cuda::gemm_wgmma_set_enabled(kernel);
+    ops::cuda::gemm_wgmma_set_enabled(kernel > 0 ? 1 : 0);
+    ops::cuda::gemm_wgmma_set_tma(kernel == 2 ? 1 : 0);
 #else
     if (kernel == 1) break;
 #endif
@@ -147,8 +199,9 @@ TEST_F(CudaGemmTest, SkinnyGemmRepeatsBitForBit) {
         if (kernel == 0 && m > ops::cuda::kSkinnyMaxRows) continue;
         for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 1536}, {1536, 6912}, {5000, 520}}) {
           const std::string what = std::string(kernel == 0 ? "skinny " : "wgmma ") +
-                                   dtype_name(out_dt) + " m" + std::to_string(m) + " n" +
-                                   std::to_string(n) + " k" + std::to_string(k);
+                                   std::to_string(kernel) + " " + dtype_name(out_dt) + " m" +
+                                   std::to_string(m) + " n" + std::to_string(n) + " k" +
+                                   std::to_string(k);
           SCOPED_TRACE(what);
           Tensor da = test::random_cpu({m, k}, DType::kBF16, 1).to(gpu());
           Tensor dw = test::random_cpu({n, k}, DType::kBF16, 2).to(gpu());
@@ -485,14 +538,15 @@ TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::printf("device copy %.0f GB/s (us per GEMM; GB/s and share of copy for the fastest)\n",
               copy);
-  std::printf("%-13s %3s %8s %8s %8s %7s %8s %7s\n", "gemm", "M", "cublas", "skinny", "wgmma",
-              "GB/s", "of copy", "splits");
-  // kind 0: cuBLASLt, 1: skinny, 2: wgmma.
-  constexpr int kKinds = 3;
+  std::printf("%-13s %3s %8s %8s %8s %8s %7s %8s %7s\n", "gemm", "M", "cublas", "skinny",
+              "cp.async", "tma", "GB/s", "of copy", "splits");
+  // kind 0: cuBLASLt, 1: skinny, 2: wgmma with cp.async loads, 3: wgmma with TMA loads.
+  constexpr int kKinds = 4;
   auto set_kind = [](int kind) {
     ops::cuda::gemm_skinny_set_enabled(kind == 1 ? 1 : 0);
 #ifdef VELA_HAS_SM90A
-    ops::cuda::gemm_wgmma_set_enabled(kind == 2 ? 1 : 0);
+    ops::cuda::gemm_wgmma_set_enabled(kind >= 2 ? 1 : 0);
+    ops::cuda::gemm_wgmma_set_tma(kind == 3 ? 1 : 0);
 #else
     (void)kind;
 #endif
@@ -548,14 +602,87 @@ TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
       splits = ops::cuda::wgmma_gemm_splits(s.n, s.k, sms);
 #endif
       (void)sms;
-      std::printf("%-13s %3lld %8.2f %8.2f %8.2f %7.0f %7.1f%% %7d\n", s.name,
-                  static_cast<long long>(m), us[0], us[1], us[2], gbps, 100.0 * gbps / copy,
-                  splits);
+      std::printf("%-13s %3lld", s.name, static_cast<long long>(m));
+      for (double u : us) std::printf(" %8.2f", u);
+      std::printf(" %7.0f %7.1f%% %7d\n", gbps, 100.0 * gbps / copy, splits);
     }
   }
   cudaStreamSynchronize(stream);
   ops::cuda::gemm_release_stream(stream, 0);
   cudaStreamDestroy(stream);
+}
+
+// gate_up at 4..64 rows as the multi-row decode step runs it (gemm_silu_mul) against the GEMM +
+// silu_mul kernel on cuBLASLt or the cp.async wgmma GEMM; each call on another of 8 weight copies,
+// 24 calls per graph, us per call.
+TEST_F(CudaGemmTest, DISABLED_BenchGemmSiluMul) {
+#ifdef VELA_HAS_SM90A
+  RestoreSmallGemmKernels restore;
+  const double copy = ops::cuda::bench_copy_gbps(size_t{1} << 30);
+  constexpr int kCopies = 8, kPerGraph = 24, kReplays = 20;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::printf("device copy %.0f GB/s; us per gate_up + SiLU*up\n%-14s %3s %8s %8s %8s\n", copy,
+              "shape", "M", "cublas", "cp.async", "fused");
+  for (auto [name, inter, k] :
+       {std::tuple<const char*, int64_t, int64_t>{"bench-1b", 6912, 1536}, {"1.7B", 6144, 2048}}) {
+    std::vector<Tensor> ws;
+    for (int i = 0; i < kCopies; ++i) {
+      ws.push_back(Tensor::empty({2 * inter, k}, DType::kBF16, gpu()));
+      cudaMemset(ws.back().data_ptr(), 0, ws.back().nbytes());
+    }
+    for (int64_t m : {4, 16, 32, 64}) {
+      Tensor a = test::random_cpu({m, k}, DType::kBF16, 5).to(gpu());
+      Tensor h = Tensor::empty({m, 2 * inter}, DType::kBF16, gpu());
+      Tensor act = Tensor::empty({m, inter}, DType::kBF16, gpu());
+      // kind 0: cuBLASLt + silu_mul, 1: the cp.async wgmma GEMM + silu_mul, 2: gemm_silu_mul.
+      double us[3] = {};
+      for (int kind = 0; kind < 3; ++kind) {
+        ops::cuda::gemm_wgmma_set_enabled(kind == 0 ? 0 : 1);
+        ops::cuda::gemm_wgmma_set_tma(kind == 2 ? 1 : 0);
+        auto call = [&](int i) {
+          if (kind < 2) {
+            ops::gemm(a, ws[i % kCopies], h, false, true);
+            ops::silu_and_mul(h, act);
+          } else {
+            ASSERT_TRUE(ops::cuda::gemm_wgmma_silu_mul(a, ws[i % kCopies], act));
+          }
+        };
+        cuda::StreamGuard sg(stream);
+        for (int i = 0; i < kCopies; ++i) call(i);
+        cudaGraph_t graph;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        for (int i = 0; i < kPerGraph; ++i) call(i);
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        cudaGraphDestroy(graph);
+        cudaGraphLaunch(exec, stream);
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        cudaEventRecord(e0, stream);
+        for (int r = 0; r < kReplays; ++r) cudaGraphLaunch(exec, stream);
+        cudaEventRecord(e1, stream);
+        cudaEventSynchronize(e1);
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, e0, e1);
+        us[kind] = 1e3 * ms / (kReplays * kPerGraph);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        cudaGraphExecDestroy(exec);
+      }
+      std::printf("%-14s %3lld", name, static_cast<long long>(m));
+      for (double u : us) std::printf(" %8.2f", u);
+      std::printf("   (weights at copy: %.2f us)\n", 2.0 * 2 * inter * k / (copy * 1e3));
+    }
+  }
+  cudaStreamSynchronize(stream);
+  ops::cuda::gemm_release_stream(stream, 0);
+  cudaStreamDestroy(stream);
+#else
+  GTEST_SKIP() << "built without sm_90a";
+#endif
 }
 
 TEST_F(CudaGemmTest, StreamsRunningAtOnceEachHaveTheirOwnWorkspace) {

@@ -46,6 +46,11 @@ TEST(FusedGemm, EqualsTheUnfusedOps) {
     ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w2, act);
     EXPECT_EQ(to_doubles(act), to_doubles(act_want)) << "rms_norm_gemm_silu_mul";
 
+    ops::gemm(x, w2, h, false, true);
+    ops::silu_and_mul(h, act_want);
+    ops::gemm_silu_mul(x, w2, act);
+    EXPECT_EQ(to_doubles(act), to_doubles(act_want)) << "gemm_silu_mul";
+
     Tensor r0 = random_tensor({m, n}, dt, 5, -3.0f, 3.0f);
     Tensor y = Tensor::empty({m, n}, dt), r_want = r0.clone(), r = r0.clone();
     ops::gemm(x, w, y, false, true);
@@ -78,6 +83,14 @@ TEST(FusedGemm, BadInputNamesTheProblem) {
   EXPECT_THROW(ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, Tensor::empty({8, 16}, DType::kF32), act),
                InvalidArgument);
   EXPECT_THROW(ops::gemm_add(x, Tensor::empty({8, 16}, DType::kBF16), out), InvalidArgument);
+  // gemm_silu_mul: w must be [2 * inter, k], act [rows, inter], one dtype.
+  EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({8, 16}, DType::kF32), act), InvalidArgument);
+  EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({10, 12}, DType::kF32), act), InvalidArgument);
+  EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({10, 16}, DType::kBF16), act),
+               InvalidArgument);
+  Tensor act_rows = Tensor::empty({3, 5}, DType::kF32);
+  EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({10, 16}, DType::kF32), act_rows),
+               InvalidArgument);
 }
 
 TEST(QkvRotary, EqualsSplitNormRotaryAndKvWrite) {

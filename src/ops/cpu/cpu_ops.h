@@ -22,6 +22,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
 void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                             Tensor& act);
+void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act);
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual);
 void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual);
 void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);

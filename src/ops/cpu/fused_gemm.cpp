@@ -22,6 +22,14 @@ void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, co
   silu_mul(h.slice(1, 0, inter), h.slice(1, inter, 2 * inter), act);
 }
 
+void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
+  ScratchMark temporaries;
+  const int64_t inter = act.size(1);
+  Tensor h = scratch_tensor({a.size(0), 2 * inter}, a.dtype(), a.device());
+  gemm(a, w, h, false, true, 1.0f, 0.0f);
+  silu_mul(h.slice(1, 0, inter), h.slice(1, inter, 2 * inter), act);
+}
+
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual) {
   ScratchMark temporaries;
   Tensor y = scratch_tensor(residual.shape(), residual.dtype(), residual.device());

@@ -35,15 +35,22 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sm_count);
 // c = alpha * a @ b^T for gemv_max_rows() + 1 .. kWgmmaDefaultRows rows of bf16/f16 a on an sm_90
 // GPU (beta 0; c of a's dtype or f32): the Hopper wgmma GEMM (gemm_wgmma.cu; built where
 // VELA_HAS_SM90A is defined; VELA_WGMMA_GEMM=0 turns it off, leaving these rows to the skinny
-// GEMM and cuBLASLt); false when the problem does not have that shape or the device is not sm_90.
-// The kernel takes up to kWgmmaMaxRows; above 16 rows cuBLASLt was as fast or faster on the H200.
-inline constexpr int kWgmmaDefaultRows = 16;
+// GEMM and cuBLASLt; VELA_WGMMA_ROWS=N caps its rows at N); false when the problem does not have
+// that shape or the device is not sm_90.
+inline constexpr int kWgmmaDefaultRows = 64;
 inline constexpr int kWgmmaMaxRows = 64;
 bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
                 float alpha, float beta);
 // Benchmarks: 1 forces the wgmma GEMM on for up to kWgmmaMaxRows rows, 0 off, -1 back to
-// VELA_WGMMA_GEMM (on, up to kWgmmaDefaultRows).
+// VELA_WGMMA_GEMM / VELA_WGMMA_ROWS.
 void gemm_wgmma_set_enabled(int on);
+// Benchmarks: 1 / 0 the wgmma GEMM's loads by TMA (the default) / by cp.async from every thread,
+// -1 back to VELA_WGMMA_TMA.
+void gemm_wgmma_set_tma(int on);
+// act = silu_and_mul(a @ w^T) (w = gate | up [2 * inter, k], act [m, inter]) for the wgmma GEMM's
+// rows in one kernel (the TMA kernel with SiLU * up in its epilogue; VELA_GEMM_SILU_MUL=0 turns
+// it off); false when the problem does not have that shape.
+bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act);
 // The most rows the wgmma GEMM takes now (0 when it is off).
 int wgmma_max_rows();
 // K ranges (= thread-block cluster size, at most max_cluster) per 128-column tile of the wgmma

@@ -1,23 +1,27 @@
-// Hopper GEMM for small batches: c[M, N] = alpha * a[M, K] @ w[N, K]^T for 3..16 rows of bf16/f16
-// a (small-batch decode, speculative verify) on sm_90, the weight streamed once. Graph-timed on
-// the H200 at 4 rows (docs/kernels.md, "Small batches"): bench-1b's q|k|v / o / gate_up / down
-// 4.3 / 3.8 / 12.3 / 10.1 us against 5.2 / 4.8 / 14.4 / 9.6 (skinny) and 5.3 / 4.4-6.2 / 12.6 /
-// 9.5 (cuBLASLt); from about 32 rows cuBLASLt is as fast or faster, so it keeps those.
+// Hopper GEMM for small batches: c[M, N] = alpha * a[M, K] @ w[N, K]^T for 3..64 rows of bf16/f16
+// a (batched decode, speculative verify) on sm_90, the weight streamed once, and the same with
+// SiLU * up in the epilogue for the gate|up projection (gemm_wgmma_silu_mul). Graph-timed on the
+// H200 (docs/kernels.md, "Small batches on Hopper"): bench-1b's q|k|v / o / gate_up / down at 64
+// rows 5.7 / 4.4 / 14.6 / 10.1 us against cuBLASLt's 5.5 / 4.8 / 14.0 / 9.9, and in the engine,
+// where it runs under programmatic dependent launch, batch64 34,694 -> 35,422-35,954 tok/s.
 //
 // One warpgroup (128 threads) per block owns BN = 128 output columns and a range of K. Every
 // 64-wide K chunk of w [128 x 64] and of a [64 x 64] (rows past M zero) goes global -> shared
-// through a 4-stage cp.async pipeline in the 128-byte swizzled layout wgmma reads (row r's 16-byte
-// chunk c at chunk c ^ (r % 8) of a 128-byte row, 1024-byte aligned tiles), and four
-// wgmma.m64n128k16 per chunk accumulate the 64 x 128 tile in fp32 registers. When the column
-// tiles alone would leave SMs idle (q|k|v, o, down), K is split over the blocks of a thread-block
-// cluster (at most 8): each block stages its partial tile in its shared memory and, after a
-// cluster barrier, sums every splits-th row of the tile over the cluster's blocks in rank order
-// through distributed shared memory (no global round trip; the same bits whichever block
-// finishes first, so graph replays equal eager calls). Launched with programmatic dependent
-// launch: the first weight chunks load before pdl_wait().
+// through a 4-stage pipeline in the 128-byte swizzled layout wgmma reads (row r's 16-byte chunk c
+// at chunk c ^ (r % 8) of a 128-byte row, 1024-byte aligned tiles), and four wgmma.m64n128k16 per
+// chunk accumulate the 64 x 128 tile in fp32 registers. The loads are TMA copies issued by one
+// thread onto the stage's mbarrier (wgmma_tma_gemm_kernel, the default), or cp.async copies from
+// every thread (wgmma_gemm_kernel, VELA_WGMMA_TMA=0). When the column tiles alone would leave SMs
+// idle (q|k|v, o, down), K is split over the blocks of a thread-block cluster (at most 8): each
+// block stages its partial tile in its shared memory and, after a cluster barrier, sums every
+// splits-th row of the tile over the cluster's blocks in rank order through distributed shared
+// memory (no global round trip; the same bits whichever block finishes first, so graph replays
+// equal eager calls). Launched with programmatic dependent launch: the first weight chunks load
+// before pdl_wait().
 //
-// Built for sm_90a only (wgmma), in the vela_sm90a object library (CMakeLists.txt);
-// gemm_cublaslt.cpp calls it where VELA_HAS_SM90A is defined and the device is sm_90.
+// Built for sm_90a only (wgmma, TMA), in the vela_sm90a object library (CMakeLists.txt);
+// gemm_cublaslt.cpp and ops/fused_gemm.cpp call it where VELA_HAS_SM90A is defined and the device
+// is sm_90.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -31,6 +35,7 @@
 #include "ops/cuda/gemm_pipeline.cuh"
 #include "ops/cuda/gemv_kernel.cuh"
 #include "ops/cuda/pdl.cuh"
+#include "ops/cuda/tma.cuh"
 #include "ops/cuda/wgmma.cuh"
 
 namespace vela::ops::cuda {
@@ -87,6 +92,41 @@ __device__ __forceinline__ void store_cols(TC* c, const WgmmaArgs& p, int row, i
 #pragma unroll
   for (int e = 0; e < kN; ++e)
     if (col + e < p.n) dst[e] = from_float<TC>(p.alpha * v[e]);
+}
+
+// The block's fp32 partial tile [64 x kBN] (accumulator layout of wgmma.cuh) into shared `red`
+// (row stride kRedStride), for the split-K reduction.
+__device__ __forceinline__ void stage_partial(const float (&acc)[kBN / 8][4], float* red,
+                                              int row_base, int lane) {
+#pragma unroll
+  for (int j = 0; j < kBN / 2; j += 2) {
+    const int row = row_base + ((j >> 1) & 1) * 8;
+    const int col = (j >> 2) * 8 + 2 * (lane & 3);
+    *reinterpret_cast<float2*>(red + row * kRedStride + col) =
+        make_float2(acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]);
+  }
+}
+
+// r = columns col4 .. col4 + 3 of `row` summed over the partial tiles of the cluster's `splits`
+// blocks in rank order (every rank's part loaded first, so the loads are in flight together).
+__device__ __forceinline__ void cluster_sum4(cooperative_groups::cluster_group& cluster,
+                                             const float* red, int splits, int row, int col4,
+                                             float (&r)[4]) {
+  const float4* local = reinterpret_cast<const float4*>(red + row * kRedStride + col4);
+  float4 part[kMaxCluster];
+#pragma unroll
+  for (int s = 0; s < kMaxCluster; ++s)
+    if (s < splits) part[s] = *cluster.map_shared_rank(local, s);
+  r[0] = r[1] = r[2] = r[3] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kMaxCluster; ++s) {
+    if (s < splits) {
+      r[0] += part[s].x;
+      r[1] += part[s].y;
+      r[2] += part[s].z;
+      r[3] += part[s].w;
+    }
+  }
 }
 
 template <typename T, typename TC>
@@ -156,39 +196,176 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
   }
   // Split-K: stage the partial tile, then sum rows rank, rank + splits, ... over the cluster.
   __syncthreads();  // every warp is done reading the pipeline's shared memory
-  float* red = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int j = 0; j < 64; j += 2) {
-    const int row = row_base + ((j >> 1) & 1) * 8;
-    const int col = (j >> 2) * 8 + 2 * (lane & 3);
-    *reinterpret_cast<float2*>(red + row * kRedStride + col) =
-        make_float2(acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]);
-  }
+  stage_partial(acc, reinterpret_cast<float*>(smem), row_base, lane);
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every block's partial is staged and visible to the cluster
   const int rank = static_cast<int>(cluster.block_rank());
   const int my_rows = p.m > rank ? (p.m - rank + p.splits - 1) / p.splits : 0;
+  const float* red = reinterpret_cast<const float*>(smem);
   for (int idx = tid; idx < my_rows * (kBN / 4); idx += kThreads) {
     const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
-    // Every rank's part first (independent loads in flight together), then the sum in rank order.
-    const float* local = red + row * kRedStride + col4;
-    float4 part[kMaxCluster];
+    float r[4];
+    cluster_sum4(cluster, red, p.splits, row, col4, r);
+    store_cols<TC, 4>(c, p, row, col0 + col4, r);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+#endif
+}
+
+// ---- TMA kernel: the same tiles with the loads issued by one thread (3..64 rows; SiLU * up) ----
+//
+// Every copy of a stage is one TMA (the weight as two boxes of 64 rows, a as one 64-row box, rows
+// past M zero-filled) completing on the stage's mbarrier, so the math warps issue no loads: thread
+// 0 refills a stage after the block barrier that follows its wgmma. kSilu: the weight is gate | up
+// ([2 * inter, k]) and the block's 128 rows are gate rows j .. j + 63 and up rows inter + j ..
+// inter + j + 63 (j = 64 * tile), so a thread holds gate and up of the same columns and stores
+// silu(gate) * up, each rounded where gemm + silu_and_mul round. Two warpgroups per block (256
+// columns) and a producer warp with empty barriers were measured and dropped: even or slower on
+// most bench-1b and Qwen3-1.7B projections (docs/kernels.md).
+
+struct TmaArgs {
+  CUtensorMap w_map;  // [n (kSilu: 2 * inter), k] in [64 x 64] boxes
+  CUtensorMap a_map;  // [m, k] in [64 x 64] boxes
+  void* c;
+  int64_t ldc;
+  int m, n;  // n: output columns (kSilu: inter)
+  int n_chunks, splits;
+  float alpha;
+  bool pairs;
+};
+
+template <typename TC>
+__device__ __forceinline__ float silu_mul_rounded(float g, float u, float alpha) {
+  const float gr = to_float(from_float<TC>(alpha * g)), ur = to_float(from_float<TC>(alpha * u));
+  return gr / (1.0f + expf(-gr)) * ur;
+}
+
+template <typename T, typename TC, bool kSilu>
+static __global__ void __launch_bounds__(kThreads)
+    wgmma_tma_gemm_kernel(const __grid_constant__ TmaArgs p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ uint64_t full[kStages];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tile = blockIdx.x, split = blockIdx.y;
+  const gemm_pipeline::ChunkRange range = gemm_pipeline::split_chunks(split, p.splits, p.n_chunks);
+  const int c_begin = range.begin, n_local = range.end - range.begin;
+  auto stage_w = [&](int st) { return smem + st * kStageBytes; };
+  auto stage_a = [&](int st) { return smem + st * kStageBytes + kWBytes; };
+  auto load_w = [&](int ci, int st) {
 #pragma unroll
-    for (int s = 0; s < kMaxCluster; ++s)
-      if (s < p.splits)
-        part[s] = *cluster.map_shared_rank(reinterpret_cast<const float4*>(local), s);
-    float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int b = 0; b < 2; ++b) {  // 64-row boxes: gate then up rows with kSilu
+      const int row = kSilu ? b * p.n + tile * 64 : tile * kBN + b * 64;
+      tma::load_2d(stage_w(st) + b * 64 * 128, &p.w_map, ci * kBK, row, &full[st]);
+    }
+  };
+  auto load_a = [&](int ci, int st) {
+    tma::load_2d(stage_a(st), &p.a_map, ci * kBK, 0, &full[st]);
+  };
+  if (tid == 0) {
+    tma::prefetch_map(&p.w_map);
+    tma::prefetch_map(&p.a_map);
 #pragma unroll
-    for (int s = 0; s < kMaxCluster; ++s) {
-      if (s < p.splits) {
-        r[0] += part[s].x;
-        r[1] += part[s].y;
-        r[2] += part[s].z;
-        r[3] += part[s].w;
+    for (int s = 0; s < kStages; ++s) tma::barrier_init(&full[s], 1);
+    tma::fence_barrier_init();
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_local) {
+        tma::arrive_expect_tx(&full[s], kStageBytes);
+        load_w(c_begin + s, s);  // weights never depend on the previous kernel
       }
     }
-    store_cols<TC, 4>(c, p, row, col0 + col4, r);
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s)
+      if (s < n_local) load_a(c_begin + s, s);
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+
+  float acc[kBN / 8][4];
+#pragma unroll
+  for (int j = 0; j < kBN / 2; ++j) acc[j >> 2][j & 3] = 0.0f;
+  for (int i = 0; i < n_local; ++i) {
+    if (i > 0) __syncthreads();  // every warp's wgmma on chunk i - 1 completed: refill its stage
+    const int nxt = i + kStages - 1;
+    if (tid == 0 && nxt < n_local) {
+      const int sn = nxt % kStages;
+      tma::arrive_expect_tx(&full[sn], kStageBytes);
+      load_w(c_begin + nxt, sn);
+      load_a(c_begin + nxt, sn);
+    }
+    const int st = i % kStages;
+    tma::wait(&full[st], static_cast<uint32_t>((i / kStages) & 1));
+    const uint64_t da = wgmma::desc_k_major(stage_a(st)), db = wgmma::desc_k_major(stage_w(st));
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk)
+      wgmma::mma_ss<T, kBN>(acc, wgmma::desc_add(da, 32 * kk), wgmma::desc_add(db, 32 * kk), 1);
+    wgmma::commit();
+    wgmma::wait_all();
+  }
+
+  TC* c = static_cast<TC*>(p.c);
+  WgmmaArgs sp{};  // store_cols' view of the output
+  sp.ldc = p.ldc;
+  sp.n = p.n;
+  sp.alpha = kSilu ? 1.0f : p.alpha;  // silu_mul_rounded applies alpha itself
+  sp.pairs = p.pairs;
+  const int row_base = warp * 16 + (lane >> 2);
+  if (p.splits == 1) {
+    if constexpr (kSilu) {
+#pragma unroll
+      for (int j = 0; j < 32; j += 2) {  // gate in acc[0..7], up in acc[8..15]
+        const int row = row_base + ((j >> 1) & 1) * 8;
+        const int col = tile * 64 + (j >> 2) * 8 + 2 * (lane & 3);
+        const float v[2] = {
+            silu_mul_rounded<TC>(acc[j >> 2][j & 3], acc[8 + (j >> 2)][j & 3], p.alpha),
+            silu_mul_rounded<TC>(acc[j >> 2][(j & 3) + 1], acc[8 + (j >> 2)][(j & 3) + 1],
+                                 p.alpha)};
+        if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 64; j += 2) {
+        const int row = row_base + ((j >> 1) & 1) * 8;
+        const int col = tile * kBN + (j >> 2) * 8 + 2 * (lane & 3);
+        const float v[2] = {acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]};
+        if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
+      }
+    }
+    return;
+  }
+  __syncthreads();  // every wgmma has read its stage: the stages hold the partial tile now
+  stage_partial(acc, reinterpret_cast<float*>(smem), row_base, lane);
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int my_rows = p.m > rank ? (p.m - rank + p.splits - 1) / p.splits : 0;
+  const float* red = reinterpret_cast<const float*>(smem);
+  if constexpr (kSilu) {
+    for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
+      const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
+      float g[4], u[4], v[4];
+      cluster_sum4(cluster, red, p.splits, row, col4, g);
+      cluster_sum4(cluster, red, p.splits, row, 64 + col4, u);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], p.alpha);
+      store_cols<TC, 4>(c, sp, row, tile * 64 + col4, v);
+    }
+  } else {
+    for (int idx = tid; idx < my_rows * (kBN / 4); idx += kThreads) {
+      const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
+      float r[4];
+      cluster_sum4(cluster, red, p.splits, row, col4, r);
+      store_cols<TC, 4>(c, sp, row, tile * kBN + col4, r);
+    }
   }
   cluster.sync();  // no block leaves while another still reads its shared memory
 #endif
@@ -247,9 +424,10 @@ int resident_cluster_limit() {
   return limit;
 }
 
-template <typename T, typename TC>
-void launch_wgmma(const WgmmaArgs& p, int n_tiles) {
-  auto kernel = wgmma_gemm_kernel<T, TC>;
+// Launches `kernel` (either GEMM kernel) over n_tiles x p.splits blocks, the splits of a tile one
+// thread-block cluster, with programmatic dependent launch.
+template <typename Kernel, typename Args>
+void launch(Kernel kernel, const Args& p, int n_tiles) {
   opt_in_smem(kernel, kSmemBytes);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
@@ -275,6 +453,41 @@ void launch_wgmma(const WgmmaArgs& p, int n_tiles) {
   VELA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
+std::atomic<int> g_tma_override{-1};  // gemm_wgmma_set_tma (benchmarks, tests)
+
+// Whether the plain GEMM takes the TMA kernel (VELA_WGMMA_TMA=0: the cp.async kernel).
+bool tma_enabled() {
+  const int o = g_tma_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool on = env_enabled("VELA_WGMMA_TMA");
+  return on;
+}
+
+// The TMA kernel for c = alpha * a @ w^T (kSilu: c = silu_and_mul(alpha * a @ w^T) with w = gate |
+// up and c [m, inter]); false when the driver cannot make the tensor maps.
+template <bool kSilu>
+bool run_tma(const Tensor& a, const Tensor& w, Tensor& c, float alpha) {
+  const int64_t m = a.size(0), k = a.size(1);
+  TmaArgs p{};
+  if (!tma::encode_2d(&p.w_map, w.data_ptr(), w.dtype(), w.size(0), k, w.stride(0), 64) ||
+      !tma::encode_2d(&p.a_map, a.data_ptr(), a.dtype(), m, k, a.stride(0), 64))
+    return false;
+  p.c = c.data_ptr();
+  p.ldc = c.stride(0);
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(c.size(1));
+  p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
+  p.alpha = alpha;
+  p.pairs = c.stride(0) % 2 == 0 && is_aligned(c.data_ptr(), 2 * dtype_size(c.dtype()));
+  // A tile is 128 rows of w: 128 output columns, or 64 gate and 64 up rows.
+  const int n_tiles = static_cast<int>((w.size(0) + kBN - 1) / kBN);
+  p.splits = wgmma_gemm_splits(w.size(0), k, n_sms(), resident_cluster_limit());
+  gemm_pipeline::dispatch_dtypes(a.dtype(), c.dtype(), [&](auto t, auto tc) {
+    launch(wgmma_tma_gemm_kernel<decltype(t), decltype(tc), kSilu>, p, n_tiles);
+  });
+  return true;
+}
+
 }  // namespace
 
 void gemm_wgmma_set_enabled(int on) { g_wgmma_override = on < 0 ? -1 : (on != 0); }
@@ -282,7 +495,10 @@ void gemm_wgmma_set_enabled(int on) { g_wgmma_override = on < 0 ? -1 : (on != 0)
 int wgmma_max_rows() {
   const int o = g_wgmma_override.load(std::memory_order_relaxed);
   if (o == 0 || (o < 0 && !wgmma_env_enabled())) return 0;  // off
-  return o > 0 ? kWgmmaMaxRows : kWgmmaDefaultRows;
+  // VELA_WGMMA_ROWS: the row cap (A/B runs against cuBLASLt above it).
+  static const int env_rows =
+      static_cast<int>(env_int("VELA_WGMMA_ROWS", kWgmmaDefaultRows, 3, kWgmmaMaxRows));
+  return o > 0 ? kWgmmaMaxRows : env_rows;
 }
 
 int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster) {
@@ -309,14 +525,32 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
   DeviceGuard guard(c.device().index);
   const cudaDeviceProp& prop = vela::cuda::device_properties();
   if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only
+  if (tma_enabled() && run_tma<false>(a, b, c, alpha)) return true;
   WgmmaArgs p{};
   gemm_pipeline::fill_operands(p, a, b, c, alpha);
   p.splits = wgmma_gemm_splits(n, k, n_sms(), resident_cluster_limit());
   p.pairs = c.stride(0) % 2 == 0 && is_aligned(c.data_ptr(), 2 * dtype_size(c.dtype()));
   const int n_tiles = static_cast<int>((n + kBN - 1) / kBN);
-  gemm_pipeline::dispatch_dtypes(
-      dt, c.dtype(), [&](auto t, auto tc) { launch_wgmma<decltype(t), decltype(tc)>(p, n_tiles); });
+  gemm_pipeline::dispatch_dtypes(dt, c.dtype(), [&](auto t, auto tc) {
+    launch(wgmma_gemm_kernel<decltype(t), decltype(tc)>, p, n_tiles);
+  });
   return true;
+}
+
+void gemm_wgmma_set_tma(int on) { g_tma_override = on < 0 ? -1 : (on != 0); }
+
+bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
+  if (a.dim() != 2 || act.dim() != 2 || w.dim() != 2 || act.dtype() != a.dtype()) return false;
+  const int64_t inter = act.size(1);
+  if (w.size(0) != 2 * inter || act.size(0) != a.size(0) || inter > 0x3fffffff) return false;
+  if (!gemv_detail::gemv_operands_ok(a, a.size(1), w, act, wgmma_max_rows())) return false;
+  if (a.size(0) <= gemv_max_rows()) return false;
+  static const bool on = env_enabled("VELA_GEMM_SILU_MUL");
+  if (!on) return false;
+  DeviceGuard guard(act.device().index);
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only
+  return run_tma<true>(a, w, act, 1.0f);
 }
 
 }  // namespace vela::ops::cuda

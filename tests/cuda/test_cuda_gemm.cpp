@@ -521,6 +521,35 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
 // Opt-in benchmark: cuBLASLt, the skinny GEMM (3..8 rows) and the wgmma GEMM (sm_90) for
 // bench-1b's projections at 3..64 rows, graph-timed (24 calls per graph, each on another copy of
 // the weight, so they come from HBM).
+// Microseconds per call of call(0 .. per_graph - 1) captured in one CUDA graph on `stream`, over
+// 20 replays after an untimed one; -1 when the capture fails.
+template <typename Call>
+double graph_us_per_call(cudaStream_t stream, int per_graph, Call&& call) {
+  constexpr int kReplays = 20;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1.0;
+  for (int i = 0; i < per_graph; ++i) call(i);
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) return -1.0;
+  const bool ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  cudaGraphDestroy(graph);
+  if (!ok) return -1.0;
+  cudaGraphLaunch(exec, stream);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0, stream);
+  for (int r = 0; r < kReplays; ++r) cudaGraphLaunch(exec, stream);
+  cudaEventRecord(e1, stream);
+  cudaEventSynchronize(e1);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  return 1e3 * ms / (kReplays * per_graph);
+}
+
 TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
   RestoreSmallGemmKernels restore;
   const double copy = ops::cuda::bench_copy_gbps(size_t{1} << 30);
@@ -569,28 +598,9 @@ TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
         set_kind(kind);
         cuda::StreamGuard sg(stream);
         for (int i = 0; i < kCopies; ++i) ops::gemm(a, ws[i], c, false, true);  // plans, scratch
-        cudaGraph_t graph;
-        cudaGraphExec_t exec = nullptr;
-        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-        for (int i = 0; i < kPerGraph; ++i) ops::gemm(a, ws[i % kCopies], c, false, true);
-        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-        cudaGraphDestroy(graph);
-        cudaGraphLaunch(exec, stream);
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
-        constexpr int kReplays = 20;
-        cudaEventRecord(e0, stream);
-        for (int r = 0; r < kReplays; ++r) cudaGraphLaunch(exec, stream);
-        cudaEventRecord(e1, stream);
-        cudaEventSynchronize(e1);
-        float ms = 0.0f;
-        cudaEventElapsedTime(&ms, e0, e1);
-        us[kind] = 1e3 * ms / (kReplays * kPerGraph);
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        cudaGraphExecDestroy(exec);
+        us[kind] = graph_us_per_call(stream, kPerGraph,
+                                     [&](int i) { ops::gemm(a, ws[i % kCopies], c, false, true); });
+        ASSERT_GT(us[kind], 0.0) << "graph capture failed";
       }
       double best = us[0];
       for (double u : us)
@@ -619,7 +629,7 @@ TEST_F(CudaGemmTest, DISABLED_BenchGemmSiluMul) {
 #ifdef VELA_HAS_SM90A
   RestoreSmallGemmKernels restore;
   const double copy = ops::cuda::bench_copy_gbps(size_t{1} << 30);
-  constexpr int kCopies = 8, kPerGraph = 24, kReplays = 20;
+  constexpr int kCopies = 8, kPerGraph = 24;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::printf("device copy %.0f GB/s; us per gate_up + SiLU*up\n%-14s %3s %8s %8s %8s\n", copy,
@@ -650,27 +660,8 @@ TEST_F(CudaGemmTest, DISABLED_BenchGemmSiluMul) {
         };
         cuda::StreamGuard sg(stream);
         for (int i = 0; i < kCopies; ++i) call(i);
-        cudaGraph_t graph;
-        cudaGraphExec_t exec = nullptr;
-        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-        for (int i = 0; i < kPerGraph; ++i) call(i);
-        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-        cudaGraphDestroy(graph);
-        cudaGraphLaunch(exec, stream);
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
-        cudaEventRecord(e0, stream);
-        for (int r = 0; r < kReplays; ++r) cudaGraphLaunch(exec, stream);
-        cudaEventRecord(e1, stream);
-        cudaEventSynchronize(e1);
-        float ms = 0.0f;
-        cudaEventElapsedTime(&ms, e0, e1);
-        us[kind] = 1e3 * ms / (kReplays * kPerGraph);
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        cudaGraphExecDestroy(exec);
+        us[kind] = graph_us_per_call(stream, kPerGraph, call);
+        ASSERT_GT(us[kind], 0.0) << "graph capture failed";
       }
       std::printf("%-14s %3lld", name, static_cast<long long>(m));
       for (double u : us) std::printf(" %8.2f", u);

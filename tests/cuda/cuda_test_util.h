@@ -1,9 +1,11 @@
 // Shared pieces of the CUDA tests: the CudaTest fixture (every CUDA test derives from it and is
 // skipped cleanly when no device is usable), seeded random CPU tensors, host read-back as
-// doubles, closeness checks that print the worst element, and the wgmma prefill kernel's override.
+// doubles, closeness checks that print the worst element, the wgmma prefill kernel's override,
+// and the graph timing of the opt-in benchmarks.
 // The CPU twin is the reference.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -189,6 +191,36 @@ inline void expect_equal(const Tensor& got, const Tensor& want, const std::strin
 
 inline std::string label(DType dt, const Shape& shape) {
   return std::string(dtype_name(dt)) + shape.str();
+}
+
+// Microseconds per call of call(0 .. per_graph - 1), captured in one CUDA graph on `stream` (the
+// caller's stream guard; kernels launched with programmatic dependent launch get programmatic
+// edges, as in the engine's graphs) and timed over `replays` replays after one untimed replay;
+// -1 when the capture fails.
+template <typename Call>
+double graph_us(cudaStream_t stream, int per_graph, int replays, Call&& call) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1.0;
+  for (int i = 0; i < per_graph; ++i) call(i);
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) return -1.0;
+  const bool ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  cudaGraphDestroy(graph);
+  if (!ok) return -1.0;
+  cudaGraphLaunch(exec, stream);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0, stream);
+  for (int r = 0; r < replays; ++r) cudaGraphLaunch(exec, stream);
+  cudaEventRecord(e1, stream);
+  cudaEventSynchronize(e1);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  return 1e3 * ms / (static_cast<double>(replays) * per_graph);
 }
 
 }  // namespace vela::test

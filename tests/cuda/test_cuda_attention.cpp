@@ -563,28 +563,9 @@ double time_ms(F&& fn, int per_graph = 20, int reps = 10) {
   cuda::StreamGuard sg(stream);
   fn();  // warm up (and lazy attribute setup) outside the capture
   cudaStreamSynchronize(stream);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  for (int i = 0; i < per_graph; ++i) fn();
-  cudaStreamEndCapture(stream, &graph);
-  cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphLaunch(exec, stream);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaEventRecord(e0, stream);
-  for (int r = 0; r < reps; ++r) cudaGraphLaunch(exec, stream);
-  cudaEventRecord(e1, stream);
-  cudaEventSynchronize(e1);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  const double us = test::graph_us(stream, per_graph, reps, [&](int) { fn(); });
   cudaStreamDestroy(stream);
-  return ms / (per_graph * reps);
+  return us / 1e3;
 }
 
 TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {

@@ -391,27 +391,7 @@ double graph_us(const std::function<void()>& f, int per_graph = 24, int replays 
     cuda::StreamGuard guard(stream);
     f();  // first call outside the capture (shared-memory opt-in, plan caches)
     cudaStreamSynchronize(stream);
-    cudaGraph_t graph;
-    cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-    for (int i = 0; i < per_graph; ++i) f();
-    cudaStreamEndCapture(stream, &graph);
-    cudaGraphExec_t exec;
-    cudaGraphInstantiate(&exec, graph, 0);
-    for (int i = 0; i < 3; ++i) cudaGraphLaunch(exec, stream);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    cudaEventRecord(a, stream);
-    for (int i = 0; i < replays; ++i) cudaGraphLaunch(exec, stream);
-    cudaEventRecord(b, stream);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    us = 1000.0 * ms / (replays * per_graph);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    us = test::graph_us(stream, per_graph, replays, [&](int) { f(); });
   }
   cudaStreamDestroy(stream);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);

@@ -521,35 +521,6 @@ TEST_F(CudaGemmTest, DISABLED_BenchSmallMTuning) {
 // Opt-in benchmark: cuBLASLt, the skinny GEMM (3..8 rows) and the wgmma GEMM (sm_90) for
 // bench-1b's projections at 3..64 rows, graph-timed (24 calls per graph, each on another copy of
 // the weight, so they come from HBM).
-// Microseconds per call of call(0 .. per_graph - 1) captured in one CUDA graph on `stream`, over
-// 20 replays after an untimed one; -1 when the capture fails.
-template <typename Call>
-double graph_us_per_call(cudaStream_t stream, int per_graph, Call&& call) {
-  constexpr int kReplays = 20;
-  cudaGraph_t graph;
-  cudaGraphExec_t exec = nullptr;
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1.0;
-  for (int i = 0; i < per_graph; ++i) call(i);
-  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) return -1.0;
-  const bool ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-  cudaGraphDestroy(graph);
-  if (!ok) return -1.0;
-  cudaGraphLaunch(exec, stream);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaEventRecord(e0, stream);
-  for (int r = 0; r < kReplays; ++r) cudaGraphLaunch(exec, stream);
-  cudaEventRecord(e1, stream);
-  cudaEventSynchronize(e1);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  return 1e3 * ms / (kReplays * per_graph);
-}
-
 TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
   RestoreSmallGemmKernels restore;
   const double copy = ops::cuda::bench_copy_gbps(size_t{1} << 30);
@@ -598,8 +569,8 @@ TEST_F(CudaGemmTest, DISABLED_BenchSkinny) {
         set_kind(kind);
         cuda::StreamGuard sg(stream);
         for (int i = 0; i < kCopies; ++i) ops::gemm(a, ws[i], c, false, true);  // plans, scratch
-        us[kind] = graph_us_per_call(stream, kPerGraph,
-                                     [&](int i) { ops::gemm(a, ws[i % kCopies], c, false, true); });
+        us[kind] = test::graph_us(stream, kPerGraph, 20,
+                                  [&](int i) { ops::gemm(a, ws[i % kCopies], c, false, true); });
         ASSERT_GT(us[kind], 0.0) << "graph capture failed";
       }
       double best = us[0];
@@ -660,7 +631,7 @@ TEST_F(CudaGemmTest, DISABLED_BenchGemmSiluMul) {
         };
         cuda::StreamGuard sg(stream);
         for (int i = 0; i < kCopies; ++i) call(i);
-        us[kind] = graph_us_per_call(stream, kPerGraph, call);
+        us[kind] = test::graph_us(stream, kPerGraph, 20, call);
         ASSERT_GT(us[kind], 0.0) << "graph capture failed";
       }
       std::printf("%-14s %3lld", name, static_cast<long long>(m));

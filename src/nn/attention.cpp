@@ -64,13 +64,11 @@ void Attention::forward_packed(const Tensor& x, const Tensor& positions, const T
     const int64_t n = x.size(0);
     Tensor attn = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, x.dtype(), x.device());
     {
-      ScratchMark temporaries;  // qkv_out and q are free again before attn is used
-      Tensor qkv_out = scratch_tensor({n, qkv.out_features()}, x.dtype(), x.device());
-      ops::gemm(x, qkv.weight, qkv_out, false, true);
+      ScratchMark temporaries;  // q is free again before attn is used
       Tensor q = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, x.dtype(), x.device());
       Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
-      ops::qkv_rotary_kv_write(qkv_out, positions, rope_table, q_norm, k_norm, cfg.norm_eps,
-                               kv.out_cache_loc, q, k_cache, v_cache);
+      ops::gemm_rotary_kv_write(x, qkv.weight, positions, rope_table, q_norm, k_norm,
+                                cfg.norm_eps, kv.out_cache_loc, q, k_cache, v_cache);
       attend(q, k_cache, v_cache, kv, attn);
     }
     o.forward(attn.view({n, cfg.q_dim()}), out);

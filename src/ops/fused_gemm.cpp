@@ -161,6 +161,37 @@ void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual) {
   add(residual, y, residual);
 }
 
+void gemm_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& positions,
+                          const Tensor& table, const Tensor& q_norm, const Tensor& k_norm,
+                          float eps, const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                          Tensor& v_cache) {
+  const char* op = "gemm_rotary_kv_write";
+  check_defined(op, "a", a);
+  check_defined(op, "w", w);
+  check_rank(op, "a", a, 2);
+  check_rank(op, "w", w, 2);
+  check_floating(op, "a", a);
+  check_same_dtype(op, "w", w, "a", a);
+  check_same_device(op, "w", w, "a", a);
+  VELA_CHECK(w.size(1) == a.size(1), op, ": w ", w.str(), " must have ", a.size(1),
+             " columns for a ", a.str());
+  check_rows(op, "a", a);
+  check_rows(op, "w", w);
+  check_qkv_rotary_operands(op, a.size(0), w.size(0), a.dtype(), a.device(), positions, table,
+                            q_norm, k_norm, out_cache_loc, q_out, k_cache, v_cache);
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  if (a.device().is_cuda() &&
+      cuda::gemm_wgmma_rotary_kv_write(a, w, positions, table, q_norm, k_norm, eps, out_cache_loc,
+                                       q_out, k_cache, v_cache))
+    return;
+#endif
+  ScratchMark temporaries;
+  Tensor qkv = scratch_tensor({a.size(0), w.size(0)}, a.dtype(), a.device());
+  gemm(a, w, qkv, false, true);
+  qkv_rotary_kv_write(qkv, positions, table, q_norm, k_norm, eps, out_cache_loc, q_out, k_cache,
+                      v_cache);
+}
+
 void rms_norm_gemm_rotary_kv_write(const Tensor& x, const Tensor& norm_w, float eps,
                                    const Tensor& w, const Tensor& positions, const Tensor& table,
                                    const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,

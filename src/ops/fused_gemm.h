@@ -2,6 +2,7 @@
 //   rms_norm_gemm:     out = rms_norm(x, norm_w, eps) @ w^T
 //   rms_norm_gemm_silu_mul: act = silu_and_mul(rms_norm(x, norm_w, eps) @ w^T)   (w = gate | up)
 //   gemm_silu_mul:     act = silu_and_mul(a @ w^T)                   (w = gate | up)
+//   gemm_rotary_kv_write: qkv_rotary_kv_write(a @ w^T, ...)          (w = q | k | v)
 //   gemm_add:          residual += a @ w^T
 //   silu_mul_gemm_add: residual += silu_and_mul(h) @ w^T      (h = [gate | up])
 //   rms_norm_gemm_rotary_kv_write: the q|k|v projection of a decode layer without QK-norm,
@@ -21,9 +22,10 @@
 // The decode layer uses rms_norm_gemm_rotary_kv_write (q|k|v without QK-norm; rms_norm_gemm +
 // qkv_rotary_kv_write with it), gemm_add (o, down) and rms_norm_gemm_silu_mul
 // (gate_up): silu_mul_gemm_add's per-block prologue costs more than the kernel it saves.
-// gemm_silu_mul is the gate_up of multi-row steps (no norm: the norm is fused into the residual
-// add before it); on sm_90 3..64 rows run as one TMA wgmma GEMM with SiLU * up in its epilogue
-// (ops/cuda/gemm_wgmma.cu), anything else as gemm + silu_and_mul.
+// gemm_silu_mul and gemm_rotary_kv_write are the gate_up and q|k|v of multi-row steps (no norm:
+// it is fused into the residual add before them); on sm_90 3..64 rows run as one TMA wgmma GEMM
+// with SiLU * up, or QK-norm + rotary + the q / KV-cache stores (head_dim 64 or 128, full rotary),
+// in its epilogue (ops/cuda/gemm_wgmma.cu); anything else as the GEMM and the op after it.
 #pragma once
 
 #include "core/tensor.h"
@@ -35,6 +37,12 @@ void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, co
                             Tensor& act);
 void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act);
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual);
+//   positions, table, q_norm, k_norm, eps, out_cache_loc, q_out, k_cache, v_cache as
+//   qkv_rotary_kv_write; w: [(H + 2 * Hkv) * D, k].
+void gemm_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& positions,
+                          const Tensor& table, const Tensor& q_norm, const Tensor& k_norm,
+                          float eps, const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                          Tensor& v_cache);
 void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual);
 //   w: [(H + 2 * Hkv) * D, k]; positions, table, out_cache_loc, q_out, k_cache, v_cache as
 //   qkv_rotary_kv_write (no QK-norm).

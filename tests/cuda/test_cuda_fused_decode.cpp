@@ -224,6 +224,90 @@ TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   }
 }
 
+// gemm_rotary_kv_write (the multi-row q|k|v GEMM with QK-norm, rotary and the q / cache stores in
+// the wgmma kernel's split-K epilogue, sm_90) against the unfused CUDA ops (GEMM +
+// qkv_rotary_kv_write) and the CPU twin: head_dim 64 and 128 with and without QK-norm (f32 and
+// 16-bit weights), 3..64 rows, a position outside the table (not rotated) and a slot of -1 (not
+// written); head_dim 80, partial rotary and 65 rows take the unfused path inside the op.
+TEST_F(CudaFusedDecodeTest, GemmRotaryKvWriteMatchesUnfused) {
+  struct Case {
+    int64_t n_heads, n_kv, d, rotary_dim;
+    bool qk_norm, norm_f32;
+  };
+  const Case cases[] = {{24, 4, 64, 64, false, true},  {16, 8, 128, 128, true, true},
+                        {8, 2, 128, 128, true, false}, {24, 4, 64, 64, true, false},
+                        {4, 4, 80, 80, false, true},   {4, 2, 64, 32, false, true}};
+  ops::RopeConfig rc;
+  rc.theta = 10000.0;
+  const int64_t k = 384;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (const Case& c : cases) {
+      for (int64_t m : {3, 17, 64, 65}) {
+        const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) + " H" +
+                                 std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
+                                 " d" + std::to_string(c.d) + " rot" +
+                                 std::to_string(c.rotary_dim) + (c.qk_norm ? " qknorm" : "");
+        SCOPED_TRACE(what);
+        rc.rotary_dim = c.rotary_dim;
+        Tensor table = ops::make_rope_table(rc, 512);
+        const int64_t width = (c.n_heads + 2 * c.n_kv) * c.d, n_slots = 2 * m + 3;
+        Tensor x = test::random_cpu({m, k}, dt, 1, -3.0, 3.0);
+        Tensor w = test::random_cpu({width, k}, dt, 2, -0.1, 0.1);
+        Tensor qn, kn;
+        if (c.qk_norm) {
+          qn = test::random_cpu({c.d}, c.norm_f32 ? DType::kF32 : dt, 8, 0.5, 1.5);
+          kn = test::random_cpu({c.d}, qn.dtype(), 9, 0.5, 1.5);
+        }
+        Tensor dqn = qn.defined() ? qn.to(gpu()) : qn, dkn = kn.defined() ? kn.to(gpu()) : kn;
+        std::vector<int32_t> pos(static_cast<size_t>(m)), slots(pos.size());
+        for (int64_t t = 0; t < m; ++t) {
+          pos[t] = static_cast<int32_t>((53 * t + 7) % 512);
+          slots[t] = static_cast<int32_t>((n_slots - 1 - 2 * t) % n_slots);
+        }
+        Tensor kc0 = test::random_cpu({n_slots, c.n_kv, c.d}, dt, 4);
+        Tensor vc0 = test::random_cpu({n_slots, c.n_kv, c.d}, dt, 5);
+        std::vector<int32_t> dpos = pos, dslots = slots;
+        dpos[1] = 100000;  // trusted device metadata: skipped, as the ops do
+        dslots[2] = -1;
+        Tensor dx = x.to(gpu()), dw = w.to(gpu()), dtab = table.to(gpu());
+        Tensor dp = Tensor::from_vector(dpos).to(gpu()), dl = Tensor::from_vector(dslots).to(gpu());
+        Tensor fq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
+        Tensor fk = kc0.to(gpu()), fv = vc0.to(gpu());
+        const bool fused_shape = (c.d == 64 || c.d == 128) && c.rotary_dim == c.d && m <= 64;
+#ifdef VELA_HAS_SM90A
+        const bool sm90 = vela::cuda::device_properties().major == 9;
+        EXPECT_EQ(ops::cuda::gemm_wgmma_rotary_kv_write(dx, dw, dp, dtab, dqn, dkn, 1e-6f, dl, fq,
+                                                        fk, fv),
+                  fused_shape && sm90);
+#else
+        (void)fused_shape;
+#endif
+        ops::gemm_rotary_kv_write(dx, dw, dp, dtab, dqn, dkn, 1e-6f, dl, fq, fk, fv);
+        Tensor uq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
+        Tensor uk = kc0.to(gpu()), uv = vc0.to(gpu());
+        Tensor qkv = Tensor::empty({m, width}, dt, gpu());
+        ops::gemm(dx, dw, qkv, false, true);
+        ops::qkv_rotary_kv_write(qkv, dp, dtab, dqn, dkn, 1e-6f, dl, uq, uk, uv);
+        test::expect_close(fq, uq, test::tol_for(dt), what + " q vs unfused");
+        test::expect_close(fk, uk, test::tol_for(dt), what + " k_cache vs unfused");
+        test::expect_equal(fv, uv, what + " v_cache vs unfused");
+        // The CPU twin on in-range metadata.
+        Tensor cq = Tensor::empty({m, c.n_heads, c.d}, dt);
+        Tensor ck = kc0.clone(), cv = vc0.clone();
+        Tensor positions = Tensor::from_vector(pos), loc = Tensor::from_vector(slots);
+        ops::gemm_rotary_kv_write(x, w, positions, table, qn, kn, 1e-6f, loc, cq, ck, cv);
+        Tensor gq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
+        Tensor gk = kc0.to(gpu()), gv = vc0.to(gpu());
+        ops::gemm_rotary_kv_write(dx, dw, positions.to(gpu()), dtab, dqn, dkn, 1e-6f, loc.to(gpu()),
+                                  gq, gk, gv);
+        test::expect_close(gq, cq, fused_tol(dt, k), what + " q vs cpu");
+        test::expect_close(gk, ck, fused_tol(dt, k), what + " k_cache vs cpu");
+        test::expect_close(gv, cv, fused_tol(dt, k), what + " v_cache vs cpu");
+      }
+    }
+  }
+}
+
 // rms_norm_gemm_rotary_kv_write (the q|k|v GEMV with rotary and the cache write in its epilogue)
 // against the unfused CUDA ops it stands for (the same bits: each column sums in the same order)
 // and the CPU twin, 1..8 rows (9: the unfused fallback), head sizes 16..256, with a position

@@ -86,8 +86,7 @@ TEST(FusedGemm, BadInputNamesTheProblem) {
   // gemm_silu_mul: w must be [2 * inter, k], act [rows, inter], one dtype.
   EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({8, 16}, DType::kF32), act), InvalidArgument);
   EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({10, 12}, DType::kF32), act), InvalidArgument);
-  EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({10, 16}, DType::kBF16), act),
-               InvalidArgument);
+  EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({10, 16}, DType::kBF16), act), InvalidArgument);
   Tensor act_rows = Tensor::empty({3, 5}, DType::kF32);
   EXPECT_THROW(ops::gemm_silu_mul(x, Tensor::empty({10, 16}, DType::kF32), act_rows),
                InvalidArgument);
@@ -172,7 +171,8 @@ TEST(FusedGemm, RmsNormGemmRotaryIsTheComposition) {
     Tensor x = random_tensor({n, k}, dt, 1, -2.0f, 2.0f);
     Tensor nw = random_tensor({k}, DType::kF32, 2, 0.5f, 1.5f);
     Tensor w = random_tensor({(h + 2 * hkv) * d, k}, dt, 3, -0.3f, 0.3f);
-    Tensor kc0 = random_tensor({n_slots, hkv, d}, dt, 4), vc0 = random_tensor({n_slots, hkv, d}, dt, 5);
+    Tensor kc0 = random_tensor({n_slots, hkv, d}, dt, 4),
+           vc0 = random_tensor({n_slots, hkv, d}, dt, 5);
     Tensor qkv = Tensor::empty({n, w.size(0)}, dt);
     ops::rms_norm_gemm(x, nw, 1e-5f, w, qkv);
     Tensor q_want = Tensor::empty({n, h, d}, dt), kc_want = kc0.clone(), vc_want = vc0.clone();
@@ -188,13 +188,58 @@ TEST(FusedGemm, RmsNormGemmRotaryIsTheComposition) {
   Tensor q = Tensor::empty({n, h, d}, DType::kF32);
   Tensor kc = Tensor::empty({n_slots, hkv, d}, DType::kF32), vc = kc.clone();
   // w with a row count that is not (H + 2 Hkv) * D, and one with the wrong width.
-  EXPECT_THROW(ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, Tensor::empty({100, k}, DType::kF32),
-                                                  positions, table, loc, q, kc, vc),
-               InvalidArgument);
+  EXPECT_THROW(
+      ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, Tensor::empty({100, k}, DType::kF32),
+                                         positions, table, loc, q, kc, vc),
+      InvalidArgument);
   EXPECT_THROW(ops::rms_norm_gemm_rotary_kv_write(
                    x, nw, 1e-5f, Tensor::empty({(h + 2 * hkv) * d, k + 8}, DType::kF32), positions,
                    table, loc, q, kc, vc),
                InvalidArgument);
+}
+
+// gemm_rotary_kv_write is gemm followed by qkv_rotary_kv_write (with or without QK-norm; the CPU
+// runs exactly that; CUDA folds it into the wgmma GEMM on sm_90,
+// tests/cuda/test_cuda_fused_decode.cpp); wrong shapes are errors that name the operand.
+TEST(FusedGemm, GemmRotaryIsTheComposition) {
+  const int64_t n = 3, h = 4, hkv = 2, d = 16, k = 40, n_slots = 9;
+  ops::RopeConfig rc;
+  rc.rotary_dim = d;
+  Tensor table = ops::make_rope_table(rc, 64);
+  Tensor positions = Tensor::from_vector(std::vector<int32_t>{0, 7, 33});
+  Tensor loc = Tensor::from_vector(std::vector<int32_t>{5, 0, 8});
+  for (DType dt : test::kFloatDTypes) {
+    for (bool qk_norm : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (qk_norm ? " qknorm" : ""));
+      Tensor x = random_tensor({n, k}, dt, 1, -2.0f, 2.0f);
+      Tensor w = random_tensor({(h + 2 * hkv) * d, k}, dt, 3, -0.3f, 0.3f);
+      Tensor qn, kn;
+      if (qk_norm) {
+        qn = random_tensor({d}, DType::kF32, 6, 0.5f, 1.5f);
+        kn = random_tensor({d}, DType::kF32, 7, 0.5f, 1.5f);
+      }
+      Tensor kc0 = random_tensor({n_slots, hkv, d}, dt, 4);
+      Tensor vc0 = random_tensor({n_slots, hkv, d}, dt, 5);
+      Tensor qkv = Tensor::empty({n, w.size(0)}, dt);
+      ops::gemm(x, w, qkv, false, true);
+      Tensor q_want = Tensor::empty({n, h, d}, dt), kc_want = kc0.clone(), vc_want = vc0.clone();
+      ops::qkv_rotary_kv_write(qkv, positions, table, qn, kn, 1e-6f, loc, q_want, kc_want, vc_want);
+      Tensor q = Tensor::empty({n, h, d}, dt), kc = kc0.clone(), vc = vc0.clone();
+      ops::gemm_rotary_kv_write(x, w, positions, table, qn, kn, 1e-6f, loc, q, kc, vc);
+      EXPECT_EQ(to_doubles(q), to_doubles(q_want));
+      EXPECT_EQ(to_doubles(kc), to_doubles(kc_want));
+      EXPECT_EQ(to_doubles(vc), to_doubles(vc_want));
+    }
+  }
+  Tensor x = Tensor::empty({n, k}, DType::kF32), q = Tensor::empty({n, h, d}, DType::kF32);
+  Tensor kc = Tensor::empty({n_slots, hkv, d}, DType::kF32), vc = kc.clone();
+  EXPECT_THROW(ops::gemm_rotary_kv_write(x, Tensor::empty({100, k}, DType::kF32), positions, table,
+                                         Tensor(), Tensor(), 1e-6f, loc, q, kc, vc),
+               InvalidArgument);
+  EXPECT_THROW(
+      ops::gemm_rotary_kv_write(x, Tensor::empty({(h + 2 * hkv) * d, k + 8}, DType::kF32),
+                                positions, table, Tensor(), Tensor(), 1e-6f, loc, q, kc, vc),
+      InvalidArgument);
 }
 
 }  // namespace vela

@@ -51,6 +51,14 @@ void gemm_wgmma_set_tma(int on);
 // rows in one kernel (the TMA kernel with SiLU * up in its epilogue; VELA_GEMM_SILU_MUL=0 turns
 // it off); false when the problem does not have that shape.
 bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act);
+// qkv_rotary_kv_write(a @ w^T, ...) (ops/qkv_rotary.h; w = the fused q|k|v weight) for the wgmma
+// GEMM's rows in one kernel: the TMA kernel with QK-norm, rotary and the q / cache stores in its
+// split-K reduction (VELA_GEMM_ROTARY=0 turns it off); false unless head_dim is 64 or 128 with
+// full-width rotary and the projection is split over K. Operands checked by the caller.
+bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& positions,
+                                const Tensor& table, const Tensor& q_norm, const Tensor& k_norm,
+                                float eps, const Tensor& out_cache_loc, Tensor& q_out,
+                                Tensor& k_cache, Tensor& v_cache);
 // The most rows the wgmma GEMM takes now (0 when it is off).
 int wgmma_max_rows();
 // K ranges (= thread-block cluster size, at most max_cluster) per 128-column tile of the wgmma

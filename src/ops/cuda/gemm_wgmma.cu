@@ -1,9 +1,11 @@
 // Hopper GEMM for small batches: c[M, N] = alpha * a[M, K] @ w[N, K]^T for 3..64 rows of bf16/f16
 // a (batched decode, speculative verify) on sm_90, the weight streamed once, and the same with
-// SiLU * up in the epilogue for the gate|up projection (gemm_wgmma_silu_mul). Graph-timed on the
+// SiLU * up in the epilogue for the gate|up projection (gemm_wgmma_silu_mul) or with QK-norm,
+// rotary and the KV-cache write for q|k|v (gemm_wgmma_rotary_kv_write). Graph-timed on the
 // H200 (docs/kernels.md, "Small batches on Hopper"): bench-1b's q|k|v / o / gate_up / down at 64
 // rows 5.7 / 4.4 / 14.6 / 10.1 us against cuBLASLt's 5.5 / 4.8 / 14.0 / 9.9, and in the engine,
-// where it runs under programmatic dependent launch, batch64 34,694 -> 35,422-35,954 tok/s.
+// where it runs under programmatic dependent launch, batch64 34,694 -> 35,422-35,954 tok/s (and
+// ~37,000 with both epilogues).
 //
 // One warpgroup (128 threads) per block owns BN = 128 output columns and a range of K. Every
 // 64-wide K chunk of w [128 x 64] and of a [64 x 64] (rows past M zero) goes global -> shared
@@ -213,26 +215,51 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
 #endif
 }
 
-// ---- TMA kernel: the same tiles with the loads issued by one thread (3..64 rows; SiLU * up) ----
+// ---- TMA kernel: the same tiles with the loads issued by one thread (3..64 rows), and epilogues
+// ----
 //
 // Every copy of a stage is one TMA (the weight as two boxes of 64 rows, a as one 64-row box, rows
 // past M zero-filled) completing on the stage's mbarrier, so the math warps issue no loads: thread
 // 0 refills a stage after the block barrier that follows its wgmma. kSilu: the weight is gate | up
 // ([2 * inter, k]) and the block's 128 rows are gate rows j .. j + 63 and up rows inter + j ..
 // inter + j + 63 (j = 64 * tile), so a thread holds gate and up of the same columns and stores
-// silu(gate) * up, each rounded where gemm + silu_and_mul round. Two warpgroups per block (256
+// silu(gate) * up, each rounded where gemm + silu_and_mul round. kRotaryKv (split-K only, head_dim
+// kD = 64 or 128, so a 128-column tile holds whole heads): the weight is q | k | v of a layer and
+// the reduction does what qkv_rotary_kv_write does after the GEMM (QK-norm, rotary, q to its
+// tensor, k and v to the token's cache slot), each thread taking features j .. j + 3 of a head and
+// their rotate_half partners j + kD / 2 .. (rotary_epilogue). Two warpgroups per block (256
 // columns) and a producer warp with empty barriers were measured and dropped: even or slower on
 // most bench-1b and Qwen3-1.7B projections (docs/kernels.md).
 
+enum TmaEpilogue : int { kPlainOut = 0, kSiluMul = 1, kRotaryKv = 2 };
+
+// qkv_rotary_kv_write's operands (ops/qkv_rotary.h) for the kRotaryKv epilogue.
+struct RotaryKv {
+  const int32_t* positions;
+  const float* table;  // [max_positions, head_dim]: cos | sin
+  int64_t max_positions;
+  const void* q_norm;  // QK-norm weights [head_dim] (f32 when norm_f32, else T) or null
+  const void* k_norm;
+  bool norm_f32;
+  float eps;
+  const int32_t* loc;  // cache slot per row
+  int64_t n_slots;
+  void* q_out;    // [m, n_heads, head_dim]
+  void* k_cache;  // [n_slots, n_kv_heads, head_dim]
+  void* v_cache;
+  int n_heads, n_kv_heads;
+};
+
 struct TmaArgs {
-  CUtensorMap w_map;  // [n (kSilu: 2 * inter), k] in [64 x 64] boxes
+  CUtensorMap w_map;  // [n (kSiluMul: 2 * inter), k] in [64 x 64] boxes
   CUtensorMap a_map;  // [m, k] in [64 x 64] boxes
   void* c;
   int64_t ldc;
-  int m, n;  // n: output columns (kSilu: inter)
+  int m, n;  // n: output columns (kSiluMul: inter)
   int n_chunks, splits;
   float alpha;
   bool pairs;
+  RotaryKv rot;  // kRotaryKv only
 };
 
 template <typename TC>
@@ -241,7 +268,88 @@ __device__ __forceinline__ float silu_mul_rounded(float g, float u, float alpha)
   return gr / (1.0f + expf(-gr)) * ur;
 }
 
-template <typename T, typename TC, bool kSilu>
+// Four T at dst (8 bytes: dst is 8-byte aligned).
+template <typename T>
+__device__ __forceinline__ void store4(T* dst, const float (&v)[4]) {
+  T out[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[e] = from_float<T>(v[e]);
+  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(out);
+}
+
+// The kRotaryKv split-K reduction of one block: rows rank, rank + splits, ... of the tile summed
+// over the cluster, rounded to T (the projection), then per head as qkv_rotary_kv_write: QK-norm
+// (the sum of squares over the head's kD / 8 lanes), rotary by the row's position, q stored to
+// q_out, k and v to the row's cache slot (positions outside the table: not rotated; slots outside
+// the cache: k and v not written).
+template <typename T, int kD>
+__device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_group& cluster,
+                                                const float* red, const TmaArgs& p, int rank,
+                                                int my_rows, int tile, int tid) {
+  constexpr int kLanes = kD / 8;    // threads per head: 4 features and their partners each
+  constexpr int kPerRow = kBN / 8;  // threads per tile row
+  static_assert(kBN % kD == 0 && kLanes <= 32, "whole heads in a tile, a head within a warp");
+  const RotaryKv& r = p.rot;
+  const int n_items = my_rows * kPerRow;
+  // Every lane runs every iteration (the QK-norm shuffles need the whole warp).
+  for (int base = 0; base < n_items; base += kThreads) {
+    const int idx = base + tid;
+    const bool live = idx < n_items;
+    const int row = rank + (idx / kPerRow) * p.splits, j = idx % kPerRow;
+    const int h = j / kLanes, f = (j % kLanes) * 4;  // head in the tile, first feature
+    float lo[4] = {0.0f, 0.0f, 0.0f, 0.0f}, hi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (live) {
+      cluster_sum4(cluster, red, p.splits, row, h * kD + f, lo);
+      cluster_sum4(cluster, red, p.splits, row, h * kD + kD / 2 + f, hi);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      lo[e] = to_float(from_float<T>(p.alpha * lo[e]));
+      hi[e] = to_float(from_float<T>(p.alpha * hi[e]));
+      ss += lo[e] * lo[e] + hi[e] * hi[e];
+    }
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const int head = (tile * kBN) / kD + h;  // q heads, then k heads, then v heads
+    const int kv_head = head - r.n_heads;
+    if (!live || kv_head >= 2 * r.n_kv_heads) continue;
+    const bool is_q = kv_head < 0, is_v = kv_head >= r.n_kv_heads;
+    const int64_t slot = r.loc[row];
+    if (!is_q && !(slot >= 0 && slot < r.n_slots)) continue;
+    const void* nw = is_q ? r.q_norm : r.k_norm;
+    if (!is_v && nw != nullptr) {
+      const float rstd = rsqrtf(ss / static_cast<float>(kD) + r.eps);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float wl = r.norm_f32 ? static_cast<const float*>(nw)[f + e]
+                                    : to_float(static_cast<const T*>(nw)[f + e]);
+        const float wh = r.norm_f32 ? static_cast<const float*>(nw)[kD / 2 + f + e]
+                                    : to_float(static_cast<const T*>(nw)[kD / 2 + f + e]);
+        lo[e] = to_float(from_float<T>(lo[e] * rstd * wl));
+        hi[e] = to_float(from_float<T>(hi[e] * rstd * wh));
+      }
+    }
+    const int64_t pos = r.positions[row];
+    if (!is_v && pos >= 0 && pos < r.max_positions) {
+      const float* tab = r.table + pos * kD;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float c = tab[f + e], sn = tab[kD / 2 + f + e];
+        const float x0 = lo[e], x1 = hi[e];
+        lo[e] = rope_lo(x0, x1, c, sn);
+        hi[e] = rope_hi(x0, x1, c, sn);
+      }
+    }
+    T* dst = is_q ? static_cast<T*>(r.q_out) + (static_cast<int64_t>(row) * r.n_heads + head) * kD
+                  : static_cast<T*>(is_v ? r.v_cache : r.k_cache) +
+                        (slot * r.n_kv_heads + (is_v ? kv_head - r.n_kv_heads : kv_head)) * kD;
+    store4(dst + f, lo);
+    store4(dst + kD / 2 + f, hi);
+  }
+}
+
+template <typename T, typename TC, int kEpi, int kD>
 static __global__ void __launch_bounds__(kThreads)
     wgmma_tma_gemm_kernel(const __grid_constant__ TmaArgs p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -257,8 +365,8 @@ static __global__ void __launch_bounds__(kThreads)
   auto stage_a = [&](int st) { return smem + st * kStageBytes + kWBytes; };
   auto load_w = [&](int ci, int st) {
 #pragma unroll
-    for (int b = 0; b < 2; ++b) {  // 64-row boxes: gate then up rows with kSilu
-      const int row = kSilu ? b * p.n + tile * 64 : tile * kBN + b * 64;
+    for (int b = 0; b < 2; ++b) {  // 64-row boxes: gate then up rows with kSiluMul
+      const int row = kEpi == kSiluMul ? b * p.n + tile * 64 : tile * kBN + b * 64;
       tma::load_2d(stage_w(st) + b * 64 * 128, &p.w_map, ci * kBK, row, &full[st]);
     }
   };
@@ -315,11 +423,11 @@ static __global__ void __launch_bounds__(kThreads)
   WgmmaArgs sp{};  // store_cols' view of the output
   sp.ldc = p.ldc;
   sp.n = p.n;
-  sp.alpha = kSilu ? 1.0f : p.alpha;  // silu_mul_rounded applies alpha itself
+  sp.alpha = kEpi == kSiluMul ? 1.0f : p.alpha;  // silu_mul_rounded applies alpha itself
   sp.pairs = p.pairs;
   const int row_base = warp * 16 + (lane >> 2);
-  if (p.splits == 1) {
-    if constexpr (kSilu) {
+  if (p.splits == 1) {  // (the host sends kRotaryKv only with splits)
+    if constexpr (kEpi == kSiluMul) {
 #pragma unroll
       for (int j = 0; j < 32; j += 2) {  // gate in acc[0..7], up in acc[8..15]
         const int row = row_base + ((j >> 1) & 1) * 8;
@@ -330,7 +438,7 @@ static __global__ void __launch_bounds__(kThreads)
                                  p.alpha)};
         if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
       }
-    } else {
+    } else if constexpr (kEpi == kPlainOut) {
 #pragma unroll
       for (int j = 0; j < 64; j += 2) {
         const int row = row_base + ((j >> 1) & 1) * 8;
@@ -349,7 +457,9 @@ static __global__ void __launch_bounds__(kThreads)
   const int rank = static_cast<int>(cluster.block_rank());
   const int my_rows = p.m > rank ? (p.m - rank + p.splits - 1) / p.splits : 0;
   const float* red = reinterpret_cast<const float*>(smem);
-  if constexpr (kSilu) {
+  if constexpr (kEpi == kRotaryKv) {
+    rotary_epilogue<T, kD>(cluster, red, p, rank, my_rows, tile, tid);
+  } else if constexpr (kEpi == kSiluMul) {
     for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
       const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
       float g[4], u[4], v[4];
@@ -463,29 +573,44 @@ bool tma_enabled() {
   return on;
 }
 
-// The TMA kernel for c = alpha * a @ w^T (kSilu: c = silu_and_mul(alpha * a @ w^T) with w = gate |
-// up and c [m, inter]); false when the driver cannot make the tensor maps.
-template <bool kSilu>
-bool run_tma(const Tensor& a, const Tensor& w, Tensor& c, float alpha) {
+// The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim) over the 128-row tiles of w for
+// a @ w^T; `p` holds the epilogue's output operands, out_dtype c's dtype. False when the driver
+// cannot make the tensor maps, or kRotaryKv would run without split-K.
+template <int kEpi, int kD = 0>
+bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, TmaArgs& p) {
   const int64_t m = a.size(0), k = a.size(1);
-  TmaArgs p{};
   if (!tma::encode_2d(&p.w_map, w.data_ptr(), w.dtype(), w.size(0), k, w.stride(0), 64) ||
       !tma::encode_2d(&p.a_map, a.data_ptr(), a.dtype(), m, k, a.stride(0), 64))
     return false;
-  p.c = c.data_ptr();
-  p.ldc = c.stride(0);
   p.m = static_cast<int>(m);
-  p.n = static_cast<int>(c.size(1));
   p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
   p.alpha = alpha;
-  p.pairs = c.stride(0) % 2 == 0 && is_aligned(c.data_ptr(), 2 * dtype_size(c.dtype()));
-  // A tile is 128 rows of w: 128 output columns, or 64 gate and 64 up rows.
+  // A tile is 128 rows of w: 128 output columns, 64 gate and 64 up rows, or whole heads.
   const int n_tiles = static_cast<int>((w.size(0) + kBN - 1) / kBN);
   p.splits = wgmma_gemm_splits(w.size(0), k, n_sms(), resident_cluster_limit());
-  gemm_pipeline::dispatch_dtypes(a.dtype(), c.dtype(), [&](auto t, auto tc) {
-    launch(wgmma_tma_gemm_kernel<decltype(t), decltype(tc), kSilu>, p, n_tiles);
+  if (kEpi == kRotaryKv && p.splits == 1) return false;
+  gemm_pipeline::dispatch_dtypes(a.dtype(), out_dtype, [&](auto t, auto tc) {
+    using T = decltype(t);
+    using TC = decltype(tc);
+    if constexpr (kEpi == kPlainOut || std::is_same_v<T, TC>)
+      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD>, p, n_tiles);
   });
   return true;
+}
+
+// Whether a [m, k] bf16/f16 `a` and its weight `w` suit the wgmma GEMM on this device (sm_90).
+bool wgmma_operands_ok(const Tensor& a, const Tensor& w) {
+  if (a.dim() != 2 || w.dim() != 2 || a.dtype() != w.dtype()) return false;
+  if (a.dtype() != DType::kBF16 && a.dtype() != DType::kF16) return false;
+  const int64_t m = a.size(0), k = a.size(1);
+  if (m <= gemv_max_rows() || m > wgmma_max_rows() || w.size(1) != k || k % 8 != 0) return false;
+  if (a.stride(1) != 1 || w.stride(1) != 1 || a.stride(0) % 8 != 0 || w.stride(0) % 8 != 0)
+    return false;
+  if (!is_aligned(a.data_ptr(), 16) || !is_aligned(w.data_ptr(), 16)) return false;
+  if (w.size(0) > 0x7fffffff || k > 0x7fffffff) return false;
+  DeviceGuard guard(a.device().index);
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  return prop.major == 9 && prop.minor == 0;  // sm_90a code only
 }
 
 }  // namespace
@@ -525,7 +650,14 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
   DeviceGuard guard(c.device().index);
   const cudaDeviceProp& prop = vela::cuda::device_properties();
   if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only
-  if (tma_enabled() && run_tma<false>(a, b, c, alpha)) return true;
+  if (tma_enabled()) {
+    TmaArgs t{};
+    t.c = c.data_ptr();
+    t.ldc = c.stride(0);
+    t.n = static_cast<int>(n);
+    t.pairs = c.stride(0) % 2 == 0 && is_aligned(c.data_ptr(), 2 * dtype_size(c.dtype()));
+    if (run_tma<kPlainOut>(a, b, alpha, c.dtype(), t)) return true;
+  }
   WgmmaArgs p{};
   gemm_pipeline::fill_operands(p, a, b, c, alpha);
   p.splits = wgmma_gemm_splits(n, k, n_sms(), resident_cluster_limit());
@@ -540,17 +672,50 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 void gemm_wgmma_set_tma(int on) { g_tma_override = on < 0 ? -1 : (on != 0); }
 
 bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
-  if (a.dim() != 2 || act.dim() != 2 || w.dim() != 2 || act.dtype() != a.dtype()) return false;
-  const int64_t inter = act.size(1);
-  if (w.size(0) != 2 * inter || act.size(0) != a.size(0) || inter > 0x3fffffff) return false;
-  if (!gemv_detail::gemv_operands_ok(a, a.size(1), w, act, wgmma_max_rows())) return false;
-  if (a.size(0) <= gemv_max_rows()) return false;
   static const bool on = env_enabled("VELA_GEMM_SILU_MUL");
-  if (!on) return false;
+  if (!on || !tma_enabled() || !wgmma_operands_ok(a, w)) return false;
+  if (act.dim() != 2 || act.dtype() != a.dtype() || act.stride(1) != 1) return false;
+  const int64_t inter = act.size(1);
+  if (w.size(0) != 2 * inter || act.size(0) != a.size(0)) return false;
   DeviceGuard guard(act.device().index);
-  const cudaDeviceProp& prop = vela::cuda::device_properties();
-  if (prop.major != 9 || prop.minor != 0) return false;  // sm_90a code only
-  return run_tma<true>(a, w, act, 1.0f);
+  TmaArgs p{};
+  p.c = act.data_ptr();
+  p.ldc = act.stride(0);
+  p.n = static_cast<int>(inter);
+  p.pairs = act.stride(0) % 2 == 0 && is_aligned(act.data_ptr(), 2 * dtype_size(act.dtype()));
+  return run_tma<kSiluMul>(a, w, 1.0f, act.dtype(), p);
+}
+
+bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& positions,
+                                const Tensor& table, const Tensor& q_norm, const Tensor& k_norm,
+                                float eps, const Tensor& out_cache_loc, Tensor& q_out,
+                                Tensor& k_cache, Tensor& v_cache) {
+  static const bool on = env_enabled("VELA_GEMM_ROTARY");
+  if (!on || !tma_enabled() || !wgmma_operands_ok(a, w)) return false;
+  const int64_t d = q_out.size(2);
+  if ((d != 64 && d != 128) || table.size(1) != d) return false;  // whole heads, full rotary
+  for (const Tensor* t : {&q_out, &k_cache, &v_cache})
+    if (!is_aligned(t->data_ptr(), 16)) return false;
+  DeviceGuard guard(a.device().index);
+  TmaArgs p{};
+  p.n = static_cast<int>(w.size(0));
+  RotaryKv& r = p.rot;
+  r.positions = static_cast<const int32_t*>(positions.data_ptr());
+  r.table = static_cast<const float*>(table.data_ptr());
+  r.max_positions = table.size(0);
+  r.q_norm = q_norm.defined() ? q_norm.data_ptr() : nullptr;
+  r.k_norm = k_norm.defined() ? k_norm.data_ptr() : nullptr;
+  r.norm_f32 = q_norm.defined() && q_norm.dtype() == DType::kF32;
+  r.eps = eps;
+  r.loc = static_cast<const int32_t*>(out_cache_loc.data_ptr());
+  r.n_slots = k_cache.size(0);
+  r.q_out = q_out.data_ptr();
+  r.k_cache = k_cache.data_ptr();
+  r.v_cache = v_cache.data_ptr();
+  r.n_heads = static_cast<int>(q_out.size(1));
+  r.n_kv_heads = static_cast<int>(k_cache.size(1));
+  return d == 64 ? run_tma<kRotaryKv, 64>(a, w, 1.0f, a.dtype(), p)
+                 : run_tma<kRotaryKv, 128>(a, w, 1.0f, a.dtype(), p);
 }
 
 }  // namespace vela::ops::cuda

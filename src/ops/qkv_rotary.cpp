@@ -40,6 +40,8 @@ void check_qkv_rotary_operands(const char* op, int64_t n, int64_t qkv_width, DTy
   VELA_CHECK(table.size(1) % 2 == 0 && table.size(1) <= d, op, ": rotary table ", table.str(),
              " must have an even width <= head_dim ", d);
   VELA_CHECK(q_norm.defined() == k_norm.defined(), op, ": q_norm and k_norm come together");
+  VELA_CHECK(!q_norm.defined() || q_norm.dtype() == k_norm.dtype(), op, ": q_norm ", q_norm.str(),
+             " and k_norm ", k_norm.str(), " must share a dtype");
   for (const Tensor* w : {&q_norm, &k_norm}) {
     if (!w->defined()) continue;
     check_shape(op, "q_norm / k_norm", *w, {d});

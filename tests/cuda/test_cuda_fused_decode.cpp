@@ -240,6 +240,19 @@ TEST_F(CudaFusedDecodeTest, GemmRotaryKvWriteMatchesUnfused) {
   ops::RopeConfig rc;
   rc.theta = 10000.0;
   const int64_t k = 384;
+#ifdef VELA_HAS_SM90A
+  struct Restore {  // the wgmma GEMM forced on with TMA loads, whatever the VELA_WGMMA_* switches
+                    // say
+    ~Restore() {
+      ops::cuda::gemm_wgmma_set_enabled(-1);
+      ops::cuda::gemm_wgmma_set_tma(-1);
+    }
+  } restore;
+  ops::cuda::gemm_wgmma_set_enabled(1);
+  ops::cuda::gemm_wgmma_set_tma(1);
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  const bool sm90 = prop.major == 9 && prop.minor == 0;
+#endif
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (const Case& c : cases) {
       for (int64_t m : {3, 17, 64, 65}) {
@@ -273,14 +286,15 @@ TEST_F(CudaFusedDecodeTest, GemmRotaryKvWriteMatchesUnfused) {
         Tensor dp = Tensor::from_vector(dpos).to(gpu()), dl = Tensor::from_vector(dslots).to(gpu());
         Tensor fq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());
         Tensor fk = kc0.to(gpu()), fv = vc0.to(gpu());
-        const bool fused_shape = (c.d == 64 || c.d == 128) && c.rotary_dim == c.d && m <= 64;
 #ifdef VELA_HAS_SM90A
-        const bool sm90 = vela::cuda::device_properties().major == 9;
+        // The fused path: whole heads in a 128-column tile, full rotary, the wgmma GEMM's rows, and
+        // K split over a cluster (a GPU that holds no clusters of 2, a MIG slice, has none).
+        const bool fused_shape =
+            (c.d == 64 || c.d == 128) && c.rotary_dim == c.d && m > ops::cuda::gemv_max_rows() &&
+            m <= 64 && ops::cuda::wgmma_gemm_splits(width, k, prop.multiProcessorCount) > 1;
         EXPECT_EQ(ops::cuda::gemm_wgmma_rotary_kv_write(dx, dw, dp, dtab, dqn, dkn, 1e-6f, dl, fq,
                                                         fk, fv),
                   fused_shape && sm90);
-#else
-        (void)fused_shape;
 #endif
         ops::gemm_rotary_kv_write(dx, dw, dp, dtab, dqn, dkn, 1e-6f, dl, fq, fk, fv);
         Tensor uq = Tensor::empty({m, c.n_heads, c.d}, dt, gpu());

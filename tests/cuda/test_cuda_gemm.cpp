@@ -152,6 +152,11 @@ TEST_F(CudaGemmTest, CpAsyncWgmmaGemmMatchesCpu) {
 // partial last tile), and rows past its 64 (gemm + silu_and_mul).
 TEST_F(CudaGemmTest, GemmSiluMulMatchesCpu) {
 #ifdef VELA_HAS_SM90A
+  RestoreSmallGemmKernels restore;
+  ops::cuda::gemm_wgmma_set_enabled(1);  // whatever VELA_WGMMA_GEMM / _ROWS / _TMA say
+  ops::cuda::gemm_wgmma_set_tma(1);
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  const bool sm90 = prop.major == 9 && prop.minor == 0;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int64_t m : {3, 17, 64, 65}) {
       for (auto [inter, k] : std::vector<std::pair<int64_t, int64_t>>{
@@ -165,7 +170,8 @@ TEST_F(CudaGemmTest, GemmSiluMulMatchesCpu) {
         ops::gemm_silu_mul(a, w, want);
         Tensor da = a.to(gpu()), dw = w.to(gpu());
         Tensor got = Tensor::empty({m, inter}, dt, gpu());
-        EXPECT_EQ(ops::cuda::gemm_wgmma_silu_mul(da, dw, got), m > 2 && m <= 64);
+        EXPECT_EQ(ops::cuda::gemm_wgmma_silu_mul(da, dw, got),
+                  sm90 && m > ops::cuda::gemv_max_rows() && m <= 64);
         ops::gemm_silu_mul(da, dw, got);
         const test::Tol t = test::tol_for(dt);
         test::expect_close(

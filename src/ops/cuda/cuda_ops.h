@@ -36,7 +36,11 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sm_count);
 // GPU (beta 0; c of a's dtype or f32): the Hopper wgmma GEMM (gemm_wgmma.cu; built where
 // VELA_HAS_SM90A is defined; VELA_WGMMA_GEMM=0 turns it off, leaving these rows to the skinny
 // GEMM and cuBLASLt; VELA_WGMMA_ROWS=N caps its rows at N); false when the problem does not have
-// that shape or the device is not sm_90.
+// that shape or the device is not sm_90. It and the two fused forms below load their first weight
+// chunks before waiting for the previous kernel (programmatic dependent launch): the weight must
+// not be written by the kernel launched just before. The fused forms take the wgmma GEMM's rows
+// (VELA_WGMMA_GEMM, VELA_WGMMA_ROWS) and always run the TMA kernel (VELA_WGMMA_TMA is the plain
+// GEMM's switch).
 inline constexpr int kWgmmaDefaultRows = 64;
 inline constexpr int kWgmmaMaxRows = 64;
 bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,

@@ -544,7 +544,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
     return;
   }
   // Decode-shaped problems (a few rows against a weight matrix) are bandwidth-bound: 1..2 rows
-  // on the GEMV, 3..16 on the wgmma GEMM (sm_90), else 3..8 on the skinny tensor-core GEMM.
+  // on the GEMV, 3..64 on the wgmma GEMM (sm_90, VELA_WGMMA_ROWS), else 3..8 on the skinny
+  // tensor-core GEMM.
   if (gemv_small_m(a, b, c, trans_a, trans_b, alpha, beta)) return;
 #ifdef VELA_HAS_SM90A
   if (gemm_wgmma(a, b, c, trans_a, trans_b, alpha, beta)) return;

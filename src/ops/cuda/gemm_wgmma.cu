@@ -485,8 +485,8 @@ namespace {
 
 std::atomic<int> g_wgmma_override{-1};  // gemm_wgmma_set_enabled (benchmarks)
 
-// Whether ops::gemm sends 3..16-row problems here (VELA_WGMMA_GEMM=0: the skinny GEMM and
-// cuBLASLt, for A/B runs).
+// Whether ops::gemm sends 3..64-row problems here (VELA_WGMMA_GEMM=0: the skinny GEMM and
+// cuBLASLt, for A/B runs; the fused epilogues are then off too).
 bool wgmma_env_enabled() {
   static const bool on = env_enabled("VELA_WGMMA_GEMM");
   return on;
@@ -589,11 +589,12 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   const int n_tiles = static_cast<int>((w.size(0) + kBN - 1) / kBN);
   p.splits = wgmma_gemm_splits(w.size(0), k, n_sms(), resident_cluster_limit());
   if (kEpi == kRotaryKv && p.splits == 1) return false;
+  if (kEpi != kPlainOut && out_dtype != a.dtype()) return false;  // epilogues store a's dtype
   gemm_pipeline::dispatch_dtypes(a.dtype(), out_dtype, [&](auto t, auto tc) {
     using T = decltype(t);
     using TC = decltype(tc);
     if constexpr (kEpi == kPlainOut || std::is_same_v<T, TC>)
-      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD>, p, n_tiles);
+      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD>, p, n_tiles);  // (else: refused above)
   });
   return true;
 }
@@ -673,7 +674,7 @@ void gemm_wgmma_set_tma(int on) { g_tma_override = on < 0 ? -1 : (on != 0); }
 
 bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
   static const bool on = env_enabled("VELA_GEMM_SILU_MUL");
-  if (!on || !tma_enabled() || !wgmma_operands_ok(a, w)) return false;
+  if (!on || !wgmma_operands_ok(a, w)) return false;
   if (act.dim() != 2 || act.dtype() != a.dtype() || act.stride(1) != 1) return false;
   const int64_t inter = act.size(1);
   if (w.size(0) != 2 * inter || act.size(0) != a.size(0)) return false;
@@ -691,9 +692,10 @@ bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& 
                                 float eps, const Tensor& out_cache_loc, Tensor& q_out,
                                 Tensor& k_cache, Tensor& v_cache) {
   static const bool on = env_enabled("VELA_GEMM_ROTARY");
-  if (!on || !tma_enabled() || !wgmma_operands_ok(a, w)) return false;
+  if (!on || !wgmma_operands_ok(a, w)) return false;
   const int64_t d = q_out.size(2);
   if ((d != 64 && d != 128) || table.size(1) != d) return false;  // whole heads, full rotary
+  if (q_norm.defined() && q_norm.dtype() != k_norm.dtype()) return false;  // one norm_f32 flag
   for (const Tensor* t : {&q_out, &k_cache, &v_cache})
     if (!is_aligned(t->data_ptr(), 16)) return false;
   DeviceGuard guard(a.device().index);

@@ -6,8 +6,8 @@
 // A map describes a row-major [rows, cols] matrix of 16-bit elements (row stride `ld` elements, a
 // multiple of 8; base 16-byte aligned) read in boxes of box_rows x 64 elements (one 128-byte row
 // each) into the 128-byte swizzled layout the wgmma descriptors of wgmma.cuh read (row r's 16-byte
-// chunk c at chunk c ^ (r % 8); destinations 1024-byte aligned). Elements past either edge arrive
-// as zeros and still count toward the barrier's transaction bytes.
+// chunk c at chunk c ^ (r % 8); destinations 1024-byte aligned). Elements past the matrix's edges
+// arrive as zeros and still count toward the barrier's transaction bytes.
 #pragma once
 
 #include <cuda.h>
@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "core/dtype.h"
+#include "core/log.h"
 
 namespace vela::ops::cuda::tma {
 
@@ -31,11 +32,19 @@ inline bool encode_2d(CUtensorMap* map, const void* base, DType dt, int64_t rows
   std::call_once(once, [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                         &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &found);
+#else
+    const cudaError_t err =
+        cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
+#endif
+    if (err == cudaSuccess && found == cudaDriverEntryPointSuccess) {
       encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-    (void)cudaGetLastError();
+    } else {
+      if (err != cudaSuccess) (void)cudaGetLastError();  // this query's error only
+      VELA_LOG_WARN("[gemm] the driver has no cuTensorMapEncodeTiled: the TMA kernels are off");
+    }
   });
   if (encode == nullptr || (dt != DType::kBF16 && dt != DType::kF16)) return false;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};

@@ -19,25 +19,32 @@ namespace vela::ops {
 
 namespace {
 
+// in: [n_rows, >= k] floating (the GEMM input, before any prologue), w: [n, k] of its dtype and
+// device, rows contiguous.
+void check_input_and_weight(const char* op, const char* in_name, const Tensor& in, int64_t k,
+                            const Tensor& w) {
+  check_defined(op, in_name, in);
+  check_defined(op, "w", w);
+  check_rank(op, in_name, in, 2);
+  check_rank(op, "w", w, 2);
+  check_floating(op, in_name, in);
+  check_same_dtype(op, "w", w, in_name, in);
+  check_same_device(op, "w", w, in_name, in);
+  VELA_CHECK(w.size(1) == k, op, ": w ", w.str(), " must have ", k, " columns for ", in_name, " ",
+             in.str());
+  check_rows(op, in_name, in);
+  check_rows(op, "w", w);
+}
+
 // in: [n_rows, k] (the GEMM input, after the prologue), w: [n, k], out: [n_rows, n].
 void check_projection(const char* op, const char* in_name, const Tensor& in, int64_t k,
                       const Tensor& w, const char* out_name, const Tensor& out) {
-  check_defined(op, in_name, in);
-  check_defined(op, "w", w);
+  check_input_and_weight(op, in_name, in, k, w);
   check_defined(op, out_name, out);
-  check_rank(op, in_name, in, 2);
-  check_rank(op, "w", w, 2);
   check_rank(op, out_name, out, 2);
-  check_floating(op, in_name, in);
-  check_same_dtype(op, "w", w, in_name, in);
   check_same_dtype(op, out_name, out, in_name, in);
-  check_same_device(op, "w", w, in_name, in);
   check_same_device(op, out_name, out, in_name, in);
-  VELA_CHECK(w.size(1) == k, op, ": w ", w.str(), " must have ", k, " columns for ", in_name, " ",
-             in.str());
   check_shape(op, out_name, out, {in.size(0), w.size(0)});
-  check_rows(op, in_name, in);
-  check_rows(op, "w", w);
   check_out_rows(op, out_name, out);
 }
 
@@ -107,15 +114,7 @@ void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
   check_defined(op, "act", act);
   VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
              ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
-  check_defined(op, "a", a);
-  check_rank(op, "a", a, 2);
-  check_floating(op, "a", a);
-  check_same_dtype(op, "w", w, "a", a);
-  check_same_device(op, "w", w, "a", a);
-  VELA_CHECK(w.size(1) == a.size(1), op, ": w ", w.str(), " must have ", a.size(1),
-             " columns for a ", a.str());
-  check_rows(op, "a", a);
-  check_rows(op, "w", w);
+  check_input_and_weight(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w);
   check_same_dtype(op, "act", act, "a", a);
   check_same_device(op, "act", act, "a", a);
   check_shape(op, "act", act, {a.size(0), act.size(1)});
@@ -166,17 +165,7 @@ void gemm_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& positi
                           float eps, const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                           Tensor& v_cache) {
   const char* op = "gemm_rotary_kv_write";
-  check_defined(op, "a", a);
-  check_defined(op, "w", w);
-  check_rank(op, "a", a, 2);
-  check_rank(op, "w", w, 2);
-  check_floating(op, "a", a);
-  check_same_dtype(op, "w", w, "a", a);
-  check_same_device(op, "w", w, "a", a);
-  VELA_CHECK(w.size(1) == a.size(1), op, ": w ", w.str(), " must have ", a.size(1),
-             " columns for a ", a.str());
-  check_rows(op, "a", a);
-  check_rows(op, "w", w);
+  check_input_and_weight(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w);
   check_qkv_rotary_operands(op, a.size(0), w.size(0), a.dtype(), a.device(), positions, table,
                             q_norm, k_norm, out_cache_loc, q_out, k_cache, v_cache);
 #if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)

@@ -156,52 +156,11 @@ TEST(QkvRotary, EqualsSplitNormRotaryAndKvWrite) {
 }
 
 }  // namespace
-// rms_norm_gemm_rotary_kv_write is rms_norm_gemm followed by qkv_rotary_kv_write without QK-norm
-// (the CPU runs exactly that; CUDA folds it into one GEMV, tests/cuda/test_cuda_fused_decode.cpp);
-// wrong shapes are errors that name the operand.
-TEST(FusedGemm, RmsNormGemmRotaryIsTheComposition) {
-  const int64_t n = 3, h = 4, hkv = 2, d = 16, k = 40, n_slots = 9;
-  ops::RopeConfig rc;
-  rc.rotary_dim = d;
-  Tensor table = ops::make_rope_table(rc, 64);
-  Tensor positions = Tensor::from_vector(std::vector<int32_t>{0, 7, 33});
-  Tensor loc = Tensor::from_vector(std::vector<int32_t>{5, 0, 8});
-  for (DType dt : test::kFloatDTypes) {
-    SCOPED_TRACE(dtype_name(dt));
-    Tensor x = random_tensor({n, k}, dt, 1, -2.0f, 2.0f);
-    Tensor nw = random_tensor({k}, DType::kF32, 2, 0.5f, 1.5f);
-    Tensor w = random_tensor({(h + 2 * hkv) * d, k}, dt, 3, -0.3f, 0.3f);
-    Tensor kc0 = random_tensor({n_slots, hkv, d}, dt, 4),
-           vc0 = random_tensor({n_slots, hkv, d}, dt, 5);
-    Tensor qkv = Tensor::empty({n, w.size(0)}, dt);
-    ops::rms_norm_gemm(x, nw, 1e-5f, w, qkv);
-    Tensor q_want = Tensor::empty({n, h, d}, dt), kc_want = kc0.clone(), vc_want = vc0.clone();
-    ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q_want, kc_want,
-                             vc_want);
-    Tensor q = Tensor::empty({n, h, d}, dt), kc = kc0.clone(), vc = vc0.clone();
-    ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w, positions, table, loc, q, kc, vc);
-    EXPECT_EQ(to_doubles(q), to_doubles(q_want));
-    EXPECT_EQ(to_doubles(kc), to_doubles(kc_want));
-    EXPECT_EQ(to_doubles(vc), to_doubles(vc_want));
-  }
-  Tensor x = Tensor::empty({n, k}, DType::kF32), nw = Tensor::empty({k}, DType::kF32);
-  Tensor q = Tensor::empty({n, h, d}, DType::kF32);
-  Tensor kc = Tensor::empty({n_slots, hkv, d}, DType::kF32), vc = kc.clone();
-  // w with a row count that is not (H + 2 Hkv) * D, and one with the wrong width.
-  EXPECT_THROW(
-      ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, Tensor::empty({100, k}, DType::kF32),
-                                         positions, table, loc, q, kc, vc),
-      InvalidArgument);
-  EXPECT_THROW(ops::rms_norm_gemm_rotary_kv_write(
-                   x, nw, 1e-5f, Tensor::empty({(h + 2 * hkv) * d, k + 8}, DType::kF32), positions,
-                   table, loc, q, kc, vc),
-               InvalidArgument);
-}
-
-// gemm_rotary_kv_write is gemm followed by qkv_rotary_kv_write (with or without QK-norm; the CPU
-// runs exactly that; CUDA folds it into the wgmma GEMM on sm_90,
-// tests/cuda/test_cuda_fused_decode.cpp); wrong shapes are errors that name the operand.
-TEST(FusedGemm, GemmRotaryIsTheComposition) {
+// rms_norm_gemm_rotary_kv_write is rms_norm_gemm followed by qkv_rotary_kv_write without QK-norm,
+// gemm_rotary_kv_write is gemm followed by qkv_rotary_kv_write with or without it (the CPU runs
+// exactly that; CUDA folds each into one kernel, tests/cuda/test_cuda_fused_decode.cpp); wrong
+// shapes are errors that name the operand.
+TEST(FusedGemm, RotaryGemmsAreTheComposition) {
   const int64_t n = 3, h = 4, hkv = 2, d = 16, k = 40, n_slots = 9;
   ops::RopeConfig rc;
   rc.rotary_dim = d;
@@ -212,6 +171,7 @@ TEST(FusedGemm, GemmRotaryIsTheComposition) {
     for (bool qk_norm : {false, true}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + (qk_norm ? " qknorm" : ""));
       Tensor x = random_tensor({n, k}, dt, 1, -2.0f, 2.0f);
+      Tensor nw = random_tensor({k}, DType::kF32, 2, 0.5f, 1.5f);
       Tensor w = random_tensor({(h + 2 * hkv) * d, k}, dt, 3, -0.3f, 0.3f);
       Tensor qn, kn;
       if (qk_norm) {
@@ -220,26 +180,48 @@ TEST(FusedGemm, GemmRotaryIsTheComposition) {
       }
       Tensor kc0 = random_tensor({n_slots, hkv, d}, dt, 4);
       Tensor vc0 = random_tensor({n_slots, hkv, d}, dt, 5);
+      // The composition from a given projection, and the fused op's results for it.
+      auto expect_composition = [&](const Tensor& qkv, auto&& fused, const char* what) {
+        Tensor q_want = Tensor::empty({n, h, d}, dt), kc_want = kc0.clone(), vc_want = vc0.clone();
+        ops::qkv_rotary_kv_write(qkv, positions, table, qn, kn, 1e-6f, loc, q_want, kc_want,
+                                 vc_want);
+        Tensor q = Tensor::empty({n, h, d}, dt), kc = kc0.clone(), vc = vc0.clone();
+        fused(q, kc, vc);
+        EXPECT_EQ(to_doubles(q), to_doubles(q_want)) << what;
+        EXPECT_EQ(to_doubles(kc), to_doubles(kc_want)) << what;
+        EXPECT_EQ(to_doubles(vc), to_doubles(vc_want)) << what;
+      };
       Tensor qkv = Tensor::empty({n, w.size(0)}, dt);
       ops::gemm(x, w, qkv, false, true);
-      Tensor q_want = Tensor::empty({n, h, d}, dt), kc_want = kc0.clone(), vc_want = vc0.clone();
-      ops::qkv_rotary_kv_write(qkv, positions, table, qn, kn, 1e-6f, loc, q_want, kc_want, vc_want);
-      Tensor q = Tensor::empty({n, h, d}, dt), kc = kc0.clone(), vc = vc0.clone();
-      ops::gemm_rotary_kv_write(x, w, positions, table, qn, kn, 1e-6f, loc, q, kc, vc);
-      EXPECT_EQ(to_doubles(q), to_doubles(q_want));
-      EXPECT_EQ(to_doubles(kc), to_doubles(kc_want));
-      EXPECT_EQ(to_doubles(vc), to_doubles(vc_want));
+      expect_composition(
+          qkv,
+          [&](Tensor& q, Tensor& kc, Tensor& vc) {
+            ops::gemm_rotary_kv_write(x, w, positions, table, qn, kn, 1e-6f, loc, q, kc, vc);
+          },
+          "gemm_rotary_kv_write");
+      if (qk_norm) continue;  // rms_norm_gemm_rotary_kv_write has no QK-norm
+      ops::rms_norm_gemm(x, nw, 1e-5f, w, qkv);
+      expect_composition(
+          qkv,
+          [&](Tensor& q, Tensor& kc, Tensor& vc) {
+            ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w, positions, table, loc, q, kc, vc);
+          },
+          "rms_norm_gemm_rotary_kv_write");
     }
   }
-  Tensor x = Tensor::empty({n, k}, DType::kF32), q = Tensor::empty({n, h, d}, DType::kF32);
+  Tensor x = Tensor::empty({n, k}, DType::kF32), nw = Tensor::empty({k}, DType::kF32);
+  Tensor q = Tensor::empty({n, h, d}, DType::kF32);
   Tensor kc = Tensor::empty({n_slots, hkv, d}, DType::kF32), vc = kc.clone();
-  EXPECT_THROW(ops::gemm_rotary_kv_write(x, Tensor::empty({100, k}, DType::kF32), positions, table,
-                                         Tensor(), Tensor(), 1e-6f, loc, q, kc, vc),
-               InvalidArgument);
-  EXPECT_THROW(
-      ops::gemm_rotary_kv_write(x, Tensor::empty({(h + 2 * hkv) * d, k + 8}, DType::kF32),
-                                positions, table, Tensor(), Tensor(), 1e-6f, loc, q, kc, vc),
-      InvalidArgument);
+  // w with a row count that is not (H + 2 Hkv) * D, and one with the wrong width.
+  for (const Tensor& bad_w : {Tensor::empty({100, k}, DType::kF32),
+                              Tensor::empty({(h + 2 * hkv) * d, k + 8}, DType::kF32)}) {
+    EXPECT_THROW(
+        ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, bad_w, positions, table, loc, q, kc, vc),
+        InvalidArgument);
+    EXPECT_THROW(ops::gemm_rotary_kv_write(x, bad_w, positions, table, Tensor(), Tensor(), 1e-6f,
+                                           loc, q, kc, vc),
+                 InvalidArgument);
+  }
 }
 
 }  // namespace vela

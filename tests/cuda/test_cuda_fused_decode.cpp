@@ -3,6 +3,7 @@
 // rms_norm_gemm_silu_mul, 1..8 rows, and the unfused fallback at 9 rows), qkv_rotary_kv_write
 // (ops/qkv_rotary.h: head_dim 16 .. 256, partial rotary, QK-norm in f32 and bf16, shuffled slots),
 // rms_norm_gemm_rotary_kv_write (the q|k|v GEMV with the rotary / cache-write epilogue),
+// gemm_rotary_kv_write (the multi-row q|k|v wgmma GEMM with that epilogue, sm_90),
 // the fused engine path against the unfused one at batch 1 (greedy tokens, logprobs within bf16
 // noise), and an opt-in benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at bench-1b's
 // shapes.

@@ -2,7 +2,9 @@
 // with f32 or input-dtype output, odd shapes, batches with batched or shared b, leading-dim
 // strides, alpha / beta, K = 0, the plan cache (a repeated shape adds no plan), and the small-M
 // algorithm search (tuned plans against the CPU, the disk cache, a benchmark of bench-1b shapes),
-// and GEMMs on several streams at once (each stream its own cuBLASLt workspace).
+// GEMMs on several streams at once (each stream its own cuBLASLt workspace), the small-batch
+// kernels (skinny GEMM, the Hopper wgmma GEMM with cp.async or TMA loads, its gate|up form with
+// SiLU * up in the epilogue) and opt-in benchmarks of them against cuBLASLt.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

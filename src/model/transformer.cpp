@@ -8,6 +8,7 @@
 #include "core/scratch_arena.h"
 #include "ops/cast.h"
 #include "ops/embedding.h"
+#include "ops/fused_gemm.h"
 #include "ops/gemm.h"
 #include "ops/rms_norm.h"
 #include "ops/rotary.h"
@@ -89,6 +90,11 @@ bool Transformer::fused_decode_default() {
   return enabled;
 }
 
+bool Transformer::fused_batch_default() {
+  static const bool enabled = env_enabled("VELA_FUSED_BATCH");
+  return enabled;
+}
+
 // The most rows a step may have to take the fused blocks (VELA_FUSED_DECODE_ROWS, 1..8; default 1:
 // see use_fused_packed).
 static int64_t fused_decode_max_rows() {
@@ -96,10 +102,17 @@ static int64_t fused_decode_max_rows() {
   return rows;
 }
 
+bool Transformer::use_norm_pieces(int64_t n_tokens) const {
+  return fused_batch && n_tokens > fused_decode_max_rows() &&
+         ops::norm_piece_gemms_take(n_tokens, dtype(), device());
+}
+
 bool Transformer::use_fused_packed(int64_t n_tokens) const {
   // One row by default: at 2..8 rows the fused GEMVs cost more than the kernels they save
-  // (graph-timed, docs/kernels.md), so those batches keep the unfused ops.
-  if (!fused_decode || !device().is_cuda() || n_tokens < 1 || n_tokens > fused_decode_max_rows())
+  // (graph-timed, docs/kernels.md), so those batches keep the unfused ops unless the wgmma GEMM
+  // takes them (use_row_sq).
+  if (!device().is_cuda() || n_tokens < 1) return false;
+  if (!(fused_decode && n_tokens <= fused_decode_max_rows()) && !use_norm_pieces(n_tokens))
     return false;
   if (dtype() != DType::kBF16 && dtype() != DType::kF16) return false;
   for (const DecoderBlock& b : blocks)
@@ -122,9 +135,20 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   Tensor normed = scratch_tensor({n, h}, dtype(), device());
   if (use_fused_packed(n)) {
     // Decode-sized batches on CUDA: each block's norms, SiLU*up and residual adds live inside its
-    // GEMVs (DecoderBlock::forward_packed_fused), 5 kernels plus attention per layer.
-    for (size_t l = 0; l < blocks.size(); ++l)
-      blocks[l].forward_packed_fused(residual, positions, table, kv, static_cast<int64_t>(l));
+    // GEMVs (DecoderBlock::forward_packed_fused), 5 kernels plus attention per layer; or, for the
+    // wgmma GEMM's rows, inside its 4 GEMMs, which hand on each norm's input in pieces.
+    ops::NormPieces pieces;  // multi-row: the next norm's input, from GEMM to GEMM
+    if (use_norm_pieces(n) && !blocks.empty()) {
+      pieces.scaled = scratch_tensor({n, h}, dtype(), device());
+      pieces.row_sq =
+          scratch_tensor({n, (h + ops::kRowSqGroup - 1) / ops::kRowSqGroup}, DType::kF32, device());
+      ops::norm_pieces(residual, blocks[0].input_norm, pieces);
+    }
+    for (size_t l = 0; l < blocks.size(); ++l) {
+      const Tensor& next_norm = l + 1 < blocks.size() ? blocks[l + 1].input_norm : final_norm;
+      blocks[l].forward_packed_fused(residual, pieces, positions, table, kv,
+                                     static_cast<int64_t>(l), next_norm);
+    }
     ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
   } else if (!blocks.empty())
     ops::rms_norm(residual, blocks[0].input_norm, blocks[0].eps, normed);

@@ -69,10 +69,17 @@ class Transformer {
   // variable VELA_FUSED_DECODE=0 sets the default off (A/B measurements), tests flip it directly.
   bool fused_decode = fused_decode_default();
   static bool fused_decode_default();
+  // Steps of the wgmma GEMM's rows (3..64 on sm_90, ops::norm_piece_gemms_take) take the fused
+  // blocks too, each norm's input handed between the GEMMs in pieces (ops/fused_gemm.h): 4 GEMMs
+  // plus attention per layer. Default on; VELA_FUSED_BATCH=0 sets the default off.
+  bool fused_batch = fused_batch_default();
+  static bool fused_batch_default();
 
  private:
-  // Whether forward_packed of n_tokens takes the fused blocks (see fused_decode).
+  // Whether forward_packed of n_tokens takes the fused blocks (see fused_decode, fused_batch).
   bool use_fused_packed(int64_t n_tokens) const;
+  // Whether those blocks hand norm pieces between their GEMMs (fused_batch's steps).
+  bool use_norm_pieces(int64_t n_tokens) const;
   Tensor rope_table_;  // [max_position_embeddings, rotary_dim] f32
   Tensor logits_from_hidden(const Tensor& hidden) const;
 };

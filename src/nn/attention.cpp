@@ -118,14 +118,20 @@ bool Attention::fusable_packed() const {
   return !qkv.bias.defined() && !qkv.lora && !o.bias.defined() && !o.lora;
 }
 
-void Attention::forward_packed_fused(Tensor& residual, const Tensor& input_norm, float eps,
+void Attention::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
+                                     const Tensor& input_norm, float eps, const Tensor& post_norm,
                                      const Tensor& positions, const Tensor& rope_table,
                                      const KVCacheView& kv, int64_t layer_idx) const {
   ScratchMark temporaries;
   const int64_t n = residual.size(0);
   Tensor q = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, residual.dtype(), residual.device());
   Tensor k_cache = kv.k_cache.select(0, layer_idx), v_cache = kv.v_cache.select(0, layer_idx);
-  if (!q_norm.defined() && fused_qkv_rotary()) {
+  if (pieces.defined()) {
+    // Multi-row: one GEMM over the norm's pieces, rstd, QK-norm, rotary and the cache write in
+    // its epilogue.
+    ops::rms_norm_gemm_rotary_kv_write(pieces, eps, qkv.weight, positions, rope_table, q_norm,
+                                       k_norm, cfg.norm_eps, kv.out_cache_loc, q, k_cache, v_cache);
+  } else if (!q_norm.defined() && fused_qkv_rotary()) {
     // One GEMV: rms_norm, the q|k|v projection, rotary and the cache write in its epilogue.
     ops::rms_norm_gemm_rotary_kv_write(residual, input_norm, eps, qkv.weight, positions,
                                        rope_table, kv.out_cache_loc, q, k_cache, v_cache);
@@ -137,7 +143,11 @@ void Attention::forward_packed_fused(Tensor& residual, const Tensor& input_norm,
   }
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
   attend(q, k_cache, v_cache, kv, attn);
-  ops::gemm_add(attn.view({n, cfg.q_dim()}), o.weight, residual);
+  Tensor attn_rows = attn.view({n, cfg.q_dim()});
+  if (pieces.defined())
+    ops::gemm_add(attn_rows, o.weight, residual, post_norm, pieces);  // + post_norm's pieces
+  else
+    ops::gemm_add(attn_rows, o.weight, residual);
 }
 
 void Attention::forward_dense(const Tensor& x, const Tensor& positions, const Tensor& rope_table,

@@ -6,6 +6,7 @@
 #include "core/tensor.h"
 #include "nn/kv_cache_view.h"
 #include "nn/linear.h"
+#include "ops/rms_norm.h"
 
 namespace vela {
 
@@ -59,9 +60,12 @@ struct Attention {
   // The packed path with its neighbours fused (the decode path, ops/fused_gemm.h and
   // ops/qkv_rotary.h): residual += o(attention(rotary(qkv(rms_norm(residual, input_norm))))).
   //   residual: [n_tokens, hidden], updated in place
-  void forward_packed_fused(Tensor& residual, const Tensor& input_norm, float eps,
-                            const Tensor& positions, const Tensor& rope_table,
-                            const KVCacheView& kv, int64_t layer_idx) const;
+  //   pieces: undefined (single-row steps), or (multi-row steps, ops/rms_norm.h) in: the pieces
+  //           of input_norm's input, out: those of post_norm's (the o projection writes them)
+  void forward_packed_fused(Tensor& residual, ops::NormPieces& pieces, const Tensor& input_norm,
+                            float eps, const Tensor& post_norm, const Tensor& positions,
+                            const Tensor& rope_table, const KVCacheView& kv,
+                            int64_t layer_idx) const;
   // Dense training path (causal, document boundaries optional).
   //   x: [batch, seq, hidden]   positions: [batch * seq] i32   doc_ids: [batch, seq] i32 or undefined
   //   out: [batch, seq, hidden]

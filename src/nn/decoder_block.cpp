@@ -27,14 +27,21 @@ bool DecoderBlock::fusable_packed() const {
   return !moe.defined() && attn.fusable_packed() && plain(mlp.gate_up) && plain(mlp.down);
 }
 
-void DecoderBlock::forward_packed_fused(Tensor& residual, const Tensor& positions,
-                                        const Tensor& rope_table, const KVCacheView& kv,
-                                        int64_t layer_idx) const {
-  attn.forward_packed_fused(residual, input_norm, eps, positions, rope_table, kv, layer_idx);
+void DecoderBlock::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
+                                        const Tensor& positions, const Tensor& rope_table,
+                                        const KVCacheView& kv, int64_t layer_idx,
+                                        const Tensor& next_norm) const {
+  attn.forward_packed_fused(residual, pieces, input_norm, eps, post_norm, positions, rope_table, kv,
+                            layer_idx);
   ScratchMark temporaries;
   Tensor act = scratch_tensor({residual.size(0), mlp.inter()}, residual.dtype(), residual.device());
-  ops::rms_norm_gemm_silu_mul(residual, post_norm, eps, mlp.gate_up.weight, act);
-  ops::gemm_add(act, mlp.down.weight, residual);  // residual += down(silu(gate) * up)
+  if (!pieces.defined()) {
+    ops::rms_norm_gemm_silu_mul(residual, post_norm, eps, mlp.gate_up.weight, act);
+    ops::gemm_add(act, mlp.down.weight, residual);  // residual += down(silu(gate) * up)
+    return;
+  }
+  ops::rms_norm_gemm_silu_mul(pieces, eps, mlp.gate_up.weight, act);
+  ops::gemm_add(act, mlp.down.weight, residual, next_norm, pieces);  // + next_norm's pieces
 }
 
 void DecoderBlock::forward_dense(Tensor& residual, const Tensor& positions,

@@ -61,9 +61,12 @@ struct DecoderBlock {
   bool fusable_packed() const;
   // The packed path as the decode step runs it on CUDA: 5 kernels (ops/fused_gemm.h,
   // ops/qkv_rotary.h) plus attention; residual: [n_tokens, hidden], updated in place to the
-  // block's output (un-normed: the next block's norm is its first GEMV's prologue).
-  void forward_packed_fused(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
-                            const KVCacheView& kv, int64_t layer_idx) const;
+  // block's output (un-normed: the next block's norm is its first GEMV's prologue). pieces:
+  // undefined, or (multi-row steps: 4 wgmma GEMMs plus attention, no norm kernel) in: the pieces
+  // of input_norm's input, out: those of next_norm's (ops/rms_norm.h).
+  void forward_packed_fused(Tensor& residual, ops::NormPieces& pieces, const Tensor& positions,
+                            const Tensor& rope_table, const KVCacheView& kv, int64_t layer_idx,
+                            const Tensor& next_norm) const;
   // residual: [batch, seq, hidden], updated in place.
   void forward_dense(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
                      const Tensor& doc_ids) const;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/rms_norm.h"
 
 namespace vela::ops {
 
@@ -126,6 +127,26 @@ inline RowLayout check_out_rows(const char* op, const char* name, const Tensor& 
   VELA_CHECK(r.n_rows <= 1 || r.row_stride >= r.n_cols, op, ": output ", name, " ", t.str(),
              " has overlapping rows (row stride ", r.row_stride, ")");
   return r;
+}
+
+// row_sq: the row sums of squares of x [n_rows, n] in `group`-column groups (ops/rms_norm.h):
+// [n_rows, ceil(n / group)] f32, contiguous, on x's device.
+inline void check_row_sq(const char* op, const Tensor& row_sq, const Tensor& x, int64_t group) {
+  check_defined(op, "row_sq", row_sq);
+  check_dtype(op, "row_sq", row_sq, DType::kF32);
+  check_shape(op, "row_sq", row_sq, {x.size(0), (x.size(1) + group - 1) / group});
+  check_contiguous(op, "row_sq", row_sq);
+  check_same_device(op, "row_sq", row_sq, "x", x);
+}
+
+// pieces: rms_norm's two pieces of x [n_rows, n] (ops/rms_norm.h): scaled like x, row_sq as above.
+inline void check_norm_pieces(const char* op, const NormPieces& pieces, const Tensor& x) {
+  check_defined(op, "scaled", pieces.scaled);
+  check_same_dtype(op, "scaled", pieces.scaled, "x", x);
+  check_same_shape(op, "scaled", pieces.scaled, "x", x);
+  check_same_device(op, "scaled", pieces.scaled, "x", x);
+  check_out_rows(op, "scaled", pieces.scaled);
+  check_row_sq(op, pieces.row_sq, x, kRowSqGroup);
 }
 
 }  // namespace vela::ops

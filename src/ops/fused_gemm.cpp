@@ -1,6 +1,6 @@
-// rms_norm_gemm / gemm_add / silu_mul_gemm_add: shape, dtype and device checks, then the CUDA
-// GEMV when it takes the problem, else the CPU twin (ops/cpu/fused_gemm.cpp) or the unfused
-// CUDA ops.
+// The fused projections of ops/fused_gemm.h: shape, dtype and device checks, then the CUDA GEMV
+// or wgmma GEMM when it takes the problem, else the CPU twin (ops/cpu/fused_gemm.cpp) or the
+// unfused ops.
 #include "ops/fused_gemm.h"
 
 #include "core/scratch_arena.h"
@@ -72,6 +72,19 @@ void check_norm_input(const char* op, const Tensor& x, const Tensor& norm_w, flo
   VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
 }
 
+// x [n_rows, k] normed, projected by w = gate | up [2 * inter, k] into act [n_rows, inter].
+void check_norm_silu(const char* op, const Tensor& x, const Tensor& norm_w, float eps,
+                     const Tensor& w, const Tensor& act) {
+  check_defined(op, "act", act);
+  VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
+             ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
+  check_norm_input(op, x, norm_w, eps, w, act.size(1) * 2);
+  check_same_dtype(op, "act", act, "x", x);
+  check_same_device(op, "act", act, "x", x);
+  check_shape(op, "act", act, {x.size(0), act.size(1)});
+  check_out_rows(op, "act", act);
+}
+
 }  // namespace
 
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
@@ -90,15 +103,7 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tenso
 
 void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                             Tensor& act) {
-  const char* op = "rms_norm_gemm_silu_mul";
-  check_defined(op, "act", act);
-  VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
-             ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
-  check_norm_input(op, x, norm_w, eps, w, act.size(1) * 2);
-  check_same_dtype(op, "act", act, "x", x);
-  check_same_device(op, "act", act, "x", x);
-  check_shape(op, "act", act, {x.size(0), act.size(1)});
-  check_out_rows(op, "act", act);
+  check_norm_silu("rms_norm_gemm_silu_mul", x, norm_w, eps, w, act);
   if (x.device().is_cpu()) return cpu::rms_norm_gemm_silu_mul(x, norm_w, eps, w, act);
 #if defined(VELA_HAS_CUDA)
   if (cuda::gemv_rms_norm_silu(x, norm_w, eps, w, act)) return;
@@ -107,6 +112,28 @@ void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, co
   Tensor h = scratch_tensor({x.size(0), w.size(0)}, x.dtype(), x.device());
   rms_norm_gemm(x, norm_w, eps, w, h);
   silu_and_mul(h, act);
+}
+
+void rms_norm_gemm_silu_mul(const NormPieces& x, float eps, const Tensor& w, Tensor& act) {
+  const char* op = "rms_norm_gemm_silu_mul";
+  check_input_and_weight(op, "scaled", x.scaled, x.scaled.dim() == 2 ? x.scaled.size(1) : -1, w);
+  check_norm_pieces(op, x, x.scaled);
+  VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
+  check_defined(op, "act", act);
+  VELA_CHECK(act.dim() == 2 && w.size(0) == 2 * act.size(1), op, ": w ", w.str(),
+             " must be [2 * inter, k] (gate | up) for act ", act.str());
+  check_same_dtype(op, "act", act, "scaled", x.scaled);
+  check_same_device(op, "act", act, "scaled", x.scaled);
+  check_shape(op, "act", act, {x.scaled.size(0), act.size(1)});
+  check_out_rows(op, "act", act);
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  if (x.scaled.device().is_cuda() && cuda::gemm_wgmma_silu_mul(x.scaled, w, act, x.row_sq, eps))
+    return;
+#endif
+  ScratchMark temporaries;
+  Tensor normed = scratch_tensor(x.scaled.shape(), x.scaled.dtype(), x.scaled.device());
+  rms_scale_rows(x, eps, normed);
+  gemm_silu_mul(normed, w, act);
 }
 
 void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
@@ -140,6 +167,27 @@ void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual) {
   Tensor y = scratch_tensor(residual.shape(), residual.dtype(), residual.device());
   gemm(a, w, y, false, true);
   add(residual, y, residual);
+}
+
+void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_norm_w,
+              NormPieces& next) {
+  const char* op = "gemm_add";
+  check_projection(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w, "residual", residual);
+  check_norm_pieces(op, next, residual);
+  check_defined(op, "next_norm_w", next_norm_w);
+  check_rank(op, "next_norm_w", next_norm_w, 1);
+  VELA_CHECK(next_norm_w.size(0) == residual.size(1) &&
+                 (next_norm_w.dtype() == DType::kF32 || next_norm_w.dtype() == residual.dtype()),
+             op, ": next_norm_w ", next_norm_w.str(), " must be [", residual.size(1),
+             "], f32 or the dtype of residual ", residual.str());
+  check_same_device(op, "next_norm_w", next_norm_w, "residual", residual);
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  if (a.device().is_cuda() &&
+      cuda::gemm_wgmma_add(a, w, residual, next_norm_w, next.scaled, next.row_sq))
+    return;
+#endif
+  gemm_add(a, w, residual);
+  norm_pieces(residual, next_norm_w, next);
 }
 
 void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual) {
@@ -201,6 +249,41 @@ void rms_norm_gemm_rotary_kv_write(const Tensor& x, const Tensor& norm_w, float 
   rms_norm_gemm(x, norm_w, eps, w, qkv);
   qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, out_cache_loc, q_out,
                       k_cache, v_cache);
+}
+
+void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor& w,
+                                   const Tensor& positions, const Tensor& table,
+                                   const Tensor& q_norm, const Tensor& k_norm, float qk_eps,
+                                   const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                                   Tensor& v_cache) {
+  const char* op = "rms_norm_gemm_rotary_kv_write";
+  const Tensor& a = x.scaled;
+  check_input_and_weight(op, "scaled", a, a.dim() == 2 ? a.size(1) : -1, w);
+  check_norm_pieces(op, x, a);
+  VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
+  check_qkv_rotary_operands(op, a.size(0), w.size(0), a.dtype(), a.device(), positions, table,
+                            q_norm, k_norm, out_cache_loc, q_out, k_cache, v_cache);
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  if (a.device().is_cuda() &&
+      cuda::gemm_wgmma_rotary_kv_write(a, w, positions, table, q_norm, k_norm, qk_eps,
+                                       out_cache_loc, q_out, k_cache, v_cache, x.row_sq, eps))
+    return;
+#endif
+  ScratchMark temporaries;
+  Tensor normed = scratch_tensor(a.shape(), a.dtype(), a.device());
+  rms_scale_rows(x, eps, normed);
+  gemm_rotary_kv_write(normed, w, positions, table, q_norm, k_norm, qk_eps, out_cache_loc, q_out,
+                       k_cache, v_cache);
+}
+
+bool norm_piece_gemms_take(int64_t n_rows, DType dtype, Device device) {
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  if (!device.is_cuda() || (dtype != DType::kBF16 && dtype != DType::kF16)) return false;
+  return cuda::wgmma_takes_rows(n_rows, device);
+#else
+  (void)n_rows, (void)dtype, (void)device;
+  return false;
+#endif
 }
 
 }  // namespace vela::ops

@@ -17,18 +17,34 @@
 // takes the row's rms, every block stages the normalised rows in shared memory; SiLU*up of the
 // input is staged by every block; a warp owning gate j and up j applies SiLU*up in its epilogue;
 // the residual add is an epilogue; a warp owning dimensions i and i + D/2 of a head rotates them
-// and writes q / the cache slot in its epilogue, for full-width rotary); anything else, and the CPU, runs the unfused ops (temporaries
-// from the scratch arena).
-// The decode layer uses rms_norm_gemm_rotary_kv_write (q|k|v without QK-norm; rms_norm_gemm +
-// qkv_rotary_kv_write with it), gemm_add (o, down) and rms_norm_gemm_silu_mul
-// (gate_up): silu_mul_gemm_add's per-block prologue costs more than the kernel it saves.
-// gemm_silu_mul and gemm_rotary_kv_write are the gate_up and q|k|v of multi-row steps (no norm:
-// it is fused into the residual add before them); on sm_90 3..64 rows run as one TMA wgmma GEMM
-// with SiLU * up, or QK-norm + rotary + the q / KV-cache stores (head_dim 64 or 128, full rotary),
-// in its epilogue (ops/cuda/gemm_wgmma.cu); anything else as the GEMM and the op after it.
+// and writes q / the cache slot in its epilogue, for full-width rotary); anything else, and the
+// CPU, runs the unfused ops (temporaries from the scratch arena). The decode layer uses
+// rms_norm_gemm_rotary_kv_write (q|k|v without QK-norm; rms_norm_gemm + qkv_rotary_kv_write with
+// it), gemm_add (o, down) and rms_norm_gemm_silu_mul (gate_up): silu_mul_gemm_add's per-block
+// prologue costs more than the kernel it saves. gemm_silu_mul and gemm_rotary_kv_write are the
+// gate_up and q|k|v of multi-row steps on normed rows (the unfused blocks, and the fallback of the
+// norm-pieces forms below); on sm_90 3..64 rows run as one TMA wgmma GEMM with SiLU * up, or
+// QK-norm + rotary + the q / KV-cache stores (head_dim 64 or 128, full rotary), in its epilogue
+// (ops/cuda/gemm_wgmma.cu); anything else as the GEMM and the op after it.
+//
+// Multi-row decode steps hand the next norm's input from GEMM to GEMM in two pieces
+// (ops/rms_norm.h, NormPieces: round(x * norm_w) and x's row sums of squares):
+//   gemm_add(a, w, residual, next_norm_w, next): residual += a @ w^T, then
+//                      next = norm_pieces(residual, next_norm_w)
+//   rms_norm_gemm_silu_mul(pieces, eps, w, act), rms_norm_gemm_rotary_kv_write(pieces, eps, w,
+//                      ..., q_norm, k_norm, qk_eps, ...): the forms above on the normed rows of
+//                      the pieces (QK-norm optional)
+// On sm_90 3..64 rows run as the TMA wgmma GEMM: the add and the pieces in the o / down
+// projection's split-K reduction; gate|up and q|k|v multiply each row of their product by the
+// row's rstd (summed from row_sq) before their epilogue, so a layer is q|k|v, attention, o,
+// gate|up, down: no norm kernel. rstd is then applied to the product instead of the input, which
+// moves one rounding (the input is rounded as x * w instead of x * rstd * w): within a rounding of
+// the unfused ops, not bit-equal. Elsewhere: gemm_add + norm_pieces, and rms_scale_rows (the normed
+// rows) + the unnormed form.
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/rms_norm.h"
 
 namespace vela::ops {
 
@@ -50,5 +66,19 @@ void rms_norm_gemm_rotary_kv_write(const Tensor& x, const Tensor& norm_w, float 
                                    const Tensor& w, const Tensor& positions, const Tensor& table,
                                    const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                                    Tensor& v_cache);
+
+// With norm pieces (see above). next_norm_w: [n] (residual's width), f32 or its dtype.
+void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_norm_w,
+              NormPieces& next);
+void rms_norm_gemm_silu_mul(const NormPieces& x, float eps, const Tensor& w, Tensor& act);
+//   q_norm, k_norm, qk_eps: QK-norm as qkv_rotary_kv_write (undefined: none).
+void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor& w,
+                                   const Tensor& positions, const Tensor& table,
+                                   const Tensor& q_norm, const Tensor& k_norm, float qk_eps,
+                                   const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
+                                   Tensor& v_cache);
+// Whether n_rows rows of `dtype` on `device` take the single-kernel norm-piece forms above (sm_90,
+// the wgmma GEMM's rows): the multi-row fused decode layer (model/transformer.cpp) runs then.
+bool norm_piece_gemms_take(int64_t n_rows, DType dtype, Device device);
 
 }  // namespace vela::ops

@@ -1,4 +1,5 @@
-// rms_norm / add_rms_norm: shape, dtype, row-layout and device checks, then dispatch.
+// rms_norm / add_rms_norm / the norm pieces: shape, dtype, row-layout and device checks, then
+// dispatch.
 #include "ops/rms_norm.h"
 
 #include "ops/checks.h"
@@ -45,6 +46,41 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
   check_same_device(op, "residual", residual, "x", x);
   check_out_rows(op, "residual", residual);
   VELA_DISPATCH(x.device(), add_rms_norm, x, residual, w, eps, out);
+}
+
+void row_sq_sums(const Tensor& x, Tensor& row_sq) {
+  const char* op = "row_sq_sums";
+  check_defined(op, "x", x);
+  check_rank(op, "x", x, 2);
+  check_floating(op, "x", x);
+  check_rows(op, "x", x);
+  check_row_sq(op, row_sq, x, kRowSqGroup);
+  VELA_DISPATCH(x.device(), row_sq_sums, x, row_sq);
+}
+
+void norm_pieces(const Tensor& x, const Tensor& w, NormPieces& out) {
+  const char* op = "norm_pieces";
+  check_defined(op, "x", x);
+  check_rank(op, "x", x, 2);
+  check_norm(op, x, w, 0.0f, x);
+  check_norm_pieces(op, out, x);
+  VELA_DISPATCH(x.device(), norm_pieces, x, w, out.scaled, out.row_sq);
+}
+
+void rms_scale_rows(const NormPieces& in, float eps, Tensor& out) {
+  const char* op = "rms_scale_rows";
+  check_defined(op, "scaled", in.scaled);
+  check_rank(op, "scaled", in.scaled, 2);
+  check_floating(op, "scaled", in.scaled);
+  check_rows(op, "scaled", in.scaled);
+  check_norm_pieces(op, in, in.scaled);
+  check_defined(op, "out", out);
+  check_same_dtype(op, "out", out, "scaled", in.scaled);
+  check_same_shape(op, "out", out, "scaled", in.scaled);
+  check_same_device(op, "out", out, "scaled", in.scaled);
+  check_out_rows(op, "out", out);
+  VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
+  VELA_DISPATCH(in.scaled.device(), rms_scale_rows, in.scaled, in.row_sq, eps, out);
 }
 
 }  // namespace vela::ops

@@ -4,9 +4,10 @@
 // (ops/qkv_rotary.h: head_dim 16 .. 256, partial rotary, QK-norm in f32 and bf16, shuffled slots),
 // rms_norm_gemm_rotary_kv_write (the q|k|v GEMV with the rotary / cache-write epilogue),
 // gemm_rotary_kv_write (the multi-row q|k|v wgmma GEMM with that epilogue, sm_90),
-// the fused engine path against the unfused one at batch 1 (greedy tokens, logprobs within bf16
-// noise), and an opt-in benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at bench-1b's
-// shapes.
+// the norm-pieces forms (the norm in the multi-row GEMMs: NormPieceGemmsMatchUnfused), the fused
+// engine paths against the unfused ones at batch 1 and in multi-row steps (greedy tokens, logprobs
+// within bf16 noise), and an opt-in benchmark (DISABLED_FusedDecodeBench) of the GEMV variants at
+// bench-1b's shapes.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -18,12 +19,14 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cuda/stream.h"
 #include "core/json.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/engine.h"
+#include "ops/cast.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/fused_gemm.h"
@@ -323,6 +326,135 @@ TEST_F(CudaFusedDecodeTest, GemmRotaryKvWriteMatchesUnfused) {
   }
 }
 
+// The norm-pieces forms (ops/fused_gemm.h) at the wgmma GEMM's rows: gemm_add with pieces (the
+// residual add, round(residual * next_w) and the per-128-column sums of squares in the split-K
+// reduction; 700 columns: a partial last tile) against gemm_add (within a rounding) and its pieces
+// against norm_pieces of the stored residual (the same bits); rms_norm_gemm_silu_mul /
+// rms_norm_gemm_rotary_kv_write on pieces (rstd applied to the product, so one rounding moves;
+// norm weights f32 and 16-bit; QK-norm on and off; head_dim 64 and 128) as close to the f32 CPU
+// ops as rms_norm followed by the unnormed GEMM is (at most twice its largest error), and on sm_90
+// that the single-kernel forms ran.
+TEST_F(CudaFusedDecodeTest, NormPieceGemmsMatchUnfused) {
+#ifdef VELA_HAS_SM90A
+  struct Restore {
+    ~Restore() { ops::cuda::gemm_wgmma_set_enabled(-1); }
+  } restore;
+  ops::cuda::gemm_wgmma_set_enabled(1);
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  const bool sm90 = prop.major == 9 && prop.minor == 0;
+#endif
+  const int64_t k = 1024, n_res = 700, inter = 512;
+  ops::RopeConfig rc;
+  // The largest |got - want| (want: f32 on the CPU).
+  auto max_err = [](const Tensor& got, const Tensor& want) {
+    const std::vector<double> g = test::to_doubles(got), w = test::to_doubles(want);
+    double e = 0.0;
+    for (size_t i = 0; i < g.size(); ++i) e = std::max(e, std::fabs(g[i] - w[i]));
+    return e;
+  };
+  auto f32 = [](const Tensor& t) { return ops::to_dtype(t.to(Device::cpu()), DType::kF32); };
+  // fused at most twice as far from the f32 result as unfused (+ a floor for exact results).
+  auto expect_as_close = [&](const Tensor& fused, const Tensor& unfused, const Tensor& ref,
+                             const std::string& what) {
+    const double ef = max_err(fused, ref), eu = max_err(unfused, ref);
+    EXPECT_LE(ef, 2.0 * eu + 1e-3) << what << ": fused " << ef << ", unfused " << eu;
+  };
+  auto pieces_for = [](int64_t m, int64_t n, DType dt) {
+    return ops::NormPieces{
+        Tensor::empty({m, n}, dt, gpu()),
+        Tensor::empty({m, (n + ops::kRowSqGroup - 1) / ops::kRowSqGroup}, DType::kF32, gpu())};
+  };
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t m : {3, 17, 64}) {
+      for (bool norm_f32 : {true, false}) {
+        const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) +
+                                 (norm_f32 ? " norm f32" : " norm 16-bit");
+        SCOPED_TRACE(what);
+        const DType wdt = norm_f32 ? DType::kF32 : dt;
+        // gemm_add with the next norm's pieces.
+        Tensor a = test::random_cpu({m, k}, dt, 1, -1.0, 1.0).to(gpu());
+        Tensor w = test::random_cpu({n_res, k}, dt, 2, -0.1, 0.1).to(gpu());
+        Tensor next_w = test::random_cpu({n_res}, wdt, 11, 0.5, 1.5).to(gpu());
+        Tensor r0 = test::random_cpu({m, n_res}, dt, 3, -3.0, 3.0).to(gpu());
+        Tensor r = r0.clone(), r_want = r0.clone();
+        ops::NormPieces next = pieces_for(m, n_res, dt), next_want = pieces_for(m, n_res, dt);
+#ifdef VELA_HAS_SM90A
+        EXPECT_EQ(ops::cuda::gemm_wgmma_add(a, w, r, next_w, next.scaled, next.row_sq), sm90);
+        r = r0.clone();
+#endif
+        ops::gemm_add(a, w, r, next_w, next);
+        ops::gemm_add(a, w, r_want);  // (the plain GEMM may sum in another order at a few rows)
+        test::expect_close(r, r_want, fused_tol(dt, k), what + " residual");
+        ops::norm_pieces(r, next_w, next_want);  // the pieces of what was stored: the same bits
+        test::expect_equal(next.scaled, next_want.scaled, what + " scaled");
+        test::expect_equal(next.row_sq, next_want.row_sq, what + " row_sq");
+
+        // rms_norm_gemm_silu_mul on the pieces of a residual x of varied row scales.
+        Tensor x = test::random_cpu({m, k}, dt, 4, -4.0, 4.0).to(gpu());
+        Tensor nw = test::random_cpu({k}, wdt, 5, 0.5, 1.5).to(gpu());
+        ops::NormPieces xp = pieces_for(m, k, dt);
+        ops::norm_pieces(x, nw, xp);
+        Tensor normed = Tensor::empty({m, k}, dt, gpu());
+        ops::rms_norm(x, nw, 1e-5f, normed);
+        Tensor wgu = test::random_cpu({2 * inter, k}, dt, 6, -0.1, 0.1).to(gpu());
+        Tensor act = Tensor::empty({m, inter}, dt, gpu()), act_want = act.clone();
+#ifdef VELA_HAS_SM90A
+        EXPECT_EQ(ops::cuda::gemm_wgmma_silu_mul(xp.scaled, wgu, act, xp.row_sq, 1e-5f), sm90);
+#endif
+        ops::rms_norm_gemm_silu_mul(xp, 1e-5f, wgu, act);
+        ops::gemm_silu_mul(normed, wgu, act_want);
+        Tensor normed32 = Tensor::empty({m, k}, DType::kF32);
+        ops::rms_norm(f32(x), f32(nw), 1e-5f, normed32);
+        Tensor act32 = Tensor::empty({m, inter}, DType::kF32);
+        ops::gemm_silu_mul(normed32, f32(wgu), act32);
+        expect_as_close(act, act_want, act32, what + " act");
+
+        // rms_norm_gemm_rotary_kv_write on the pieces.
+        for (auto [h, hkv, d, qk_norm] :
+             {std::tuple<int64_t, int64_t, int64_t, bool>{24, 4, 64, true},
+              {8, 2, 128, false},
+              {8, 4, 128, true}}) {
+          SCOPED_TRACE("d" + std::to_string(d) + (qk_norm ? " qknorm" : ""));
+          rc.rotary_dim = d;
+          Tensor tab = ops::make_rope_table(rc, 512).to(gpu());
+          const int64_t width = (h + 2 * hkv) * d, n_slots = 2 * m + 1;
+          Tensor wqkv = test::random_cpu({width, k}, dt, 7, -0.1, 0.1).to(gpu());
+          Tensor qn, kn;
+          if (qk_norm) {
+            qn = test::random_cpu({d}, wdt, 8, 0.5, 1.5).to(gpu());
+            kn = test::random_cpu({d}, wdt, 9, 0.5, 1.5).to(gpu());
+          }
+          std::vector<int32_t> pos(static_cast<size_t>(m)), slots(pos.size());
+          for (int64_t t = 0; t < m; ++t) {
+            pos[t] = static_cast<int32_t>((37 * t + 3) % 512);
+            slots[t] = static_cast<int32_t>((n_slots - 1 - 2 * t) % n_slots);
+          }
+          Tensor dp = Tensor::from_vector(pos).to(gpu()), dl = Tensor::from_vector(slots).to(gpu());
+          Tensor kc0 = test::random_cpu({n_slots, hkv, d}, dt, 10).to(gpu());
+          Tensor q = Tensor::empty({m, h, d}, dt, gpu()), kc = kc0.clone(), vc = kc0.clone();
+          Tensor q_want = q.clone(), kc_want = kc0.clone(), vc_want = kc0.clone();
+#ifdef VELA_HAS_SM90A
+          EXPECT_EQ(ops::cuda::gemm_wgmma_rotary_kv_write(xp.scaled, wqkv, dp, tab, qn, kn, 1e-6f,
+                                                          dl, q, kc, vc, xp.row_sq, 1e-5f),
+                    sm90 && ops::cuda::wgmma_gemm_splits(width, k, prop.multiProcessorCount) > 1);
+#endif
+          ops::rms_norm_gemm_rotary_kv_write(xp, 1e-5f, wqkv, dp, tab, qn, kn, 1e-6f, dl, q, kc,
+                                             vc);
+          ops::gemm_rotary_kv_write(normed, wqkv, dp, tab, qn, kn, 1e-6f, dl, q_want, kc_want,
+                                    vc_want);
+          Tensor q32 = Tensor::empty({m, h, d}, DType::kF32), kc32 = f32(kc0), vc32 = f32(kc0);
+          ops::gemm_rotary_kv_write(normed32, f32(wqkv), Tensor::from_vector(pos), f32(tab),
+                                    qn.defined() ? f32(qn) : qn, kn.defined() ? f32(kn) : kn, 1e-6f,
+                                    Tensor::from_vector(slots), q32, kc32, vc32);
+          expect_as_close(q, q_want, q32, what + " q");
+          expect_as_close(kc, kc_want, kc32, what + " k_cache");
+          expect_as_close(vc, vc_want, vc32, what + " v_cache");
+        }
+      }
+    }
+  }
+}
+
 // rms_norm_gemm_rotary_kv_write (the q|k|v GEMV with rotary and the cache write in its epilogue)
 // against the unfused CUDA ops it stands for (the same bits: each column sums in the same order)
 // and the CPU twin, 1..8 rows (9: the unfused fallback), head sizes 16..256, with a position
@@ -427,6 +559,7 @@ TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
     Transformer fused_model = Transformer::load(dir, DType::kBF16, gpu());
     Transformer plain_model = Transformer::load(dir, DType::kBF16, gpu());
     plain_model.fused_decode = false;
+    fused_model.fused_batch = plain_model.fused_batch = false;  // (FusedBatchEngine...)
     Engine fused(std::move(fused_model), nullptr, cfg);
     Engine plain(std::move(plain_model), nullptr, cfg);
     // One request at a time: the fused blocks run single-row steps (batch-1 decode).
@@ -457,6 +590,7 @@ TEST_F(CudaFusedDecodeTest, FusedQkvEngineMatchesUnfused) {
     cfg.max_seqs = 4;
     Transformer fused_model = Transformer::load(dir, DType::kBF16, gpu());
     Transformer plain_model = Transformer::load(dir, DType::kBF16, gpu());
+    fused_model.fused_batch = plain_model.fused_batch = false;  // (FusedBatchEngineMatchesUnfused)
     for (DecoderBlock& b : plain_model.blocks) b.attn.fused_qkv = false;
     for (DecoderBlock& b : fused_model.blocks) ASSERT_TRUE(b.attn.fused_qkv);
     Engine fused(std::move(fused_model), nullptr, cfg);
@@ -476,6 +610,72 @@ TEST_F(CudaFusedDecodeTest, FusedQkvEngineMatchesUnfused) {
             << "request " << i << " token " << t;
     }
   }
+}
+
+// Multi-row steps through the fused blocks with norm pieces (Transformer::fused_batch: on sm_90
+// the norms inside the wgmma GEMMs, no norm kernel) against the unfused blocks. The fused path
+// applies each norm's rstd to the product instead of the input (one rounding moves), so bf16
+// results are close, not equal. The random Qwen3-shaped model (hidden 1024, QK-norm, head_dim
+// 128: every single-kernel form runs) gives the same greedy tokens with logprobs within bf16
+// noise, 8 sequences decoding together. The fixtures are narrow (mostly the fallbacks) and have
+// deliberately large weights (std 0.3: bf16 itself loses greedy agreement with f32 within a few
+// tokens, CudaEngine.Bf16StaysCloseToF32), so there the first token (the prefill, through the
+// pieces) agrees and its logprob is within 0.1.
+TEST_F(CudaFusedDecodeTest, FusedBatchEngineMatchesUnfused) {
+  auto compare = [&](Transformer fused_model, Transformer plain_model, std::vector<Request> reqs,
+                     int max_seqs, bool whole_sequences) {
+    ASSERT_TRUE(fused_model.fused_batch);
+    plain_model.fused_batch = false;
+    EngineConfig cfg;
+    cfg.max_ctx = 64;
+    cfg.max_seqs = max_seqs;
+    Engine fused(std::move(fused_model), nullptr, cfg);
+    Engine plain(std::move(plain_model), nullptr, cfg);
+    const auto xs = fused.generate(reqs), ys = plain.generate(reqs);
+    ASSERT_EQ(xs.size(), reqs.size());
+    ASSERT_EQ(ys.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const Completion& x = xs[i].completions[0];
+      const Completion& y = ys[i].completions[0];
+      ASSERT_EQ(x.tokens.size(), static_cast<size_t>(reqs[i].params.max_tokens)) << i;
+      ASSERT_EQ(y.tokens.size(), x.tokens.size()) << i;
+      if (!whole_sequences) {
+        EXPECT_EQ(x.tokens[0], y.tokens[0]) << "request " << i;
+        EXPECT_NEAR(x.logprobs[0].logprob, y.logprobs[0].logprob, 0.1) << "request " << i;
+        continue;
+      }
+      EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
+      for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
+        EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
+            << "request " << i << " token " << t;
+    }
+  };
+  for (const char* name : {"llama_gqa", "qwen3_qknorm"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = fixture(name);
+    const Request r = greedy_reference_request(dir);
+    std::vector<Request> reqs = {r, r, r, r};
+    for (size_t i = 1; i < reqs.size(); ++i) reqs[i].prompt.resize(reqs[i].prompt.size() - 2 * i);
+    compare(Transformer::load(dir, DType::kBF16, gpu()),
+            Transformer::load(dir, DType::kBF16, gpu()), reqs, 4, false);
+  }
+  SCOPED_TRACE("random qwen3-shaped");
+  const ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "qwen3",
+      "vocab_size": 512, "hidden_size": 1024, "num_hidden_layers": 2, "intermediate_size": 1536,
+      "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128,
+      "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+      "tie_word_embeddings": false})"));
+  std::vector<Request> reqs(8);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (int t = 0; t < 5 + static_cast<int>(i); ++t)
+      reqs[i].prompt.push_back(static_cast<int32_t>((97 * i + 31 * t + 5) % 512));
+    reqs[i].params.temperature = 0;
+    reqs[i].params.max_tokens = 8;
+    reqs[i].params.ignore_eos = true;
+    reqs[i].params.logprobs = true;
+  }
+  compare(Transformer::random(mc, DType::kBF16, gpu(), 3, 0.05f),
+          Transformer::random(mc, DType::kBF16, gpu(), 3, 0.05f), reqs, 8, true);
 }
 
 // ---- opt-in benchmark: GB/s of each GEMV form at bench-1b's decode shapes ----
@@ -621,6 +821,95 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
     std::printf("B=%lld %-36s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n", static_cast<long long>(m),
                 "layer: 4 fused GEMVs, rotary epilogue", layer_rot, lb / layer_rot / 1e3,
                 24 * layer_rot / 1e3);
+  }
+}
+
+// ---- opt-in benchmark: one layer's projections at bench-1b's shapes in multi-row steps, with the
+// norms as kernels (add_rms_norm after o and down) and folded into the GEMMs (norm pieces) ----
+TEST_F(CudaFusedDecodeTest, DISABLED_BenchNormPiecesLayer) {
+  const DType dt = DType::kBF16;
+  const int64_t hidden = 1536, inter = 6912, h = 24, hkv = 4, d = 64, qkv_n = (h + 2 * hkv) * d;
+  const int kCopies = 8;
+  auto weights = [&](int64_t n, int64_t k) {
+    std::vector<Tensor> w;
+    for (int i = 0; i < kCopies; ++i)
+      w.push_back(test::random_cpu({n, k}, dt, 7 + i, -0.02, 0.02).to(gpu()));
+    return w;
+  };
+  auto w_qkv = weights(qkv_n, hidden), w_o = weights(hidden, hidden);
+  auto w_gu = weights(2 * inter, hidden), w_down = weights(hidden, inter);
+  ops::RopeConfig rc;
+  rc.rotary_dim = d;
+  Tensor table = ops::make_rope_table(rc, 4096).to(gpu());
+  for (int64_t m : {4, 16, 64}) {
+    Tensor resid = test::random_cpu({m, hidden}, dt, 1).to(gpu());
+    Tensor nw = test::random_cpu({hidden}, dt, 2, 0.5, 1.5).to(gpu());
+    Tensor normed = Tensor::empty({m, hidden}, dt, gpu()), y = normed.clone();
+    Tensor attn = test::random_cpu({m, h * d}, dt, 3).to(gpu());
+    Tensor act = test::random_cpu({m, inter}, dt, 4).to(gpu());
+    ops::NormPieces pieces{Tensor::empty({m, hidden}, dt, gpu()),
+                           Tensor::empty({m, hidden / ops::kRowSqGroup}, DType::kF32, gpu())};
+    ops::norm_pieces(resid, nw, pieces);
+    std::vector<int32_t> pos_h(static_cast<size_t>(m));
+    for (int64_t t = 0; t < m; ++t) pos_h[t] = static_cast<int32_t>(1000 + t);
+    Tensor positions = Tensor::from_vector(pos_h).to(gpu());
+    Tensor q = Tensor::empty({m, h, d}, dt, gpu());
+    Tensor kc = Tensor::empty({4096, hkv, d}, dt, gpu()), vc = kc.clone();
+    int i = 0;
+    auto next = [&] { return (i++) % kCopies; };
+    struct Row {
+      const char* name;
+      std::function<void()> f;
+    };
+    const std::vector<Row> rows = {
+        {"qkv gemm_rotary_kv_write",
+         [&] {
+           ops::gemm_rotary_kv_write(normed, w_qkv[next()], positions, table, Tensor(), Tensor(),
+                                     0.0f, positions, q, kc, vc);
+         }},
+        {"qkv rms_norm_gemm_rotary (pieces)",
+         [&] {
+           ops::rms_norm_gemm_rotary_kv_write(pieces, 1e-5f, w_qkv[next()], positions, table,
+                                              Tensor(), Tensor(), 0.0f, positions, q, kc, vc);
+         }},
+        {"o gemm + add_rms_norm",
+         [&] {
+           ops::gemm(attn, w_o[next()], y, false, true);
+           ops::add_rms_norm(y, resid, nw, 1e-5f, normed);
+         }},
+        {"o gemm_add (pieces)", [&] { ops::gemm_add(attn, w_o[next()], resid, nw, pieces); }},
+        {"gate_up gemm_silu_mul", [&] { ops::gemm_silu_mul(normed, w_gu[next()], act); }},
+        {"gate_up rms_norm_gemm_silu_mul (pieces)",
+         [&] { ops::rms_norm_gemm_silu_mul(pieces, 1e-5f, w_gu[next()], act); }},
+        {"down gemm + add_rms_norm",
+         [&] {
+           ops::gemm(act, w_down[next()], y, false, true);
+           ops::add_rms_norm(y, resid, nw, 1e-5f, normed);
+         }},
+        {"down gemm_add (pieces)", [&] { ops::gemm_add(act, w_down[next()], resid, nw, pieces); }},
+        {"layer: norm kernels (6 kernels)",
+         [&] {
+           const int c = next();
+           ops::gemm_rotary_kv_write(normed, w_qkv[c], positions, table, Tensor(), Tensor(), 0.0f,
+                                     positions, q, kc, vc);
+           ops::gemm(attn, w_o[c], y, false, true);
+           ops::add_rms_norm(y, resid, nw, 1e-5f, normed);
+           ops::gemm_silu_mul(normed, w_gu[c], act);
+           ops::gemm(act, w_down[c], y, false, true);
+           ops::add_rms_norm(y, resid, nw, 1e-5f, normed);
+         }},
+        {"layer: norm pieces (4 kernels)",
+         [&] {
+           const int c = next();
+           ops::rms_norm_gemm_rotary_kv_write(pieces, 1e-5f, w_qkv[c], positions, table, Tensor(),
+                                              Tensor(), 0.0f, positions, q, kc, vc);
+           ops::gemm_add(attn, w_o[c], resid, nw, pieces);
+           ops::rms_norm_gemm_silu_mul(pieces, 1e-5f, w_gu[c], act);
+           ops::gemm_add(act, w_down[c], resid, nw, pieces);
+         }},
+    };
+    for (const Row& r : rows)
+      std::printf("B=%-3lld %-42s %8.2f us\n", static_cast<long long>(m), r.name, graph_us(r.f));
   }
 }
 

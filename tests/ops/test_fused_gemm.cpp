@@ -4,6 +4,7 @@
 // bf16 / f16 and a strided weight; and the InvalidArgument paths name what was wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -199,8 +200,22 @@ TEST(FusedGemm, RotaryGemmsAreTheComposition) {
             ops::gemm_rotary_kv_write(x, w, positions, table, qn, kn, 1e-6f, loc, q, kc, vc);
           },
           "gemm_rotary_kv_write");
-      if (qk_norm) continue;  // rms_norm_gemm_rotary_kv_write has no QK-norm
       ops::rms_norm_gemm(x, nw, 1e-5f, w, qkv);
+      // The norm-pieces form (QK-norm optional): the normed rows rebuilt from the pieces.
+      ops::NormPieces pieces{Tensor::empty({n, k}, dt), Tensor::empty({n, 1}, DType::kF32)};
+      ops::norm_pieces(x, nw, pieces);
+      Tensor normed = Tensor::empty({n, k}, dt);
+      ops::rms_scale_rows(pieces, 1e-5f, normed);
+      Tensor qkv_pieces = Tensor::empty({n, w.size(0)}, dt);
+      ops::gemm(normed, w, qkv_pieces, false, true);
+      expect_composition(
+          qkv_pieces,
+          [&](Tensor& q, Tensor& kc, Tensor& vc) {
+            ops::rms_norm_gemm_rotary_kv_write(pieces, 1e-5f, w, positions, table, qn, kn, 1e-6f,
+                                               loc, q, kc, vc);
+          },
+          "rms_norm_gemm_rotary_kv_write from norm pieces");
+      if (qk_norm) continue;  // the form on x has no QK-norm
       expect_composition(
           qkv,
           [&](Tensor& q, Tensor& kc, Tensor& vc) {
@@ -222,6 +237,90 @@ TEST(FusedGemm, RotaryGemmsAreTheComposition) {
                                            loc, q, kc, vc),
                  InvalidArgument);
   }
+  Tensor w = Tensor::empty({(h + 2 * hkv) * d, k}, DType::kF32);
+  ops::NormPieces bad{Tensor::empty({n, k}, DType::kF32), Tensor::empty({n, 2}, DType::kF32)};
+  EXPECT_THROW(ops::rms_norm_gemm_rotary_kv_write(bad, 1e-5f, w, positions, table, Tensor(),
+                                                  Tensor(), 0.0f, loc, q, kc, vc),
+               InvalidArgument);  // k = 40 is one 128-column group
+}
+
+// rms_norm's pieces (ops/rms_norm.h): row_sq sums squares per 128-column group (the last one
+// partial), scaled = round(x * w), and rms_scale_rows rebuilds the normed rows within a rounding
+// of rms_norm; gemm_add with pieces is gemm_add then norm_pieces of the updated residual, and
+// rms_norm_gemm_silu_mul on pieces is rms_scale_rows then gemm_silu_mul (the CPU twin; CUDA applies
+// rstd to the product, tests/cuda/test_cuda_fused_decode.cpp); wrong pieces are errors.
+TEST(FusedGemm, NormPiecesFormsAreTheComposition) {
+  const int64_t m = 3, k = 300, n = 260, groups_k = 3, groups_n = 3;
+  for (DType dt : test::kFloatDTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = random_tensor({m, k}, dt, 1, -2.0f, 2.0f);
+    Tensor nw = random_tensor({k}, DType::kF32, 3, 0.5f, 1.5f);
+    ops::NormPieces pieces{Tensor::empty({m, k}, dt), Tensor::empty({m, groups_k}, DType::kF32)};
+    ops::norm_pieces(x, nw, pieces);
+    Tensor sq = Tensor::empty({m, groups_k}, DType::kF32);
+    ops::row_sq_sums(x, sq);
+    EXPECT_EQ(to_doubles(sq), to_doubles(pieces.row_sq));
+    std::vector<double> xs = to_doubles(x), sqs = to_doubles(sq), ws = to_doubles(nw);
+    std::vector<double> scaled = to_doubles(pieces.scaled);
+    const double ulp = dt == DType::kF32 ? 1e-6 : dt == DType::kBF16 ? 8e-3 : 1e-3;
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t g = 0; g < groups_k; ++g) {
+        double want = 0.0;
+        for (int64_t c = g * 128; c < std::min<int64_t>(k, (g + 1) * 128); ++c)
+          want += xs[r * k + c] * xs[r * k + c];
+        EXPECT_NEAR(sqs[r * groups_k + g], want, 1e-5 * want) << r << " " << g;
+      }
+      for (int64_t c = 0; c < k; ++c) {
+        const double want = xs[r * k + c] * ws[c];
+        EXPECT_NEAR(scaled[r * k + c], want, ulp * std::fabs(want)) << r << " " << c;
+      }
+    }
+    Tensor normed = Tensor::empty({m, k}, dt), normed_want = Tensor::empty({m, k}, dt);
+    ops::rms_scale_rows(pieces, 1e-5f, normed);
+    ops::rms_norm(x, nw, 1e-5f, normed_want);
+    std::vector<double> got = to_doubles(normed), want = to_doubles(normed_want);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 2 * ulp * std::fabs(want[i]) + 1e-6) << i;
+
+    Tensor w2 = random_tensor({2 * 40, k}, dt, 4, -0.2f, 0.2f);
+    Tensor act_want = Tensor::empty({m, 40}, dt), act = Tensor::empty({m, 40}, dt);
+    ops::gemm_silu_mul(normed, w2, act_want);
+    ops::rms_norm_gemm_silu_mul(pieces, 1e-5f, w2, act);
+    EXPECT_EQ(to_doubles(act), to_doubles(act_want)) << "rms_norm_gemm_silu_mul from pieces";
+
+    Tensor w = random_tensor({n, k}, dt, 5, -0.2f, 0.2f);
+    Tensor nw2 = random_tensor({n}, dt, 7, 0.5f, 1.5f);
+    Tensor r0 = random_tensor({m, n}, dt, 6, -3.0f, 3.0f);
+    Tensor r_want = r0.clone(), r = r0.clone();
+    ops::NormPieces next_want{Tensor::empty({m, n}, dt), Tensor::empty({m, groups_n}, DType::kF32)};
+    ops::NormPieces next{Tensor::empty({m, n}, dt), Tensor::empty({m, groups_n}, DType::kF32)};
+    ops::gemm_add(x, w, r_want);
+    ops::norm_pieces(r_want, nw2, next_want);
+    ops::gemm_add(x, w, r, nw2, next);
+    EXPECT_EQ(to_doubles(r), to_doubles(r_want)) << "gemm_add with pieces";
+    EXPECT_EQ(to_doubles(next.scaled), to_doubles(next_want.scaled)) << "gemm_add's scaled";
+    EXPECT_EQ(to_doubles(next.row_sq), to_doubles(next_want.row_sq)) << "gemm_add's row_sq";
+  }
+  Tensor x = Tensor::empty({3, 300}, DType::kF32), w = Tensor::empty({260, 300}, DType::kF32);
+  Tensor r = Tensor::empty({3, 260}, DType::kF32), nw = Tensor::empty({260}, DType::kF32);
+  Tensor act = Tensor::empty({3, 40}, DType::kF32), w2 = Tensor::empty({80, 300}, DType::kF32);
+  for (Tensor bad_sq : {Tensor::empty({3, 2}, DType::kF32), Tensor::empty({2, 3}, DType::kF32),
+                        Tensor::empty({3, 3}, DType::kBF16)}) {
+    EXPECT_THROW(ops::row_sq_sums(x, bad_sq), InvalidArgument) << bad_sq.str();
+    ops::NormPieces next{Tensor::empty({3, 260}, DType::kF32), bad_sq};
+    EXPECT_THROW(ops::gemm_add(x, w, r, nw, next), InvalidArgument) << bad_sq.str();
+    ops::NormPieces in{x, bad_sq};
+    EXPECT_THROW(ops::rms_norm_gemm_silu_mul(in, 1e-5f, w2, act), InvalidArgument) << bad_sq.str();
+  }
+  ops::NormPieces wrong_scaled{Tensor::empty({3, 200}, DType::kF32),
+                               Tensor::empty({3, 3}, DType::kF32)};
+  EXPECT_THROW(ops::norm_pieces(x, Tensor::empty({300}, DType::kF32), wrong_scaled),
+               InvalidArgument);
+  ops::NormPieces ok_next{Tensor::empty({3, 260}, DType::kF32), Tensor::empty({3, 3}, DType::kF32)};
+  EXPECT_THROW(ops::gemm_add(x, w, r, Tensor::empty({300}, DType::kF32), ok_next),
+               InvalidArgument);  // the next norm's weight has the residual's width
+  Tensor sq = Tensor::empty({3, 3}, DType::kF32);
+  EXPECT_THROW(ops::row_sq_sums(Tensor::empty({3, 4, 100}, DType::kF32), sq), InvalidArgument);
 }
 
 }  // namespace vela

@@ -1,11 +1,13 @@
-// CPU rms_norm / add_rms_norm: one row per iteration, parallel over rows, statistics in fp32 (with
-// per-lane partial sums), 16-bit rows widened into per-thread scratch.
+// CPU rms_norm / add_rms_norm / the norm pieces: one row per iteration, parallel over rows,
+// statistics in fp32 (with per-lane partial sums), 16-bit rows widened into per-thread scratch.
+#include <algorithm>
 #include <cmath>
 
 #include "core/parallel.h"
 #include "ops/checks.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/vec.h"
+#include "ops/rms_norm.h"
 
 namespace vela::ops::cpu {
 
@@ -84,6 +86,65 @@ void add_rms_norm_typed(const Tensor& x, Tensor& residual, const Tensor& w, floa
                });
 }
 
+// row_sq of the row xf (f32, n wide) into sq; scaled = round(xf * w) when w is given.
+template <typename T>
+void row_pieces(const float* xf, int64_t n, int64_t groups, float* sq, const float* w, T* scaled) {
+  for (int64_t g = 0; g < groups; ++g) {
+    float ss = 0.0f;
+    for (int64_t i = g * kRowSqGroup; i < std::min(n, (g + 1) * kRowSqGroup); ++i)
+      ss += xf[i] * xf[i];
+    sq[g] = ss;
+  }
+  if (w != nullptr) {
+    float* buf = scratch(static_cast<size_t>(n), kSlotOut);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) buf[i] = xf[i] * w[i];
+    store_f32(buf, scaled, n);
+  }
+}
+
+template <typename T>
+void norm_pieces_typed(const Tensor& x, const Tensor* w, Tensor* scaled, Tensor& row_sq) {
+  RowLayout rx = rows_of(x);
+  const int64_t n = rx.n_cols, groups = row_sq.size(1);
+  const int64_t s_stride = scaled != nullptr ? rows_of(*scaled).row_stride : 0;
+  const T* px = static_cast<const T*>(x.data_ptr());
+  float* ps = static_cast<float*>(row_sq.data_ptr());
+  parallel_for(
+      rx.n_rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+        const float* wf = nullptr;
+        if (w != nullptr)
+          wf = w->dtype() == DType::kF32 ? weight_f32<float>(*w) : weight_f32<T>(*w);
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xf = row_as_f32(px + r * rx.row_stride, n, kSlotX);
+          T* out = scaled != nullptr ? static_cast<T*>(scaled->data_ptr()) + r * s_stride : nullptr;
+          row_pieces<T>(xf, n, groups, ps + r * groups, wf, out);
+        }
+      });
+}
+
+template <typename T>
+void rms_scale_rows_typed(const Tensor& scaled, const Tensor& row_sq, float eps, Tensor& out) {
+  RowLayout rs = rows_of(scaled), ro = rows_of(out);
+  const int64_t n = rs.n_cols, groups = row_sq.size(1);
+  const T* px = static_cast<const T*>(scaled.data_ptr());
+  const float* psq = static_cast<const float*>(row_sq.data_ptr());
+  T* po = static_cast<T*>(out.data_ptr());
+  parallel_for(rs.n_rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   float ss = 0.0f;
+                   for (int64_t g = 0; g < groups; ++g) ss += psq[r * groups + g];
+                   const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+                   const float* xf = row_as_f32(px + r * rs.row_stride, n, kSlotX);
+                   float* buf = scratch(static_cast<size_t>(n), kSlotOut);
+#pragma omp simd
+                   for (int64_t i = 0; i < n; ++i) buf[i] = xf[i] * rstd;
+                   store_f32(buf, po + r * ro.row_stride, n);
+                 }
+               });
+}
+
 }  // namespace
 
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
@@ -94,6 +155,24 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
   visit_float(x.dtype(), [&](auto tag) {
     add_rms_norm_typed<typename decltype(tag)::type>(x, residual, w, eps, out);
+  });
+}
+
+void row_sq_sums(const Tensor& x, Tensor& row_sq) {
+  visit_float(x.dtype(), [&](auto tag) {
+    norm_pieces_typed<typename decltype(tag)::type>(x, nullptr, nullptr, row_sq);
+  });
+}
+
+void norm_pieces(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq) {
+  visit_float(x.dtype(), [&](auto tag) {
+    norm_pieces_typed<typename decltype(tag)::type>(x, &w, &scaled, row_sq);
+  });
+}
+
+void rms_scale_rows(const Tensor& scaled, const Tensor& row_sq, float eps, Tensor& out) {
+  visit_float(scaled.dtype(), [&](auto tag) {
+    rms_scale_rows_typed<typename decltype(tag)::type>(scaled, row_sq, eps, out);
   });
 }
 

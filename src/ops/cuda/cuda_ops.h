@@ -53,18 +53,31 @@ void gemm_wgmma_set_enabled(int on);
 void gemm_wgmma_set_tma(int on);
 // act = silu_and_mul(a @ w^T) (w = gate | up [2 * inter, k], act [m, inter]) for the wgmma GEMM's
 // rows in one kernel (the TMA kernel with SiLU * up in its epilogue; VELA_GEMM_SILU_MUL=0 turns
-// it off); false when the problem does not have that shape.
-bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act);
+// it off); false when the problem does not have that shape. With row_sq defined, a is the scaled
+// piece of a norm's input and row_sq its sums of squares (ops/rms_norm.h, NormPieces): each row of
+// the product is scaled by the row's rstd (norm_eps) before the epilogue rounds it.
+bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act,
+                         const Tensor& row_sq = Tensor(), float norm_eps = 0.0f);
 // qkv_rotary_kv_write(a @ w^T, ...) (ops/qkv_rotary.h; w = the fused q|k|v weight) for the wgmma
 // GEMM's rows in one kernel: the TMA kernel with QK-norm, rotary and the q / cache stores in its
 // split-K reduction (VELA_GEMM_ROTARY=0 turns it off); false unless head_dim is 64 or 128 with
-// full-width rotary and the projection is split over K. Operands checked by the caller.
+// full-width rotary and the projection is split over K. Operands checked by the caller. row_sq,
+// norm_eps: the rows' rstd, as gemm_wgmma_silu_mul.
 bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& positions,
                                 const Tensor& table, const Tensor& q_norm, const Tensor& k_norm,
                                 float eps, const Tensor& out_cache_loc, Tensor& q_out,
-                                Tensor& k_cache, Tensor& v_cache);
+                                Tensor& k_cache, Tensor& v_cache, const Tensor& row_sq = Tensor(),
+                                float norm_eps = 0.0f);
+// residual += a @ w^T, then the next norm's pieces of it (ops/rms_norm.h, norm_pieces with next_w)
+// into scaled and row_sq, for the wgmma GEMM's rows in one kernel: the add and the pieces in the
+// split-K reduction; false unless the projection is split over K. Operands checked by the caller.
+bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_w,
+                    Tensor& scaled, Tensor& row_sq);
 // The most rows the wgmma GEMM takes now (0 when it is off).
 int wgmma_max_rows();
+// Whether n_rows rows are the wgmma GEMM's (gemv_max_rows() < n_rows <= wgmma_max_rows()) on
+// `device`, an sm_90 GPU.
+bool wgmma_takes_rows(int64_t n_rows, Device device);
 // K ranges (= thread-block cluster size, at most max_cluster) per 128-column tile of the wgmma
 // GEMM for an [n, k] weight on sm_count SMs.
 int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster = 8);
@@ -99,6 +112,9 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& x, float s, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out);
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out);
+void row_sq_sums(const Tensor& x, Tensor& row_sq);
+void norm_pieces(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq);
+void rms_scale_rows(const Tensor& scaled, const Tensor& row_sq, float eps, Tensor& out);
 void rotary(Tensor& x, const Tensor& positions, const Tensor& table);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void embedding(const Tensor& weight, const Tensor& ids, Tensor& out);

@@ -39,6 +39,7 @@
 #include "ops/cuda/pdl.cuh"
 #include "ops/cuda/tma.cuh"
 #include "ops/cuda/wgmma.cuh"
+#include "ops/rms_norm.h"
 
 namespace vela::ops::cuda {
 
@@ -61,6 +62,7 @@ constexpr int kRedStride = kBN + 8;             // floats per row of the staged 
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack to align the base to 1024
 static_assert(kStageBytes % 1024 == 0 && kWBytes % 1024 == 0, "128-byte swizzle atoms");
 static_assert(kRows * kRedStride * 4 <= kStages * kStageBytes, "partial tile fits the stages");
+static_assert(kRowSqGroup == kBN, "kAddRes writes a row's sum of squares per column tile");
 
 struct WgmmaArgs : gemm_pipeline::Operands {
   int splits;  // K ranges per column tile = the cluster size
@@ -231,7 +233,7 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
 // columns) and a producer warp with empty barriers were measured and dropped: even or slower on
 // most bench-1b and Qwen3-1.7B projections (docs/kernels.md).
 
-enum TmaEpilogue : int { kPlainOut = 0, kSiluMul = 1, kRotaryKv = 2 };
+enum TmaEpilogue : int { kPlainOut = 0, kSiluMul = 1, kRotaryKv = 2, kAddRes = 3 };
 
 // qkv_rotary_kv_write's operands (ops/qkv_rotary.h) for the kRotaryKv epilogue.
 struct RotaryKv {
@@ -250,6 +252,16 @@ struct RotaryKv {
   int n_heads, n_kv_heads;
 };
 
+// kRowScale: `a` holds the weight-scaled rows of rms_norm's input (ops/rms_norm.h, NormPieces) and
+// each output row is scaled by the row's rstd, summed from its row sums of squares, before the
+// epilogue rounds it.
+struct RowScale {
+  const float* row_sq;  // [m, groups]
+  int groups;
+  int k;  // the norm's width (a's)
+  float eps;
+};
+
 struct TmaArgs {
   CUtensorMap w_map;  // [n (kSiluMul: 2 * inter), k] in [64 x 64] boxes
   CUtensorMap a_map;  // [m, k] in [64 x 64] boxes
@@ -260,6 +272,14 @@ struct TmaArgs {
   float alpha;
   bool pairs;
   RotaryKv rot;  // kRotaryKv only
+  RowScale scale;  // kRowScale only
+  // kAddRes: the next norm's pieces of the updated residual c: [m, n_tiles] sums of squares, and
+  // round(c * next_w) (scaled, row stride ld_scaled), next_w f32 when next_w_f32, else T.
+  float* row_sq_out;
+  void* scaled;
+  int64_t ld_scaled;
+  const void* next_w;
+  bool next_w_f32;
 };
 
 template <typename TC>
@@ -278,14 +298,14 @@ __device__ __forceinline__ void store4(T* dst, const float (&v)[4]) {
 }
 
 // The kRotaryKv split-K reduction of one block: rows rank, rank + splits, ... of the tile summed
-// over the cluster, rounded to T (the projection), then per head as qkv_rotary_kv_write: QK-norm
-// (the sum of squares over the head's kD / 8 lanes), rotary by the row's position, q stored to
-// q_out, k and v to the row's cache slot (positions outside the table: not rotated; slots outside
-// the cache: k and v not written).
+// over the cluster (times the row's rstd when given: kRowScale), rounded to T (the projection),
+// then per head as qkv_rotary_kv_write: QK-norm (the sum of squares over the head's kD / 8 lanes),
+// rotary by the row's position, q stored to q_out, k and v to the row's cache slot (positions
+// outside the table: not rotated; slots outside the cache: k and v not written).
 template <typename T, int kD>
 __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_group& cluster,
                                                 const float* red, const TmaArgs& p, int rank,
-                                                int my_rows, int tile, int tid) {
+                                                int my_rows, int tile, int tid, const float* rstd) {
   constexpr int kLanes = kD / 8;    // threads per head: 4 features and their partners each
   constexpr int kPerRow = kBN / 8;  // threads per tile row
   static_assert(kBN % kD == 0 && kLanes <= 32, "whole heads in a tile, a head within a warp");
@@ -303,10 +323,11 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
       cluster_sum4(cluster, red, p.splits, row, h * kD + kD / 2 + f, hi);
     }
     float ss = 0.0f;
+    const float alpha = rstd != nullptr && live ? p.alpha * rstd[row] : p.alpha;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      lo[e] = to_float(from_float<T>(p.alpha * lo[e]));
-      hi[e] = to_float(from_float<T>(p.alpha * hi[e]));
+      lo[e] = to_float(from_float<T>(alpha * lo[e]));
+      hi[e] = to_float(from_float<T>(alpha * hi[e]));
       ss += lo[e] * lo[e] + hi[e] * hi[e];
     }
 #pragma unroll
@@ -349,12 +370,99 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
   }
 }
 
-template <typename T, typename TC, int kEpi, int kD>
+// kRowScale: rstd[r] of rows 0 .. 63 from their row sums of squares, as rms_norm computes it from
+// a whole row (rows past M: unused). Two threads a row, each loading up to 8 of its groups at once
+// (every load in flight together).
+__device__ __forceinline__ void row_rstd(const RowScale& rs, int m, float* rstd, int tid) {
+  static_assert(kThreads == 2 * kRows, "two threads per row");
+  const int row = tid >> 1, part = tid & 1;
+  float ss = 0.0f;
+  if (row < m) {
+    const float* sq = rs.row_sq + static_cast<int64_t>(row) * rs.groups;
+    for (int g0 = part; g0 < rs.groups; g0 += 16) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = g0 + 2 * u < rs.groups ? sq[g0 + 2 * u] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) ss += v[u];
+    }
+  }
+  ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+  if (part == 0) rstd[row] = rsqrtf(ss / static_cast<float>(rs.k) + rs.eps);
+}
+
+// kAddRes: the residual elements a thread adds to in the split-K reduction (at most 8 items of 4
+// columns: a block reduces at most 32 rows, splits >= 2), loaded right after the previous kernel
+// finishes so the loads overlap the main loop. Item `it` is idx = tid + it * 128 of the block's
+// my_rows * 32: row rank + (idx / 32) * splits, columns tile * 128 + (idx % 32) * 4 ..
+constexpr int kAddItems = (kRows / 2) * (kBN / 4) / kThreads;
+
+template <typename T>
+__device__ __forceinline__ void load_residual(const TmaArgs& p, int rank, int my_rows, int tile,
+                                              int tid, float (&res)[kAddItems][4]) {
+  const T* c = static_cast<const T*>(p.c);
+#pragma unroll
+  for (int it = 0; it < kAddItems; ++it) {
+    const int idx = tid + it * kThreads;
+    const int row = rank + (idx / (kBN / 4)) * p.splits, col = tile * kBN + (idx % (kBN / 4)) * 4;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      res[it][e] = idx < my_rows * (kBN / 4) && col + e < p.n
+                       ? to_float(c[static_cast<int64_t>(row) * p.ldc + col + e])
+                       : 0.0f;
+  }
+}
+
+// kAddRes's split-K reduction: each item's 4 columns summed over the cluster, rounded to T (the
+// projection), added to the residual (res) and rounded again (gemm_add), stored; then the next
+// norm's pieces of the stored residual (norm_pieces): round(c * next_w) to `scaled`, and each
+// row's sum of squares over the tile's 128 columns to row_sq_out[row, tile] (a warp holds a whole
+// row, 4 columns a lane, summed in the order of ops/cuda/rms_norm.cu's kernel: the same bits).
+template <typename T>
+__device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluster_group& cluster,
+                                                      const float* red, const TmaArgs& p, int rank,
+                                                      int my_rows, int tile, int tid,
+                                                      const float (&res)[kAddItems][4]) {
+  static_assert(kBN / 4 == 32, "a warp per tile row");
+  T* c = static_cast<T*>(p.c);
+  const int n_tiles = (p.n + kBN - 1) / kBN;
+#pragma unroll
+  for (int it = 0; it < kAddItems; ++it) {
+    const int idx = tid + it * kThreads;
+    // The same for the 32 lanes of a warp (one row): the shuffles see the whole warp.
+    if (idx >= my_rows * (kBN / 4)) break;
+    const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
+    const int col = tile * kBN + col4;
+    float r[4];
+    cluster_sum4(cluster, red, p.splits, row, col4, r);
+    T* dst = c + static_cast<int64_t>(row) * p.ldc + col;
+    T* sc = static_cast<T*>(p.scaled) + static_cast<int64_t>(row) * p.ld_scaled + col;
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (col + e < p.n) {
+        const T sum = from_float<T>(res[it][e] + to_float(from_float<T>(p.alpha * r[e])));
+        dst[e] = sum;
+        const float s = to_float(sum);
+        ss += s * s;
+        const float w = p.next_w_f32 ? static_cast<const float*>(p.next_w)[col + e]
+                                     : to_float(static_cast<const T*>(p.next_w)[col + e]);
+        sc[e] = from_float<T>(s * w);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((tid & 31) == 0) p.row_sq_out[static_cast<int64_t>(row) * n_tiles + tile] = ss;
+  }
+}
+
+template <typename T, typename TC, int kEpi, int kD, bool kRowScale>
 static __global__ void __launch_bounds__(kThreads)
     wgmma_tma_gemm_kernel(const __grid_constant__ TmaArgs p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[kStages];
+  __shared__ float rstd[kRowScale ? kRows : 1];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -394,7 +502,12 @@ static __global__ void __launch_bounds__(kThreads)
     for (int s = 0; s < kStages - 1; ++s)
       if (s < n_local) load_a(c_begin + s, s);
   }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
+  if constexpr (kRowScale) row_rstd(p.scale, p.m, rstd, tid);
+  // kAddRes: this block's cluster rank is its split (cluster dims (1, splits, 1)).
+  const int my_rows = p.m > split ? (p.m - split + p.splits - 1) / p.splits : 0;
+  float res[kEpi == kAddRes ? kAddItems : 1][4];
+  if constexpr (kEpi == kAddRes) load_residual<T>(p, split, my_rows, tile, tid, res);
+  __syncthreads();  // the barriers are initialised (and rstd set) before anyone uses them
 
   float acc[kBN / 8][4];
 #pragma unroll
@@ -426,16 +539,18 @@ static __global__ void __launch_bounds__(kThreads)
   sp.alpha = kEpi == kSiluMul ? 1.0f : p.alpha;  // silu_mul_rounded applies alpha itself
   sp.pairs = p.pairs;
   const int row_base = warp * 16 + (lane >> 2);
-  if (p.splits == 1) {  // (the host sends kRotaryKv only with splits)
+  // alpha, times the row's rstd with kRowScale (the norm's statistics, applied to the product).
+  auto row_alpha = [&](int row) { return kRowScale ? p.alpha * rstd[row] : p.alpha; };
+  if (p.splits == 1) {  // (the host sends kRotaryKv and kAddRes only with splits)
     if constexpr (kEpi == kSiluMul) {
 #pragma unroll
       for (int j = 0; j < 32; j += 2) {  // gate in acc[0..7], up in acc[8..15]
         const int row = row_base + ((j >> 1) & 1) * 8;
         const int col = tile * 64 + (j >> 2) * 8 + 2 * (lane & 3);
+        const float ra = row_alpha(row);
         const float v[2] = {
-            silu_mul_rounded<TC>(acc[j >> 2][j & 3], acc[8 + (j >> 2)][j & 3], p.alpha),
-            silu_mul_rounded<TC>(acc[j >> 2][(j & 3) + 1], acc[8 + (j >> 2)][(j & 3) + 1],
-                                 p.alpha)};
+            silu_mul_rounded<TC>(acc[j >> 2][j & 3], acc[8 + (j >> 2)][j & 3], ra),
+            silu_mul_rounded<TC>(acc[j >> 2][(j & 3) + 1], acc[8 + (j >> 2)][(j & 3) + 1], ra)};
         if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
       }
     } else if constexpr (kEpi == kPlainOut) {
@@ -454,11 +569,12 @@ static __global__ void __launch_bounds__(kThreads)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int my_rows = p.m > rank ? (p.m - rank + p.splits - 1) / p.splits : 0;
+  const int rank = static_cast<int>(cluster.block_rank());  // = split
   const float* red = reinterpret_cast<const float*>(smem);
   if constexpr (kEpi == kRotaryKv) {
-    rotary_epilogue<T, kD>(cluster, red, p, rank, my_rows, tile, tid);
+    rotary_epilogue<T, kD>(cluster, red, p, rank, my_rows, tile, tid, kRowScale ? rstd : nullptr);
+  } else if constexpr (kEpi == kAddRes) {
+    add_residual_epilogue<T>(cluster, red, p, rank, my_rows, tile, tid, res);
   } else if constexpr (kEpi == kSiluMul) {
     for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
       const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
@@ -466,7 +582,7 @@ static __global__ void __launch_bounds__(kThreads)
       cluster_sum4(cluster, red, p.splits, row, col4, g);
       cluster_sum4(cluster, red, p.splits, row, 64 + col4, u);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], p.alpha);
+      for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], row_alpha(row));
       store_cols<TC, 4>(c, sp, row, tile * 64 + col4, v);
     }
   } else {
@@ -573,12 +689,17 @@ bool tma_enabled() {
   return on;
 }
 
-// The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim) over the 128-row tiles of w for
-// a @ w^T; `p` holds the epilogue's output operands, out_dtype c's dtype. False when the driver
-// cannot make the tensor maps, or kRotaryKv would run without split-K.
-template <int kEpi, int kD = 0>
+// The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
+// each output row)
+// over the 128-row tiles of w for a @ w^T; `p` holds the epilogue's output operands, out_dtype c's
+// dtype. False when the driver cannot make the tensor maps, or kRotaryKv / kAddRes would run
+// without split-K.
+template <int kEpi, int kD = 0, bool kRowScale = false>
 bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, TmaArgs& p) {
   const int64_t m = a.size(0), k = a.size(1);
+  p.splits = wgmma_gemm_splits(w.size(0), k, n_sms(), resident_cluster_limit());
+  if ((kEpi == kRotaryKv || kEpi == kAddRes) && p.splits == 1) return false;
+  if (kEpi != kPlainOut && out_dtype != a.dtype()) return false;  // epilogues store a's dtype
   if (!tma::encode_2d(&p.w_map, w.data_ptr(), w.dtype(), w.size(0), k, w.stride(0), 64) ||
       !tma::encode_2d(&p.a_map, a.data_ptr(), a.dtype(), m, k, a.stride(0), 64))
     return false;
@@ -587,15 +708,25 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   p.alpha = alpha;
   // A tile is 128 rows of w: 128 output columns, 64 gate and 64 up rows, or whole heads.
   const int n_tiles = static_cast<int>((w.size(0) + kBN - 1) / kBN);
-  p.splits = wgmma_gemm_splits(w.size(0), k, n_sms(), resident_cluster_limit());
-  if (kEpi == kRotaryKv && p.splits == 1) return false;
-  if (kEpi != kPlainOut && out_dtype != a.dtype()) return false;  // epilogues store a's dtype
   gemm_pipeline::dispatch_dtypes(a.dtype(), out_dtype, [&](auto t, auto tc) {
     using T = decltype(t);
     using TC = decltype(tc);
     if constexpr (kEpi == kPlainOut || std::is_same_v<T, TC>)
-      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD>, p, n_tiles);  // (else: refused above)
+      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles);  // (else: refused)
   });
+  return true;
+}
+
+// p.scale for kRowScale: row_sq [m, ceil(k / 128)] f32, contiguous (the host op checked it); false
+// when it does not suit the kernel.
+bool fill_scale(const Tensor& a, const Tensor& row_sq, float eps, RowScale& rs) {
+  if (row_sq.dim() != 2 || row_sq.dtype() != DType::kF32 || row_sq.size(0) != a.size(0) ||
+      !row_sq.is_contiguous())
+    return false;
+  rs.row_sq = static_cast<const float*>(row_sq.data_ptr());
+  rs.groups = static_cast<int>(row_sq.size(1));
+  rs.k = static_cast<int>(a.size(1));
+  rs.eps = eps;
   return true;
 }
 
@@ -615,6 +746,13 @@ bool wgmma_operands_ok(const Tensor& a, const Tensor& w) {
 }
 
 }  // namespace
+
+bool wgmma_takes_rows(int64_t n_rows, Device device) {
+  if (n_rows <= gemv_max_rows() || n_rows > wgmma_max_rows()) return false;
+  DeviceGuard guard(device.index);
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  return prop.major == 9 && prop.minor == 0;  // sm_90a code only
+}
 
 void gemm_wgmma_set_enabled(int on) { g_wgmma_override = on < 0 ? -1 : (on != 0); }
 
@@ -672,7 +810,8 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 
 void gemm_wgmma_set_tma(int on) { g_tma_override = on < 0 ? -1 : (on != 0); }
 
-bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
+bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act, const Tensor& row_sq,
+                         float norm_eps) {
   static const bool on = env_enabled("VELA_GEMM_SILU_MUL");
   if (!on || !wgmma_operands_ok(a, w)) return false;
   if (act.dim() != 2 || act.dtype() != a.dtype() || act.stride(1) != 1) return false;
@@ -684,13 +823,16 @@ bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
   p.ldc = act.stride(0);
   p.n = static_cast<int>(inter);
   p.pairs = act.stride(0) % 2 == 0 && is_aligned(act.data_ptr(), 2 * dtype_size(act.dtype()));
-  return run_tma<kSiluMul>(a, w, 1.0f, act.dtype(), p);
+  if (!row_sq.defined()) return run_tma<kSiluMul>(a, w, 1.0f, act.dtype(), p);
+  return fill_scale(a, row_sq, norm_eps, p.scale) &&
+         run_tma<kSiluMul, 0, true>(a, w, 1.0f, act.dtype(), p);
 }
 
 bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& positions,
                                 const Tensor& table, const Tensor& q_norm, const Tensor& k_norm,
                                 float eps, const Tensor& out_cache_loc, Tensor& q_out,
-                                Tensor& k_cache, Tensor& v_cache) {
+                                Tensor& k_cache, Tensor& v_cache, const Tensor& row_sq,
+                                float norm_eps) {
   static const bool on = env_enabled("VELA_GEMM_ROTARY");
   if (!on || !wgmma_operands_ok(a, w)) return false;
   const int64_t d = q_out.size(2);
@@ -716,8 +858,39 @@ bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& 
   r.v_cache = v_cache.data_ptr();
   r.n_heads = static_cast<int>(q_out.size(1));
   r.n_kv_heads = static_cast<int>(k_cache.size(1));
-  return d == 64 ? run_tma<kRotaryKv, 64>(a, w, 1.0f, a.dtype(), p)
-                 : run_tma<kRotaryKv, 128>(a, w, 1.0f, a.dtype(), p);
+  if (row_sq.defined() && !fill_scale(a, row_sq, norm_eps, p.scale)) return false;
+  const DType dt = a.dtype();
+  if (row_sq.defined())
+    return d == 64 ? run_tma<kRotaryKv, 64, true>(a, w, 1.0f, dt, p)
+                   : run_tma<kRotaryKv, 128, true>(a, w, 1.0f, dt, p);
+  return d == 64 ? run_tma<kRotaryKv, 64>(a, w, 1.0f, dt, p)
+                 : run_tma<kRotaryKv, 128>(a, w, 1.0f, dt, p);
+}
+
+bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_w,
+                    Tensor& scaled, Tensor& row_sq) {
+  if (!wgmma_operands_ok(a, w)) return false;
+  if (residual.dim() != 2 || residual.dtype() != a.dtype() || residual.stride(1) != 1 ||
+      residual.size(0) != a.size(0) || residual.size(1) != w.size(0))
+    return false;
+  const int64_t n_tiles = (w.size(0) + kBN - 1) / kBN;
+  if (row_sq.dim() != 2 || row_sq.dtype() != DType::kF32 || row_sq.size(0) != a.size(0) ||
+      row_sq.size(1) != n_tiles || !row_sq.is_contiguous())
+    return false;
+  if (scaled.dtype() != a.dtype() || scaled.stride(1) != 1 || next_w.dim() != 1 ||
+      next_w.size(0) != w.size(0) || (next_w.dtype() != DType::kF32 && next_w.dtype() != a.dtype()))
+    return false;
+  DeviceGuard guard(a.device().index);
+  TmaArgs p{};
+  p.c = residual.data_ptr();
+  p.ldc = residual.stride(0);
+  p.n = static_cast<int>(w.size(0));
+  p.row_sq_out = static_cast<float*>(row_sq.data_ptr());
+  p.scaled = scaled.data_ptr();
+  p.ld_scaled = scaled.stride(0);
+  p.next_w = next_w.data_ptr();
+  p.next_w_f32 = next_w.dtype() == DType::kF32;
+  return run_tma<kAddRes>(a, w, 1.0f, a.dtype(), p);
 }
 
 }  // namespace vela::ops::cuda

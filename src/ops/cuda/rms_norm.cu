@@ -1,4 +1,5 @@
-// CUDA RMSNorm and fused residual-add RMSNorm (vLLM's fused_add_rms_norm).
+// CUDA RMSNorm, fused residual-add RMSNorm (vLLM's fused_add_rms_norm) and rms_norm's two pieces
+// (row sums of squares in 128-column groups, the weight-scaled rows; ops/rms_norm.h).
 //
 // Fast path: the whole row lives in registers (up to kMaxVecPerThread 16-byte vectors per
 // thread), all loads are issued before the reduction, and the row is written once: x is read
@@ -9,6 +10,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/pdl.cuh"
+#include "ops/rms_norm.h"
 
 namespace vela::ops::cuda {
 
@@ -142,6 +144,53 @@ static __global__ void rms_norm_loop_kernel(const T* x, T* residual, const W* w,
   }
 }
 
+// One warp per (row, 128-column group), 4 columns a lane, summed in the order of the wgmma GEMM's
+// residual-add epilogue (gemm_wgmma.cu, add_residual_epilogue): the same bits. With w (kScaled),
+// scaled = round(x * w) too (norm_pieces).
+template <typename T, typename W, bool kScaled>
+static __global__ void norm_pieces_kernel(const T* __restrict__ x, const W* __restrict__ w,
+                                          int64_t n_rows, int64_t n_cols, int64_t x_stride,
+                                          T* __restrict__ scaled, int64_t s_stride, int groups,
+                                          float* __restrict__ row_sq) {
+  static_assert(kRowSqGroup == 128, "4 columns per lane");
+  pdl_wait();
+  pdl_launch_dependents();
+  const int lane = threadIdx.x & 31;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (item >= n_rows * groups) return;  // (whole warps)
+  const int64_t row = item / groups, g = item % groups;
+  const int64_t col = g * kRowSqGroup + lane * 4;
+  const T* xr = x + row * x_stride;
+  float ss = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if (col + e < n_cols) {
+      const float v = to_float(xr[col + e]);
+      ss += v * v;
+      if constexpr (kScaled)
+        scaled[row * s_stride + col + e] = from_float<T>(v * to_float(w[col + e]));
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) row_sq[item] = ss;
+}
+
+// out[r] = round(scaled[r] * rstd[r]), rstd from the row's sums of squares: a block per row.
+template <typename T>
+static __global__ void rms_scale_rows_kernel(const T* __restrict__ x, const float* __restrict__ sq,
+                                             int64_t n_cols, int64_t x_stride, int groups,
+                                             float eps, T* __restrict__ out, int64_t o_stride) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t row = blockIdx.x;
+  float ss = 0.0f;
+  for (int g = 0; g < groups; ++g) ss += sq[row * groups + g];
+  const float rstd = rsqrtf(ss / static_cast<float>(n_cols) + eps);
+  for (int64_t i = threadIdx.x; i < n_cols; i += blockDim.x)
+    out[row * o_stride + i] = from_float<T>(to_float(x[row * x_stride + i]) * rstd);
+}
+
 namespace {
 
 template <typename T, typename W, bool kResidual>
@@ -227,6 +276,64 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
 
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
   rms_dispatch<true>(x, &residual, w, eps, out);
+}
+
+namespace {
+
+// row_sq_sums (w null) or norm_pieces.
+void launch_pieces(const Tensor& x, const Tensor* w, Tensor* scaled, Tensor& row_sq) {
+  DeviceGuard guard(x.device().index);
+  const RowLayout xl = row_layout(x);
+  const int groups = static_cast<int>(row_sq.size(1));
+  const int64_t items = xl.n_rows * groups;
+  if (items == 0) return;
+  constexpr int kWarps = 8;
+  const dim3 grid(static_cast<unsigned>(ceil_div(items, int64_t{kWarps})));
+  float* psq = static_cast<float*>(row_sq.data_ptr());
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    if (w == nullptr) {
+      launch_pdl(norm_pieces_kernel<T, T, false>, grid, dim3(32 * kWarps), 0, px,
+                 static_cast<const T*>(nullptr), xl.n_rows, xl.n_cols, xl.row_stride,
+                 static_cast<T*>(nullptr), int64_t{0}, groups, psq);
+      return;
+    }
+    T* ps = static_cast<T*>(scaled->data_ptr());
+    const int64_t ss = row_layout(*scaled).row_stride;
+    if (w->dtype() == DType::kF32)
+      launch_pdl(norm_pieces_kernel<T, float, true>, grid, dim3(32 * kWarps), 0, px,
+                 static_cast<const float*>(w->data_ptr()), xl.n_rows, xl.n_cols, xl.row_stride, ps,
+                 ss, groups, psq);
+    else
+      launch_pdl(norm_pieces_kernel<T, T, true>, grid, dim3(32 * kWarps), 0, px,
+                 static_cast<const T*>(w->data_ptr()), xl.n_rows, xl.n_cols, xl.row_stride, ps, ss,
+                 groups, psq);
+  });
+  VELA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void row_sq_sums(const Tensor& x, Tensor& row_sq) { launch_pieces(x, nullptr, nullptr, row_sq); }
+
+void norm_pieces(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq) {
+  launch_pieces(x, &w, &scaled, row_sq);
+}
+
+void rms_scale_rows(const Tensor& scaled, const Tensor& row_sq, float eps, Tensor& out) {
+  DeviceGuard guard(scaled.device().index);
+  const RowLayout sl = row_layout(scaled), ol = row_layout(out);
+  if (sl.n_rows == 0 || sl.n_cols == 0) return;
+  dispatch_float(scaled.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launch_pdl(rms_scale_rows_kernel<T>, dim3(static_cast<unsigned>(sl.n_rows)), dim3(256), 0,
+               static_cast<const T*>(scaled.data_ptr()),
+               static_cast<const float*>(row_sq.data_ptr()), sl.n_cols, sl.row_stride,
+               static_cast<int>(row_sq.size(1)), eps, static_cast<T*>(out.data_ptr()),
+               ol.row_stride);
+  });
+  VELA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace vela::ops::cuda

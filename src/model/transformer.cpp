@@ -110,7 +110,7 @@ bool Transformer::use_norm_pieces(int64_t n_tokens) const {
 bool Transformer::use_fused_packed(int64_t n_tokens) const {
   // One row by default: at 2..8 rows the fused GEMVs cost more than the kernels they save
   // (graph-timed, docs/kernels.md), so those batches keep the unfused ops unless the wgmma GEMM
-  // takes them (use_row_sq).
+  // takes them (use_norm_pieces).
   if (!device().is_cuda() || n_tokens < 1) return false;
   if (!(fused_decode && n_tokens <= fused_decode_max_rows()) && !use_norm_pieces(n_tokens))
     return false;

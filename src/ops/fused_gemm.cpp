@@ -181,6 +181,11 @@ void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& 
              op, ": next_norm_w ", next_norm_w.str(), " must be [", residual.size(1),
              "], f32 or the dtype of residual ", residual.str());
   check_same_device(op, "next_norm_w", next_norm_w, "residual", residual);
+  check_contiguous(op, "next_norm_w", next_norm_w);
+  // The pieces are written while the residual and a are read: separate memory.
+  for (const void* p : {residual.data_ptr(), a.data_ptr()})
+    VELA_CHECK(next.scaled.data_ptr() != p && next.row_sq.data_ptr() != p, op,
+               ": the norm pieces must not share memory with residual or a");
 #if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
   if (a.device().is_cuda() &&
       cuda::gemm_wgmma_add(a, w, residual, next_norm_w, next.scaled, next.row_sq))

@@ -319,6 +319,10 @@ TEST(FusedGemm, NormPiecesFormsAreTheComposition) {
   ops::NormPieces ok_next{Tensor::empty({3, 260}, DType::kF32), Tensor::empty({3, 3}, DType::kF32)};
   EXPECT_THROW(ops::gemm_add(x, w, r, Tensor::empty({300}, DType::kF32), ok_next),
                InvalidArgument);  // the next norm's weight has the residual's width
+  Tensor strided_w = Tensor::empty({260, 2}, DType::kF32).select(1, 0);
+  EXPECT_THROW(ops::gemm_add(x, w, r, strided_w, ok_next), InvalidArgument);  // not contiguous
+  ops::NormPieces aliased{r, Tensor::empty({3, 3}, DType::kF32)};
+  EXPECT_THROW(ops::gemm_add(x, w, r, nw, aliased), InvalidArgument);  // scaled is the residual
   Tensor sq = Tensor::empty({3, 3}, DType::kF32);
   EXPECT_THROW(ops::row_sq_sums(Tensor::empty({3, 4, 100}, DType::kF32), sq), InvalidArgument);
 }

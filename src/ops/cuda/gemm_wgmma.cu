@@ -1,7 +1,10 @@
 // Hopper GEMM for small batches: c[M, N] = alpha * a[M, K] @ w[N, K]^T for 3..64 rows of bf16/f16
 // a (batched decode, speculative verify) on sm_90, the weight streamed once, and the same with
 // SiLU * up in the epilogue for the gate|up projection (gemm_wgmma_silu_mul) or with QK-norm,
-// rotary and the KV-cache write for q|k|v (gemm_wgmma_rotary_kv_write). Graph-timed on the
+// rotary and the KV-cache write for q|k|v (gemm_wgmma_rotary_kv_write), or with the residual add
+// and the next norm's pieces for o / down (gemm_wgmma_add); gate|up and q|k|v can also take their
+// input as norm pieces and scale each output row by its rstd (docs/kernels.md, "Done: the norms
+// inside the multi-row GEMMs"). Graph-timed on the
 // H200 (docs/kernels.md, "Small batches on Hopper"): bench-1b's q|k|v / o / gate_up / down at 64
 // rows 5.7 / 4.4 / 14.6 / 10.1 us against cuBLASLt's 5.5 / 4.8 / 14.0 / 9.9, and in the engine,
 // where it runs under programmatic dependent launch, batch64 34,694 -> 35,422-35,954 tok/s (and
@@ -229,7 +232,11 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
 // kD = 64 or 128, so a 128-column tile holds whole heads): the weight is q | k | v of a layer and
 // the reduction does what qkv_rotary_kv_write does after the GEMM (QK-norm, rotary, q to its
 // tensor, k and v to the token's cache slot), each thread taking features j .. j + 3 of a head and
-// their rotate_half partners j + kD / 2 .. (rotary_epilogue). Two warpgroups per block (256
+// their rotate_half partners j + kD / 2 .. (rotary_epilogue). kAddRes (split-K only): c is the
+// residual, the reduction adds to it and writes the next norm's pieces (add_residual_epilogue).
+// kRowScale (with kSiluMul or kRotaryKv): each output row times its rstd, summed from the norm
+// pieces' row sums of squares after the wait, where the epilogue applies alpha. Two warpgroups
+// per block (256
 // columns) and a producer warp with empty barriers were measured and dropped: even or slower on
 // most bench-1b and Qwen3-1.7B projections (docs/kernels.md).
 
@@ -340,15 +347,15 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
     if (!is_q && !(slot >= 0 && slot < r.n_slots)) continue;
     const void* nw = is_q ? r.q_norm : r.k_norm;
     if (!is_v && nw != nullptr) {
-      const float rstd = rsqrtf(ss / static_cast<float>(kD) + r.eps);
+      const float qk_rstd = rsqrtf(ss / static_cast<float>(kD) + r.eps);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float wl = r.norm_f32 ? static_cast<const float*>(nw)[f + e]
                                     : to_float(static_cast<const T*>(nw)[f + e]);
         const float wh = r.norm_f32 ? static_cast<const float*>(nw)[kD / 2 + f + e]
                                     : to_float(static_cast<const T*>(nw)[kD / 2 + f + e]);
-        lo[e] = to_float(from_float<T>(lo[e] * rstd * wl));
-        hi[e] = to_float(from_float<T>(hi[e] * rstd * wh));
+        lo[e] = to_float(from_float<T>(lo[e] * qk_rstd * wl));
+        hi[e] = to_float(from_float<T>(hi[e] * qk_rstd * wh));
       }
     }
     const int64_t pos = r.positions[row];
@@ -690,10 +697,9 @@ bool tma_enabled() {
 }
 
 // The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
-// each output row)
-// over the 128-row tiles of w for a @ w^T; `p` holds the epilogue's output operands, out_dtype c's
-// dtype. False when the driver cannot make the tensor maps, or kRotaryKv / kAddRes would run
-// without split-K.
+// each output row) over the 128-row tiles of w for a @ w^T; `p` holds the epilogue's output
+// operands, out_dtype c's dtype. False when the driver cannot make the tensor maps, or kRotaryKv /
+// kAddRes would run without split-K.
 template <int kEpi, int kD = 0, bool kRowScale = false>
 bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, TmaArgs& p) {
   const int64_t m = a.size(0), k = a.size(1);
@@ -878,7 +884,8 @@ bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Te
       row_sq.size(1) != n_tiles || !row_sq.is_contiguous())
     return false;
   if (scaled.dtype() != a.dtype() || scaled.stride(1) != 1 || next_w.dim() != 1 ||
-      next_w.size(0) != w.size(0) || (next_w.dtype() != DType::kF32 && next_w.dtype() != a.dtype()))
+      next_w.stride(0) != 1 || next_w.size(0) != w.size(0) ||
+      (next_w.dtype() != DType::kF32 && next_w.dtype() != a.dtype()))
     return false;
   DeviceGuard guard(a.device().index);
   TmaArgs p{};

@@ -133,7 +133,8 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   ops::embedding(embed, ids, residual);
   // `normed` carries each block's normalized input; the last block leaves final_norm(residual).
   Tensor normed = scratch_tensor({n, h}, dtype(), device());
-  if (use_fused_packed(n)) {
+  const bool fused = use_fused_packed(n);
+  if (fused) {
     // Decode-sized batches on CUDA: each block's norms, SiLU*up and residual adds live inside its
     // GEMVs (DecoderBlock::forward_packed_fused), 5 kernels plus attention per layer; or, for the
     // wgmma GEMM's rows, inside its 4 GEMMs, which hand on each norm's input in pieces.
@@ -154,7 +155,7 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
     ops::rms_norm(residual, blocks[0].input_norm, blocks[0].eps, normed);
   else
     ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
-  for (size_t l = 0; !use_fused_packed(n) && l < blocks.size(); ++l) {
+  for (size_t l = 0; !fused && l < blocks.size(); ++l) {
     const bool last = l + 1 == blocks.size();
     blocks[l].forward_packed(residual, normed, positions, table, kv, static_cast<int64_t>(l),
                              last ? final_norm : blocks[l + 1].input_norm,

@@ -48,6 +48,18 @@ void check_projection(const char* op, const char* in_name, const Tensor& in, int
   check_out_rows(op, out_name, out);
 }
 
+// A norm weight of x [n_rows, k]: [k], f32 or x's dtype, on x's device.
+void check_norm_weight(const char* op, const char* name, const Tensor& norm_w, const char* x_name,
+                       const Tensor& x) {
+  check_defined(op, name, norm_w);
+  check_rank(op, name, norm_w, 1);
+  VELA_CHECK(norm_w.size(0) == x.size(1), op, ": ", name, " ", norm_w.str(),
+             " must have the width of ", x_name, " ", x.str());
+  VELA_CHECK(norm_w.dtype() == DType::kF32 || norm_w.dtype() == x.dtype(), op, ": ", name, " ",
+             norm_w.str(), " must be f32 or the dtype of ", x_name, " ", x.str());
+  check_same_device(op, name, norm_w, x_name, x);
+}
+
 // x [n_rows, k] with its norm weight, projected by w [n, k].
 void check_norm_input(const char* op, const Tensor& x, const Tensor& norm_w, float eps,
                       const Tensor& w, int64_t n) {
@@ -62,26 +74,20 @@ void check_norm_input(const char* op, const Tensor& x, const Tensor& norm_w, flo
              x.size(1), "] for x ", x.str());
   check_rows(op, "x", x);
   check_rows(op, "w", w);
-  check_defined(op, "norm_w", norm_w);
-  check_rank(op, "norm_w", norm_w, 1);
-  VELA_CHECK(norm_w.size(0) == x.size(1), op, ": norm_w ", norm_w.str(),
-             " must have the width of x ", x.str());
-  VELA_CHECK(norm_w.dtype() == DType::kF32 || norm_w.dtype() == x.dtype(), op, ": norm_w ",
-             norm_w.str(), " must be f32 or the dtype of x ", x.str());
-  check_same_device(op, "norm_w", norm_w, "x", x);
+  check_norm_weight(op, "norm_w", norm_w, "x", x);
   VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
 }
 
-// x [n_rows, k] normed, projected by w = gate | up [2 * inter, k] into act [n_rows, inter].
-void check_norm_silu(const char* op, const Tensor& x, const Tensor& norm_w, float eps,
-                     const Tensor& w, const Tensor& act) {
+// act [n_rows, inter] of the input `in` [n_rows, k] projected by w = gate | up [2 * inter, k]
+// (w's shape against act only; the caller checks in against w).
+void check_gate_up_act(const char* op, const char* in_name, const Tensor& in, const Tensor& w,
+                       const Tensor& act) {
   check_defined(op, "act", act);
   VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
              ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
-  check_norm_input(op, x, norm_w, eps, w, act.size(1) * 2);
-  check_same_dtype(op, "act", act, "x", x);
-  check_same_device(op, "act", act, "x", x);
-  check_shape(op, "act", act, {x.size(0), act.size(1)});
+  check_same_dtype(op, "act", act, in_name, in);
+  check_same_device(op, "act", act, in_name, in);
+  check_shape(op, "act", act, {in.size(0), act.size(1)});
   check_out_rows(op, "act", act);
 }
 
@@ -103,7 +109,9 @@ void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tenso
 
 void rms_norm_gemm_silu_mul(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                             Tensor& act) {
-  check_norm_silu("rms_norm_gemm_silu_mul", x, norm_w, eps, w, act);
+  const char* op = "rms_norm_gemm_silu_mul";
+  check_norm_input(op, x, norm_w, eps, w, w.defined() && w.dim() == 2 ? w.size(0) : -1);
+  check_gate_up_act(op, "x", x, w, act);
   if (x.device().is_cpu()) return cpu::rms_norm_gemm_silu_mul(x, norm_w, eps, w, act);
 #if defined(VELA_HAS_CUDA)
   if (cuda::gemv_rms_norm_silu(x, norm_w, eps, w, act)) return;
@@ -119,13 +127,7 @@ void rms_norm_gemm_silu_mul(const NormPieces& x, float eps, const Tensor& w, Ten
   check_input_and_weight(op, "scaled", x.scaled, x.scaled.dim() == 2 ? x.scaled.size(1) : -1, w);
   check_norm_pieces(op, x, x.scaled);
   VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
-  check_defined(op, "act", act);
-  VELA_CHECK(act.dim() == 2 && w.size(0) == 2 * act.size(1), op, ": w ", w.str(),
-             " must be [2 * inter, k] (gate | up) for act ", act.str());
-  check_same_dtype(op, "act", act, "scaled", x.scaled);
-  check_same_device(op, "act", act, "scaled", x.scaled);
-  check_shape(op, "act", act, {x.scaled.size(0), act.size(1)});
-  check_out_rows(op, "act", act);
+  check_gate_up_act(op, "scaled", x.scaled, w, act);
 #if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
   if (x.scaled.device().is_cuda() && cuda::gemm_wgmma_silu_mul(x.scaled, w, act, x.row_sq, eps))
     return;
@@ -138,14 +140,8 @@ void rms_norm_gemm_silu_mul(const NormPieces& x, float eps, const Tensor& w, Ten
 
 void gemm_silu_mul(const Tensor& a, const Tensor& w, Tensor& act) {
   const char* op = "gemm_silu_mul";
-  check_defined(op, "act", act);
-  VELA_CHECK(act.dim() == 2 && w.defined() && w.dim() == 2 && w.size(0) == 2 * act.size(1), op,
-             ": w ", w.str(), " must be [2 * inter, k] (gate | up) for act ", act.str());
   check_input_and_weight(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w);
-  check_same_dtype(op, "act", act, "a", a);
-  check_same_device(op, "act", act, "a", a);
-  check_shape(op, "act", act, {a.size(0), act.size(1)});
-  check_out_rows(op, "act", act);
+  check_gate_up_act(op, "a", a, w, act);
   if (a.device().is_cpu()) return cpu::gemm_silu_mul(a, w, act);
 #if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
   if (cuda::gemm_wgmma_silu_mul(a, w, act)) return;
@@ -174,13 +170,7 @@ void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& 
   const char* op = "gemm_add";
   check_projection(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w, "residual", residual);
   check_norm_pieces(op, next, residual);
-  check_defined(op, "next_norm_w", next_norm_w);
-  check_rank(op, "next_norm_w", next_norm_w, 1);
-  VELA_CHECK(next_norm_w.size(0) == residual.size(1) &&
-                 (next_norm_w.dtype() == DType::kF32 || next_norm_w.dtype() == residual.dtype()),
-             op, ": next_norm_w ", next_norm_w.str(), " must be [", residual.size(1),
-             "], f32 or the dtype of residual ", residual.str());
-  check_same_device(op, "next_norm_w", next_norm_w, "residual", residual);
+  check_norm_weight(op, "next_norm_w", next_norm_w, "residual", residual);
   check_contiguous(op, "next_norm_w", next_norm_w);
   // The pieces are written while the residual and a are read: separate memory.
   for (const void* p : {residual.data_ptr(), a.data_ptr()})

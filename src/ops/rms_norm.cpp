@@ -48,16 +48,6 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
   VELA_DISPATCH(x.device(), add_rms_norm, x, residual, w, eps, out);
 }
 
-void row_sq_sums(const Tensor& x, Tensor& row_sq) {
-  const char* op = "row_sq_sums";
-  check_defined(op, "x", x);
-  check_rank(op, "x", x, 2);
-  check_floating(op, "x", x);
-  check_rows(op, "x", x);
-  check_row_sq(op, row_sq, x, kRowSqGroup);
-  VELA_DISPATCH(x.device(), row_sq_sums, x, row_sq);
-}
-
 void norm_pieces(const Tensor& x, const Tensor& w, NormPieces& out) {
   const char* op = "norm_pieces";
   check_defined(op, "x", x);

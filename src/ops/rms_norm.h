@@ -20,16 +20,14 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
 //   rstd to its product: no pass over whole rows.
 //   x, scaled, out: [n_rows, n] (rows contiguous)   row_sq: [n_rows, ceil(n / kRowSqGroup)] f32,
 //   contiguous   w: [n], f32 or x's dtype
-// row_sq_sums: row_sq alone. norm_pieces: both. rms_scale_rows: out = round(scaled * rstd), the
-// normed rows from the pieces (the fallback of the fused forms; it may differ from rms_norm by a
-// rounding).
+// norm_pieces: both pieces of x. rms_scale_rows: out = round(scaled * rstd), the normed rows from
+// the pieces (the fallback of the fused forms; it may differ from rms_norm by a rounding).
 inline constexpr int64_t kRowSqGroup = 128;
 struct NormPieces {
   Tensor scaled;
   Tensor row_sq;
   bool defined() const { return scaled.defined(); }
 };
-void row_sq_sums(const Tensor& x, Tensor& row_sq);
 void norm_pieces(const Tensor& x, const Tensor& w, NormPieces& out);
 void rms_scale_rows(const NormPieces& in, float eps, Tensor& out);
 

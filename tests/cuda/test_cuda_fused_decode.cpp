@@ -546,6 +546,29 @@ Request greedy_reference_request(const std::string& dir) {
   return r;
 }
 
+// Request by request: max_tokens greedy tokens in each of xs and ys, the same tokens, logprobs
+// within bf16 noise (0.05); with first_only, only the first token and its logprob (within 0.1).
+void expect_same_greedy(const std::vector<RequestResult>& xs, const std::vector<RequestResult>& ys,
+                        const std::vector<Request>& reqs, bool first_only = false) {
+  ASSERT_EQ(xs.size(), reqs.size());
+  ASSERT_EQ(ys.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Completion& x = xs[i].completions[0];
+    const Completion& y = ys[i].completions[0];
+    ASSERT_EQ(x.tokens.size(), static_cast<size_t>(reqs[i].params.max_tokens)) << i;
+    ASSERT_EQ(y.tokens.size(), x.tokens.size()) << i;
+    if (first_only) {
+      EXPECT_EQ(x.tokens[0], y.tokens[0]) << "request " << i;
+      EXPECT_NEAR(x.logprobs[0].logprob, y.logprobs[0].logprob, 0.1) << "request " << i;
+      continue;
+    }
+    EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
+    for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
+      EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
+          << "request " << i << " token " << t;
+  }
+}
+
 // bf16 engines with the fused decode path on and off: the same greedy tokens, logprobs within
 // bf16 noise (the fused GEMVs sum in another order).
 TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
@@ -597,18 +620,7 @@ TEST_F(CudaFusedDecodeTest, FusedQkvEngineMatchesUnfused) {
     Engine plain(std::move(plain_model), nullptr, cfg);
     std::vector<Request> reqs = {r, r, r, r};  // four sequences at once: multi-row steps
     for (size_t i = 1; i < reqs.size(); ++i) reqs[i].prompt.resize(reqs[i].prompt.size() - 2 * i);
-    const auto xs = fused.generate(reqs), ys = plain.generate(reqs);
-    ASSERT_EQ(xs.size(), reqs.size());
-    ASSERT_EQ(ys.size(), reqs.size());
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      const Completion& x = xs[i].completions[0];
-      const Completion& y = ys[i].completions[0];
-      EXPECT_EQ(x.tokens.size(), 12u) << "request " << i;
-      EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
-      for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
-        EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
-            << "request " << i << " token " << t;
-    }
+    expect_same_greedy(fused.generate(reqs), plain.generate(reqs), reqs);
   }
 }
 
@@ -631,24 +643,7 @@ TEST_F(CudaFusedDecodeTest, FusedBatchEngineMatchesUnfused) {
     cfg.max_seqs = max_seqs;
     Engine fused(std::move(fused_model), nullptr, cfg);
     Engine plain(std::move(plain_model), nullptr, cfg);
-    const auto xs = fused.generate(reqs), ys = plain.generate(reqs);
-    ASSERT_EQ(xs.size(), reqs.size());
-    ASSERT_EQ(ys.size(), reqs.size());
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      const Completion& x = xs[i].completions[0];
-      const Completion& y = ys[i].completions[0];
-      ASSERT_EQ(x.tokens.size(), static_cast<size_t>(reqs[i].params.max_tokens)) << i;
-      ASSERT_EQ(y.tokens.size(), x.tokens.size()) << i;
-      if (!whole_sequences) {
-        EXPECT_EQ(x.tokens[0], y.tokens[0]) << "request " << i;
-        EXPECT_NEAR(x.logprobs[0].logprob, y.logprobs[0].logprob, 0.1) << "request " << i;
-        continue;
-      }
-      EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
-      for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
-        EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
-            << "request " << i << " token " << t;
-    }
+    expect_same_greedy(fused.generate(reqs), plain.generate(reqs), reqs, !whole_sequences);
   };
   for (const char* name : {"llama_gqa", "qwen3_qknorm"}) {
     SCOPED_TRACE(name);

@@ -257,10 +257,7 @@ TEST(FusedGemm, NormPiecesFormsAreTheComposition) {
     Tensor nw = random_tensor({k}, DType::kF32, 3, 0.5f, 1.5f);
     ops::NormPieces pieces{Tensor::empty({m, k}, dt), Tensor::empty({m, groups_k}, DType::kF32)};
     ops::norm_pieces(x, nw, pieces);
-    Tensor sq = Tensor::empty({m, groups_k}, DType::kF32);
-    ops::row_sq_sums(x, sq);
-    EXPECT_EQ(to_doubles(sq), to_doubles(pieces.row_sq));
-    std::vector<double> xs = to_doubles(x), sqs = to_doubles(sq), ws = to_doubles(nw);
+    std::vector<double> xs = to_doubles(x), sqs = to_doubles(pieces.row_sq), ws = to_doubles(nw);
     std::vector<double> scaled = to_doubles(pieces.scaled);
     const double ulp = dt == DType::kF32 ? 1e-6 : dt == DType::kBF16 ? 8e-3 : 1e-3;
     for (int64_t r = 0; r < m; ++r) {
@@ -306,7 +303,9 @@ TEST(FusedGemm, NormPiecesFormsAreTheComposition) {
   Tensor act = Tensor::empty({3, 40}, DType::kF32), w2 = Tensor::empty({80, 300}, DType::kF32);
   for (Tensor bad_sq : {Tensor::empty({3, 2}, DType::kF32), Tensor::empty({2, 3}, DType::kF32),
                         Tensor::empty({3, 3}, DType::kBF16)}) {
-    EXPECT_THROW(ops::row_sq_sums(x, bad_sq), InvalidArgument) << bad_sq.str();
+    ops::NormPieces bad{Tensor::empty({3, 300}, DType::kF32), bad_sq};
+    EXPECT_THROW(ops::norm_pieces(x, Tensor::empty({300}, DType::kF32), bad), InvalidArgument)
+        << bad_sq.str();
     ops::NormPieces next{Tensor::empty({3, 260}, DType::kF32), bad_sq};
     EXPECT_THROW(ops::gemm_add(x, w, r, nw, next), InvalidArgument) << bad_sq.str();
     ops::NormPieces in{x, bad_sq};
@@ -323,8 +322,11 @@ TEST(FusedGemm, NormPiecesFormsAreTheComposition) {
   EXPECT_THROW(ops::gemm_add(x, w, r, strided_w, ok_next), InvalidArgument);  // not contiguous
   ops::NormPieces aliased{r, Tensor::empty({3, 3}, DType::kF32)};
   EXPECT_THROW(ops::gemm_add(x, w, r, nw, aliased), InvalidArgument);  // scaled is the residual
-  Tensor sq = Tensor::empty({3, 3}, DType::kF32);
-  EXPECT_THROW(ops::row_sq_sums(Tensor::empty({3, 4, 100}, DType::kF32), sq), InvalidArgument);
+  ops::NormPieces rows3{Tensor::empty({3, 4, 100}, DType::kF32),
+                        Tensor::empty({3, 1}, DType::kF32)};
+  EXPECT_THROW(ops::norm_pieces(Tensor::empty({3, 4, 100}, DType::kF32),
+                                Tensor::empty({100}, DType::kF32), rows3),
+               InvalidArgument);  // x must be [n_rows, n]
 }
 
 }  // namespace vela

@@ -86,39 +86,25 @@ void add_rms_norm_typed(const Tensor& x, Tensor& residual, const Tensor& w, floa
                });
 }
 
-// row_sq of the row xf (f32, n wide) into sq; scaled = round(xf * w) when w is given.
 template <typename T>
-void row_pieces(const float* xf, int64_t n, int64_t groups, float* sq, const float* w, T* scaled) {
-  for (int64_t g = 0; g < groups; ++g) {
-    float ss = 0.0f;
-    for (int64_t i = g * kRowSqGroup; i < std::min(n, (g + 1) * kRowSqGroup); ++i)
-      ss += xf[i] * xf[i];
-    sq[g] = ss;
-  }
-  if (w != nullptr) {
-    float* buf = scratch(static_cast<size_t>(n), kSlotOut);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) buf[i] = xf[i] * w[i];
-    store_f32(buf, scaled, n);
-  }
-}
-
-template <typename T>
-void norm_pieces_typed(const Tensor& x, const Tensor* w, Tensor* scaled, Tensor& row_sq) {
-  RowLayout rx = rows_of(x);
+void norm_pieces_typed(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq) {
+  RowLayout rx = rows_of(x), rs = rows_of(scaled);
   const int64_t n = rx.n_cols, groups = row_sq.size(1);
-  const int64_t s_stride = scaled != nullptr ? rows_of(*scaled).row_stride : 0;
   const T* px = static_cast<const T*>(x.data_ptr());
-  float* ps = static_cast<float*>(row_sq.data_ptr());
+  T* pscaled = static_cast<T*>(scaled.data_ptr());
+  float* psq = static_cast<float*>(row_sq.data_ptr());
   parallel_for(
       rx.n_rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-        const float* wf = nullptr;
-        if (w != nullptr)
-          wf = w->dtype() == DType::kF32 ? weight_f32<float>(*w) : weight_f32<T>(*w);
+        const float* wf = w.dtype() == DType::kF32 ? weight_f32<float>(w) : weight_f32<T>(w);
         for (int64_t r = r0; r < r1; ++r) {
           const float* xf = row_as_f32(px + r * rx.row_stride, n, kSlotX);
-          T* out = scaled != nullptr ? static_cast<T*>(scaled->data_ptr()) + r * s_stride : nullptr;
-          row_pieces<T>(xf, n, groups, ps + r * groups, wf, out);
+          for (int64_t g = 0; g < groups; ++g) {
+            float ss = 0.0f;
+            for (int64_t i = g * kRowSqGroup; i < std::min(n, (g + 1) * kRowSqGroup); ++i)
+              ss += xf[i] * xf[i];
+            psq[r * groups + g] = ss;
+          }
+          write_normed(xf, wf, 1.0f, n, pscaled + r * rs.row_stride);  // round(x * w)
         }
       });
 }
@@ -158,15 +144,9 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
   });
 }
 
-void row_sq_sums(const Tensor& x, Tensor& row_sq) {
-  visit_float(x.dtype(), [&](auto tag) {
-    norm_pieces_typed<typename decltype(tag)::type>(x, nullptr, nullptr, row_sq);
-  });
-}
-
 void norm_pieces(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq) {
   visit_float(x.dtype(), [&](auto tag) {
-    norm_pieces_typed<typename decltype(tag)::type>(x, &w, &scaled, row_sq);
+    norm_pieces_typed<typename decltype(tag)::type>(x, w, scaled, row_sq);
   });
 }
 

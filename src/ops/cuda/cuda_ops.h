@@ -112,7 +112,6 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& x, float s, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out);
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out);
-void row_sq_sums(const Tensor& x, Tensor& row_sq);
 void norm_pieces(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq);
 void rms_scale_rows(const Tensor& scaled, const Tensor& row_sq, float eps, Tensor& out);
 void rotary(Tensor& x, const Tensor& positions, const Tensor& table);

@@ -145,9 +145,9 @@ static __global__ void rms_norm_loop_kernel(const T* x, T* residual, const W* w,
 }
 
 // One warp per (row, 128-column group), 4 columns a lane, summed in the order of the wgmma GEMM's
-// residual-add epilogue (gemm_wgmma.cu, add_residual_epilogue): the same bits. With w (kScaled),
-// scaled = round(x * w) too (norm_pieces).
-template <typename T, typename W, bool kScaled>
+// residual-add epilogue (gemm_wgmma.cu, add_residual_epilogue): the same bits; beside them
+// scaled = round(x * w).
+template <typename T, typename W>
 static __global__ void norm_pieces_kernel(const T* __restrict__ x, const W* __restrict__ w,
                                           int64_t n_rows, int64_t n_cols, int64_t x_stride,
                                           T* __restrict__ scaled, int64_t s_stride, int groups,
@@ -167,8 +167,7 @@ static __global__ void norm_pieces_kernel(const T* __restrict__ x, const W* __re
     if (col + e < n_cols) {
       const float v = to_float(xr[col + e]);
       ss += v * v;
-      if constexpr (kScaled)
-        scaled[row * s_stride + col + e] = from_float<T>(v * to_float(w[col + e]));
+      scaled[row * s_stride + col + e] = from_float<T>(v * to_float(w[col + e]));
     }
   }
 #pragma unroll
@@ -278,10 +277,7 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
   rms_dispatch<true>(x, &residual, w, eps, out);
 }
 
-namespace {
-
-// row_sq_sums (w null) or norm_pieces.
-void launch_pieces(const Tensor& x, const Tensor* w, Tensor* scaled, Tensor& row_sq) {
+void norm_pieces(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq) {
   DeviceGuard guard(x.device().index);
   const RowLayout xl = row_layout(x);
   const int groups = static_cast<int>(row_sq.size(1));
@@ -289,36 +285,22 @@ void launch_pieces(const Tensor& x, const Tensor* w, Tensor* scaled, Tensor& row
   if (items == 0) return;
   constexpr int kWarps = 8;
   const dim3 grid(static_cast<unsigned>(ceil_div(items, int64_t{kWarps})));
+  const int64_t s_stride = row_layout(scaled).row_stride;
   float* psq = static_cast<float*>(row_sq.data_ptr());
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x.data_ptr());
-    if (w == nullptr) {
-      launch_pdl(norm_pieces_kernel<T, T, false>, grid, dim3(32 * kWarps), 0, px,
-                 static_cast<const T*>(nullptr), xl.n_rows, xl.n_cols, xl.row_stride,
-                 static_cast<T*>(nullptr), int64_t{0}, groups, psq);
-      return;
-    }
-    T* ps = static_cast<T*>(scaled->data_ptr());
-    const int64_t ss = row_layout(*scaled).row_stride;
-    if (w->dtype() == DType::kF32)
-      launch_pdl(norm_pieces_kernel<T, float, true>, grid, dim3(32 * kWarps), 0, px,
-                 static_cast<const float*>(w->data_ptr()), xl.n_rows, xl.n_cols, xl.row_stride, ps,
-                 ss, groups, psq);
+    T* ps = static_cast<T*>(scaled.data_ptr());
+    if (w.dtype() == DType::kF32)
+      launch_pdl(norm_pieces_kernel<T, float>, grid, dim3(32 * kWarps), 0, px,
+                 static_cast<const float*>(w.data_ptr()), xl.n_rows, xl.n_cols, xl.row_stride, ps,
+                 s_stride, groups, psq);
     else
-      launch_pdl(norm_pieces_kernel<T, T, true>, grid, dim3(32 * kWarps), 0, px,
-                 static_cast<const T*>(w->data_ptr()), xl.n_rows, xl.n_cols, xl.row_stride, ps, ss,
-                 groups, psq);
+      launch_pdl(norm_pieces_kernel<T, T>, grid, dim3(32 * kWarps), 0, px,
+                 static_cast<const T*>(w.data_ptr()), xl.n_rows, xl.n_cols, xl.row_stride, ps,
+                 s_stride, groups, psq);
   });
   VELA_CUDA_CHECK_LAUNCH();
-}
-
-}  // namespace
-
-void row_sq_sums(const Tensor& x, Tensor& row_sq) { launch_pieces(x, nullptr, nullptr, row_sq); }
-
-void norm_pieces(const Tensor& x, const Tensor& w, Tensor& scaled, Tensor& row_sq) {
-  launch_pieces(x, &w, &scaled, row_sq);
 }
 
 void rms_scale_rows(const Tensor& scaled, const Tensor& row_sq, float eps, Tensor& out) {

@@ -66,6 +66,12 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   VELA_CHECK(cfg_.prefill_policy == "fcfs" || cfg_.prefill_policy == "prefix",
              "prefill_policy must be 'fcfs' or 'prefix', got '", cfg_.prefill_policy, "'");
   VELA_CHECK(cfg_.page_size > 0, "page_size must be positive");
+  VELA_CHECK(cfg_.overlap_steps >= -1 && cfg_.overlap_steps <= 1,
+             "overlap_steps must be -1 (auto), 0 (off) or 1 (on), got ", cfg_.overlap_steps);
+  if (cfg_.overlap_steps < 0) {  // auto: on CUDA; VELA_OVERLAP_STEPS=0 / 1 decides (A/B runs)
+    const int64_t env = env_int("VELA_OVERLAP_STEPS", -1, -1, 1);
+    cfg_.overlap_steps = env >= 0 ? static_cast<int32_t>(env) : (device_.is_cuda() ? 1 : 0);
+  }
   cfg_.speculative.validate();
   int64_t full = static_cast<int64_t>(cfg_.max_seqs) * cfg_.max_ctx;
   KvSizingRequest kv_req;

@@ -42,6 +42,11 @@ struct EngineConfig {
   // exact one when the loop is idle (false, the default: no capture stalls while serving).
   bool exact_graph_splits = false;
   bool time_device = false;           // CUDA: time each forward on the stream (EngineStats; bench)
+  // Launch the next decode step before reading this one's samples (engine/scheduler.h):
+  // -1 auto (on for CUDA engines, off on the CPU, where the forward runs on the loop thread),
+  // 0 off, 1 on (also on the CPU: same tokens, for tests). VELA_OVERLAP_STEPS=0/1 overrides auto.
+  // Engine::config() reports the resolved 0 / 1.
+  int32_t overlap_steps = -1;
   SpeculativeConfig speculative;      // speculative decoding (off by default; docs/speculative.md)
 };
 

@@ -59,6 +59,13 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   draft_ = draft;                                                                        // spec
   plan_order_.reserve(static_cast<size_t>(cfg.max_seqs));
   prefix_policy_ = cfg.prefill_policy == "prefix";
+  // Overlapped steps pay where the forward is asynchronous (CUDA); on the CPU the forward runs on
+  // this thread, so launching the next step first would only delay this step's tokens.
+  overlap_ = cfg.overlap_steps == 1 || (cfg.overlap_steps < 0 && sampler.device().is_cuda());
+  flight_.tasks.reserve(static_cast<size_t>(cfg.max_seqs));
+  done_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
+  flight_items_.reserve(static_cast<size_t>(cfg.max_seqs));
+  flight_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -113,6 +120,14 @@ void Scheduler::run() {
       StepGate::Hold hold = gate_.enter_step();
       try {
         worked = step();
+        // A step launched before its predecessor was read is completed under the same hold:
+        // whoever enters the gate next (a weight update, pause()) finds the GPU idle and every
+        // sampled token processed. It launches no further step once someone waits
+        // (overlap_allowed).
+        while (flight_.active) {
+          end_loop_iteration();
+          step();
+        }
         // Idle: capture a decode graph queued at start-up (one per iteration, so a request that
         // arrives meanwhile waits for one capture at most).
         if (!worked) {
@@ -129,11 +144,7 @@ void Scheduler::run() {
       inbox_cv_.wait_for(lock, std::chrono::milliseconds(50),
                          [&] { return !inbox_.empty() || stop_.load() || gate_.n_outside() > 0; });
     }
-    {
-      std::lock_guard<std::mutex> lock(iter_mu_);
-      loop_iterations_.fetch_add(1);
-    }
-    iter_cv_.notify_all();
+    end_loop_iteration();
   }
   // Shutdown: everything still queued or running is cancelled (no partial state left behind).
   StepGate::Hold hold = gate_.enter_step();
@@ -145,6 +156,14 @@ void Scheduler::run() {
   update_stats(0, 0);
   publish_token_events();
   publish_final_events();
+}
+
+void Scheduler::end_loop_iteration() {
+  {
+    std::lock_guard<std::mutex> lock(iter_mu_);
+    loop_iterations_.fetch_add(1);
+  }
+  iter_cv_.notify_all();
 }
 
 void Scheduler::wait_loop_iteration(uint64_t after, int64_t timeout_ms) {
@@ -222,6 +241,13 @@ void Scheduler::fail_running(const std::string& what) {
   for (auto& t : running_)
     finish(*t, FinishReason::kError, std::string("engine step failed: ") + what);
   running_.clear();
+  flight_.active = false;  // its samples are dropped with its tasks
+  retired_.clear();
+  try {
+    sampler_.abandon();
+  } catch (const std::exception& e) {
+    VELA_LOG_ERROR("[sched] dropping the samples in flight: ", e.what());
+  }
   update_stats(0, 0);
   publish_final_events();
 }
@@ -332,7 +358,7 @@ void Scheduler::fill_masks(const Tensor& logits) {
   if (masks_) masks_->fill();
 }
 
-void Scheduler::sample(const Tensor& logits) {
+int Scheduler::launch_sampling(const Tensor& logits) {
   const int64_t n = static_cast<int64_t>(sample_rows_.size());
   bool identity = true;  // sample row j reads forward row j (every decode step)
   for (int64_t j = 0; j < n; ++j) identity = identity && sample_src_[static_cast<size_t>(j)] == j;
@@ -351,7 +377,9 @@ void Scheduler::sample(const Tensor& logits) {
     }
   }
   if (masks_ && masks_->size() > 0) masks_->apply(rows);  // in place: one forward row per row here
-  sampler_.sample(rows, sample_rows_, sample_out_);
+  sampler_.stage(sample_rows_);
+  sampler_.launch(rows);
+  return sampler_.download();
 }
 
 void Scheduler::fork_siblings(Task& leader, int32_t logits_row) {
@@ -491,6 +519,7 @@ bool Scheduler::plan() {
 
 bool Scheduler::step() {
   const double t_step = now_s();
+  if (flight_.active) return step_in_flight(t_step);
   drain_inbox();
   handle_cancellations();
   admit();
@@ -572,7 +601,11 @@ bool Scheduler::step() {
   int64_t n_emitted = 0;
   phase_t_[StepPhases::kProcess] = phase_t_[StepPhases::kSample];
   if (!sample_rows_.empty()) {
-    sample(logits);
+    const int ticket = launch_sampling(logits);
+    // A plain decode step: the next one goes to the GPU before these samples are read.
+    if (n_prefill_items_ == 0 && overlap_allowed() && rows_continue(items_.size()))
+      launch_overlapped(sample_tasks_);
+    sampler_.collect(ticket, sample_out_);
     phase_t_[StepPhases::kProcess] = now_s();
     for (size_t j = 0; j < sample_rows_.size(); ++j) {
       Task& t = *sample_tasks_[j];
@@ -587,6 +620,11 @@ bool Scheduler::step() {
     }
   }
   remove_finished();
+  end_step(t_step, n_emitted, n_prompt_tokens);
+  return true;
+}
+
+void Scheduler::end_step(double t_step, int64_t n_emitted, int64_t n_prompt_tokens) {
   phase_t_[StepPhases::kFinish] = now_s();
   const double step_s = phase_t_[StepPhases::kFinish] - t_step;
   const int64_t graphs_before = stats_.n_cuda_graphs;  // this thread is stats_' only writer
@@ -598,12 +636,112 @@ bool Scheduler::step() {
                    decode_steps.quantile(0.5) * 1e3, " ms): ", n_decode_items_, " decode rows, ",
                    n_prefill_items_, " prompt chunks, ", step_tokens_, " tokens, ",
                    stats_.n_cuda_graphs - graphs_before, " graphs captured");
+  // A step in flight keeps the GPU busy: these tokens go out now rather than after a launch.
+  if (flight_.active) publish_token_events();
   publish_final_events();
   // This step's `finish` is counted with the next step's phases (update_stats), so a stats
   // snapshot always has as many phase samples as step times.
   last_step_end_ = now_s();
   pending_finish_s_ = last_step_end_ - phase_t_[StepPhases::kFinish];
   pending_phases_ = n_prefill_items_ == 0 ? &stats_.decode_phases : &stats_.mixed_phases;
+}
+
+// ---- Overlapped steps -----------------------------------------------------------------------
+
+bool Scheduler::overlap_allowed() const {
+  // Off for what reads the host's view of the last token before the next forward: speculation
+  // (drafts), LoRA (per-row slots uploaded with the forward), a weight update waiting to land.
+  // New requests that could be admitted now get a normal step (admission, prompt chunks);
+  // someone waiting at the gate (a weight update, pause()) gets the GPU idle at the boundary.
+  if (!overlap_ || spec_ || draft_ || weights_ready_ || stop_.load() || gate_.n_outside() > 0 ||
+      executor_.model().lora_adapters)
+    return false;
+  if (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_seqs) return false;
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  return inbox_.empty() || static_cast<int32_t>(running_.size()) >= cfg_.max_seqs;
+}
+
+bool Scheduler::rows_continue(size_t n_items) const {
+  // Every sample row is one item's one decode token, in item order, and each task can take
+  // another token without the host: no grammar (its mask follows the token), no penalties (they
+  // count it), room for one more position.
+  if (sample_tasks_.size() != n_items) return false;
+  for (size_t j = 0; j < n_items; ++j) {
+    const Task* t = sample_tasks_[j];
+    if (t != item_tasks_[j] || items_[j].n_new != 1 || sample_src_[j] != static_cast<int32_t>(j) ||
+        !task_continues(*t))
+      return false;
+  }
+  return true;
+}
+
+bool Scheduler::task_continues(const Task& t) const {
+  return t.request && t.admitted && !t.matcher && t.drafts.empty() && !t.params().has_penalties() &&
+         t.n_computed < cache_.max_ctx();
+}
+
+void Scheduler::launch_overlapped(const std::vector<Task*>& tasks) {
+  // Reserve first: out of pages means a normal step (which may preempt). Positions reserved
+  // before a failure stay reserved (extend is idempotent) for the task's next step.
+  for (Task* t : tasks)
+    if (!cache_.extend(t->id, 1)) return;
+  flight_items_.clear();
+  flight_rows_.clear();
+  for (Task* t : tasks) {
+    flight_items_.push_back({t->id, 1});
+    flight_items_.back().expected_kv_len = t->n_computed;
+    // The token sampled now is not in `output` yet: this row draws the one after it.
+    flight_rows_.push_back(SamplerRow{&t->params(), &t->prompt(), &t->output, t->seed,
+                                      static_cast<uint64_t>(t->output.size()) + 1,
+                                      static_cast<uint64_t>(t->index)});
+  }
+  ws_.wait_staging();
+  BoundBatch batch = cache_.bind(flight_items_);
+  // The input ids are the tokens just sampled, on the device (the host's staging is stale).
+  const Tensor ids = sampler_.device_tokens();
+  Tensor logits = executor_.forward(batch, &ids);
+  sampler_.stage(flight_rows_);
+  sampler_.launch(logits);
+  flight_.ticket = sampler_.download();
+  flight_.tasks.assign(tasks.begin(), tasks.end());
+  flight_.active = true;
+  ++n_overlapped_;
+}
+
+bool Scheduler::step_in_flight(double t_step) {
+  phase_t_[StepPhases::kSchedule] = t_step;
+  drain_inbox();           // new requests are admitted by the next normal step
+  handle_cancellations();  // a cancelled task's row in flight is dropped below
+  flight_.active = false;
+  done_tasks_.swap(flight_.tasks);
+  const int ticket = flight_.ticket;
+  bool all_alive = true;
+  for (Task* t : done_tasks_) {
+    if (t->request)
+      ++t->n_computed;  // its KV is written by the step in flight, before anything reads it
+    else
+      all_alive = false;
+  }
+  phase_t_[StepPhases::kBind] = now_s();
+  bool next = all_alive && overlap_allowed();
+  for (size_t j = 0; next && j < done_tasks_.size(); ++j) next = task_continues(*done_tasks_[j]);
+  if (next) launch_overlapped(done_tasks_);
+  phase_t_[StepPhases::kLaunch] = phase_t_[StepPhases::kPublish] = phase_t_[StepPhases::kSample] =
+      now_s();
+  sampler_.collect(ticket, sample_out_);
+  phase_t_[StepPhases::kProcess] = now_s();
+  int64_t n_emitted = 0;
+  for (size_t j = 0; j < done_tasks_.size(); ++j) {
+    Task* t = done_tasks_[j];
+    if (!t->request) continue;  // finished or cancelled after this step was launched
+    process_sample(*t, sample_out_[j]);
+    ++n_emitted;
+  }
+  retired_.clear();  // finished before the step now in flight was launched: none is in it
+  remove_finished();
+  n_prefill_items_ = 0;
+  n_decode_items_ = step_tokens_ = static_cast<int64_t>(done_tasks_.size());
+  end_step(t_step, n_emitted, 0);
   return true;
 }
 
@@ -730,7 +868,16 @@ void Scheduler::finish(Task& t, FinishReason reason, const std::string& error) {
 }
 
 void Scheduler::remove_finished() {
-  running_.remove_if([](const std::unique_ptr<Task>& t) { return !t->request; });
+  // A step in flight may still hold finished tasks: they are kept until it has been read.
+  if (!flight_.active) retired_.clear();
+  for (auto it = running_.begin(); it != running_.end();) {
+    if ((*it)->request) {
+      ++it;
+      continue;
+    }
+    if (flight_.active) retired_.push_back(std::move(*it));
+    it = running_.erase(it);
+  }
 }
 
 void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt, bool stepped,
@@ -783,6 +930,7 @@ void Scheduler::update_stats(int64_t n_generated, int64_t n_prompt, bool stepped
   stats_.decode_launch_s = dt.decode_launch_s;
   stats_.other_launch_s = dt.other_launch_s;
   stats_.n_cuda_graphs = static_cast<int64_t>(executor_.n_graphs());
+  stats_.overlapped_steps = n_overlapped_;
   stats_.graph_capture_s = executor_.graph_capture_seconds();
   if (spec_) stats_.speculative = spec_->stats();
   if (draft_) draft_stats(stats_.speculative);  // spec

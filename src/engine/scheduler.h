@@ -2,6 +2,15 @@
 // KV rows and pages allow, plans one packed batch (decodes first, then prefill chunks under the
 // token budget), preempts the newest task by recompute when pages run out, runs the Executor,
 // samples, applies stop conditions and emits events. Cancellation is checked every step.
+// Overlapped steps (EngineConfig::overlap_steps, on for CUDA engines): when a step is plain decode
+// (one token per task, no grammar, penalties, speculation or LoRA) and nobody new can be admitted,
+// the next decode step of the same tasks is launched before this step's samples are read, its
+// input ids copied on the device from the sampler's output; the host then reads and processes
+// this step's tokens while the GPU runs the next one, so the GPU does not idle for the host's
+// per-step work. A task that finishes meanwhile wastes its row in the step in flight (its KV
+// there is written into slots it has released, before any later step can reuse them: one stream
+// orders them). Any change (a finished task, a new request, a cancellation, someone at the gate)
+// makes the next step a normal one.
 // submit() / request_stop() / stats() / loop_iterations() / wait_loop_iteration() are thread-safe.
 // The rest run on the loop thread, or on another thread while it holds gate() (the loop is then
 // between two steps): see the "between steps" block.
@@ -52,8 +61,10 @@ struct EngineStats {
   uint64_t policy_version = 0;
   int64_t restarts = 0;        // samples restarted by weight updates (kRestart)
   // Steps that ran between the last weight update reaching the step gate and its effect: at
-  // most the one in flight (more only while kFinishOld samples finish on the old weights).
+  // most the one in flight, two with overlapped steps (the one being read and the one launched
+  // before the update arrived); more only while kFinishOld samples finish on the old weights.
   int64_t update_wait_steps = 0;
+  int64_t overlapped_steps = 0;  // steps launched before their predecessor's samples were read
   int64_t n_cuda_graphs = 0;   // decode graphs captured so far (0 on the CPU)
   double graph_capture_s = 0;  // seconds their capture took
   // Wall time of the steps that ran a forward (plan to events), by what they carried.
@@ -188,8 +199,9 @@ class Scheduler {
   // After the forward that completed `leader`'s prompt: forks its waiting siblings and queues a
   // sample row for each from the same forward logits row (`logits_row`).
   void fork_siblings(Task& leader, int32_t logits_row);
-  // Samples every queued row from its forward logits row (masks first), on the logits' device.
-  void sample(const Tensor& logits);
+  // Samples every queued row from its forward logits row (masks first), on the logits' device:
+  // launches the sampling and enqueues its read-back; returns the sampler's ticket.
+  int launch_sampling(const Tensor& logits);
   // The token masks of the queued rows that carry a grammar.
   void fill_masks(const Tensor& logits);
   bool plan();  // fills items_; false when nothing runnable
@@ -215,6 +227,33 @@ class Scheduler {
                     double step_s = 0);
   void publish_final_events();
   void publish_token_events();
+  // The common end of a step: stats, the slow-step log, events, phase bookkeeping.
+  void end_step(double t_step, int64_t n_emitted, int64_t n_prompt_tokens);
+  void end_loop_iteration();  // counts a loop iteration and wakes wait_loop_iteration()
+
+  // ---- Overlapped steps (see the top of this file) --------------------------------------------
+  struct Flight {
+    bool active = false;
+    std::vector<Task*> tasks;  // its rows, in order
+    int ticket = -1;           // the sampler's read-back of its tokens
+  };
+  Flight flight_;
+  bool overlap_ = false;  // EngineConfig::overlap_steps resolved for this device
+  int64_t n_overlapped_ = 0;
+  // Finished while a step in flight may still hold them; freed once it has been read.
+  std::vector<std::unique_ptr<Task>> retired_;
+  std::vector<Task*> done_tasks_;       // step_in_flight(): the rows of the step it reads
+  std::vector<BindItem> flight_items_;  // launch_overlapped() scratch
+  std::vector<SamplerRow> flight_rows_;
+  bool overlap_allowed() const;  // nothing outside the running decode rows needs a normal step
+  // This step's sample rows are its n_items decode items in order, each task able to continue.
+  bool rows_continue(size_t n_items) const;
+  bool task_continues(const Task& t) const;
+  // Launches the next decode step of `tasks` (one token each, fed from the sampler's device
+  // tokens of the step just launched); no-op when their KV cannot be reserved.
+  void launch_overlapped(const std::vector<Task*>& tasks);
+  // step() while a step is in flight: maybe launches the next, then reads and processes it.
+  bool step_in_flight(double t_step);
 
   // Token events of the last step (CUDA engines): pushed right after the next forward is launched,
   // so the per-stream pushes (a lock and a waiter wake-up each) overlap the GPU instead of adding

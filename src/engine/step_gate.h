@@ -5,8 +5,9 @@
 // re-takes a plain mutex at once starves other threads (measured: weight updates waited 20-160 ms,
 // hundreds of steps). Here an outside caller first announces itself; the loop, before its next
 // step, waits while anyone is announced, so an outside caller gets the gate at the next step
-// boundary: it waits for at most the step in flight. Outside callers among themselves take turns
-// in mutex order. Hold is a movable RAII guard. Thread-safe.
+// boundary: it waits for at most the step in flight (two with overlapped steps: the loop keeps
+// the gate until none is in flight, engine/scheduler.h). Outside callers among themselves take
+// turns in mutex order. Hold is a movable RAII guard. Thread-safe.
 #pragma once
 
 #include <atomic>

@@ -125,6 +125,9 @@ std::string Metrics::prometheus(const EngineStats& es) const {
           es.prefix_hit_tokens);
   counter("vela_preemptions_total", "Requests preempted (recomputed) for lack of KV pages.",
           es.preemptions);
+  counter("vela_overlapped_steps_total",
+          "Decode steps launched before their predecessor's samples were read.",
+          es.overlapped_steps);
   counter("vela_spec_verify_rows_total",
           "Speculative decoding: sample rows that verified drafts in one target step.",
           es.speculative.rows);
@@ -228,6 +231,7 @@ json Metrics::stats_json(const EngineStats& es) const {
         {"generated_tokens", es.generated_tokens},
         {"preemptions", es.preemptions},
         {"steps", es.steps},
+        {"overlapped_steps", es.overlapped_steps},
         {"prefill_chunks", es.prefill_chunks},
         {"mixed_steps", es.mixed_steps},
         {"max_step_tokens", es.max_step_tokens},

@@ -341,10 +341,11 @@ TEST(EngineUpdates, UpdateTakesEffectAtTheNextStepBoundary) {
       kUpdates, wait_ms[wait_ms.size() / 2], wait_ms[wait_ms.size() * 99 / 100], wait_ms.back(),
       static_cast<long long>(worst_wait_steps), static_cast<long long>(worst_steps),
       static_cast<long long>(steps_total));
-  // Counted from the update's announcement at the gate: only the step in flight may finish. (The
+  // Counted from the update's announcement at the gate: only the step in flight may finish, or
+  // two with overlapped steps (VELA_OVERLAP_STEPS=1: the next was launched before the call). (The
   // count from this thread's call also includes any steps run while this thread was descheduled
   // before it reached the gate, which on a loaded machine is unbounded: printed, not asserted.)
-  EXPECT_LE(worst_wait_steps, 1);
+  EXPECT_LE(worst_wait_steps, engine.config().overlap_steps == 1 ? 2 : 1);
   EXPECT_GE(worst_steps, worst_wait_steps);
   EXPECT_EQ(engine.check_integrity(), "");
 }

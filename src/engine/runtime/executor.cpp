@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstring>
 
 #include "core/cuda/cuda_api.h"
 #include "core/env.h"
@@ -55,27 +56,28 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
       stream_ = std::make_unique<CudaGraphRunner>(model->device());
     buckets_ = CudaGraphRunner::buckets(ws.max_seqs());
     sm_count_ = cuda::sm_count(model->device().index);
-    if (opts.time_device) {
-      fwd_begin_ = std::make_unique<cuda::StreamEvent>(model->device().index, /*timing=*/true);
-      fwd_end_ = std::make_unique<cuda::StreamEvent>(model->device().index, /*timing=*/true);
-    }
+    if (opts.time_device)
+      for (TimedForward& f : timed_) {
+        f.begin = std::make_unique<cuda::StreamEvent>(model->device().index, /*timing=*/true);
+        f.end = std::make_unique<cuda::StreamEvent>(model->device().index, /*timing=*/true);
+      }
   }
 }
 
-void Executor::count_pending_time() {
-  if (!pending_) return;
-  fwd_end_->synchronize();
-  const double s = cuda::StreamEvent::elapsed_ms(*fwd_begin_, *fwd_end_) / 1000.0;
-  if (pending_decode_) {
+void Executor::count_time(TimedForward& f) {
+  if (!f.pending) return;
+  f.end->synchronize();
+  const double s = cuda::StreamEvent::elapsed_ms(*f.begin, *f.end) / 1000.0;
+  if (f.decode) {
     ++device_time_.decode_forwards;
     device_time_.decode_s += s;
-    device_time_.decode_launch_s += pending_launch_s_;
+    device_time_.decode_launch_s += f.launch_s;
   } else {
     ++device_time_.other_forwards;
     device_time_.other_s += s;
-    device_time_.other_launch_s += pending_launch_s_;
+    device_time_.other_launch_s += f.launch_s;
   }
-  pending_ = false;
+  f.pending = false;
 }
 
 Executor::~Executor() = default;
@@ -121,25 +123,50 @@ Tensor Executor::run(const BoundBatch& b) {
   return model_->forward_packed(b.input_ids, b.positions, b.kv, b.logits_indices);
 }
 
-Tensor Executor::forward(const BoundBatch& batch) {
+Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device) {
+  const bool decode = batch.n_tokens == batch.n_seqs;
+  if (ids_on_device != nullptr)
+    VELA_CHECK(decode && ids_on_device->dtype() == DType::kI32 &&
+                   ids_on_device->device() == model_->device() && ids_on_device->is_contiguous() &&
+                   ids_on_device->numel() >= batch.n_seqs,
+               "Executor::forward: device input ids need a decode batch and >= ", batch.n_seqs,
+               " contiguous i32 on ", model_->device().str(), ", got ", ids_on_device->str());
+  ids_on_device_ = ids_on_device;
+  struct Clear {  // a later capture_bucket() must not copy them again
+    const Tensor*& p;
+    ~Clear() { p = nullptr; }
+  } clear{ids_on_device_};
   if (model_->device().is_cpu()) {
     ws_.upload(batch.n_tokens, batch.n_seqs);  // a no-op: host and device are one
+    copy_device_ids(batch.n_seqs);
     return run(batch);
   }
   if (model_->lora_adapters) model_->lora_adapters->rows->upload(batch.n_tokens);
   // The scheduler loop entered the engine stream once (Scheduler::run); nothing to set per step.
-  const bool decode = batch.n_tokens == batch.n_seqs;
-  if (!fwd_begin_) return decode ? forward_decode(batch) : forward_prefill(batch);
-  count_pending_time();
+  if (!timed_[0].begin) return decode ? forward_decode(batch) : forward_prefill(batch);
+  // The events of two forwards ago: done (the scheduler read that step's samples).
+  TimedForward& f = timed_[static_cast<size_t>(timed_at_)];
+  timed_at_ = (timed_at_ + 1) % static_cast<int>(timed_.size());
+  count_time(f);
   const auto t0 = std::chrono::steady_clock::now();
-  fwd_begin_->record();
+  f.begin->record();
   Tensor logits = decode ? forward_decode(batch) : forward_prefill(batch);
-  fwd_end_->record();
+  f.end->record();
   // Host time to enqueue the forward: next to the stream time, whether launching is the limit.
-  pending_launch_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  pending_ = true;
-  pending_decode_ = decode;
+  f.launch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.pending = true;
+  f.decode = decode;
   return logits;
+}
+
+void Executor::copy_device_ids(int32_t n) {
+  if (ids_on_device_ == nullptr || n == 0) return;
+  const size_t bytes = sizeof(int32_t) * static_cast<size_t>(n);
+  if (model_->device().is_cpu())
+    std::memcpy(ws_.input_ids.data_ptr(), ids_on_device_->data_ptr(), bytes);
+  else
+    cuda::copy_bytes_async(ws_.input_ids.data_ptr(), model_->device(), ids_on_device_->data_ptr(),
+                           model_->device(), bytes);
 }
 
 Tensor Executor::forward_decode(const BoundBatch& batch) {
@@ -208,6 +235,7 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
   b.kv.o_part = ws_.o_part;
   b.kv.lse_part = ws_.lse_part;
   ws_.upload(bucket, bucket);
+  copy_device_ids(n);  // after the upload, which carries the host's (stale) ids
   Tensor logits;
   if (!graphs_) {
     logits = run(b);

@@ -8,6 +8,7 @@
 // swapped by Engine::update_weights between steps (never during one).
 #pragma once
 
+#include <array>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -36,8 +37,11 @@ class Executor {
   Executor(const Transformer* model, InferenceWorkspace& ws, const ExecutorOptions& opts = {});
   ~Executor();
   // Logits [n_logits, vocab] f32 at each item's last BindItem::n_logits rows (one per item unless
-  // speculating), on the model's device; valid until the next forward.
-  Tensor forward(const BoundBatch& batch);
+  // speculating), on the model's device; valid until the next forward. `ids_on_device` (decode
+  // batches only, i32 on the model's device, at least n_seqs long): the rows' input ids come from
+  // it, copied on the stream after the metadata upload, instead of from the host staging (an
+  // overlapped step feeds the tokens its predecessor sampled, which the host has not seen yet).
+  Tensor forward(const BoundBatch& batch, const Tensor* ids_on_device = nullptr);
   // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
   // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
   // split counts and buckets not captured yet: a step runs a stand-in (stand_in_graph) and queues
@@ -60,7 +64,8 @@ class Executor {
   size_t n_graphs() const { return graphs_ ? graphs_->size() : 0; }
   double graph_capture_seconds() const { return graphs_ ? graphs_->capture_seconds() : 0.0; }
   // Stream time of the forwards timed so far (ExecutorOptions::time_device), decode steps and
-  // the others apart. A forward is counted once the next one starts (its end is then reached);
+  // the others apart. A forward is counted once the one after next starts (its end is then
+  // reached even when the scheduler overlaps steps, without waiting on the stream);
   // *_launch_s is the host time spent enqueuing the same forwards. Stream time close to the
   // launch time means the host, not the GPU, set the pace.
   struct DeviceTime {
@@ -106,12 +111,19 @@ class Executor {
   // `splits` KV splits (0: as a step at max_len would).
   void capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket, int splits = 0);
   int sm_count_ = 1;
-  // time_device: events around the last forward, not yet counted in device_time_.
-  std::unique_ptr<cuda::StreamEvent> fwd_begin_, fwd_end_;
-  bool pending_decode_ = false, pending_ = false;
-  double pending_launch_s_ = 0;
+  // time_device: events around the last two forwards (alternating), not yet counted in
+  // device_time_.
+  struct TimedForward {
+    std::unique_ptr<cuda::StreamEvent> begin, end;
+    bool pending = false, decode = false;
+    double launch_s = 0;
+  };
+  std::array<TimedForward, 2> timed_;
+  int timed_at_ = 0;
   DeviceTime device_time_;
-  void count_pending_time();
+  void count_time(TimedForward& f);
+  const Tensor* ids_on_device_ = nullptr;  // forward()'s argument, for decode_bucket
+  void copy_device_ids(int32_t n);
 };
 
 }  // namespace vela

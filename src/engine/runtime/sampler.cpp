@@ -56,7 +56,7 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
     VELA_THROW(Unsupported, "Sampler on ", device.str(), ": this build has no CUDA backend");
 #endif
   if (device.is_cuda()) {
-    upload_done_ = std::make_unique<cuda::StreamEvent>(device.index);
+    for (auto& e : upload_done_) e = std::make_unique<cuda::StreamEvent>(device.index);
     reset_done_ = std::make_unique<cuda::StreamEvent>(device.index);
   }
   alloc_upload(max_entries > 0 ? max_entries
@@ -64,8 +64,12 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
   counts_ = Tensor::zeros({0, vocab_size}, DType::kI32, device);
   work_ = Tensor::zeros({max_rows_, vocab_size}, DType::kF32, device);
   out_dev_ = Tensor::zeros({ops::kSampleOutRows, max_rows_}, DType::kI32, device);
-  out_host_ = device.is_cpu() ? out_dev_
-                              : Tensor::zeros_pinned({ops::kSampleOutRows, max_rows_}, DType::kI32);
+  for (Readback& r : readback_) {
+    r.host = device.is_cpu() ? Tensor::zeros({ops::kSampleOutRows, max_rows_}, DType::kI32)
+                             : Tensor::zeros_pinned({ops::kSampleOutRows, max_rows_}, DType::kI32);
+    if (device.is_cuda()) r.ready = std::make_unique<cuda::StreamEvent>(device.index);
+    r.top_logprobs.assign(static_cast<size_t>(max_rows_), -1);
+  }
   mark_.assign(static_cast<size_t>(vocab_size), 0);
   touched_.reserve(static_cast<size_t>(vocab_size));
   slot_used_.assign(static_cast<size_t>(max_slots_), 0);
@@ -75,14 +79,16 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
 Sampler::~Sampler() = default;
 
 void Sampler::alloc_upload(int64_t max_entries) {
-  if (upload_done_) upload_done_->synchronize();  // the old host buffer has left
+  for (auto& e : upload_done_)
+    if (e) e->synchronize();  // the old host buffers have left
   max_entries_ = max_entries;
   const int64_t p_bytes = params_bytes(max_rows_);
   const int64_t up_bytes = p_bytes + max_entries_ * 2 * 4;
   upload_dev_ = Tensor::zeros({up_bytes}, DType::kU8, device_);
   params_dev_ = Tensor::alias(upload_dev_.storage(), 0, {p_bytes}, DType::kU8);
   entries_dev_ = Tensor::alias(upload_dev_.storage(), p_bytes, {max_entries_, 2}, DType::kI32);
-  upload_host_ = device_.is_cpu() ? upload_dev_ : Tensor::zeros_pinned({up_bytes}, DType::kU8);
+  for (Tensor& h : upload_host_)
+    h = device_.is_cpu() ? upload_dev_ : Tensor::zeros_pinned({up_bytes}, DType::kU8);
 }
 
 void Sampler::ensure_counts() {
@@ -192,8 +198,11 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
   }
   if (n_entries > max_entries_) alloc_upload(std::max(n_entries, 2 * max_entries_));
 
-  if (upload_done_) upload_done_->synchronize();
-  auto* base = static_cast<uint8_t*>(upload_host_.data_ptr());
+  // The other buffer: the last stage()'s upload may still wait behind a forward in flight.
+  upload_at_ = (upload_at_ + 1) % kBuffers;
+  const size_t u = static_cast<size_t>(upload_at_);
+  if (upload_done_[u]) upload_done_[u]->synchronize();
+  auto* base = static_cast<uint8_t*>(upload_host_[u].data_ptr());
   auto* packed = reinterpret_cast<ops::SampleRowParams*>(base);
   auto* entries = reinterpret_cast<int32_t*>(base + params_bytes(max_rows_));
   int32_t at = 0;
@@ -247,8 +256,8 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
   }
   const size_t bytes = at > 0 ? static_cast<size_t>(params_bytes(max_rows_)) + size_t{8} * at
                               : sizeof(ops::SampleRowParams) * static_cast<size_t>(n_rows);
-  upload(upload_host_, upload_dev_, bytes);
-  if (upload_done_) upload_done_->record();
+  upload(upload_host_[u], upload_dev_, bytes);
+  if (upload_done_[u]) upload_done_[u]->record();
   n_staged_ = n_rows;
 }
 
@@ -265,24 +274,44 @@ void Sampler::launch(const Tensor& logits) {
   ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_);
 }
 
-void Sampler::finish(std::vector<SampleResult>& out) {
-  VELA_CHECK(n_staged_ >= 0, "Sampler::finish: no rows staged since the last finish()");
+void Sampler::finish(std::vector<SampleResult>& out) { collect(download(), out); }
+
+int Sampler::download() {
+  VELA_CHECK(n_staged_ >= 0, "Sampler::download: no rows staged since the last download()");
+  const int ticket = next_readback_;
+  Readback& rb = readback_[static_cast<size_t>(ticket)];
+  VELA_CHECK(rb.n < 0, "Sampler::download: ", kBuffers, " read-backs are outstanding already");
+  next_readback_ = (next_readback_ + 1) % kBuffers;
   const int32_t n = n_staged_;
+  // Ids only: the first n of row 0; with logprobs: every row of the table.
+  const size_t bytes = any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
   if (device_.is_cuda()) {
-    // Ids only: the first n of row 0; with logprobs: every row of the table. Waits for the stream.
-    const size_t bytes =
-        any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
-    cuda::copy_bytes(out_host_.data_ptr(), Device::cpu(), out_dev_.data_ptr(), device_, bytes);
+    cuda::copy_bytes_async(rb.host.data_ptr(), Device::cpu(), out_dev_.data_ptr(), device_, bytes);
+    rb.ready->record();
+  } else {
+    std::memcpy(rb.host.data_ptr(), out_dev_.data_ptr(), bytes);
   }
+  rb.n = n;
+  std::copy_n(row_top_logprobs_.begin(), n, rb.top_logprobs.begin());
+  n_staged_ = -1;
+  return ticket;
+}
+
+void Sampler::collect(int ticket, std::vector<SampleResult>& out) {
+  VELA_CHECK(ticket >= 0 && ticket < kBuffers && readback_[static_cast<size_t>(ticket)].n >= 0,
+             "Sampler::collect: ticket ", ticket, " has no read-back outstanding");
+  Readback& rb = readback_[static_cast<size_t>(ticket)];
+  if (rb.ready) rb.ready->synchronize();
+  const int32_t n = rb.n;
   if (out.size() != static_cast<size_t>(n)) out.resize(static_cast<size_t>(n));
-  const int32_t* h = out_host_.data<int32_t>();
+  const int32_t* h = rb.host.data<int32_t>();
   const int64_t s = max_rows_;
   for (int32_t r = 0; r < n; ++r) {
     SampleResult& res = out[static_cast<size_t>(r)];
     res.token = h[ops::kSampleOutToken * s + r];
     res.logprob = 0.0f;
     res.top_logprobs.clear();
-    const int32_t k = row_top_logprobs_[static_cast<size_t>(r)];
+    const int32_t k = rb.top_logprobs[static_cast<size_t>(r)];
     if (k < 0) continue;
     std::memcpy(&res.logprob, &h[ops::kSampleOutLogprob * s + r], 4);
     for (int32_t j = 0; j < k; ++j) {
@@ -290,6 +319,14 @@ void Sampler::finish(std::vector<SampleResult>& out) {
       std::memcpy(&lp, &h[(ops::kSampleOutTopLogprobs + j) * s + r], 4);
       res.top_logprobs.emplace_back(h[(ops::kSampleOutTopIds + j) * s + r], lp);
     }
+  }
+  rb.n = -1;
+}
+
+void Sampler::abandon() {
+  for (Readback& rb : readback_) {
+    if (rb.n >= 0 && rb.ready) rb.ready->synchronize();
+    rb.n = -1;
   }
   n_staged_ = -1;
 }

@@ -10,8 +10,12 @@
 // A step is stage(rows) on the host (validates and packs every row's params, logit bias and
 // penalty history into one staging buffer, pinned on CUDA, then ONE async upload), launch(logits)
 // (one op on the current stream: no allocation, no host sync, graph-capturable once it has run
-// once), and finish(out) (one async download of the ids, or ids + logprobs, and one stream sync;
-// nothing to copy on the CPU). sample() chains the three.
+// once), and finish(out) (one async download of the ids, or ids + logprobs, and one stream sync).
+// sample() chains the three. finish() is download() (enqueues the read-back, returns a ticket)
+// then collect(ticket, out) (waits for it): between the two the engine launches its next step
+// (engine/scheduler.h, overlapped steps). Two steps can be in flight: the host staging and
+// read-back buffers are double, so stage() and download() of step N + 1 never wait for step N's
+// forward.
 //
 // Penalties (repetition over prompt + output, frequency / presence over output) come from:
 //  - the rows' histories (the default, what the engine uses): stage() packs one (token, (output
@@ -27,6 +31,7 @@
 // Throws InvalidArgument on bad rows or shapes; a CUDA device in a CPU-only build is Unsupported.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -89,6 +94,14 @@ class Sampler {
   // Reads back the ids (+ logprobs for rows that asked) of the staged rows, once the launch (or
   // the replay of a graph that captured it) is enqueued; waits for the stream.
   void finish(std::vector<SampleResult>& out);
+  // finish() in two halves. download(): enqueues the read-back of the staged rows (CUDA: async
+  // into a pinned buffer; CPU: a copy, so the next launch cannot overwrite it) and returns its
+  // ticket; at most two read-backs are outstanding. collect(): waits for that read-back and fills
+  // `out` (one result per staged row).
+  int download();
+  void collect(int ticket, std::vector<SampleResult>& out);
+  // Drops the outstanding read-backs (an engine step failed): waits for their copies, frees them.
+  void abandon();
   // stage + launch + finish.
   void sample(const Tensor& logits, const std::vector<SamplerRow>& rows,
               std::vector<SampleResult>& out);
@@ -129,6 +142,7 @@ class Sampler {
   int64_t max_entries_ = 0;
   Device device_;
 
+  static constexpr int kBuffers = 2;  // host staging / read-back buffers: two steps in flight
   Tensor upload_dev_;   // [params bytes + 8 * max_entries] u8: params then entries, one upload
   Tensor params_dev_;   // [max_rows * sizeof(SampleRowParams)] u8 (view of upload_dev_)
   Tensor entries_dev_;  // [max_entries, 2] i32 (view of upload_dev_)
@@ -137,18 +151,30 @@ class Sampler {
   Tensor out_dev_;      // [kSampleOutRows, max_rows] i32
   Tensor reset_dev_;    // [3 + 2 * vocab] i32: (slot, begin, end) then (id, value) pairs
 
-  // Host mirrors (the device tensors themselves on the CPU).
-  Tensor upload_host_;  // like upload_dev_
-  Tensor out_host_;     // like out_dev_
-  Tensor reset_host_;   // like reset_dev_
-  // CUDA: the last stage() / reset_slot() upload has left its host buffer (null on the CPU).
-  std::unique_ptr<cuda::StreamEvent> upload_done_, reset_done_;
+  // Host mirrors (the device tensors themselves on the CPU; two pinned buffers on CUDA, stage()
+  // alternates between them).
+  std::array<Tensor, kBuffers> upload_host_;  // like upload_dev_
+  int upload_at_ = 0;                         // the buffer the last stage() filled
+  Tensor reset_host_;                         // like reset_dev_
+  // CUDA: each staging buffer's last upload / the last reset_slot() upload has left its host
+  // buffer (null on the CPU).
+  std::array<std::unique_ptr<cuda::StreamEvent>, kBuffers> upload_done_;
+  std::unique_ptr<cuda::StreamEvent> reset_done_;
+  // One read-back: the out table's rows it needs, and what collect() needs about its rows.
+  struct Readback {
+    Tensor host;                               // like out_dev_ (pinned on CUDA)
+    std::unique_ptr<cuda::StreamEvent> ready;  // CUDA: the download has landed
+    int32_t n = -1;                            // rows; -1: free
+    std::vector<int32_t> top_logprobs;         // [max_rows] -1: no logprobs, else how many top
+  };
+  std::array<Readback, kBuffers> readback_;
+  int next_readback_ = 0;
 
   std::vector<int32_t> mark_;       // [vocab] history scratch, zero between calls
   std::vector<int32_t> touched_;    // [vocab] tokens marked
   std::vector<uint8_t> slot_used_;  // [max_slots] stage() duplicate check, zero between calls
-  // What finish() needs about the staged rows.
-  int32_t n_staged_ = -1;  // rows staged and not yet finished; -1: none
+  // What download() needs about the staged rows.
+  int32_t n_staged_ = -1;  // rows staged and not yet downloaded; -1: none
   bool any_logprobs_ = false;
   std::vector<int32_t> row_top_logprobs_;  // [max_rows] -1: no logprobs, else how many top
   std::vector<SamplerRow> dist_rows_;       // distribution(): the rows with want_probs set

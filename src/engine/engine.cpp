@@ -69,9 +69,14 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   VELA_CHECK(cfg_.overlap_steps >= -1 && cfg_.overlap_steps <= 1,
              "overlap_steps must be -1 (auto), 0 (off) or 1 (on), got ", cfg_.overlap_steps);
   if (cfg_.overlap_steps < 0) {  // auto: on CUDA; VELA_OVERLAP_STEPS=0 / 1 decides (A/B runs)
+    // Overlapped steps pay where the forward is asynchronous (CUDA); on the CPU it runs on the
+    // loop thread, so launching the next step first would only delay this step's tokens.
     const int64_t env = env_int("VELA_OVERLAP_STEPS", -1, -1, 1);
     cfg_.overlap_steps = env >= 0 ? static_cast<int32_t>(env) : (device_.is_cuda() ? 1 : 0);
   }
+  // Dynamic NTK rotary scales by the longest sequence of each forward (HF's rule), so a finished
+  // task's row left in a step in flight would change the other rows' results: never overlapped.
+  if (mc.rope.scaling.type == ops::RopeScaling::Type::kDynamic) cfg_.overlap_steps = 0;
   cfg_.speculative.validate();
   int64_t full = static_cast<int64_t>(cfg_.max_seqs) * cfg_.max_ctx;
   KvSizingRequest kv_req;

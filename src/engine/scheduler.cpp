@@ -59,12 +59,12 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   draft_ = draft;                                                                        // spec
   plan_order_.reserve(static_cast<size_t>(cfg.max_seqs));
   prefix_policy_ = cfg.prefill_policy == "prefix";
-  // Overlapped steps pay where the forward is asynchronous (CUDA); on the CPU the forward runs on
-  // this thread, so launching the next step first would only delay this step's tokens.
-  overlap_ = cfg.overlap_steps == 1 || (cfg.overlap_steps < 0 && sampler.device().is_cuda());
+  overlap_ = cfg.overlap_steps == 1;  // resolved by the Engine (auto: CUDA, not dynamic NTK)
   flight_.tasks.reserve(static_cast<size_t>(cfg.max_seqs));
   done_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   flight_items_.reserve(static_cast<size_t>(cfg.max_seqs));
+  next_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
+  next_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
   flight_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
 }
 
@@ -680,7 +680,7 @@ bool Scheduler::task_continues(const Task& t) const {
          t.n_computed < cache_.max_ctx();
 }
 
-void Scheduler::launch_overlapped(const std::vector<Task*>& tasks) {
+void Scheduler::launch_overlapped(const std::vector<Task*>& tasks, const int32_t* id_rows) {
   // Reserve first: out of pages means a normal step (which may preempt). Positions reserved
   // before a failure stay reserved (extend is idempotent) for the task's next step.
   for (Task* t : tasks)
@@ -699,7 +699,7 @@ void Scheduler::launch_overlapped(const std::vector<Task*>& tasks) {
   BoundBatch batch = cache_.bind(flight_items_);
   // The input ids are the tokens just sampled, on the device (the host's staging is stale).
   const Tensor ids = sampler_.device_tokens();
-  Tensor logits = executor_.forward(batch, &ids);
+  Tensor logits = executor_.forward(batch, &ids, id_rows);
   sampler_.stage(flight_rows_);
   sampler_.launch(logits);
   flight_.ticket = sampler_.download();
@@ -715,17 +715,22 @@ bool Scheduler::step_in_flight(double t_step) {
   flight_.active = false;
   done_tasks_.swap(flight_.tasks);
   const int ticket = flight_.ticket;
-  bool all_alive = true;
-  for (Task* t : done_tasks_) {
-    if (t->request)
-      ++t->n_computed;  // its KV is written by the step in flight, before anything reads it
-    else
-      all_alive = false;
+  // The tasks still running continue in the next step, fed the tokens of their rows here.
+  next_tasks_.clear();
+  next_rows_.clear();
+  for (size_t j = 0; j < done_tasks_.size(); ++j) {
+    Task* t = done_tasks_[j];
+    if (!t->request) continue;  // finished or cancelled after this step was launched
+    ++t->n_computed;            // its KV is written by the step in flight, before anything reads it
+    next_tasks_.push_back(t);
+    next_rows_.push_back(static_cast<int32_t>(j));
   }
   phase_t_[StepPhases::kBind] = now_s();
-  bool next = all_alive && overlap_allowed();
-  for (size_t j = 0; next && j < done_tasks_.size(); ++j) next = task_continues(*done_tasks_[j]);
-  if (next) launch_overlapped(done_tasks_);
+  bool next = !next_tasks_.empty() && overlap_allowed();
+  for (size_t j = 0; next && j < next_tasks_.size(); ++j) next = task_continues(*next_tasks_[j]);
+  if (next)
+    launch_overlapped(next_tasks_,
+                      next_tasks_.size() == done_tasks_.size() ? nullptr : next_rows_.data());
   phase_t_[StepPhases::kLaunch] = phase_t_[StepPhases::kPublish] = phase_t_[StepPhases::kSample] =
       now_s();
   sampler_.collect(ticket, sample_out_);

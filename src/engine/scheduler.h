@@ -242,7 +242,9 @@ class Scheduler {
   int64_t n_overlapped_ = 0;
   // Finished while a step in flight may still hold them; freed once it has been read.
   std::vector<std::unique_ptr<Task>> retired_;
-  std::vector<Task*> done_tasks_;       // step_in_flight(): the rows of the step it reads
+  std::vector<Task*> done_tasks_;       // step_in_flight(): the rows of the step it reads,
+  std::vector<Task*> next_tasks_;       // those still running,
+  std::vector<int32_t> next_rows_;      // and their rows in it
   std::vector<BindItem> flight_items_;  // launch_overlapped() scratch
   std::vector<SamplerRow> flight_rows_;
   bool overlap_allowed() const;  // nothing outside the running decode rows needs a normal step
@@ -250,8 +252,9 @@ class Scheduler {
   bool rows_continue(size_t n_items) const;
   bool task_continues(const Task& t) const;
   // Launches the next decode step of `tasks` (one token each, fed from the sampler's device
-  // tokens of the step just launched); no-op when their KV cannot be reserved.
-  void launch_overlapped(const std::vector<Task*>& tasks);
+  // tokens of the step just launched: row id_rows[i] for task i, or row i when null); no-op when
+  // their KV cannot be reserved.
+  void launch_overlapped(const std::vector<Task*>& tasks, const int32_t* id_rows = nullptr);
   // step() while a step is in flight: maybe launches the next, then reads and processes it.
   bool step_in_flight(double t_step);
 

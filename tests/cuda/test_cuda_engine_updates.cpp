@@ -143,7 +143,9 @@ void concurrent_generation_and_updates(bool all_policies) {
       static_cast<long long>(engine.stats().restarts));
   EXPECT_GT(n, 40);
   if (!all_policies) {
-    EXPECT_LE(worst_steps, 2) << "an update must take effect at the next step boundary";
+    // The step in flight (and, with overlapped steps, the one launched before it was read).
+    EXPECT_LE(worst_steps, engine.config().overlap_steps == 1 ? 3 : 2)
+        << "an update must take effect at the next step boundary";
   }
   EXPECT_LT(worst, 2e-3) << "f32 on the GPU: a recorded version does not match its weights";
 }

@@ -132,24 +132,32 @@ TEST(OverlapSteps, PenaltiesAndAFullQueueStillMatch) {
 }
 
 TEST(OverlapSteps, CancellationAndWeightUpdatesWhileDecoding) {
-  const std::vector<int32_t> base = fixture_prompt();
-  Engine engine(Transformer::load(kModel), nullptr, config(1));
+  // A random model big enough that the cancel lands long before the sample could end.
+  const ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
+    "vocab_size": 512, "hidden_size": 256, "num_hidden_layers": 4, "intermediate_size": 512,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096})"));
+  EngineConfig cfg = config(1);
+  cfg.max_ctx = 2100;
+  Engine engine(Transformer::random(mc, DType::kF32, Device::cpu(), 7), nullptr, cfg);
   // A stream cancelled after a few tokens, beside one that runs to its end.
-  RequestHandlePtr keep = engine.submit(request(base, 40));
-  RequestHandlePtr cancel = engine.submit(request({base[3], base[1]}, 60));
+  RequestHandlePtr keep = engine.submit(request({1, 2, 3}, 300));
+  RequestHandlePtr cancel = engine.submit(request({4, 5}, 2000));
   StreamEvent ev;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cancel->next(ev));
   cancel->cancel();
   // A weight update (the same weights) while `keep` decodes: it waits for the gate, which the
   // loop gives up only with no step in flight.
-  engine.update_weights(Transformer::load(kModel));
+  engine.update_weights(Transformer::random(mc, DType::kF32, Device::cpu(), 7));
   RequestResult kept = keep->wait();
   RequestResult cancelled = cancel->wait();
   EXPECT_EQ(cancelled.completions[0].finish_reason, FinishReason::kCancelled);
-  EXPECT_EQ(kept.completions[0].tokens.size(), 40u);
-  Engine plain(Transformer::load(kModel), nullptr, config(0));
+  EXPECT_LT(cancelled.completions[0].tokens.size(), 2000u);
+  EXPECT_EQ(kept.completions[0].tokens.size(), 300u);
+  EXPECT_GT(engine.stats().overlapped_steps, 100);
+  cfg.overlap_steps = 0;
+  Engine plain(Transformer::random(mc, DType::kF32, Device::cpu(), 7), nullptr, cfg);
   EXPECT_EQ(kept.completions[0].tokens,
-            plain.generate({request(base, 40)})[0].completions[0].tokens);
+            plain.generate({request({1, 2, 3}, 300)})[0].completions[0].tokens);
   for (int i = 0; i < 100 && engine.stats().running != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   expect_clean(engine);
@@ -164,6 +172,16 @@ TEST(OverlapSteps, DecodeAllocatesNoTensors) {
   EXPECT_EQ(storage_allocation_count(), before);
   EXPECT_EQ(res[1].completions[0].tokens.size(), 60u);
   EXPECT_GT(engine.stats().overlapped_steps, 30);
+}
+
+TEST(OverlapSteps, DynamicRopeModelsNeverOverlap) {
+  // Dynamic NTK scales every row's rotary by the batch's longest sequence: a finished task's row
+  // left in the step in flight would change the others' tokens, so such models keep it off.
+  const std::string dynamic = "fixtures/models/llama_mqa_dynamic";
+  Engine engine(Transformer::load(dynamic), nullptr, config(1));
+  EXPECT_EQ(engine.config().overlap_steps, 0);
+  engine.generate({request({1, 2, 3}, 6), request({4, 5}, 3)});
+  EXPECT_EQ(engine.stats().overlapped_steps, 0);
 }
 
 TEST(OverlapSteps, BadSettingIsAClearError) {

@@ -123,7 +123,8 @@ Tensor Executor::run(const BoundBatch& b) {
   return model_->forward_packed(b.input_ids, b.positions, b.kv, b.logits_indices);
 }
 
-Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device) {
+Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device,
+                         const int32_t* id_rows) {
   const bool decode = batch.n_tokens == batch.n_seqs;
   if (ids_on_device != nullptr)
     VELA_CHECK(decode && ids_on_device->dtype() == DType::kI32 &&
@@ -131,7 +132,14 @@ Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device) {
                    ids_on_device->numel() >= batch.n_seqs,
                "Executor::forward: device input ids need a decode batch and >= ", batch.n_seqs,
                " contiguous i32 on ", model_->device().str(), ", got ", ids_on_device->str());
+  if (ids_on_device != nullptr && id_rows != nullptr)
+    for (int32_t i = 0; i < batch.n_seqs; ++i)
+      VELA_CHECK(id_rows[i] >= 0 && id_rows[i] < ids_on_device->numel() &&
+                     (i == 0 || id_rows[i] > id_rows[i - 1]),
+                 "Executor::forward: id row ", i, " reads ", id_rows[i],
+                 ": rows must ascend within the ", ids_on_device->numel(), " device ids");
   ids_on_device_ = ids_on_device;
+  id_rows_ = id_rows;
   struct Clear {  // a later capture_bucket() must not copy them again
     const Tensor*& p;
     ~Clear() { p = nullptr; }
@@ -160,13 +168,20 @@ Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device) {
 }
 
 void Executor::copy_device_ids(int32_t n) {
-  if (ids_on_device_ == nullptr || n == 0) return;
-  const size_t bytes = sizeof(int32_t) * static_cast<size_t>(n);
-  if (model_->device().is_cpu())
-    std::memcpy(ws_.input_ids.data_ptr(), ids_on_device_->data_ptr(), bytes);
-  else
-    cuda::copy_bytes_async(ws_.input_ids.data_ptr(), model_->device(), ids_on_device_->data_ptr(),
-                           model_->device(), bytes);
+  if (ids_on_device_ == nullptr) return;
+  const auto* src = static_cast<const int32_t*>(ids_on_device_->data_ptr());
+  auto* dst = static_cast<int32_t*>(ws_.input_ids.data_ptr());
+  for (int32_t i = 0; i < n;) {  // one copy per run of consecutive source rows
+    const int32_t from = id_rows_ ? id_rows_[i] : i;
+    int32_t len = 1;
+    while (i + len < n && (id_rows_ ? id_rows_[i + len] : i + len) == from + len) ++len;
+    const size_t bytes = sizeof(int32_t) * static_cast<size_t>(len);
+    if (model_->device().is_cpu())
+      std::memcpy(dst + i, src + from, bytes);
+    else
+      cuda::copy_bytes_async(dst + i, model_->device(), src + from, model_->device(), bytes);
+    i += len;
+  }
 }
 
 Tensor Executor::forward_decode(const BoundBatch& batch) {

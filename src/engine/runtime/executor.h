@@ -40,8 +40,11 @@ class Executor {
   // speculating), on the model's device; valid until the next forward. `ids_on_device` (decode
   // batches only, i32 on the model's device, at least n_seqs long): the rows' input ids come from
   // it, copied on the stream after the metadata upload, instead of from the host staging (an
-  // overlapped step feeds the tokens its predecessor sampled, which the host has not seen yet).
-  Tensor forward(const BoundBatch& batch, const Tensor* ids_on_device = nullptr);
+  // overlapped step feeds the tokens its predecessor sampled, which the host has not seen yet):
+  // row i's id is ids_on_device[id_rows[i]] when `id_rows` is given (ascending: one copy per run
+  // of consecutive rows), else ids_on_device[i].
+  Tensor forward(const BoundBatch& batch, const Tensor* ids_on_device = nullptr,
+                 const int32_t* id_rows = nullptr);
   // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
   // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
   // split counts and buckets not captured yet: a step runs a stand-in (stand_in_graph) and queues
@@ -122,7 +125,8 @@ class Executor {
   int timed_at_ = 0;
   DeviceTime device_time_;
   void count_time(TimedForward& f);
-  const Tensor* ids_on_device_ = nullptr;  // forward()'s argument, for decode_bucket
+  const Tensor* ids_on_device_ = nullptr;  // forward()'s arguments, for decode_bucket
+  const int32_t* id_rows_ = nullptr;
   void copy_device_ids(int32_t n);
 };
 

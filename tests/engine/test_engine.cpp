@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "engine/char_tokenizer.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -41,14 +42,7 @@ std::vector<int32_t> plain_greedy(const Transformer& m, std::vector<int32_t> seq
   return out;
 }
 
-Request greedy_request(std::vector<int32_t> prompt, int max_tokens) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  return r;
-}
+using test::greedy_request;
 
 // Prompts of mixed lengths derived from the fixture prompt.
 std::vector<std::vector<int32_t>> mixed_prompts(const std::vector<int32_t>& base) {

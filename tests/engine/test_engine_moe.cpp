@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 
 namespace vela {
 namespace {
@@ -24,14 +25,7 @@ TEST_P(EngineMoe, GreedyMatchesTransformersAloneAndPlainForwardInBusyBatches) {
   const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
   const auto greedy = ref["greedy_ids"].get<std::vector<int32_t>>();
   Transformer plain = Transformer::load(dir);
-  auto request = [](std::vector<int32_t> p, int n) {
-    Request r;
-    r.prompt = std::move(p);
-    r.params.temperature = 0;
-    r.params.max_tokens = n;
-    r.params.ignore_eos = true;
-    return r;
-  };
+  const auto request = test::greedy_request;
   auto plain_greedy = [&](std::vector<int32_t> seq, int n) {
     std::vector<int32_t> out;
     for (int s = 0; s < n; ++s) {

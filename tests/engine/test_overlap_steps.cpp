@@ -12,6 +12,7 @@
 
 #include "core/json.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 
 namespace vela {
 namespace {
@@ -24,12 +25,7 @@ std::vector<int32_t> fixture_prompt() {
 }
 
 Request request(std::vector<int32_t> prompt, int max_tokens) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  return r;
+  return test::greedy_request(std::move(prompt), max_tokens);
 }
 
 EngineConfig config(int overlap, int max_seqs = 8) {

@@ -77,6 +77,9 @@ Engine::Engine(Transformer model, std::unique_ptr<Tokenizer> tokenizer, const En
   // Dynamic NTK rotary scales by the longest sequence of each forward (HF's rule), so a finished
   // task's row left in a step in flight would change the other rows' results: never overlapped.
   if (mc.rope.scaling.type == ops::RopeScaling::Type::kDynamic) cfg_.overlap_steps = 0;
+  // Speculation drafts from the host's last token; LoRA rows carry per-row adapter slots that an
+  // overlapped launch does not fill: neither ever overlaps.
+  if (cfg_.speculative.enabled() || model_->lora_adapters) cfg_.overlap_steps = 0;
   cfg_.speculative.validate();
   int64_t full = static_cast<int64_t>(cfg_.max_seqs) * cfg_.max_ctx;
   KvSizingRequest kv_req;

@@ -8,7 +8,7 @@
 //  - The model, the KV cache, the executor and the sampler belong to the scheduler's loop
 //    thread. Anyone else touches them only through the StepGate, between two steps
 //    (update_weights, pause(), check_integrity()); the gate is fair, so such a caller waits for
-//    at most the step in flight.
+//    at most the step in flight (two with overlapped steps, EngineConfig::overlap_steps).
 //  - stats() (and n_cuda_graphs(), graph_capture_seconds()) read a snapshot the loop publishes.
 // submit() validates the request (InvalidArgument naming the problem) and returns nullptr when
 // the waiting queue is full (a capacity outcome, e.g. HTTP 429).
@@ -86,7 +86,9 @@ class Engine {
 
   // Synchronous rollouts: n = params.n samples per prompt, behaviour logprobs always recorded;
   // all prompts enter at one step boundary, prompt i seeded params.seed + i (when set), so a
-  // batch is reproducible bit for bit. OutOfMemory when the waiting queue cannot take them all.
+  // batch is reproducible bit for bit (on CUDA with overlapped steps: as long as no other thread
+  // enters the step gate meanwhile, since a caller there changes which steps overlap, and so the
+  // batch buckets of a few steps). OutOfMemory when the waiting queue cannot take them all.
   // A mixed-version sample is never returned silently: an unset params.on_weight_update means
   // kFinishOld here (kRestart restarts instead; kMixed samples come back marked).
   std::vector<std::vector<RolloutSample>> run_batch(

@@ -45,7 +45,8 @@ struct EngineConfig {
   // Launch the next decode step before reading this one's samples (engine/scheduler.h):
   // -1 auto (on for CUDA engines, off on the CPU, where the forward runs on the loop thread),
   // 0 off, 1 on (also on the CPU: same tokens, for tests). VELA_OVERLAP_STEPS=0/1 overrides auto.
-  // Never with dynamic NTK rotary (a row's numbers depend on the batch's longest sequence).
+  // Never with dynamic NTK rotary (a row's numbers depend on the batch's longest sequence),
+  // speculative decoding or LoRA adapters.
   // Engine::config() reports the resolved 0 / 1.
   int32_t overlap_steps = -1;
   SpeculativeConfig speculative;      // speculative decoding (off by default; docs/speculative.md)

@@ -59,11 +59,13 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   draft_ = draft;                                                                        // spec
   plan_order_.reserve(static_cast<size_t>(cfg.max_seqs));
   prefix_policy_ = cfg.prefill_policy == "prefix";
-  overlap_ = cfg.overlap_steps == 1;  // resolved by the Engine (auto: CUDA, not dynamic NTK)
+  // Resolved by the Engine (auto: CUDA; never dynamic NTK, speculation or LoRA).
+  overlap_ = cfg.overlap_steps == 1 && !spec_ && !draft_;
   flight_.tasks.reserve(static_cast<size_t>(cfg.max_seqs));
   done_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
   flight_items_.reserve(static_cast<size_t>(cfg.max_seqs));
   next_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
+  retired_.reserve(static_cast<size_t>(cfg.max_seqs));
   next_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
   flight_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
 }
@@ -602,7 +604,8 @@ bool Scheduler::step() {
   phase_t_[StepPhases::kProcess] = phase_t_[StepPhases::kSample];
   if (!sample_rows_.empty()) {
     const int ticket = launch_sampling(logits);
-    // A plain decode step: the next one goes to the GPU before these samples are read.
+    // A plain decode step: the next one goes to the GPU before these samples are read (its
+    // launch counts in this step's `sample` phase).
     if (n_prefill_items_ == 0 && overlap_allowed() && rows_continue(items_.size()))
       launch_overlapped(sample_tasks_);
     sampler_.collect(ticket, sample_out_);
@@ -649,13 +652,12 @@ void Scheduler::end_step(double t_step, int64_t n_emitted, int64_t n_prompt_toke
 // ---- Overlapped steps -----------------------------------------------------------------------
 
 bool Scheduler::overlap_allowed() const {
-  // Off for what reads the host's view of the last token before the next forward: speculation
-  // (drafts), LoRA (per-row slots uploaded with the forward), a weight update waiting to land.
-  // New requests that could be admitted now get a normal step (admission, prompt chunks);
-  // someone waiting at the gate (a weight update, pause()) gets the GPU idle at the boundary.
-  if (!overlap_ || spec_ || draft_ || weights_ready_ || stop_.load() || gate_.n_outside() > 0 ||
-      executor_.model().lora_adapters)
-    return false;
+  // Speculation, draft models and LoRA engines never overlap (the Engine resolves overlap_steps
+  // to 0: drafts come from the host's last token; per-row adapter slots are not filled by
+  // launch_overlapped). New requests that could be admitted now get a normal step (admission,
+  // prompt chunks); someone waiting at the gate (a weight update, pause()) or a stop request gets
+  // the GPU idle at the boundary.
+  if (!overlap_ || stop_.load() || gate_.n_outside() > 0) return false;
   if (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_seqs) return false;
   std::lock_guard<std::mutex> lock(inbox_mu_);
   return inbox_.empty() || static_cast<int32_t>(running_.size()) >= cfg_.max_seqs;
@@ -725,14 +727,15 @@ bool Scheduler::step_in_flight(double t_step) {
     next_tasks_.push_back(t);
     next_rows_.push_back(static_cast<int32_t>(j));
   }
-  phase_t_[StepPhases::kBind] = now_s();
+  // Phases: `launch` is the next step's (reserve, bind, forward and sampling launch); nothing is
+  // bound or published apart from it here (tokens go out in `finish`, while the GPU runs it).
+  phase_t_[StepPhases::kBind] = phase_t_[StepPhases::kLaunch] = now_s();
   bool next = !next_tasks_.empty() && overlap_allowed();
   for (size_t j = 0; next && j < next_tasks_.size(); ++j) next = task_continues(*next_tasks_[j]);
   if (next)
     launch_overlapped(next_tasks_,
                       next_tasks_.size() == done_tasks_.size() ? nullptr : next_rows_.data());
-  phase_t_[StepPhases::kLaunch] = phase_t_[StepPhases::kPublish] = phase_t_[StepPhases::kSample] =
-      now_s();
+  phase_t_[StepPhases::kPublish] = phase_t_[StepPhases::kSample] = now_s();
   sampler_.collect(ticket, sample_out_);
   phase_t_[StepPhases::kProcess] = now_s();
   int64_t n_emitted = 0;

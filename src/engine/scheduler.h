@@ -7,10 +7,13 @@
 // the next decode step of the same tasks is launched before this step's samples are read, its
 // input ids copied on the device from the sampler's output; the host then reads and processes
 // this step's tokens while the GPU runs the next one, so the GPU does not idle for the host's
-// per-step work. A task that finishes meanwhile wastes its row in the step in flight (its KV
-// there is written into slots it has released, before any later step can reuse them: one stream
-// orders them). Any change (a finished task, a new request, a cancellation, someone at the gate)
-// makes the next step a normal one.
+// per-step work. A task that finishes or is cancelled meanwhile wastes its row in the step in
+// flight (its KV there is written into slots it has released, before any later step can reuse
+// them: one stream orders them) and leaves the next step's rows. A request that could be admitted,
+// a row that needs the host (grammar, penalties), or someone at the gate makes the next step a
+// normal one. With overlap, which step a finished task's last row rides in (its bucket, the
+// longest sequence, hence the split count and the low bits of the others) also depends on when
+// the loop saw gate callers or new requests.
 // submit() / request_stop() / stats() / loop_iterations() / wait_loop_iteration() are thread-safe.
 // The rest run on the loop thread, or on another thread while it holds gate() (the loop is then
 // between two steps): see the "between steps" block.

@@ -39,7 +39,8 @@ class StepGate {
 
   // The scheduler loop, before each step: waits until no outside caller is announced, then holds.
   Hold enter_step();
-  // Anyone else: announces itself, waits for the step in flight (at most one), then holds; the
+  // Anyone else: announces itself, waits for the step in flight (at most one; two with overlapped
+  // steps), then holds; the
   // loop stays out until the Hold is released. `on_announced`, when given, runs right after the
   // announcement (before the wait): what it reads can change by the step in flight at most.
   Hold enter_outside(const std::function<void()>& on_announced = {});

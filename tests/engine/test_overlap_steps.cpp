@@ -170,6 +170,39 @@ TEST(OverlapSteps, DecodeAllocatesNoTensors) {
   EXPECT_GT(engine.stats().overlapped_steps, 30);
 }
 
+TEST(OverlapSteps, KvPressureAndTheLastContextPositionStillMatch) {
+  // A pool for ~2 requests of 4: reserving the next positions fails now and then (the step after
+  // is a normal one, which preempts); one request ends exactly at max_ctx.
+  const std::vector<int32_t> base = fixture_prompt();
+  std::vector<Request> reqs;
+  reqs.push_back(request(base, 64 - static_cast<int>(base.size())));  // to the last position
+  for (int i = 0; i < 3; ++i)
+    reqs.push_back(request({base[static_cast<size_t>(i)], base[9], base[3]}, 20 + 5 * i));
+  auto cfg = [](int overlap) {
+    EngineConfig c = config(overlap, 4);
+    c.n_kv_slots = 96;
+    return c;
+  };
+  Engine plain(Transformer::load(kModel), nullptr, cfg(0));
+  Engine overlapped(Transformer::load(kModel), nullptr, cfg(1));
+  const auto reference = plain.generate(reqs);
+  expect_same_results(reference, overlapped.generate(reqs));
+  EXPECT_EQ(reference[0].completions[0].tokens.size(), 64 - base.size());
+  EXPECT_GT(overlapped.stats().preemptions, 0);
+  EXPECT_GT(overlapped.stats().overlapped_steps, 0);
+  expect_clean(overlapped);
+}
+
+TEST(OverlapSteps, SpeculativeEnginesNeverOverlap) {
+  // Drafts come from the host's last token: the engine resolves overlap_steps to 0.
+  EngineConfig cfg = config(1);
+  cfg.speculative = SpeculativeConfig::parse("ngram");
+  Engine engine(Transformer::load(kModel), nullptr, cfg);
+  EXPECT_EQ(engine.config().overlap_steps, 0);
+  engine.generate({request(fixture_prompt(), 12)});
+  EXPECT_EQ(engine.stats().overlapped_steps, 0);
+}
+
 TEST(OverlapSteps, DynamicRopeModelsNeverOverlap) {
   // Dynamic NTK scales every row's rotary by the batch's longest sequence: a finished task's row
   // left in the step in flight would change the others' tokens, so such models keep it off.

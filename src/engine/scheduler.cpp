@@ -667,7 +667,8 @@ bool Scheduler::rows_continue(size_t n_items) const {
   // Every sample row is one item's one decode token, in item order, and each task can take
   // another token without the host: no grammar (its mask follows the token), no penalties (they
   // count it), room for one more position.
-  if (sample_tasks_.size() != n_items) return false;
+  if (sample_tasks_.size() != n_items || static_cast<int32_t>(n_items) < kOverlapMinRows)
+    return false;
   for (size_t j = 0; j < n_items; ++j) {
     const Task* t = sample_tasks_[j];
     if (t != item_tasks_[j] || items_[j].n_new != 1 || sample_src_[j] != static_cast<int32_t>(j) ||
@@ -730,7 +731,7 @@ bool Scheduler::step_in_flight(double t_step) {
   // Phases: `launch` is the next step's (reserve, bind, forward and sampling launch); nothing is
   // bound or published apart from it here (tokens go out in `finish`, while the GPU runs it).
   phase_t_[StepPhases::kBind] = phase_t_[StepPhases::kLaunch] = now_s();
-  bool next = !next_tasks_.empty() && overlap_allowed();
+  bool next = static_cast<int32_t>(next_tasks_.size()) >= kOverlapMinRows && overlap_allowed();
   for (size_t j = 0; next && j < next_tasks_.size(); ++j) next = task_continues(*next_tasks_[j]);
   if (next)
     launch_overlapped(next_tasks_,

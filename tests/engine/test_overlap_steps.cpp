@@ -135,8 +135,10 @@ TEST(OverlapSteps, CancellationAndWeightUpdatesWhileDecoding) {
   EngineConfig cfg = config(1);
   cfg.max_ctx = 2100;
   Engine engine(Transformer::random(mc, DType::kF32, Device::cpu(), 7), nullptr, cfg);
-  // A stream cancelled after a few tokens, beside one that runs to its end.
+  // A stream cancelled after a few tokens, beside two that run to their end (steps of one row
+  // do not overlap: Scheduler::kOverlapMinRows).
   RequestHandlePtr keep = engine.submit(request({1, 2, 3}, 300));
+  RequestHandlePtr keep2 = engine.submit(request({7, 8}, 300));
   RequestHandlePtr cancel = engine.submit(request({4, 5}, 2000));
   StreamEvent ev;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cancel->next(ev));
@@ -145,6 +147,7 @@ TEST(OverlapSteps, CancellationAndWeightUpdatesWhileDecoding) {
   // loop gives up only with no step in flight.
   engine.update_weights(Transformer::random(mc, DType::kF32, Device::cpu(), 7));
   RequestResult kept = keep->wait();
+  keep2->wait();
   RequestResult cancelled = cancel->wait();
   EXPECT_EQ(cancelled.completions[0].finish_reason, FinishReason::kCancelled);
   EXPECT_LT(cancelled.completions[0].tokens.size(), 2000u);
@@ -210,6 +213,12 @@ TEST(OverlapSteps, DynamicRopeModelsNeverOverlap) {
   Engine engine(Transformer::load(dynamic), nullptr, config(1));
   EXPECT_EQ(engine.config().overlap_steps, 0);
   engine.generate({request({1, 2, 3}, 6), request({4, 5}, 3)});
+  EXPECT_EQ(engine.stats().overlapped_steps, 0);
+}
+
+TEST(OverlapSteps, SingleRowStepsDoNotOverlap) {
+  Engine engine(Transformer::load(kModel), nullptr, config(1));
+  engine.generate({request(fixture_prompt(), 20)});
   EXPECT_EQ(engine.stats().overlapped_steps, 0);
 }
 

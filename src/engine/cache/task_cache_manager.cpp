@@ -31,9 +31,10 @@ const TaskCacheState* TaskCacheManager::state(int64_t task_id) const {
 
 void TaskCacheManager::write_row(const TaskCacheState& st, int32_t from, int32_t to) {
   if (to <= from) return;
-  std::vector<int32_t> slots(static_cast<size_t>(to - from));
-  for (int32_t p = from; p < to; ++p) slots[static_cast<size_t>(p - from)] = strategy_->slot(st, p);
-  req_pool_.set(st.req_row, from, slots.data(), to - from);
+  row_slots_.resize(static_cast<size_t>(to - from));  // reused: a decode step allocates nothing
+  for (int32_t p = from; p < to; ++p)
+    row_slots_[static_cast<size_t>(p - from)] = strategy_->slot(st, p);
+  req_pool_.set(st.req_row, from, row_slots_.data(), to - from);
 }
 
 std::optional<int32_t> TaskCacheManager::alloc(int64_t task_id,

@@ -122,6 +122,7 @@ class TaskCacheManager {
   // bind() scratch, reused every step (a steady decode loop allocates nothing).
   std::vector<TaskCacheState*> bind_states_;
   std::vector<uint64_t> bind_uids_;
+  std::vector<int32_t> row_slots_;  // write_row() scratch
   uint64_t next_uid_ = 1;
   uint64_t epoch_ = 0;
   int64_t prefix_hit_tokens_ = 0;

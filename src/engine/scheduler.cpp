@@ -45,29 +45,19 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
       ws_(ws),
       tokenizer_(tokenizer),
       eos_ids_(std::move(eos_ids)) {
-  items_.reserve(static_cast<size_t>(cfg.max_seqs));
-  item_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
-  sample_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
-  sample_out_.reserve(static_cast<size_t>(cfg.max_seqs));
-  sample_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
-  sample_src_.reserve(static_cast<size_t>(cfg.max_seqs));
-  token_events_.reserve(static_cast<size_t>(cfg.max_seqs));
+  // Every per-step scratch list holds at most one entry per row: sized once, never grown.
+  [n = static_cast<size_t>(cfg.max_seqs)](auto&... v) { (v.reserve(n), ...); }(
+      items_, item_tasks_, sample_rows_, sample_out_, sample_tasks_, sample_src_, token_events_,
+      plan_order_, flight_.tasks, done_tasks_, next_tasks_, next_rows_, flight_items_, flight_rows_,
+      retired_);
   // CUDA engines launch the forward asynchronously: the previous step's token events are pushed
   // while it runs. CPU forwards run on this thread: push at once.
   defer_token_events_ = sampler.device().is_cuda();
   if (cfg.speculative.enabled()) spec_ = std::make_unique<Speculator>(cfg.speculative);  // spec
   draft_ = draft;                                                                        // spec
-  plan_order_.reserve(static_cast<size_t>(cfg.max_seqs));
   prefix_policy_ = cfg.prefill_policy == "prefix";
   // Resolved by the Engine (auto: CUDA; never dynamic NTK, speculation or LoRA).
-  overlap_ = cfg.overlap_steps == 1 && !spec_ && !draft_;
-  flight_.tasks.reserve(static_cast<size_t>(cfg.max_seqs));
-  done_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
-  flight_items_.reserve(static_cast<size_t>(cfg.max_seqs));
-  next_tasks_.reserve(static_cast<size_t>(cfg.max_seqs));
-  retired_.reserve(static_cast<size_t>(cfg.max_seqs));
-  next_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
-  flight_rows_.reserve(static_cast<size_t>(cfg.max_seqs));
+  overlap_ = cfg.overlap_steps == 1;
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -606,7 +596,8 @@ bool Scheduler::step() {
     const int ticket = launch_sampling(logits);
     // A plain decode step: the next one goes to the GPU before these samples are read (its
     // launch counts in this step's `sample` phase).
-    if (n_prefill_items_ == 0 && overlap_allowed() && rows_continue(items_.size()))
+    // (Without prompt chunks or speculation, the sample rows are the decode items in order.)
+    if (n_prefill_items_ == 0 && sample_tasks_ == item_tasks_ && can_continue(sample_tasks_))
       launch_overlapped(sample_tasks_);
     sampler_.collect(ticket, sample_out_);
     phase_t_[StepPhases::kProcess] = now_s();
@@ -663,24 +654,15 @@ bool Scheduler::overlap_allowed() const {
   return inbox_.empty() || static_cast<int32_t>(running_.size()) >= cfg_.max_seqs;
 }
 
-bool Scheduler::rows_continue(size_t n_items) const {
-  // Every sample row is one item's one decode token, in item order, and each task can take
-  // another token without the host: no grammar (its mask follows the token), no penalties (they
-  // count it), room for one more position.
-  if (sample_tasks_.size() != n_items || static_cast<int32_t>(n_items) < kOverlapMinRows)
-    return false;
-  for (size_t j = 0; j < n_items; ++j) {
-    const Task* t = sample_tasks_[j];
-    if (t != item_tasks_[j] || items_[j].n_new != 1 || sample_src_[j] != static_cast<int32_t>(j) ||
-        !task_continues(*t))
-      return false;
-  }
-  return true;
+bool Scheduler::can_continue(const std::vector<Task*>& tasks) const {
+  if (static_cast<int32_t>(tasks.size()) < kOverlapMinRows || !overlap_allowed()) return false;
+  return std::all_of(tasks.begin(), tasks.end(), [&](const Task* t) { return task_continues(*t); });
 }
 
 bool Scheduler::task_continues(const Task& t) const {
-  return t.request && t.admitted && !t.matcher && t.drafts.empty() && !t.params().has_penalties() &&
-         t.n_computed < cache_.max_ctx();
+  // Another token without the host: no grammar (its mask follows the token), no penalties (they
+  // count it), room for one more position.
+  return !t.matcher && !t.params().has_penalties() && t.n_computed < cache_.max_ctx();
 }
 
 void Scheduler::launch_overlapped(const std::vector<Task*>& tasks, const int32_t* id_rows) {
@@ -731,9 +713,7 @@ bool Scheduler::step_in_flight(double t_step) {
   // Phases: `launch` is the next step's (reserve, bind, forward and sampling launch); nothing is
   // bound or published apart from it here (tokens go out in `finish`, while the GPU runs it).
   phase_t_[StepPhases::kBind] = phase_t_[StepPhases::kLaunch] = now_s();
-  bool next = static_cast<int32_t>(next_tasks_.size()) >= kOverlapMinRows && overlap_allowed();
-  for (size_t j = 0; next && j < next_tasks_.size(); ++j) next = task_continues(*next_tasks_[j]);
-  if (next)
+  if (can_continue(next_tasks_))
     launch_overlapped(next_tasks_,
                       next_tasks_.size() == done_tasks_.size() ? nullptr : next_rows_.data());
   phase_t_[StepPhases::kPublish] = phase_t_[StepPhases::kSample] = now_s();

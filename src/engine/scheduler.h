@@ -255,8 +255,9 @@ class Scheduler {
   // more than the ~0.04 ms of host time it hides at one row), while 4 rows gained 2-4%.
   static constexpr int32_t kOverlapMinRows = 2;
   bool overlap_allowed() const;  // nothing outside the running decode rows needs a normal step
-  // This step's sample rows are its n_items decode items in order, each task able to continue.
-  bool rows_continue(size_t n_items) const;
+  // The next decode step of `tasks` may go to the GPU before their tokens are read: enough rows,
+  // overlap_allowed(), and each task can continue (task_continues).
+  bool can_continue(const std::vector<Task*>& tasks) const;
   bool task_continues(const Task& t) const;
   // Launches the next decode step of `tasks` (one token each, fed from the sampler's device
   // tokens of the step just launched: row id_rows[i] for task i, or row i when null); no-op when

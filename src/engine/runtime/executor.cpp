@@ -174,22 +174,15 @@ void Executor::copy_device_ids(int32_t n) {
   if (ids_on_device_ == nullptr) return;
   const auto* src = static_cast<const int32_t*>(ids_on_device_->data_ptr());
   auto* dst = static_cast<int32_t*>(ws_.input_ids.data_ptr());
-  // VELA_IDS_COPY_KERNEL=0: cudaMemcpyAsync device to device instead (A/B).
-  static const bool copy_kernel = env_enabled("VELA_IDS_COPY_KERNEL");
   for (int32_t i = 0; i < n;) {  // one copy per run of consecutive source rows
     const int32_t from = id_rows_ ? id_rows_[i] : i;
     int32_t len = 1;
     while (i + len < n && (id_rows_ ? id_rows_[i + len] : i + len) == from + len) ++len;
     const size_t bytes = sizeof(int32_t) * static_cast<size_t>(len);
-    if (model_->device().is_cpu()) {
+    if (model_->device().is_cpu())
       std::memcpy(dst + i, src + from, bytes);
-    } else if (copy_kernel) {  // a small kernel: no copy-engine hand-off between H2D and graph
-      const int64_t shape = len, stride = 1;
-      cuda::strided_copy(dst + i, src + from, sizeof(int32_t), 1, &shape, &stride,
-                         model_->device().index);
-    } else {
+    else
       cuda::copy_bytes_async(dst + i, model_->device(), src + from, model_->device(), bytes);
-    }
     i += len;
   }
 }

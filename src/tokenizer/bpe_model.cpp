@@ -110,44 +110,56 @@ std::optional<std::string> opt_string(const tjson& m, const char* key) {
 }
 }  // namespace
 
+std::pair<std::string, std::string> BpeModel::split_merge(std::string_view s, size_t index) {
+  size_t sp = s.find(' ');
+  VELA_CHECK(sp != std::string_view::npos && s.find(' ', sp + 1) == std::string_view::npos,
+             "BPE merge ", index, " '", s, "' is not of the form 'a b'");
+  return {std::string(s.substr(0, sp)), std::string(s.substr(sp + 1))};
+}
+
 BpeModel BpeModel::from_json(const tjson& m) {
+  BpeTables tables;
+  if (m.is_object() && m.contains("vocab") && m["vocab"].is_object()) {
+    tables.has_vocab = true;
+    tables.vocab.reserve(m["vocab"].size());
+    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
+      VELA_CHECK(it.value().is_number_integer(), "BPE vocab: the id of '", it.key(),
+                 "' is not an integer");
+      tables.vocab.emplace(it.key(), it.value().get<int32_t>());
+    }
+  }
+  if (m.is_object() && m.contains("merges") && m["merges"].is_array()) {
+    tables.has_merges = true;
+    tables.merges.reserve(m["merges"].size());
+    size_t idx = 0;
+    for (const auto& e : m["merges"]) {
+      if (e.is_string()) {
+        tables.merges.push_back(split_merge(e.get_ref<const std::string&>(), idx));
+      } else {
+        VELA_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(),
+                   "BPE merge ", idx, " must be \"a b\" or [\"a\", \"b\"]");
+        tables.merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+      }
+      ++idx;
+    }
+  }
+  return from_json(m, std::move(tables));
+}
+
+BpeModel BpeModel::from_json(const tjson& m, BpeTables tables) {
   VELA_CHECK(m.is_object(), "'model' must be an object");
   std::string type =
       m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
   if (type.empty()) {
     // Old files omit the type; a BPE has merges.
-    VELA_CHECK(m.contains("merges"), "'model' has no 'type' and no 'merges'");
+    VELA_CHECK(tables.has_merges || m.contains("merges"), "'model' has no 'type' and no 'merges'");
     type = "BPE";
   }
   if (type != "BPE") VELA_THROW(Unsupported, "model type '", type, "' is not supported (only BPE)");
   if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() > 0)
     VELA_THROW(Unsupported, "BPE dropout is not supported (it is a training-time option)");
-  VELA_CHECK(m.contains("vocab") && m["vocab"].is_object(), "BPE model needs a 'vocab' object");
-  VELA_CHECK(m.contains("merges") && m["merges"].is_array(), "BPE model needs a 'merges' array");
-  Vocab vocab;
-  vocab.reserve(m["vocab"].size());
-  for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    VELA_CHECK(it.value().is_number_integer(), "BPE vocab: the id of '", it.key(),
-               "' is not an integer");
-    vocab.emplace(it.key(), it.value().get<int32_t>());
-  }
-  std::vector<std::pair<std::string, std::string>> merges;
-  merges.reserve(m["merges"].size());
-  size_t idx = 0;
-  for (const auto& e : m["merges"]) {
-    if (e.is_string()) {
-      const std::string& s = e.get_ref<const std::string&>();
-      size_t sp = s.find(' ');
-      VELA_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos, "BPE merge ",
-                 idx, " '", s, "' is not of the form 'a b'");
-      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-    } else {
-      VELA_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(),
-                 "BPE merge ", idx, " must be \"a b\" or [\"a\", \"b\"]");
-      merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
-    }
-    ++idx;
-  }
+  VELA_CHECK(tables.has_vocab, "BPE model needs a 'vocab' object");
+  VELA_CHECK(tables.has_merges, "BPE model needs a 'merges' array");
   BpeOptions o;
   o.unk_token = opt_string(m, "unk_token");
   o.continuing_subword_prefix = opt_string(m, "continuing_subword_prefix").value_or("");
@@ -157,7 +169,7 @@ BpeModel BpeModel::from_json(const tjson& m) {
                     m["byte_fallback"].get<bool>();
   o.ignore_merges = m.contains("ignore_merges") && m["ignore_merges"].is_boolean() &&
                     m["ignore_merges"].get<bool>();
-  return BpeModel(std::move(vocab), merges, std::move(o));
+  return BpeModel(std::move(tables.vocab), tables.merges, std::move(o));
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {

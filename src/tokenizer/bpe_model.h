@@ -34,6 +34,15 @@ struct BpeOptions {
   bool ignore_merges = false;
 };
 
+// The vocabulary and merge list of a BPE model as read from a file. tokenizer_json.h streams them
+// out of a tokenizer.json without building a JSON tree for them; has_* say whether the file had
+// them (an object and an array) at all.
+struct BpeTables {
+  Vocab vocab;
+  std::vector<std::pair<std::string, std::string>> merges;
+  bool has_vocab = false, has_merges = false;
+};
+
 class BpeModel {
  public:
   // Throws InvalidArgument when a merge names a token (or a merged token) missing from the vocab.
@@ -41,6 +50,10 @@ class BpeModel {
            BpeOptions options);
   // Builds from a tokenizer.json "model" object (type BPE). Throws InvalidArgument / Unsupported.
   static BpeModel from_json(const nlohmann::json& model);
+  // The same with the vocab and merges read already: `model`'s own "vocab" / "merges" are ignored.
+  static BpeModel from_json(const nlohmann::json& model, BpeTables tables);
+  // One merge in the "a b" string form -> ("a", "b"); `index` names it in the error.
+  static std::pair<std::string, std::string> split_merge(std::string_view merge, size_t index);
 
   // Appends the ids of `word` to `out`.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;

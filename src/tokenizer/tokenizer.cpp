@@ -12,6 +12,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/unicode.h"
 
 namespace vela {
@@ -117,10 +118,13 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   fs::path dir = fs::is_directory(p) ? p : p.parent_path();
   tjson j;
   std::string source;
+  TokenizerJson file;  // tokenizer.json: its vocab and merges read without a JSON tree
+  BpeTables* tables = nullptr;
   if (fs::is_directory(p)) {
     if (fs::exists(p / "tokenizer.json")) {
       source = (p / "tokenizer.json").string();
-      j = parse_json_file(source);
+      file = read_tokenizer_json(source);
+      tables = &file.bpe;
     } else if (fs::exists(p / "vocab.json") && fs::exists(p / "merges.txt")) {
       source = (p / "vocab.json").string();
       j = gpt2_files_to_json(source, (p / "merges.txt").string());
@@ -134,9 +138,10 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
     }
   } else {
     source = path;
-    j = parse_json_file(path);
+    file = read_tokenizer_json(source);
+    tables = &file.bpe;
   }
-  Tokenizer t = from_json(j, source);
+  Tokenizer t = build(tables ? file.doc : j, source, tables);
   fs::path cfg = dir / "tokenizer_config.json";
   if (!dir.empty() && fs::exists(cfg)) {
     try {
@@ -149,11 +154,17 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
 }
 
 Tokenizer Tokenizer::from_json(const tjson& j, const std::string& source) {
+  return build(j, source, nullptr);
+}
+
+Tokenizer Tokenizer::build(const tjson& j, const std::string& source, BpeTables* tables) {
   Tokenizer t;
   try {
     VELA_CHECK(j.is_object(), "the top level must be a JSON object");
     VELA_CHECK(j.contains("model"), "missing 'model'");
-    t.model_ = std::make_unique<BpeModel>(BpeModel::from_json(j["model"]));
+    t.model_ =
+        std::make_unique<BpeModel>(tables ? BpeModel::from_json(j["model"], std::move(*tables))
+                                          : BpeModel::from_json(j["model"]));
     t.normalizer_ = Normalizer::from_json(j.value("normalizer", tjson()));
     t.pre_tokenizer_ = PreTokenizer::from_json(j.value("pre_tokenizer", tjson()));
     t.post_processor_ = PostProcessor::from_json(j.value("post_processor", tjson()));

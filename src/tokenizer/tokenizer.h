@@ -19,6 +19,7 @@ namespace vela {
 
 class AddedTokens;
 class BpeModel;
+struct BpeTables;
 class Decoder;
 class Normalizer;
 class PostProcessor;
@@ -62,6 +63,8 @@ class Tokenizer {
 
  private:
   Tokenizer();
+  // from_json, with the BPE vocab / merges already read when `tables` is set (from_file).
+  static Tokenizer build(const nlohmann::json& j, const std::string& source, BpeTables* tables);
   void encode_text(std::string_view text, bool at_origin, std::vector<int32_t>& ids) const;
   void set_special_ids(const nlohmann::json& config);
 

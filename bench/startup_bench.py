@@ -43,7 +43,7 @@ def run_generate(args, env):
         raise SystemExit(f"generate failed ({p.returncode}): {p.stderr[-2000:]}")
     m = re.search(r"first token sampled (\d+) ms after process start", p.stderr)
     first = float(m.group(1)) if m else None
-    phases = [l for l in p.stderr.splitlines() if "[startup]" in l or "[engine]" in l]
+    phases = [l for l in p.stderr.splitlines() if "[startup]" in l or "[engine]" in l or "[weights]" in l]
     return wall, first, phases
 
 
@@ -97,7 +97,7 @@ def run_serve(args, env):
         except subprocess.TimeoutExpired:
             p.kill()
             _, err = p.communicate()
-        run_serve.phases = [l for l in err.splitlines() if "[startup]" in l or "[engine]" in l]
+        run_serve.phases = [l for l in err.splitlines() if "[startup]" in l or "[engine]" in l or "[weights]" in l]
 
 
 def main():

@@ -30,6 +30,7 @@ namespace {
 bool available() { return false; }
 int sm_count(int) { return 1; }
 int device_count() { return 0; }
+void init_device(int) { no_cuda(); }
 std::string device_description(int) { no_cuda(); }
 AllocatorStats allocator_stats(int) { return {}; }
 void reset_peak_stats(int) {}

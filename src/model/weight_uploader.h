@@ -47,6 +47,9 @@ class WeightUploader {
   int current_ = 0;
   int64_t offset_ = 0;  // bytes used in the current buffer
   int64_t bytes_uploaded_ = 0;
+  // Where the load's time goes (logged by finish() at debug): the pinned allocation, the host's
+  // copies / conversions into staging, and its waits for the copy engine to free a buffer.
+  double alloc_s_ = 0, host_s_ = 0, wait_s_ = 0;
 
   void allocate();
   // Moves to the next buffer (waiting until its previous copies are done).

@@ -47,6 +47,12 @@ int sm_count(int device) { return device_properties(device).multiProcessorCount;
 
 int device_count() { return probe_device_count(); }
 
+void init_device(int device) {
+  check_device(device);
+  VELA_CUDA_CHECK(cudaSetDevice(device));
+  VELA_CUDA_CHECK(cudaFree(nullptr));
+}
+
 std::string device_description(int device) {
   check_device(device);
   const cudaDeviceProp& prop = device_properties(device);

@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -39,20 +38,6 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
     ::close(fd);
   }
   return f;
-}
-
-void MappedFile::page_in(size_t begin, size_t end) const {
-#ifndef MADV_POPULATE_READ
-  constexpr int MADV_POPULATE_READ = 22;  // Linux 5.14; older headers lack the name
-#endif
-  end = std::min(end, size_);
-  if (data_ == nullptr || begin >= end) return;
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  begin = begin / page * page;  // madvise wants a page-aligned start (the mapping is aligned)
-  const char* p = static_cast<const char*>(data_);
-  if (madvise(const_cast<char*>(p) + begin, end - begin, MADV_POPULATE_READ) == 0) return;
-  volatile char sink = 0;  // older kernel (EINVAL): fault the pages in by reading them
-  for (size_t at = begin; at < end; at += page) sink = sink + p[at];
 }
 
 MappedFile::~MappedFile() {

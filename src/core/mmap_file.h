@@ -19,11 +19,6 @@ class MappedFile {
   const char* data() const { return static_cast<const char*>(data_); }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
-  // Maps the pages of bytes [begin, end) (clamped to the file) into this process's page table
-  // now, so that later reads do not fault: MADV_POPULATE_READ where the kernel has it (5.14+),
-  // else a read of one byte per page. A file in the page cache is not read from disk twice.
-  // Thread-safe (threads may page in disjoint ranges).
-  void page_in(size_t begin, size_t end) const;
 
  private:
   MappedFile() = default;

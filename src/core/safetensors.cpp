@@ -11,7 +11,6 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/parallel.h"
 
 namespace vela {
 namespace {
@@ -306,19 +305,6 @@ const SafetensorsEntry& SafetensorsReader::entry(const std::string& name) const 
     VELA_THROW(InvalidArgument, "no tensor '", name, "' in safetensors checkpoint ", where);
   }
   return it->second;
-}
-
-void SafetensorsReader::page_in() const {
-  constexpr size_t kPiece = size_t{64} << 20;
-  std::vector<std::pair<const MappedFile*, size_t>> pieces;
-  for (const auto& f : files_)
-    for (size_t at = 0; at < f->size(); at += kPiece) pieces.emplace_back(f.get(), at);
-  parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const auto& [file, at] = pieces[static_cast<size_t>(i)];
-      file->page_in(at, at + kPiece);
-    }
-  });
 }
 
 Tensor SafetensorsReader::get(const std::string& name) const {

@@ -44,9 +44,6 @@ class SafetensorsReader {
   // The "__metadata__" map of the first file (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::vector<std::string>& files() const { return paths_; }
-  // MappedFile::page_in of every file, in 64 MiB pieces on the thread pool: a loader that will
-  // read all the tensors anyway does its page faults here, beside other start-up work.
-  void page_in() const;
 
  private:
   std::vector<std::shared_ptr<MappedFile>> files_;

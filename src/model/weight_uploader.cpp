@@ -108,6 +108,8 @@ void WeightUploader::finish() {
   for (Buffer& b : buffers_) b.done->synchronize();
   wait_s_ += seconds_since(t0);
   offset_ = buffer_bytes_;  // the next upload starts a fresh buffer (after waiting for it)
+  if (bytes_logged_ == bytes_uploaded_) return;
+  bytes_logged_ = bytes_uploaded_;
   const double gb = static_cast<double>(bytes_uploaded_) / 1e9;
   VELA_LOG_DEBUG("[weights] ", gb, " GB through pinned staging: allocation ", alloc_s_ * 1e3,
                  " ms, host copies ", host_s_ * 1e3, " ms (", host_s_ > 0 ? gb / host_s_ : 0.0,

@@ -2,10 +2,7 @@
 // name the file.
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -49,49 +46,6 @@ TEST(Mmap, MapContents) {
   EXPECT_EQ(f->size(), bytes.size());
   EXPECT_EQ(f->path(), path);
   EXPECT_EQ(std::memcmp(f->data(), bytes.data(), bytes.size()), 0);
-}
-
-// Resident bytes of the mapping that starts at `p` (/proc/self/smaps "Rss"): pages in this
-// process's page table, which page_in fills.
-int64_t mapped_rss_bytes(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool in = false;
-  const auto want = reinterpret_cast<uintptr_t>(p);
-  while (std::getline(smaps, line)) {
-    uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-      in = lo <= want && want < hi;
-      continue;
-    }
-    if (in && line.rfind("Rss:", 0) == 0) return std::stoll(line.substr(4)) * 1024;
-  }
-  return -1;
-}
-
-TEST(Mmap, PageInMapsTheRangeAndKeepsTheBytes) {
-  TempDir dir;
-  std::string path = dir.file("big.bin");
-  std::string bytes(8 << 20, '\0');
-  for (size_t i = 0; i < bytes.size(); i += 4096) bytes[i] = static_cast<char>(i / 4096);
-  write_bytes(path, bytes);
-  std::shared_ptr<MappedFile> f = MappedFile::open(path);
-  const int64_t before = mapped_rss_bytes(f->data());
-  ASSERT_GE(before, 0) << "no smaps entry for the mapping";
-  EXPECT_LT(before, 1 << 20);  // nothing read yet
-  f->page_in(0, 4 << 20);
-  const int64_t half = mapped_rss_bytes(f->data());
-  EXPECT_GE(half, 4 << 20);
-  EXPECT_LT(half, 6 << 20);
-  f->page_in((4 << 20) + 123, SIZE_MAX);  // an unaligned start, an end past the file: clamped
-  EXPECT_EQ(mapped_rss_bytes(f->data()), 8 << 20);
-  f->page_in(5, 5);  // empty ranges are no-ops
-  f->page_in(9 << 20, 10 << 20);
-  EXPECT_EQ(std::memcmp(f->data(), bytes.data(), bytes.size()), 0);
-  write_bytes(dir.file("empty.bin"), "");
-  MappedFile::open(dir.file("empty.bin"))->page_in(0, 100);
 }
 
 TEST(Mmap, EmptyFileMapsToSizeZero) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/startup_log.h"
@@ -44,7 +45,8 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
       sampler_(sampler),
       ws_(ws),
       tokenizer_(tokenizer),
-      eos_ids_(std::move(eos_ids)) {
+      eos_ids_(std::move(eos_ids)),
+      timeline_(ws.device()) {
   // Every per-step scratch list holds at most one entry per row: sized once, never grown.
   [n = static_cast<size_t>(cfg.max_seqs)](auto&... v) { (v.reserve(n), ...); }(
       items_, item_tasks_, sample_rows_, sample_out_, sample_tasks_, sample_src_, token_events_,
@@ -681,13 +683,21 @@ void Scheduler::launch_overlapped(const std::vector<Task*>& tasks, const int32_t
                                       static_cast<uint64_t>(t->index)});
   }
   ws_.wait_staging();
+  static const bool stage_first = env_opted_in("VELA_STAGE_FIRST");
+  timeline_.mark(StepTimeline::kStart);
   BoundBatch batch = cache_.bind(flight_items_);
+  timeline_.mark(StepTimeline::kBound);
+  if (stage_first) sampler_.stage(flight_rows_);
   // The input ids are the tokens just sampled, on the device (the host's staging is stale).
   const Tensor ids = sampler_.device_tokens();
   Tensor logits = executor_.forward(batch, &ids, id_rows);
-  sampler_.stage(flight_rows_);
+  timeline_.mark(StepTimeline::kForward);
+  if (!stage_first) sampler_.stage(flight_rows_);
+  timeline_.mark(StepTimeline::kStaged);
   sampler_.launch(logits);
+  timeline_.mark(StepTimeline::kSampled);
   flight_.ticket = sampler_.download();
+  timeline_.mark(StepTimeline::kDownloaded);
   flight_.tasks.assign(tasks.begin(), tasks.end());
   flight_.active = true;
   ++n_overlapped_;

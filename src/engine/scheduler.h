@@ -36,6 +36,7 @@
 #include "engine/request_handle.h"
 #include "engine/runtime/executor.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/step_timeline.h"
 #include "engine/spec/speculator.h"
 #include "engine/step_gate.h"
 #include "engine/step_times.h"
@@ -250,6 +251,7 @@ class Scheduler {
   std::vector<int32_t> next_rows_;      // and their rows in it
   std::vector<BindItem> flight_items_;  // launch_overlapped() scratch
   std::vector<SamplerRow> flight_rows_;
+  StepTimeline timeline_;  // VELA_TIME_STEP_OPS=1: the GPU time of launch_overlapped's operations
   // Single-row steps do not overlap: on the H200 (bench-1b, 1K context) they measured 1.025-1.030
   // ms with overlap against 1.020-1.021 ms without (the forward itself read ~0.02 ms longer,
   // more than the ~0.04 ms of host time it hides at one row), while 4 rows gained 2-4%.

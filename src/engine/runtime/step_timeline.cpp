@@ -1,0 +1,64 @@
+// StepTimeline (see step_timeline.h).
+#include "engine/runtime/step_timeline.h"
+
+#include "core/cuda/cuda_api.h"
+#include "core/env.h"
+#include "core/log.h"
+
+namespace vela {
+
+namespace {
+constexpr int kSlots = 4;  // steps in flight <= 2: the slot two steps back is complete
+}  // namespace
+
+StepTimeline::StepTimeline(Device device) {
+  if (!device.is_cuda() || !env_opted_in("VELA_TIME_STEP_OPS")) return;
+  slots_.resize(kSlots);
+  for (Slot& s : slots_)
+    for (auto& e : s) e = std::make_unique<cuda::StreamEvent>(device.index, /*timing=*/true);
+}
+
+StepTimeline::~StepTimeline() {
+  if (enabled()) log();
+}
+
+void StepTimeline::mark(Mark m) {
+  if (!enabled()) return;
+  if (m == kStart) {
+    // The step two back and the start of the one after it have been reached by the stream once
+    // this step can start (the one in between was read): count them before reusing slots.
+    if (n_steps_ >= 2) {
+      const Slot& old = slots_[static_cast<size_t>((at_ + kSlots - 1) % kSlots)];
+      const Slot& next = slots_[static_cast<size_t>(at_)];
+      next[kStart]->synchronize();
+      count(old, next);
+    }
+    at_ = (at_ + 1) % kSlots;
+    ++n_steps_;
+  }
+  slots_[static_cast<size_t>(at_)][static_cast<size_t>(m)]->record();
+}
+
+void StepTimeline::count(const Slot& s, const Slot& next) {
+  for (int m = 1; m < kMarks; ++m) {
+    if (!s[static_cast<size_t>(m)]->recorded()) return;  // an unfinished step (never happens)
+  }
+  s[kDownloaded]->synchronize();
+  for (int m = 1; m < kMarks; ++m)
+    sum_ms_[static_cast<size_t>(m)] +=
+        cuda::StreamEvent::elapsed_ms(*s[static_cast<size_t>(m - 1)], *s[static_cast<size_t>(m)]);
+  sum_ms_[kStart] += cuda::StreamEvent::elapsed_ms(*s[kDownloaded], *next[kStart]);
+  ++n_counted_;
+}
+
+void StepTimeline::log() const {
+  if (n_counted_ == 0) return;
+  const double n = static_cast<double>(n_counted_);
+  VELA_LOG_INFO("[scheduler] overlapped step on the GPU, mean us over ", n_counted_,
+                " steps: bind copies ", 1e3 * sum_ms_[kBound] / n, ", forward ",
+                1e3 * sum_ms_[kForward] / n, ", sampler upload ", 1e3 * sum_ms_[kStaged] / n,
+                ", sampling ", 1e3 * sum_ms_[kSampled] / n, ", read-back ",
+                1e3 * sum_ms_[kDownloaded] / n, ", to the next step ", 1e3 * sum_ms_[kStart] / n);
+}
+
+}  // namespace vela

@@ -1,0 +1,43 @@
+// StepTimeline: where the GPU time of an overlapped decode step goes, for A/B work on the part of a
+// batch-decode step outside the forward (VELA_TIME_STEP_OPS=1, CUDA engines; off by default and
+// then free). The scheduler marks the stream between the step's operations - the request-table
+// copies of bind, the forward (metadata upload, ids copy, graph), the sampler's parameter upload,
+// the sampling kernel, the tokens' read-back - and the gap to the next step's first mark. Means
+// per overlapped step are logged at info when the scheduler stops.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+
+namespace vela {
+
+namespace cuda {
+class StreamEvent;
+}
+
+class StepTimeline {
+ public:
+  // The stream points marked in order within a step; the intervals are between consecutive ones.
+  enum Mark { kStart, kBound, kForward, kStaged, kSampled, kDownloaded, kMarks };
+
+  explicit StepTimeline(Device device);  // enabled when VELA_TIME_STEP_OPS=1 on a CUDA device
+  ~StepTimeline();
+  bool enabled() const { return !slots_.empty(); }
+  void mark(Mark m);  // records mark `m` of the current step (kStart opens a new step)
+  void log() const;   // means so far, at info
+
+ private:
+  using Slot = std::array<std::unique_ptr<cuda::StreamEvent>, kMarks>;
+  void count(const Slot& s, const Slot& next);  // both reached by the stream
+
+  std::vector<Slot> slots_;  // a ring: a slot is read two steps after it was recorded
+  int at_ = -1;              // slot of the current step
+  int64_t n_steps_ = 0;      // steps opened
+  int64_t n_counted_ = 0;
+  std::array<double, kMarks> sum_ms_{};  // [m] = mark m-1 -> m; [kStart] = last mark -> next step
+};
+
+}  // namespace vela

@@ -23,7 +23,8 @@
 //           sampled token (+2) after sampling (n_slots may be 0)
 //   work    [>= n_rows, vocab] f32 scratch: rows with penalties or bias (or NaNs, on the CPU) are
 //           rewritten here; after the call a row there holds its processed logits, or its
-//           sampling distribution with kSampleProbs
+//           sampling distribution with kSampleProbs (the CUDA argmax keeps partial maxima at
+//           the start of the other rows: their contents are unspecified)
 //   out     [kSampleOutRows, >= n_rows] i32 (structure of arrays, see kSampleOut*)
 #pragma once
 

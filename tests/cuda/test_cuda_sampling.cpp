@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/runtime/sampler.h"
@@ -57,6 +58,69 @@ TEST_F(CudaSamplingTest, GreedyMatchesCpuArgmaxOnRandomAndTiedRows) {
     EXPECT_EQ(out[2].token, vocab / 2);
     EXPECT_EQ(out[3].token, 18);
     EXPECT_EQ(out[4].token, 0);
+  }
+}
+
+// The argmax pre-pass (argmax_chunks_kernel: a row split over up to 64 blocks when few rows leave
+// SMs idle) against one scan on the CPU: ties on either side of a chunk boundary go to the lower
+// id, NaN / inf / all -inf rows, odd vocabularies (scalar loads), a biased row (scanned whole by
+// its own block), and sampled rows with logprobs (the row max feeds their draw).
+TEST_F(CudaSamplingTest, ArgmaxChunksAgreeWithOneScanForAnyRowCount) {
+  const int64_t sms = cuda::sm_count(0);
+  for (int64_t vocab : {100000L, 100003L, 151936L}) {
+    for (int32_t n : {1, 2, 5, 64}) {
+      // The kernel's chunk length (sampling.cu): ~2 blocks per SM, >= 4096 elements, <= 64 chunks.
+      const int64_t chunks = std::min<int64_t>({(2 * sms + n - 1) / n, vocab / 4096, 64});
+      const int64_t per = ((vocab + chunks - 1) / chunks + 3) / 4 * 4;
+      Tensor logits = sampling_logits(std::max(n, 6), vocab, 77 + n);
+      float* x = logits.data<float>();
+      auto row = [&](int r) { return x + static_cast<int64_t>(r % n) * vocab; };
+      row(0)[per - 1] = 40.0f;  // a tie across the first boundary: the lower id wins
+      row(0)[per] = 40.0f;
+      if (n > 1) {
+        row(1)[2 * per % vocab] = 41.0f;
+        row(1)[per + 1] = 41.0f;
+      }
+      if (n > 4) {
+        for (int64_t i = 0; i < vocab; ++i) row(2)[i] = -std::numeric_limits<float>::infinity();
+        row(3)[vocab - 1] = std::numeric_limits<float>::quiet_NaN();
+        row(3)[vocab - 2] = std::numeric_limits<float>::infinity();
+      }
+      SamplingParams greedy, biased, sampled;
+      greedy.temperature = 0.0f;
+      biased.temperature = 0.0f;
+      biased.logit_bias = {{5, 100.0f}};
+      sampled.temperature = 0.7f;
+      sampled.logprobs = true;
+      std::vector<SamplerRow> rows(n, SamplerRow{&greedy, nullptr, nullptr, 0, 0});
+      if (n > 4) {
+        rows[4].params = &biased;
+        rows[1].params = &sampled;
+        rows[1].seed = 9;
+      }
+      Sampler dev(vocab, n, gpu()), cpu(vocab, n);
+      std::vector<SampleResult> got, want;
+      Tensor used = logits.slice(0, 0, n);
+      dev.sample(used.to(gpu()), rows, got);
+      cpu.sample(used.contiguous(), rows, want);
+      for (int32_t r = 0; r < n; ++r) {
+        EXPECT_EQ(got[r].token, want[r].token)
+            << "vocab " << vocab << " rows " << n << " row " << r;
+        if (rows[r].params == &greedy) {
+          EXPECT_EQ(got[r].token, argmax_lower_id(row(r), vocab)) << "row " << r;
+        }
+      }
+      EXPECT_EQ(got[0].token, per - 1);
+      if (n == 2) {
+        EXPECT_EQ(got[1].token, per + 1);
+      }
+      if (n > 4) {
+        EXPECT_EQ(got[2].token, 0);
+        EXPECT_EQ(got[3].token, vocab - 2);
+        EXPECT_EQ(got[4].token, 5);
+        EXPECT_NEAR(got[1].logprob, want[1].logprob, 1e-4);
+      }
+    }
   }
 }
 

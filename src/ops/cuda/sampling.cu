@@ -17,11 +17,17 @@
 //  - the draw: warps own contiguous id segments; the per-warp kept mass locates the segment
 //    holding u * mass and that warp scans it with shuffles, so the first id whose cumulative
 //    weight exceeds the target is found in ascending id order, as on the CPU.
+// The argmax runs first as its own wide kernel (argmax_chunks_kernel, grid chunks x rows, rows
+// without penalties or bias): one 1024-thread block per row streams a 100k row from a single SM
+// (~14 us for 1 or 64 rows), the chunks use every SM; the row's block then takes the max of the
+// partial ranks, which is the same integer (max is exact in any order).
 // Float products that the CPU rounds separately use __fmul_rn / __fsub_rn / __fdiv_rn so nvcc
 // cannot contract them into FMAs.
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
+#include "core/cuda/cuda_api.h"
 #include "core/rng.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -47,6 +53,7 @@ struct SampleArgs {
   float* work;
   int32_t* out;
   int64_t out_stride;
+  int32_t argmax_chunks;  // > 0: argmax_chunks_kernel left each unprocessed row's partial maxima
 };
 
 struct ResetArgs {
@@ -290,6 +297,55 @@ static __device__ void row_logprobs(const float* x, int64_t n, bool vec4, float 
   }
 }
 
+// Rows whose argmax runs over the raw logits (no penalties, no bias: their `work` row is free
+// until the sample kernel's last step, which writes it after reading the partials).
+static __device__ __forceinline__ bool argmax_on_raw(const SampleRowParams& p) {
+  return !(p.flags & (kSampleRepetition | kSampleFreqPresence)) && p.bias_end == p.bias_begin;
+}
+
+constexpr int kArgmaxThreads = 256;
+constexpr int kMaxArgmaxChunks = 64;
+constexpr int64_t kMinArgmaxChunk = 4096;  // elements: below this a chunk is mostly launch cost
+
+// Block (chunk, row): the largest sample_rank of logits[row][chunk's range], written as two u32
+// to the start of the row's `work` row.
+static __global__ void __launch_bounds__(kArgmaxThreads) argmax_chunks_kernel(SampleArgs a) {
+  __shared__ uint64_t s_red[kArgmaxThreads / 32];
+  const int64_t row = blockIdx.y, n = a.n;
+  if (!argmax_on_raw(a.params[row])) return;
+  const float* raw = a.logits + row * a.logits_stride;
+  // Chunks of a multiple of 4 elements, so 16-byte loads stay aligned in every chunk.
+  const int64_t per = ((n + a.argmax_chunks - 1) / a.argmax_chunks + 3) / 4 * 4;
+  const int64_t lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
+  uint64_t best = 0;
+  auto take = [&](int64_t i, float v) {
+    const uint64_t r = sample_rank(sample_key(sanitize(v)), static_cast<int32_t>(i));
+    best = r > best ? r : best;
+  };
+  const bool vec4 = (n % 4 == 0) && (reinterpret_cast<uintptr_t>(raw) % 16 == 0);
+  if (vec4) {
+    const float4* p4 = reinterpret_cast<const float4*>(raw);
+    for (int64_t j = lo / 4 + threadIdx.x; j < hi / 4; j += kArgmaxThreads) {
+      const float4 v = p4[j];
+      take(4 * j, v.x);
+      take(4 * j + 1, v.y);
+      take(4 * j + 2, v.z);
+      take(4 * j + 3, v.w);
+    }
+  } else {
+    for (int64_t i = lo + threadIdx.x; i < hi; i += kArgmaxThreads) take(i, raw[i]);
+  }
+  best = warp_max_u64(best);
+  if ((threadIdx.x & 31) == 0) s_red[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w) best = s_red[w] > best ? s_red[w] : best;
+    auto* partial = reinterpret_cast<uint32_t*>(a.work + row * n);
+    partial[2 * blockIdx.x] = static_cast<uint32_t>(best);
+    partial[2 * blockIdx.x + 1] = static_cast<uint32_t>(best >> 32);
+  }
+}
+
 static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a) {
   extern __shared__ uint64_t s_cand[];  // [kMaxCand]
   __shared__ uint64_t s_red[kWarps + 2];
@@ -358,12 +414,20 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
                  lp_log_sum);
   const float* lp_row = tempered ? src : raw;
 
-  // 3. Argmax (ties to the lower id): the greedy token and the row max.
+  // 3. Argmax (ties to the lower id): the greedy token and the row max; from the partial maxima
+  // of argmax_chunks_kernel when it ran for this row.
   uint64_t best = 0;
-  for_each(src, n, vec4, [&](int64_t i, float v) {
-    const uint64_t r = sample_rank(sample_key(v), static_cast<int32_t>(i));
-    best = r > best ? r : best;
-  });
+  if (a.argmax_chunks > 0 && argmax_on_raw(p)) {
+    if (tid < a.argmax_chunks) {
+      const auto* partial = reinterpret_cast<const uint32_t*>(a.work + row * n);
+      best = (static_cast<uint64_t>(partial[2 * tid + 1]) << 32) | partial[2 * tid];
+    }
+  } else {
+    for_each(src, n, vec4, [&](int64_t i, float v) {
+      const uint64_t r = sample_rank(sample_key(v), static_cast<int32_t>(i));
+      best = r > best ? r : best;
+    });
+  }
   best = block_max_u64(best, s_red);
   int32_t token = rank_id(best);
   const float m = sanitize(src[token]);
@@ -631,6 +695,16 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   a.out = out.data<int32_t>();
   a.out_stride = out.size(1);
   const auto n_rows = static_cast<unsigned>(logits.size(0));
+  // About two blocks per SM in all, chunks of >= kMinArgmaxChunk elements; one chunk: no pre-pass.
+  const int sm_count = vela::cuda::sm_count(logits.device().index);
+  const int64_t by_sms = (2 * sm_count + n_rows - 1) / std::max<int64_t>(n_rows, 1);
+  const int64_t chunks = std::min<int64_t>({by_sms, a.n / kMinArgmaxChunk, kMaxArgmaxChunks});
+  a.argmax_chunks = chunks > 1 && n_rows > 0 ? static_cast<int32_t>(chunks) : 0;
+  if (a.argmax_chunks > 0) {
+    argmax_chunks_kernel<<<dim3(static_cast<unsigned>(a.argmax_chunks), n_rows), kArgmaxThreads, 0,
+                           current_stream()>>>(a);
+    VELA_CUDA_CHECK_LAUNCH();
+  }
   sample_kernel<<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
 }

@@ -23,11 +23,11 @@ class StreamEvent;
 class WeightUploader {
  public:
   // `n_buffers` page-locked buffers of `buffer_bytes` each (allocated on the first device upload).
-  // The default ring (4 x 16 MiB) is small because pinning is slow (~0.45 ms per MiB on the H200
-  // machine) and the copy engine is never the bottleneck: with 3 x 64 MiB a 3.4 GB load spent
-  // 64-91 ms allocating staging, 130-170 ms in host copies and < 1 ms waiting for the copies.
-  explicit WeightUploader(Device device, int64_t buffer_bytes = int64_t{16} << 20,
-                          int n_buffers = 4);
+  // The ring's size barely matters on the H200 machine: with 3 x 64 MiB a 3.4 GB load spent
+  // 64-91 ms pinning, 127-167 ms in host copies and < 1 ms waiting for the copy engine; with
+  // 4 x 16 MiB 26-27 ms pinning but 211-271 ms in host copies (shorter parallel copies).
+  explicit WeightUploader(Device device, int64_t buffer_bytes = int64_t{64} << 20,
+                          int n_buffers = 3);
   ~WeightUploader();
   WeightUploader(const WeightUploader&) = delete;
   WeightUploader& operator=(const WeightUploader&) = delete;

@@ -55,8 +55,8 @@ void StepTimeline::log() const {
   if (n_counted_ == 0) return;
   const double n = static_cast<double>(n_counted_);
   VELA_LOG_INFO("[scheduler] overlapped step on the GPU, mean us over ", n_counted_,
-                " steps: bind copies ", 1e3 * sum_ms_[kBound] / n, ", forward ",
-                1e3 * sum_ms_[kForward] / n, ", sampler upload ", 1e3 * sum_ms_[kStaged] / n,
+                " steps: bind copies ", 1e3 * sum_ms_[kBound] / n, ", sampler upload ",
+                1e3 * sum_ms_[kStaged] / n, ", forward ", 1e3 * sum_ms_[kForward] / n,
                 ", sampling ", 1e3 * sum_ms_[kSampled] / n, ", read-back ",
                 1e3 * sum_ms_[kDownloaded] / n, ", to the next step ", 1e3 * sum_ms_[kStart] / n);
 }

@@ -1,9 +1,9 @@
 // StepTimeline: where the GPU time of an overlapped decode step goes, for A/B work on the part of a
 // batch-decode step outside the forward (VELA_TIME_STEP_OPS=1, CUDA engines; off by default and
 // then free). The scheduler marks the stream between the step's operations - the request-table
-// copies of bind, the forward (metadata upload, ids copy, graph), the sampler's parameter upload,
-// the sampling kernel, the tokens' read-back - and the gap to the next step's first mark. Means
-// per overlapped step are logged at info when the scheduler stops.
+// copies of bind, the sampler's parameter upload, the forward (metadata upload, ids copy, graph),
+// the sampling kernels, the tokens' read-back - and the gap to the next step's first mark. Means
+// per overlapped step are logged at info (VELA_LOG_LEVEL=info) when the scheduler stops.
 #pragma once
 
 #include <array>
@@ -21,7 +21,7 @@ class StreamEvent;
 class StepTimeline {
  public:
   // The stream points marked in order within a step; the intervals are between consecutive ones.
-  enum Mark { kStart, kBound, kForward, kStaged, kSampled, kDownloaded, kMarks };
+  enum Mark { kStart, kBound, kStaged, kForward, kSampled, kDownloaded, kMarks };
 
   explicit StepTimeline(Device device);  // enabled when VELA_TIME_STEP_OPS=1 on a CUDA device
   ~StepTimeline();

@@ -25,29 +25,20 @@ StepTimeline::~StepTimeline() {
 void StepTimeline::mark(Mark m) {
   if (!enabled()) return;
   if (m == kStart) {
-    // The step two back and the start of the one after it have been reached by the stream once
-    // this step can start (the one in between was read): count them before reusing slots.
-    if (n_steps_ >= 2) {
-      const Slot& old = slots_[static_cast<size_t>((at_ + kSlots - 1) % kSlots)];
-      const Slot& next = slots_[static_cast<size_t>(at_)];
-      next[kStart]->synchronize();
-      count(old, next);
-    }
+    // The step two back has been read (its read-back reached) once this one can start: count it
+    // before its slot is reused.
+    if (n_steps_ >= 2) count(slots_[static_cast<size_t>((at_ + kSlots - 1) % kSlots)]);
     at_ = (at_ + 1) % kSlots;
     ++n_steps_;
   }
   slots_[static_cast<size_t>(at_)][static_cast<size_t>(m)]->record();
 }
 
-void StepTimeline::count(const Slot& s, const Slot& next) {
-  for (int m = 1; m < kMarks; ++m) {
-    if (!s[static_cast<size_t>(m)]->recorded()) return;  // an unfinished step (never happens)
-  }
+void StepTimeline::count(const Slot& s) {
   s[kDownloaded]->synchronize();
   for (int m = 1; m < kMarks; ++m)
     sum_ms_[static_cast<size_t>(m)] +=
         cuda::StreamEvent::elapsed_ms(*s[static_cast<size_t>(m - 1)], *s[static_cast<size_t>(m)]);
-  sum_ms_[kStart] += cuda::StreamEvent::elapsed_ms(*s[kDownloaded], *next[kStart]);
   ++n_counted_;
 }
 
@@ -58,7 +49,7 @@ void StepTimeline::log() const {
                 " steps: bind copies ", 1e3 * sum_ms_[kBound] / n, ", sampler upload ",
                 1e3 * sum_ms_[kStaged] / n, ", forward ", 1e3 * sum_ms_[kForward] / n,
                 ", sampling ", 1e3 * sum_ms_[kSampled] / n, ", read-back ",
-                1e3 * sum_ms_[kDownloaded] / n, ", to the next step ", 1e3 * sum_ms_[kStart] / n);
+                1e3 * sum_ms_[kDownloaded] / n);
 }
 
 }  // namespace vela

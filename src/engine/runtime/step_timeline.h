@@ -2,8 +2,9 @@
 // batch-decode step outside the forward (VELA_TIME_STEP_OPS=1, CUDA engines; off by default and
 // then free). The scheduler marks the stream between the step's operations - the request-table
 // copies of bind, the sampler's parameter upload, the forward (metadata upload, ids copy, graph),
-// the sampling kernels, the tokens' read-back - and the gap to the next step's first mark. Means
-// per overlapped step are logged at info (VELA_LOG_LEVEL=info) when the scheduler stops.
+// the sampling kernels, the tokens' read-back. Means per overlapped step are logged at info
+// (VELA_LOG_LEVEL=info) when the scheduler stops. (The gap to the next step is not timed: a run of
+// overlapped steps ends with normal ones, so that interval is not an overlapped step's.)
 #pragma once
 
 #include <array>
@@ -31,13 +32,13 @@ class StepTimeline {
 
  private:
   using Slot = std::array<std::unique_ptr<cuda::StreamEvent>, kMarks>;
-  void count(const Slot& s, const Slot& next);  // both reached by the stream
+  void count(const Slot& s);  // a step whose read-back the stream has reached
 
   std::vector<Slot> slots_;  // a ring: a slot is read two steps after it was recorded
   int at_ = -1;              // slot of the current step
   int64_t n_steps_ = 0;      // steps opened
   int64_t n_counted_ = 0;
-  std::array<double, kMarks> sum_ms_{};  // [m] = mark m-1 -> m; [kStart] = last mark -> next step
+  std::array<double, kMarks> sum_ms_{};  // [m] = mark m-1 -> m
 };
 
 }  // namespace vela

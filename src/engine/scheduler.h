@@ -254,7 +254,9 @@ class Scheduler {
   StepTimeline timeline_;  // VELA_TIME_STEP_OPS=1: the GPU time of launch_overlapped's operations
   // Single-row steps do not overlap: on the H200 (bench-1b, 1K context) they measured 1.025-1.030
   // ms with overlap against 1.020-1.021 ms without (the forward itself read ~0.02 ms longer,
-  // more than the ~0.04 ms of host time it hides at one row), while 4 rows gained 2-4%.
+  // more than the ~0.04 ms of host time it hides at one row), while 4 rows gained 2-4%. Session 39
+  // read the same 0.02 ms between two runs of one code path (overlap on, never engaged: 1.045 vs
+  // 1.026 ms), so it may be noise; the rule stays until a timeline settles it.
   static constexpr int32_t kOverlapMinRows = 2;
   bool overlap_allowed() const;  // nothing outside the running decode rows needs a normal step
   // The next decode step of `tasks` may go to the GPU before their tokens are read: enough rows,

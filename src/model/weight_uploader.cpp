@@ -35,11 +35,19 @@ WeightUploader::~WeightUploader() {
 
 void WeightUploader::allocate() {
   const auto t0 = std::chrono::steady_clock::now();
-  buffers_.resize(static_cast<size_t>(n_buffers_));
-  for (Buffer& b : buffers_) {
-    b.host = cuda::host_alloc_pinned(static_cast<size_t>(buffer_bytes_));
-    b.done = std::make_unique<cuda::StreamEvent>(device_.index);
+  // Built aside and kept only whole: a failure midway frees what it got (and leaves no buffer
+  // without its event for finish() to wait on).
+  std::vector<Buffer> ring(static_cast<size_t>(n_buffers_));
+  try {
+    for (Buffer& b : ring) {
+      b.host = cuda::host_alloc_pinned(static_cast<size_t>(buffer_bytes_));
+      b.done = std::make_unique<cuda::StreamEvent>(device_.index);
+    }
+  } catch (...) {
+    for (Buffer& b : ring) cuda::host_free_pinned(b.host);
+    throw;
   }
+  buffers_ = std::move(ring);
   alloc_s_ += seconds_since(t0);
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <queue>
@@ -110,11 +111,50 @@ std::optional<std::string> opt_string(const tjson& m, const char* key) {
 }
 }  // namespace
 
-std::pair<std::string, std::string> BpeModel::split_merge(std::string_view s, size_t index) {
-  size_t sp = s.find(' ');
-  VELA_CHECK(sp != std::string_view::npos && s.find(' ', sp + 1) == std::string_view::npos,
-             "BPE merge ", index, " '", s, "' is not of the form 'a b'");
-  return {std::string(s.substr(0, sp)), std::string(s.substr(sp + 1))};
+std::string BpeModel::split_merge_error(std::string_view s, size_t index) {
+  return "BPE merge " + std::to_string(index) + " '" + std::string(s) +
+         "' is not of the form 'a b'";
+}
+
+std::string BpeModel::bad_merge_error(size_t index) {
+  return "BPE merge " + std::to_string(index) + " must be \"a b\" or [\"a\", \"b\"]";
+}
+
+std::optional<std::pair<std::string, std::string>> BpeModel::split_merge(std::string_view s) {
+  const size_t sp = s.find(' ');
+  if (sp == std::string_view::npos || s.find(' ', sp + 1) != std::string_view::npos)
+    return std::nullopt;
+  return std::pair<std::string, std::string>{std::string(s.substr(0, sp)),
+                                             std::string(s.substr(sp + 1))};
+}
+
+void BpeTables::reset_vocab() {
+  vocab.clear();
+  has_vocab = false;
+  bad_ids.clear();
+}
+
+void BpeTables::reset_merges() {
+  merges.clear();
+  has_merges = false;
+  merges_error.clear();
+}
+
+void BpeTables::set_id(std::string key, int64_t id, bool valid) {
+  valid = valid && id >= 0 && id <= INT32_MAX;
+  if (!bad_ids.empty()) std::erase(bad_ids, key);  // a later value replaces a bad one
+  if (valid) {
+    vocab.insert_or_assign(std::move(key), static_cast<int32_t>(id));
+  } else {
+    vocab.erase(key);
+    bad_ids.push_back(std::move(key));
+  }
+}
+
+void BpeTables::check() const {
+  VELA_CHECK(bad_ids.empty(), "BPE vocab: the id of '", bad_ids.empty() ? "" : bad_ids.front(),
+             "' is not an integer in [0, 2^31)");
+  VELA_CHECK(merges_error.empty(), merges_error);
 }
 
 BpeModel BpeModel::from_json(const tjson& m) {
@@ -123,9 +163,10 @@ BpeModel BpeModel::from_json(const tjson& m) {
     tables.has_vocab = true;
     tables.vocab.reserve(m["vocab"].size());
     for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      VELA_CHECK(it.value().is_number_integer(), "BPE vocab: the id of '", it.key(),
-                 "' is not an integer");
-      tables.vocab.emplace(it.key(), it.value().get<int32_t>());
+      const tjson& v = it.value();
+      const bool integer =
+          v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= INT32_MAX : true);
+      tables.set_id(it.key(), integer ? v.get<int64_t>() : -1, integer);
     }
   }
   if (m.is_object() && m.contains("merges") && m["merges"].is_array()) {
@@ -134,11 +175,18 @@ BpeModel BpeModel::from_json(const tjson& m) {
     size_t idx = 0;
     for (const auto& e : m["merges"]) {
       if (e.is_string()) {
-        tables.merges.push_back(split_merge(e.get_ref<const std::string&>(), idx));
-      } else {
-        VELA_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(),
-                   "BPE merge ", idx, " must be \"a b\" or [\"a\", \"b\"]");
+        const std::string& text = e.get_ref<const std::string&>();
+        auto pair = split_merge(text);
+        if (!pair) {
+          tables.merges_error = split_merge_error(text, idx);
+          break;
+        }
+        tables.merges.push_back(std::move(*pair));
+      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
         tables.merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+      } else {
+        tables.merges_error = bad_merge_error(idx);
+        break;
       }
       ++idx;
     }
@@ -160,6 +208,7 @@ BpeModel BpeModel::from_json(const tjson& m, BpeTables tables) {
     VELA_THROW(Unsupported, "BPE dropout is not supported (it is a training-time option)");
   VELA_CHECK(tables.has_vocab, "BPE model needs a 'vocab' object");
   VELA_CHECK(tables.has_merges, "BPE model needs a 'merges' array");
+  tables.check();
   BpeOptions o;
   o.unk_token = opt_string(m, "unk_token");
   o.continuing_subword_prefix = opt_string(m, "continuing_subword_prefix").value_or("");

@@ -36,11 +36,23 @@ struct BpeOptions {
 
 // The vocabulary and merge list of a BPE model as read from a file. tokenizer_json.h streams them
 // out of a tokenizer.json without building a JSON tree for them; has_* say whether the file had
-// them (an object and an array) at all.
+// them (an object and an array) at all. A wrong-typed entry is recorded, not thrown, so that the
+// model's type is checked first (an unsupported model type says so) and a repeated key can still
+// replace it (the last value of a key wins, as in the tree).
 struct BpeTables {
   Vocab vocab;
   std::vector<std::pair<std::string, std::string>> merges;
   bool has_vocab = false, has_merges = false;
+  std::string vocab_error, merges_error;  // the first bad entry of each, "" when none
+  std::vector<std::string> bad_ids;       // vocab keys whose (last) value is not a valid id
+
+  void reset_vocab();
+  void reset_merges();
+  // Records `key` -> `id` (the last value of a repeated key wins); `valid`: an integer id in
+  // [0, 2^31).
+  void set_id(std::string key, int64_t id, bool valid);
+  // Throws InvalidArgument for the first recorded bad entry.
+  void check() const;
 };
 
 class BpeModel {
@@ -52,8 +64,11 @@ class BpeModel {
   static BpeModel from_json(const nlohmann::json& model);
   // The same with the vocab and merges read already: `model`'s own "vocab" / "merges" are ignored.
   static BpeModel from_json(const nlohmann::json& model, BpeTables tables);
-  // One merge in the "a b" string form -> ("a", "b"); `index` names it in the error.
-  static std::pair<std::string, std::string> split_merge(std::string_view merge, size_t index);
+  // One merge in the "a b" string form -> ("a", "b"); nullopt when it is not of that form, and
+  // the message for merge `index` then.
+  static std::optional<std::pair<std::string, std::string>> split_merge(std::string_view merge);
+  static std::string split_merge_error(std::string_view merge, size_t index);
+  static std::string bad_merge_error(size_t index);  // neither "a b" nor ["a", "b"]
 
   // Appends the ids of `word` to `out`.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;

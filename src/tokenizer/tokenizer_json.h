@@ -17,8 +17,8 @@ struct TokenizerJson {
   BpeTables bpe;       // has_vocab / has_merges: streamed
 };
 
-// Throws InvalidArgument naming `path` when the file is not valid JSON or a vocab id / merge has
-// the wrong form; IoError when it cannot be read.
+// Throws InvalidArgument naming `path` when the file is not valid JSON, IoError when it cannot be
+// read. Wrong-typed vocab ids or merges are recorded in `bpe` (BpeTables::check reports them).
 TokenizerJson read_tokenizer_json(const std::string& path);
 
 }  // namespace vela

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "core/error.h"
 #include "tok_test_util.h"
@@ -103,6 +104,60 @@ TEST(TokenizerJson, WrongTypedEntriesNameTheFile) {
   EXPECT_NE(load_error(with_merges("{}")).find("needs a 'merges' array"), std::string::npos);
   EXPECT_NE(load_error(j.dump().substr(0, 500)).find("is not valid JSON"), std::string::npos);
   EXPECT_NE(load_error("[1, 2]").find("top level must be a JSON object"), std::string::npos);
+}
+
+// What loading `text` gives: the ids of a few strings, or the error's type and message (the file's
+// name replaced, so a file and the parsed tree compare equal).
+std::string outcome(const std::function<Tokenizer()>& load, const std::string& source) {
+  try {
+    Tokenizer t = load();
+    std::string ids;
+    for (const char* s : {"hello there", "abcabc"})
+      for (int32_t id : t.encode(s)) ids += std::to_string(id) + " ";
+    return "ok: " + ids;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (size_t at = msg.find(source); at != std::string::npos; at = msg.find(source, at + 5))
+      msg.replace(at, source.size(), "<src>");
+    return std::string(dynamic_cast<const Unsupported*>(&e) ? "Unsupported: " : "error: ") + msg;
+  }
+}
+
+void expect_same_outcome(const std::string& text) {
+  TempFile f(text);
+  const std::string streamed = outcome([&] { return Tokenizer::from_file(f.str()); }, f.str());
+  const std::string tree =
+      outcome([&] { return Tokenizer::from_json(tjson::parse(text), "<src>"); }, "<src>");
+  EXPECT_EQ(streamed, tree) << text.substr(0, 300);
+}
+
+TEST(TokenizerJson, RepeatedKeysAndBadEntriesAsTheTreeHasThem) {
+  tjson j = test::byte_level_tokenizer({{"a", "b"}, {"h", "e"}});
+  const std::string vocab = j["model"]["vocab"].dump(), merges = j["model"]["merges"].dump();
+  const std::string rest = ", \"pre_tokenizer\": " + j["pre_tokenizer"].dump() +
+                           ", \"decoder\": " + j["decoder"].dump() + "}";
+  auto file = [&](const std::string& model) { return "{\"model\": {" + model + "}" + rest; };
+  const std::string good = "\"type\": \"BPE\", \"vocab\": " + vocab + ", \"merges\": " + merges;
+  for (const std::string& model : std::vector<std::string>{
+           good,
+           good + ", \"vocab\": null",    // the last "vocab" wins: none
+           good + ", \"merges\": \"x\"",  // the last "merges" wins: none
+           "\"vocab\": 5, " + good,       // an earlier non-object is replaced
+           "\"type\": \"BPE\", \"vocab\": {\"zz\": \"x\", \"zz\": 300}, \"merges\": []",
+           "\"type\": \"BPE\", \"vocab\": {\"zz\": 300, \"zz\": \"x\"}, \"merges\": []",
+           "\"type\": \"BPE\", \"vocab\": " + vocab +
+               ", \"merges\": [\"bad\"], \"merges\": " + merges,
+           "\"type\": \"BPE\", \"vocab\": " + vocab + ", \"merges\": [[\"a\", [1]], \"a b\"]",
+           "\"type\": \"BPE\", \"vocab\": {\"zz\": 2147483653}, \"merges\": []",
+           "\"type\": \"BPE\", \"vocab\": {\"zz\": {\"a\": [1, {}]}}, \"merges\": []",
+           "\"type\": \"WordPiece\", \"vocab\": {\"zz\": \"x\"}, \"merges\": [5]",  // the type
+                                                                                    // first
+       })
+    expect_same_outcome(file(model));
+  // A second top-level "model" replaces the first, tables and all.
+  expect_same_outcome("{\"model\": {" + good + "}, \"model\": {\"unk_token\": null}" + rest);
+  expect_same_outcome("{\"model\": {" + good + "}, \"model\": 7" + rest);
+  expect_same_outcome("{\"model\": 7, \"model\": {" + good + "}" + rest);
 }
 
 TEST(TokenizerJson, ReadsTheTablesOnce) {

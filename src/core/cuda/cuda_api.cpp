@@ -49,7 +49,7 @@ int device_count() { return probe_device_count(); }
 
 void init_device(int device) {
   check_device(device);
-  VELA_CUDA_CHECK(cudaSetDevice(device));
+  DeviceGuard guard(device);  // the calling thread's current device is left as it was
   VELA_CUDA_CHECK(cudaFree(nullptr));
 }
 

@@ -15,7 +15,7 @@ StepTimeline::StepTimeline(Device device) {
   if (!device.is_cuda() || !env_opted_in("VELA_TIME_STEP_OPS")) return;
   slots_.resize(kSlots);
   for (Slot& s : slots_)
-    for (auto& e : s) e = std::make_unique<cuda::StreamEvent>(device.index, /*timing=*/true);
+    for (auto& e : s.at) e = std::make_unique<cuda::StreamEvent>(device.index, /*timing=*/true);
 }
 
 StepTimeline::~StepTimeline() {
@@ -30,15 +30,20 @@ void StepTimeline::mark(Mark m) {
     if (n_steps_ >= 2) count(slots_[static_cast<size_t>((at_ + kSlots - 1) % kSlots)]);
     at_ = (at_ + 1) % kSlots;
     ++n_steps_;
+    slots_[static_cast<size_t>(at_)].complete = false;
   }
-  slots_[static_cast<size_t>(at_)][static_cast<size_t>(m)]->record();
+  Slot& s = slots_[static_cast<size_t>(at_)];
+  s.at[static_cast<size_t>(m)]->record();
+  if (m == kDownloaded) s.complete = true;
 }
 
-void StepTimeline::count(const Slot& s) {
-  s[kDownloaded]->synchronize();
+void StepTimeline::count(Slot& s) {
+  if (!s.complete) return;
+  s.complete = false;  // counted once
+  s.at[kDownloaded]->synchronize();
   for (int m = 1; m < kMarks; ++m)
-    sum_ms_[static_cast<size_t>(m)] +=
-        cuda::StreamEvent::elapsed_ms(*s[static_cast<size_t>(m - 1)], *s[static_cast<size_t>(m)]);
+    sum_ms_[static_cast<size_t>(m)] += cuda::StreamEvent::elapsed_ms(
+        *s.at[static_cast<size_t>(m - 1)], *s.at[static_cast<size_t>(m)]);
   ++n_counted_;
 }
 

@@ -31,8 +31,11 @@ class StepTimeline {
   void log() const;   // means so far, at info
 
  private:
-  using Slot = std::array<std::unique_ptr<cuda::StreamEvent>, kMarks>;
-  void count(const Slot& s);  // a step whose read-back the stream has reached
+  struct Slot {
+    std::array<std::unique_ptr<cuda::StreamEvent>, kMarks> at;
+    bool complete = false;  // every mark recorded for one step (a step that threw midway is not)
+  };
+  void count(Slot& s);  // a complete step two back (its read-back reached): its intervals
 
   std::vector<Slot> slots_;  // a ring: a slot is read two steps after it was recorded
   int at_ = -1;              // slot of the current step

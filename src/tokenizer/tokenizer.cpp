@@ -2,7 +2,6 @@
 #include "tokenizer/tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
@@ -27,16 +26,8 @@ Tokenizer::~Tokenizer() = default;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) VELA_THROW(IoError, "cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 tjson parse_json_file(const std::string& path) {
-  std::string text = read_file(path);
+  std::string text = read_file_bytes(path);
   try {
     return tjson::parse(text);
   } catch (const tjson::parse_error& e) {
@@ -59,7 +50,7 @@ std::optional<std::string> config_token(const tjson& c, const char* key) {
 tjson Tokenizer::gpt2_files_to_json(const std::string& vocab_path, const std::string& merges_path) {
   tjson vocab = parse_json_file(vocab_path);
   VELA_CHECK(vocab.is_object(), "'", vocab_path, "' must be a JSON object of token -> id");
-  std::string merges_text = read_file(merges_path);
+  std::string merges_text = read_file_bytes(merges_path);
   tjson merges = tjson::array();
   std::istringstream in(merges_text);
   std::string line;
@@ -145,7 +136,7 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   fs::path cfg = dir / "tokenizer_config.json";
   if (!dir.empty() && fs::exists(cfg)) {
     try {
-      t.set_special_ids(tjson::parse(read_file(cfg.string())));
+      t.set_special_ids(tjson::parse(read_file_bytes(cfg.string())));
     } catch (const tjson::parse_error&) {
       // A broken config only loses the bos/eos names; the tokenizer itself is fine.
     }

@@ -13,9 +13,7 @@
 namespace vela {
 using tjson = nlohmann::json;  // tokenizer files: ordered_json parses big objects in O(n^2)
 
-namespace {
-
-std::string read_whole_file(const std::string& path) {
+std::string read_file_bytes(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) VELA_THROW(IoError, "cannot open '", path, "'");
   std::string text;
@@ -30,6 +28,8 @@ std::string read_whole_file(const std::string& path) {
   if (std::ferror(f.get())) VELA_THROW(IoError, "cannot read '", path, "'");
   return text;
 }
+
+namespace {
 
 class Reader final : public nlohmann::json_sax<tjson> {
  public:
@@ -207,7 +207,7 @@ class Reader final : public nlohmann::json_sax<tjson> {
 }  // namespace
 
 TokenizerJson read_tokenizer_json(const std::string& path) {
-  std::string text = read_whole_file(path);
+  std::string text = read_file_bytes(path);
   TokenizerJson out;
   out.bpe.vocab.reserve(text.size() / 64);  // ~75 bytes of file per token with its merge
   Reader reader(out);

@@ -17,6 +17,9 @@ struct TokenizerJson {
   BpeTables bpe;       // has_vocab / has_merges: streamed
 };
 
+// A whole file as bytes; IoError naming it when it cannot be opened or read.
+std::string read_file_bytes(const std::string& path);
+
 // Throws InvalidArgument naming `path` when the file is not valid JSON, IoError when it cannot be
 // read. Wrong-typed vocab ids or merges are recorded in `bpe` (BpeTables::check reports them).
 TokenizerJson read_tokenizer_json(const std::string& path);

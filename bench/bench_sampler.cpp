@@ -1,7 +1,10 @@
 // `vela bench sampler`: the engine's Sampler (engine/runtime/sampler.h) on batches of LM-like
 // logits rows (a Gaussian body plus a peaked head, vocab 151936 by default), per filter
-// configuration: median microseconds per call and per row. The logits are restored before every
-// timed call (outside the timing), so rows the sampler rewrites start from the same values.
+// configuration: median microseconds per call and per row. On the CPU the logits are restored
+// before every timed call (outside the timing), so rows the sampler rewrites start from the same
+// values. On CUDA (--device cuda) a call is the round trip stage + launch + finish (upload,
+// kernels, read-back, stream sync; SamplerCopies from VELA_SAMPLER_* apply), and kernel_us the
+// kernels alone (launches back to back between two events).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +14,7 @@
 
 #include "bench/bench_util.h"
 #include "cli/args.h"
+#include "core/cuda/cuda_api.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "engine/runtime/sampler.h"
@@ -59,19 +63,41 @@ std::vector<Config> configs() {
   return c;
 }
 
+// CUDA: microseconds per launch of the staged rows, `reps` launches back to back between two
+// events (the kernels alone: no upload, no read-back).
+double time_launches(Sampler& sampler, const Tensor& logits, const std::vector<SamplerRow>& rows,
+                     int reps) {
+  const int device = logits.device().index;
+  cuda::StreamEvent begin(device, /*timing=*/true), end(device, /*timing=*/true);
+  std::vector<SampleResult> out;
+  sampler.stage(rows);
+  begin.record();
+  for (int i = 0; i < reps; ++i) sampler.launch(logits);
+  end.record();
+  end.synchronize();
+  sampler.finish(out);
+  return 1000.0 * cuda::StreamEvent::elapsed_ms(begin, end) / reps;
+}
+
 }  // namespace
 
 int bench_sampler_main(int argc, char** argv) {
   if (argc >= 1 && !std::strcmp(argv[0], "--help")) {
     std::printf(
-        "usage: vela bench sampler [--vocab N] [--rows 1,16] [--reps N] [--json FILE]\n"
-        "  Times Sampler::sample on the CPU per filter configuration.\n");
+        "usage: vela bench sampler [--vocab N] [--rows 1,16] [--reps N] [--device cpu|cuda[:N]]\n"
+        "                          [--json FILE]\n"
+        "  Times Sampler::sample per filter configuration (CUDA: the round trip and the kernels;\n"
+        "  VELA_SAMPLER_SIDE_UPLOAD=1 / VELA_SAMPLER_MAPPED_READBACK=1 move its copies).\n");
     return 0;
   }
   Args args(argc, argv, {});
   const int64_t vocab = args.get_int("vocab", 151936);
   const int reps = static_cast<int>(args.get_int("reps", 30));
   const std::string json_path = args.get("json", "");
+  const Device device = Device::parse(args.get("device", "cpu"));
+  const bool on_cuda = device.is_cuda();
+  VELA_CHECK(!on_cuda || cuda::available(), "vela bench sampler: --device ", device.str(),
+             " but no usable CUDA device");
   std::vector<int32_t> row_counts;
   {
     const std::string list = args.get("rows", "1,16");
@@ -88,9 +114,15 @@ int bench_sampler_main(int argc, char** argv) {
   for (int i = 0; i < 512; ++i) prompt.push_back(static_cast<int32_t>(hist.next_u32() % 4096));
   for (int i = 0; i < 128; ++i) output.push_back(static_cast<int32_t>(hist.next_u32() % 4096));
 
-  std::printf("sampler bench: vocab %lld, %d threads, median of %d\n",
-              static_cast<long long>(vocab), num_threads(), reps);
-  std::printf("%-14s %5s %12s %12s %12s\n", "config", "rows", "us/call", "us/row", "copy_us");
+  const SamplerCopies copies = SamplerCopies::from_env();
+  std::printf("sampler bench: vocab %lld, %s, median of %d\n", static_cast<long long>(vocab),
+              on_cuda ? (device.str() + (copies.side_upload ? ", side upload" : "") +
+                         (copies.mapped_readback ? ", mapped read-back" : ""))
+                            .c_str()
+                      : (std::to_string(num_threads()) + " threads").c_str(),
+              reps);
+  std::printf("%-14s %5s %12s %12s %12s\n", "config", "rows", "us/call", "us/row",
+              on_cuda ? "kernel_us" : "copy_us");
   json results = json::array();
   for (int32_t n_rows : row_counts) {
     Tensor logits = Tensor::empty({n_rows, vocab}, DType::kF32);
@@ -101,14 +133,31 @@ int bench_sampler_main(int argc, char** argv) {
       for (int64_t i = 0; i < vocab; ++i) row[i] = rng.normal();
       for (int j = 0; j < 8; ++j) row[rng.next_u32() % vocab] += 4.0f + 8.0f * rng.uniform();
     }
-    Tensor work = logits.clone();
-    Sampler sampler(vocab, n_rows);
+    Tensor work = on_cuda ? logits.to(device) : logits.clone();
+    Sampler sampler(vocab, n_rows, device);
     std::vector<SampleResult> out;
     for (const Config& c : configs()) {
       std::vector<SamplerRow> rows;
       for (int32_t r = 0; r < n_rows; ++r)
         rows.push_back({&c.params, &prompt, &output, 1234, 0, static_cast<uint64_t>(r)});
       uint64_t step = 0;
+      if (on_cuda) {  // the op reads the logits only: nothing to restore
+        const double t = time_median(
+            [&] {
+              for (auto& row : rows) row.step = step;
+              ++step;
+              sampler.sample(work, rows, out);
+            },
+            2, reps);
+        const double kernel_us = time_launches(sampler, work, rows, reps);
+        std::printf("%-14s %5d %12.1f %12.1f %12.1f\n", c.name, n_rows, t * 1e6, t * 1e6 / n_rows,
+                    kernel_us);
+        results.push_back({{"config", c.name},
+                           {"rows", n_rows},
+                           {"us_per_call", t * 1e6},
+                           {"kernel_us", kernel_us}});
+        continue;
+      }
       // Restoring the rows is part of each call here; it is timed apart and subtracted.
       const double t_copy = time_median(
           [&] { std::memcpy(work.data_ptr(), logits.data_ptr(), logits.nbytes()); }, 2, reps);
@@ -132,7 +181,13 @@ int bench_sampler_main(int argc, char** argv) {
     json j;
     j["benchmark"] = "sampler";
     j["vocab"] = vocab;
-    j["threads"] = num_threads();
+    j["device"] = device.str();
+    if (on_cuda) {
+      j["side_upload"] = copies.side_upload;
+      j["mapped_readback"] = copies.mapped_readback;
+    } else {
+      j["threads"] = num_threads();
+    }
     j["results"] = results;
     std::ofstream(json_path) << j.dump(2) << "\n";
   }

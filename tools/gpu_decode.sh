@@ -3,9 +3,11 @@
 # run the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
 # (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off, PDL off, the
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
-# an nsys kernel summary of decode at 1K context when nsys exists. Logs go to $OUT.
+# an nsys kernel summary of decode at 1K context when nsys exists, and (`copies`, not in the
+# default) the sampler's copies A/B: plain, side-stream upload, mapped read-back, both, in
+# alternating rounds, with the overlapped step's parts timed (VELA_TIME_STEP_OPS). Logs go to $OUT.
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile (default: all)
+#   what: build tests micro bench ab profile copies (default: all but copies)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -21,7 +23,7 @@ fi
 B=$PWD/build-gpu
 if has tests; then
   (cd tests && timeout "${TEST_TIMEOUT:-240}" "$B/tests/test_cuda" \
-    --gtest_filter="${TESTS:-CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*}" \
+    --gtest_filter="${TESTS:-CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*:CudaSampl*}" \
     > "$OUT/test_cuda.log" 2>&1)
   echo "test_cuda rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cuda.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \]|Failure|bf16 GPU vs" "$OUT/test_cuda.log" | head -30
@@ -50,6 +52,23 @@ if has ab; then
   for n in 1 4; do
     timeout 90 "$B/vela" bench engine --cases decode1k,batch8,batch64 --lora $n > "$OUT/engine_lora$n.txt" 2>&1
     echo "bench engine --lora $n rc=$?"; grep -E "^(decode|batch)" "$OUT/engine_lora$n.txt"
+  done
+fi
+if has copies; then
+  for round in 1 2; do
+    for v in "VELA_SAMPLER_SIDE_UPLOAD=0" "VELA_SAMPLER_SIDE_UPLOAD=1" "VELA_SAMPLER_MAPPED_READBACK=1" \
+             "VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1"; do
+      f="$OUT/copies_${round}_$(echo "$v" | tr ' =' '_-').txt"
+      env $v timeout 120 "$B/vela" bench engine --cases "${COPIES_CASES:-batch64,batch16,decode1k}" > "$f" 2>&1
+      echo "bench engine $v rc=$?"; grep -E "^(decode|batch)" "$f"
+    done
+  done
+  for c in batch64 batch16; do  # the step's parts at one batch size (the timeline mixes cases)
+    for v in "VELA_SAMPLER_SIDE_UPLOAD=0" "VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1"; do
+      env $v VELA_TIME_STEP_OPS=1 VELA_LOG_LEVEL=info timeout 90 "$B/vela" bench engine --cases $c \
+        > "$OUT/copies_parts_${c}_$(echo "$v" | tr ' =' '_-').txt" 2>&1
+      echo "$c $v:"; grep -E "overlapped step on the GPU|^batch" "$OUT/copies_parts_${c}_$(echo "$v" | tr ' =' '_-').txt" | head -4
+    done
   done
 fi
 if has profile && command -v nsys > /dev/null; then

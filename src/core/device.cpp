@@ -42,6 +42,8 @@ void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda(); }
 void zero_bytes(void*, size_t, int) { no_cuda(); }
 void* host_alloc_pinned(size_t) { no_cuda(); }
 void host_free_pinned(void*) {}
+void* mapped_device_pointer(void*, int) { no_cuda(); }
+bool current_stream_capturing(int) { return false; }
 void copy_bytes_async(void*, Device, const void*, Device, size_t) { no_cuda(); }
 StreamEvent::StreamEvent(int device, bool) : device_(device) { no_cuda(); }
 StreamEvent::~StreamEvent() = default;

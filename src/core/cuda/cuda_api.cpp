@@ -4,6 +4,8 @@
 #include "core/cuda/cuda_api.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -43,7 +45,18 @@ void check_device(int device) {
 
 bool available() { return probe_device_count() > 0; }
 
-int sm_count(int device) { return device_properties(device).multiProcessorCount; }
+int sm_count(int device) {
+  static std::array<std::atomic<int>, 64> known{};  // 0: not asked yet
+  if (device < 0 || device >= static_cast<int>(known.size()))
+    return device_properties(device).multiProcessorCount;
+  std::atomic<int>& k = known[static_cast<size_t>(device)];
+  int n = k.load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = device_properties(device).multiProcessorCount;
+    k.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
 
 int device_count() { return probe_device_count(); }
 
@@ -114,6 +127,23 @@ void* host_alloc_pinned(size_t bytes) {
 
 void host_free_pinned(void* p) {
   if (p != nullptr) cudaFreeHost(p);
+}
+
+void* mapped_device_pointer(void* pinned_host, int device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  void* d = nullptr;
+  VELA_CUDA_CHECK(cudaHostGetDevicePointer(&d, pinned_host, 0));
+  return d;
+}
+
+bool current_stream_capturing(int device) {
+  if (!available()) return false;
+  check_device(device);
+  DeviceGuard guard(device);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  VELA_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
 }
 
 void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,

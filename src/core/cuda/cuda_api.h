@@ -13,7 +13,8 @@ namespace vela::cuda {
 
 // True when built with CUDA and at least one device is usable.
 bool available();
-// Streaming multiprocessors of `device` (1 in a CPU-only build).
+// Streaming multiprocessors of `device` (1 in a CPU-only build). Lock-free once known (kernels
+// that size their grids by it ask on every launch).
 int sm_count(int device = 0);
 int device_count();
 // Creates `device`'s CUDA context now (cudaSetDevice + cudaFree(0)): ~0.1-0.3 s that a loader
@@ -56,6 +57,13 @@ void synchronize(int device = 0);
 // Page-locked host memory, which lets copy_bytes_async overlap the host; freed by host_free_pinned.
 void* host_alloc_pinned(size_t bytes);
 void host_free_pinned(void* p);
+// The address at which kernels on `device` read and write pinned host memory from
+// host_alloc_pinned (zero-copy: each access crosses the bus). Under unified addressing, every
+// 64-bit platform CUDA supports, it is the host address itself.
+void* mapped_device_pointer(void* pinned_host, int device);
+// True while the calling thread's current stream on `device` is capturing a CUDA graph (work
+// enqueued now is recorded, not run; events recorded outside the capture cannot be waited on).
+bool current_stream_capturing(int device);
 // Like copy_bytes but does not wait: the copy is ordered on the current stream, and the source
 // must stay unchanged until the stream has passed it (see StreamEvent).
 void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
@@ -98,6 +106,18 @@ class SideStream {
   void enter();
   void leave();
   void join();
+
+  // The side stream is current for the scope (left also when what runs in it throws).
+  class Scope {
+   public:
+    explicit Scope(SideStream& s) : s_(s) { s_.enter(); }
+    ~Scope() { s_.leave(); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    SideStream& s_;
+  };
 
  private:
   int device_;

@@ -102,11 +102,7 @@ void BatchMasks::apply(Tensor& logits) {
   // step's sampler has synchronized with the engine's stream, which waited for the upload.
   Tensor bits = device_bits_.slice(0, 0, n_masks_), rows = device_rows_.slice(0, 0, n_masks_);
   {
-    struct OnSide {  // the side stream is current for this scope, also when a copy throws
-      cuda::SideStream& s;
-      explicit OnSide(cuda::SideStream& st) : s(st) { s.enter(); }
-      ~OnSide() { s.leave(); }
-    } on_side(*upload_);
+    cuda::SideStream::Scope on_side(*upload_);
     cuda::copy_bytes_async(bits.data_ptr(), device_, host_bits_.data_ptr(), Device::cpu(),
                            bits.nbytes());
     cuda::copy_bytes_async(rows.data_ptr(), device_, host_rows_.data_ptr(), Device::cpu(),

@@ -5,7 +5,8 @@
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
 # an nsys kernel summary of decode at 1K context when nsys exists, and (`copies`, not in the
 # default) the sampler's copies A/B: plain, side-stream upload, mapped read-back, both, in
-# alternating rounds, with the overlapped step's parts timed (VELA_TIME_STEP_OPS). Logs go to $OUT.
+# alternating rounds, with the overlapped step's parts timed (VELA_TIME_STEP_OPS), engine tests with both
+# copies on, and single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS). Logs go to $OUT.
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile copies (default: all but copies)
 set -uo pipefail
@@ -61,6 +62,20 @@ if has copies; then
       f="$OUT/copies_${round}_$(echo "$v" | tr ' =' '_-').txt"
       env $v timeout 120 "$B/vela" bench engine --cases "${COPIES_CASES:-batch64,batch16,decode1k}" > "$f" 2>&1
       echo "bench engine $v rc=$?"; grep -E "^(decode|batch)" "$f"
+    done
+  done
+  # Engine tests with both copies on (the plain copies ran in `tests`).
+  (cd tests && VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1 timeout 240 "$B/tests/test_cuda" \
+    --gtest_filter='CudaEngine*:*Overlap*:CudaSampl*:CudaSpec*' > "$OUT/test_cuda_copies.log" 2>&1)
+  echo "test_cuda with copies rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cuda_copies.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]" "$OUT/test_cuda_copies.log" | head
+  # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS), plain and with both copies.
+  for round in 1 2; do
+    for v in "VELA_OVERLAP_MIN_ROWS=2" "VELA_OVERLAP_MIN_ROWS=1" \
+             "VELA_OVERLAP_MIN_ROWS=1 VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1"; do
+      f="$OUT/minrows_${round}_$(echo "$v" | tr ' =' '_-').txt"
+      env $v timeout 90 "$B/vela" bench engine --cases decode1k,decode8k > "$f" 2>&1
+      echo "bench engine $v rc=$?"; grep -E "^decode" "$f"
     done
   done
   for c in batch64 batch16; do  # the step's parts at one batch size (the timeline mixes cases)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/startup_log.h"
@@ -45,7 +46,8 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
       ws_(ws),
       tokenizer_(tokenizer),
       eos_ids_(std::move(eos_ids)),
-      timeline_(ws.device()) {
+      timeline_(ws.device()),
+      overlap_min_rows_(static_cast<int32_t>(env_int("VELA_OVERLAP_MIN_ROWS", 2, 1, 1024))) {
   // Every per-step scratch list holds at most one entry per row: sized once, never grown.
   [n = static_cast<size_t>(cfg.max_seqs)](auto&... v) { (v.reserve(n), ...); }(
       items_, item_tasks_, sample_rows_, sample_out_, sample_tasks_, sample_src_, token_events_,
@@ -656,7 +658,7 @@ bool Scheduler::overlap_allowed() const {
 }
 
 bool Scheduler::can_continue(const std::vector<Task*>& tasks) const {
-  if (static_cast<int32_t>(tasks.size()) < kOverlapMinRows || !overlap_allowed()) return false;
+  if (static_cast<int32_t>(tasks.size()) < overlap_min_rows_ || !overlap_allowed()) return false;
   return std::all_of(tasks.begin(), tasks.end(), [&](const Task* t) { return task_continues(*t); });
 }
 

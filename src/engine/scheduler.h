@@ -257,7 +257,8 @@ class Scheduler {
   // more than the ~0.04 ms of host time it hides at one row), while 4 rows gained 2-4%. Session 39
   // read the same 0.02 ms between two runs of one code path (overlap on, never engaged: 1.045 vs
   // 1.026 ms), so it may be noise; the rule stays until a timeline settles it.
-  static constexpr int32_t kOverlapMinRows = 2;
+  // VELA_OVERLAP_MIN_ROWS=N (1..1024) moves it for that A/B.
+  const int32_t overlap_min_rows_;
   bool overlap_allowed() const;  // nothing outside the running decode rows needs a normal step
   // The next decode step of `tasks` may go to the GPU before their tokens are read: enough rows,
   // overlap_allowed(), and each task can continue (task_continues).

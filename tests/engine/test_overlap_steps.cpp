@@ -7,6 +7,7 @@
 // stays consistent.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -220,6 +221,22 @@ TEST(OverlapSteps, SingleRowStepsDoNotOverlap) {
   Engine engine(Transformer::load(kModel), nullptr, config(1));
   engine.generate({request(fixture_prompt(), 20)});
   EXPECT_EQ(engine.stats().overlapped_steps, 0);
+}
+
+// VELA_OVERLAP_MIN_ROWS=1 (read when the engine starts) lets lone decode rows overlap too: the
+// same tokens and logprobs as without overlap.
+TEST(OverlapSteps, SingleRowStepsOverlapWhenTheMinimumIsOne) {
+  std::vector<Request> reqs{request(fixture_prompt(), 20)};
+  reqs[0].params.logprobs = true;
+  reqs[0].params.top_logprobs = 2;
+  Engine plain(Transformer::load(kModel), nullptr, config(0));
+  const std::vector<RequestResult> want = plain.generate(reqs);
+  ::setenv("VELA_OVERLAP_MIN_ROWS", "1", 1);
+  Engine engine(Transformer::load(kModel), nullptr, config(1));
+  ::unsetenv("VELA_OVERLAP_MIN_ROWS");
+  expect_same_results(engine.generate(reqs), want);
+  EXPECT_GT(engine.stats().overlapped_steps, 10);
+  expect_clean(engine);
 }
 
 TEST(OverlapSteps, BadSettingIsAClearError) {

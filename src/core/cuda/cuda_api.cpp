@@ -131,6 +131,9 @@ void host_free_pinned(void* p) {
 
 void* mapped_device_pointer(void* pinned_host, int device) {
   check_device(device);
+  // Under unified addressing (every 64-bit process) kernels use the host address of memory from
+  // cudaHostAlloc as it is (CUDA runtime API, "Unified Addressing"): no call per launch.
+  if (device_properties(device).unifiedAddressing) return pinned_host;
   DeviceGuard guard(device);
   void* d = nullptr;
   VELA_CUDA_CHECK(cudaHostGetDevicePointer(&d, pinned_host, 0));

@@ -22,6 +22,7 @@
 #include "core/mmap_file.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "ops/attention.h"
 #include "ops/gemm.h"
 #include "ops/rms_norm.h"
 #if defined(VELA_HAS_CUDA)
@@ -89,6 +90,39 @@ std::vector<Row> bench_cpu(bool quick) {
   double t_norm = time_median([&] { ops::rms_norm(xn, wn, 1e-5f, out); }, 2, reps);
   rows.push_back({"rms_norm f32 [" + std::to_string(n_rows) + "x4096]", "GB/s",
                   2.0 * xn.nbytes() / t_norm / 1e9, copy_gbps, "copy bandwidth"});
+
+  // Decode attention over the paged bf16 cache: one query per sequence (12 q heads over 4 KV
+  // heads, head_dim 64, 100m's shape), 8 sequences of 8192 keys each (a 64 MiB cache, so it
+  // streams from memory), their pages of 16 slots in order and shuffled (as a long-running cache
+  // holds them); GB/s of K and V read.
+  for (const bool shuffled : {false, true}) {
+    const int64_t n_seq = 8, ctx = quick ? 2048 : 8192, n_kv = 4, n_heads = 12, d = 64;
+    const int64_t n_slots = n_seq * ctx;
+    Tensor kc = random_tensor({n_slots, n_kv, d}, DType::kBF16, 7);
+    Tensor vc = random_tensor({n_slots, n_kv, d}, DType::kBF16, 8);
+    Tensor q = random_tensor({n_seq, n_heads, d}, DType::kBF16, 9);
+    std::vector<int32_t> slots(static_cast<size_t>(n_slots));
+    for (int64_t i = 0; i < n_slots; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    Rng shuffle(10);
+    for (int64_t p = shuffled ? n_slots / 16 - 1 : 0; p > 0; --p) {
+      const int64_t o = static_cast<int64_t>(shuffle.next_u32() % static_cast<uint32_t>(p + 1));
+      std::swap_ranges(slots.begin() + p * 16, slots.begin() + p * 16 + 16, slots.begin() + o * 16);
+    }
+    Tensor table = Tensor::from_vector(slots, {n_seq, ctx});
+    std::vector<int32_t> rows_v(static_cast<size_t>(n_seq)),
+        lens_v(rows_v.size(), static_cast<int32_t>(ctx)), qo_v(rows_v.size() + 1);
+    for (int64_t s = 0; s < n_seq; ++s) rows_v[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+    for (int64_t s = 0; s <= n_seq; ++s) qo_v[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+    Tensor rows_t = Tensor::from_vector(rows_v), lens = Tensor::from_vector(lens_v),
+           qo = Tensor::from_vector(qo_v);
+    Tensor o = Tensor::empty({n_seq, n_heads, d}, DType::kBF16);
+    const double t_attn = time_median(
+        [&] { ops::paged_attention(q, kc, vc, table, rows_t, lens, qo, 0.125f, o); }, 2, reps);
+    rows.push_back({std::string("decode attention bf16 8 x ") + std::to_string(ctx) +
+                        (shuffled ? " keys, pages shuffled" : " keys, pages in order"),
+                    "GB/s", static_cast<double>(kc.nbytes() + vc.nbytes()) / t_attn / 1e9,
+                    read_gbps, "memory read bandwidth"});
+  }
   return rows;
 }
 

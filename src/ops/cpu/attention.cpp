@@ -78,6 +78,20 @@ inline __m512 load16(const f16* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// Keys / values read ahead of use in attend_one_query: one KV head's row is 64-512 bytes of a
+// slot n_kv times that size, and a long-running cache's pages lie anywhere, so the hardware
+// prefetcher loses the stream at every page. `vela bench ops`, decode attention (100m's heads,
+// 8 x 8192 keys), three alternating runs on a 2-vCPU EPYC: pages shuffled 10.1-10.2 -> 15.3-15.8
+// GB/s of KV; pages in order 21.0-21.1 -> 20.0-21.4 (16 ahead: 16.0-16.4 and 19.5-19.8; the
+// prefetches themselves cost ~10% when nothing misses).
+constexpr int64_t kAhead = 8;
+template <typename T>
+inline void prefetch_row(const T* row, int64_t d) {
+  const auto* p = reinterpret_cast<const char*>(row);
+  for (int64_t off = 0; off < d * static_cast<int64_t>(sizeof(T)); off += 64)
+    _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
 // Decode attention of one (query token, KV head): the n_rep query rows q (f32 [n_rep, 16 * D16])
 // against keys / values 0 .. n_keys - 1, the head dim held in D16 registers. A key row is loaded
 // and widened once for all rows, each score is D16 FMAs and one horizontal sum, and the output
@@ -89,6 +103,7 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
   constexpr int64_t d = 16 * D16, RC = D16 >= 16 ? 1 : 16 / D16;
   float* scores = scratch(static_cast<size_t>(n_rep * n_keys + 1), 1);
   for (int64_t p = 0; p < n_keys; ++p) {
+    if (p + kAhead < n_keys) prefetch_row(key(p + kAhead), d);
     const auto* kp = key(p);
     __m512 k[D16];
     for (int v = 0; v < D16; ++v) k[v] = load16(kp + 16 * v);
@@ -112,6 +127,7 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
     for (int64_t j = 0; j < RC; ++j)
       for (int v = 0; v < D16; ++v) acc[j][v] = _mm512_setzero_ps();
     for (int64_t p = 0; p < n_keys; ++p) {
+      if (p + kAhead < n_keys) prefetch_row(value(p + kAhead), d);
       const auto* vp = value(p);
       __m512 vv[D16];
       for (int v = 0; v < D16; ++v) vv[v] = load16(vp + 16 * v);

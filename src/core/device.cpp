@@ -49,6 +49,7 @@ StreamEvent::StreamEvent(int device, bool) : device_(device) { no_cuda(); }
 StreamEvent::~StreamEvent() = default;
 void StreamEvent::record() { no_cuda(); }
 void StreamEvent::synchronize() const {}
+void StreamEvent::synchronize_during_capture() const {}
 void StreamEvent::make_current_stream_wait() const {}
 double StreamEvent::elapsed_ms(const StreamEvent&, const StreamEvent&) { no_cuda(); }
 SideStream::SideStream(int device) : device_(device) { no_cuda(); }
@@ -56,6 +57,7 @@ SideStream::~SideStream() = default;
 void SideStream::enter() { no_cuda(); }
 void SideStream::leave() { no_cuda(); }
 void SideStream::join() { no_cuda(); }
+SideStream::Scope::~Scope() = default;
 void strided_copy(void*, const void*, size_t, int, const int64_t*, const int64_t*, int) {
   no_cuda();
 }

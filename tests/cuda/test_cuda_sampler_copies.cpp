@@ -4,7 +4,9 @@
 // both fall back to the plain copies).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/cuda/stream.h"
@@ -32,9 +34,19 @@ void expect_same(const std::vector<SampleResult>& got, const std::vector<SampleR
   }
 }
 
+// Holds the stream it is enqueued on until *flag is set (a host function: the stream's later work
+// waits, the host goes on).
+void CUDART_CB hold_until(void* flag) {
+  while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+}
+
 // Every configuration (penalties from histories, bias, logprobs raw and tempered with 0..5 top
 // entries) in 64-row batches of a 151,936 vocabulary; each step's rows and logits differ, so a
-// launch that read the next step's parameters or a read-back of the wrong step shows.
+// launch that read the next step's parameters or a read-back of the wrong step shows. Each step's
+// launch waits on the engine's stream behind a held host function while the next step is staged:
+// a side upload that did not wait for the engine's stream would overwrite the parameters the
+// launch has not read yet. Every fourth row carries 20,000 logit-bias entries, so the upload (2.5
+// MB) outlasts a kernel's start: a launch that did not join the side stream would read a part.
 TEST_F(CudaSamplerCopiesTest, SameBitsAsThePlainCopiesWithTwoStepsInFlight) {
   const int64_t vocab = 151936;
   const int32_t batch = 64, n_steps = 12;
@@ -47,6 +59,11 @@ TEST_F(CudaSamplerCopiesTest, SameBitsAsThePlainCopiesWithTwoStepsInFlight) {
     c.params.logprobs_mode = i % 2 ? LogprobsMode::kTempered : LogprobsMode::kRaw;
     configs.push_back(c);
   }
+  SamplingParams wide_bias;
+  wide_bias.temperature = 0.9f;
+  for (int32_t i = 0; i < 20000; ++i)
+    wide_bias.logit_bias.emplace_back((i * 7) % static_cast<int32_t>(vocab),
+                                      0.001f * static_cast<float>(i % 13));
   const auto prompts = test::random_histories(batch, vocab, 40, 5);
   const auto outputs = test::random_histories(batch, vocab, 16, 6);
   std::vector<Tensor> logits;
@@ -55,9 +72,10 @@ TEST_F(CudaSamplerCopiesTest, SameBitsAsThePlainCopiesWithTwoStepsInFlight) {
     logits.push_back(sampling_logits(batch, vocab, 300 + s, 12.0f, 1.0f).to(gpu()));
     for (int32_t r = 0; r < batch; ++r) {
       const size_t c = static_cast<size_t>(s * 7 + r) % configs.size();
-      rows[s].push_back({&configs[c].params, &prompts[static_cast<size_t>(r)],
-                         &outputs[static_cast<size_t>(r)], 11u + static_cast<uint64_t>(r),
-                         static_cast<uint64_t>(s), static_cast<uint64_t>(r % 3)});
+      rows[s].push_back({r % 4 == 3 ? &wide_bias : &configs[c].params,
+                         &prompts[static_cast<size_t>(r)], &outputs[static_cast<size_t>(r)],
+                         11u + static_cast<uint64_t>(r), static_cast<uint64_t>(s),
+                         static_cast<uint64_t>(r % 3)});
     }
   }
   Sampler plain(vocab, batch, gpu(), 0, 0, SamplerCopies{});
@@ -72,13 +90,17 @@ TEST_F(CudaSamplerCopiesTest, SameBitsAsThePlainCopiesWithTwoStepsInFlight) {
   for (const auto& mode : modes) {
     Sampler dev(vocab, batch, gpu(), 0, 0, mode.copies);
     std::vector<SampleResult> got;
+    std::vector<std::atomic<bool>> go(n_steps);
     int ticket = -1;
+    dev.stage(rows[0]);
     for (int32_t s = 0; s < n_steps; ++s) {
-      // The engine's order: the next step is staged and launched before the last one's results
-      // are collected.
-      dev.stage(rows[s]);
+      // The engine's order: the next step is staged (and launched) before the last one's results
+      // are collected; here its stage comes while this step's launch is held on the stream.
+      ASSERT_EQ(cudaLaunchHostFunc(cuda::current_stream(), hold_until, &go[s]), cudaSuccess);
       dev.launch(logits[s]);
       const int next = dev.download();
+      if (s + 1 < n_steps) dev.stage(rows[s + 1]);
+      go[s] = true;
       if (ticket >= 0) {
         dev.collect(ticket, got);
         expect_same(got, want[s - 1], mode.name, s - 1);
@@ -96,8 +118,9 @@ TEST_F(CudaSamplerCopiesTest, SameBitsAsThePlainCopiesWithTwoStepsInFlight) {
 }
 
 // A launch captured in a graph with both copies on: the capture neither waits on the side stream
-// nor bakes a read-back buffer in; the stages between replays upload on the engine's stream and the
-// replays read back by copy; plain steps afterwards take the side stream and mapped writes again.
+// (the host waits for the copy, in relaxed capture mode) nor bakes a read-back buffer in; the
+// stages between replays upload on the engine's stream and the replays read back by copy; plain
+// steps afterwards take the mapped writes again and keep the upload on the engine's stream.
 TEST_F(CudaSamplerCopiesTest, GraphCaptureFallsBackToThePlainCopies) {
   const int64_t vocab = 100000;
   const int32_t n = 8;
@@ -123,12 +146,19 @@ TEST_F(CudaSamplerCopiesTest, GraphCaptureFallsBackToThePlainCopies) {
     dev.sample(logits, rows_at(0), a);  // warm-up (sets the kernel's shared-memory limit)
     ref.sample(logits, rows_at(0), b);
     expect_same(a, b, "warm-up", 0);
-    cudaGraph_t graph;
+    cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec;
-    dev.stage(rows_at(1));
+    dev.stage(rows_at(1));  // on the side stream: the captured launch waits for it on the host
     ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    dev.launch(logits);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    {
+      struct EndCapture {  // also when launch() throws: no capture left open on this thread
+        cudaStream_t s;
+        cudaGraph_t* g;
+        ~EndCapture() { cudaStreamEndCapture(s, g); }
+      } end{stream, &graph};
+      dev.launch(logits);
+    }
+    ASSERT_NE(graph, nullptr);
     ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     for (uint64_t step = 1; step < 5; ++step) {
       if (step > 1) dev.stage(rows_at(step));

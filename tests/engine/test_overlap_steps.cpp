@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "core/json.h"
@@ -231,9 +232,16 @@ TEST(OverlapSteps, SingleRowStepsOverlapWhenTheMinimumIsOne) {
   reqs[0].params.top_logprobs = 2;
   Engine plain(Transformer::load(kModel), nullptr, config(0));
   const std::vector<RequestResult> want = plain.generate(reqs);
-  ::setenv("VELA_OVERLAP_MIN_ROWS", "1", 1);
-  Engine engine(Transformer::load(kModel), nullptr, config(1));
-  ::unsetenv("VELA_OVERLAP_MIN_ROWS");
+  struct Env {  // unset again however the engine's construction ends
+    Env() { ::setenv("VELA_OVERLAP_MIN_ROWS", "1", 1); }
+    ~Env() { ::unsetenv("VELA_OVERLAP_MIN_ROWS"); }
+  };
+  auto make = [] {
+    Env env;
+    return std::make_unique<Engine>(Transformer::load(kModel), nullptr, config(1));
+  };
+  std::unique_ptr<Engine> overlapped = make();
+  Engine& engine = *overlapped;
   expect_same_results(engine.generate(reqs), want);
   EXPECT_GT(engine.stats().overlapped_steps, 10);
   expect_clean(engine);

@@ -14,6 +14,7 @@
 #include "core/cuda/device_kernels.h"
 #include "core/cuda/stream.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace vela::cuda {
 
@@ -131,13 +132,13 @@ void host_free_pinned(void* p) {
 
 void* mapped_device_pointer(void* pinned_host, int device) {
   check_device(device);
-  // Under unified addressing (every 64-bit process) kernels use the host address of memory from
-  // cudaHostAlloc as it is (CUDA runtime API, "Unified Addressing"): no call per launch.
-  if (device_properties(device).unifiedAddressing) return pinned_host;
   DeviceGuard guard(device);
-  void* d = nullptr;
-  VELA_CUDA_CHECK(cudaHostGetDevicePointer(&d, pinned_host, 0));
-  return d;
+  cudaPointerAttributes a{};
+  VELA_CUDA_CHECK(cudaPointerGetAttributes(&a, pinned_host));
+  VELA_CHECK(a.type == cudaMemoryTypeHost && a.devicePointer != nullptr, "host memory at ",
+             pinned_host, " is not pinned and mapped for cuda:", device,
+             " (it must come from host_alloc_pinned / Tensor::zeros_pinned)");
+  return a.devicePointer;
 }
 
 bool current_stream_capturing(int device) {
@@ -185,6 +186,15 @@ void StreamEvent::synchronize() const {
   if (recorded_) VELA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
 
+void StreamEvent::synchronize_during_capture() const {
+  if (!recorded_) return;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  VELA_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t err = cudaEventSynchronize(static_cast<cudaEvent_t>(event_));
+  VELA_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));  // the thread's mode as it was
+  VELA_CUDA_CHECK(err);
+}
+
 void StreamEvent::make_current_stream_wait() const {
   if (!recorded_) return;
   DeviceGuard guard(device_);
@@ -223,6 +233,14 @@ void SideStream::enter() {
 void SideStream::leave() {
   DeviceGuard guard(device_);
   set_current_stream(static_cast<cudaStream_t>(prev_));
+}
+
+SideStream::Scope::~Scope() {
+  try {
+    s_.leave();
+  } catch (const std::exception& e) {  // a destructor must not throw; the thread's stream is wrong
+    VELA_LOG_ERROR("SideStream: restoring the thread's stream failed: ", e.what());
+  }
 }
 
 void SideStream::join() {

@@ -14,6 +14,7 @@
 #include "core/cuda/cuda_api.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "ops/sampling.h"
 
 namespace vela {
@@ -89,7 +90,16 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
   row_top_logprobs_.assign(static_cast<size_t>(max_rows_), -1);
 }
 
-Sampler::~Sampler() = default;
+Sampler::~Sampler() {
+  // A stage() whose launch() never came may still be copying into upload_dev_ on the side stream,
+  // and upload_dev_ goes back to the allocator with this sampler.
+  if (!side_) return;
+  try {
+    for (auto& e : upload_done_) e->synchronize();
+  } catch (const std::exception& e) {
+    VELA_LOG_ERROR("Sampler: waiting for the side stream's upload failed: ", e.what());
+  }
+}
 
 void Sampler::alloc_upload(int64_t max_entries) {
   for (auto& e : upload_done_)
@@ -270,8 +280,8 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
   const size_t bytes = at > 0 ? static_cast<size_t>(params_bytes(max_rows_)) + size_t{8} * at
                               : sizeof(ops::SampleRowParams) * static_cast<size_t>(n_rows);
   launch_readback_ = -1;
-  // After a captured launch, replays of it may follow, which do not join side_.
-  staged_on_side_ = side_ && !replays_ && !cuda::current_stream_capturing(device_.index);
+  // Once a launch was captured, replays of it may follow at any time, which do not join side_.
+  staged_on_side_ = side_ && !captured_ && !cuda::current_stream_capturing(device_.index);
   if (staged_on_side_) {
     // After everything on the engine's stream so far (the last launch read upload_dev_); the next
     // launch joins it, so the copy runs under the forward between the two.
@@ -299,11 +309,11 @@ void Sampler::launch(const Tensor& logits) {
              ", sampler on ", device_.str());
   const bool capturing =
       (side_ || copies_.mapped_readback) && cuda::current_stream_capturing(device_.index);
-  replays_ = capturing;
+  captured_ = captured_ || capturing;
   if (staged_on_side_) {
     // A capture cannot wait on the side stream's event: the host waits for the copy instead.
     if (capturing)
-      upload_done_[static_cast<size_t>(upload_at_)]->synchronize();
+      upload_done_[static_cast<size_t>(upload_at_)]->synchronize_during_capture();
     else
       side_->join();
     staged_on_side_ = false;
@@ -371,6 +381,8 @@ void Sampler::collect(int ticket, std::vector<SampleResult>& out) {
 }
 
 void Sampler::abandon() {
+  if (staged_on_side_) upload_done_[static_cast<size_t>(upload_at_)]->synchronize();
+  staged_on_side_ = false;
   for (Readback& rb : readback_) {
     if (rb.n >= 0 && rb.ready) rb.ready->synchronize();
     rb.n = -1;

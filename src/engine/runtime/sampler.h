@@ -21,8 +21,9 @@
 // parameter upload on a side stream that runs under the forward instead of on the engine's stream
 // (VELA_SAMPLER_SIDE_UPLOAD=1), and the results written by the kernel straight into the pinned
 // read-back buffer instead of a device table copied back after it (VELA_SAMPLER_MAPPED_READBACK=1).
-// Either way the results are the same bits. A captured launch() takes the plain copies, and so do
-// the stage()s after it until a launch() outside a capture (the graph's replays read them).
+// Either way the results are the same bits. A captured launch() takes the plain copies, and once
+// one was captured every later stage() uploads on the engine's stream (the graph's replays, which
+// may come at any time, read what it uploads without joining a side stream).
 //
 // Penalties (repetition over prompt + output, frequency / presence over output) come from:
 //  - the rows' histories (the default, what the engine uses): stage() packs one (token, (output
@@ -84,7 +85,8 @@ struct SamplerCopies {
   // launch() has the kernel write the results into the read-back buffer download() will use
   // (mapped pinned memory); download() then only records an event.
   bool mapped_readback = false;
-  static SamplerCopies from_env();  // VELA_SAMPLER_SIDE_UPLOAD=1, VELA_SAMPLER_MAPPED_READBACK=1
+  // VELA_SAMPLER_SIDE_UPLOAD=1, VELA_SAMPLER_MAPPED_READBACK=1, read once per process.
+  static SamplerCopies from_env();
 };
 
 class Sampler {
@@ -184,7 +186,8 @@ class Sampler {
   std::unique_ptr<cuda::SideStream> side_;          // copies_.side_upload: the uploads' stream
   std::unique_ptr<cuda::StreamEvent> engine_mark_;  // the engine's stream at the last stage()
   bool staged_on_side_ = false;                     // the next launch() joins side_ first
-  bool replays_ = false;      // the last launch() was captured: uploads stay on the engine's stream
+  bool captured_ =
+      false;  // a launch() was captured: every later upload stays on the engine's stream
   int launch_readback_ = -1;  // copies_.mapped_readback: the read-back the last launch wrote
   // One read-back: the out table's rows it needs, and what collect() needs about its rows.
   struct Readback {

@@ -113,6 +113,8 @@ void sgemm_batch(Mat<const float> a, Mat<const float> b, Mat<float> c, const Dim
 // 16-bit inputs, small M: direct kernels.
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
+inline __m512 widen16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 widen16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 inline __m512 widen16(const bf16* p) {
   __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -186,6 +188,90 @@ inline void dot_group(const float* af, int64_t k, int64_t nm, const T* brow, flo
       break;
   }
 }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// R rows of af (f32, stride k) times C rows of b (stride ldb) into out[r][c], each output summed
+// exactly as dot_rows<NM, 2> sums it (chunk pairs into two accumulators, the rest into the first),
+// so a row's bits do not depend on the tile; each chunk of b is loaded (widened) once for R rows
+// and each chunk of a row of af once for C columns: R + C loads for R x C FMAs, where dot_rows
+// takes 1 + NM loads for NM.
+template <int R, int C, typename T>
+inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float (&out)[3][4]) {
+  __m512 acc0[R][C], acc1[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    __m512 b0[C], b1[C];
+    for (int c = 0; c < C; ++c) {
+      b0[c] = widen16(b + c * ldb + i);
+      b1[c] = widen16(b + c * ldb + i + 16);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 a0 = _mm512_loadu_ps(af + r * k + i), a1 = _mm512_loadu_ps(af + r * k + i + 16);
+      for (int c = 0; c < C; ++c) {
+        acc0[r][c] = _mm512_fmadd_ps(a0, b0[c], acc0[r][c]);
+        acc1[r][c] = _mm512_fmadd_ps(a1, b1[c], acc1[r][c]);
+      }
+    }
+  }
+  for (; i < k; i += 16) {
+    const __mmask16 mask = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1u);
+    __m512 bv[C];
+    for (int c = 0; c < C; ++c) bv[c] = widen16(b + c * ldb + i, mask);
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_maskz_loadu_ps(mask, af + r * k + i);
+      for (int c = 0; c < C; ++c) acc0[r][c] = _mm512_fmadd_ps(av, bv[c], acc0[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[r][c] = hsum512(_mm512_add_ps(acc0[r][c], acc1[r][c]));
+}
+
+// Rows [0, nr) (nr <= 3) of af times rows [0, nc) (nc <= 4) of b.
+template <typename T>
+inline void dot_tile_any(int64_t nr, int64_t nc, const float* af, int64_t k, const T* b,
+                         int64_t ldb, float (&out)[3][4]) {
+  switch ((nr - 1) * 4 + (nc - 1)) {
+    case 0:
+      dot_tile<1, 1>(af, k, b, ldb, out);
+      break;
+    case 1:
+      dot_tile<1, 2>(af, k, b, ldb, out);
+      break;
+    case 2:
+      dot_tile<1, 3>(af, k, b, ldb, out);
+      break;
+    case 3:
+      dot_tile<1, 4>(af, k, b, ldb, out);
+      break;
+    case 4:
+      dot_tile<2, 1>(af, k, b, ldb, out);
+      break;
+    case 5:
+      dot_tile<2, 2>(af, k, b, ldb, out);
+      break;
+    case 6:
+      dot_tile<2, 3>(af, k, b, ldb, out);
+      break;
+    case 7:
+      dot_tile<2, 4>(af, k, b, ldb, out);
+      break;
+    case 8:
+      dot_tile<3, 1>(af, k, b, ldb, out);
+      break;
+    case 9:
+      dot_tile<3, 2>(af, k, b, ldb, out);
+      break;
+    case 10:
+      dot_tile<3, 3>(af, k, b, ldb, out);
+      break;
+    default:
+      dot_tile<3, 4>(af, k, b, ldb, out);
+      break;
+  }
+}
+#endif
 
 #if defined(__AVX512BF16__)
 // R rows of the bf16 a buffer (stride lda) times C rows of b (stride ldb) into out[r][c]:
@@ -341,6 +427,25 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
   float* af = scratch(static_cast<size_t>(d.m * d.k), 0);
   widen_a(a, d, af);
   if (d.tb) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    if (d.m >= 3) {  // register tiles: groups of 4 columns against the rows, 3 at a time
+      parallel_for(d.n, grain_for(d.m * d.k, 16), [&](int64_t n0, int64_t n1) {
+        float out[3][4];
+        for (int64_t col = n0; col < n1; col += 4) {
+          const int64_t nc = std::min<int64_t>(4, n1 - col);
+          for (int64_t r0 = 0; r0 < d.m; r0 += 3) {
+            const int64_t nr = std::min<int64_t>(3, d.m - r0);
+            dot_tile_any(nr, nc, af + r0 * d.k, d.k, b.p + col * b.ld, b.ld, out);
+            for (int64_t rr = 0; rr < nr; ++rr) {
+              TC* dst = c.p + (r0 + rr) * c.ld + col;
+              for (int64_t jj = 0; jj < nc; ++jj) dst[jj] = epilogue(out[rr][jj], dst + jj, d);
+            }
+          }
+        }
+      });
+      return;
+    }
+#endif
     // b is [N, K]: each output column is a dot product with one contiguous row of b.
     parallel_for(d.n, grain_for(d.m * d.k, 16), [&](int64_t n0, int64_t n1) {
       float out[4];
@@ -478,7 +583,12 @@ void gemm_typed(const Tensor& a, const Tensor& b, Tensor& c, Dims d) {
     if (d.k == 0) {
       scale_only(cb, d);
     } else if constexpr (std::is_same_v<T, float>) {
-      sgemm_batch(ab, bb, cb, d);
+      // 2..16 rows against an [N, K] weight (f32 decode and verify steps): the dot-product kernel
+      // reads each weight row once for all rows, where sgemm packs the weight on every call.
+      if (d.tb && d.m > 1 && d.m <= kSmallM)
+        small_m_batch(ab, bb, cb, d);
+      else
+        sgemm_batch(ab, bb, cb, d);
     } else if (try_bf16_wt(ab, bb, cb, d)) {
     } else if (d.m <= kSmallM) {
       small_m_batch(ab, bb, cb, d);

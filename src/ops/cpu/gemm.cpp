@@ -583,9 +583,10 @@ void gemm_typed(const Tensor& a, const Tensor& b, Tensor& c, Dims d) {
     if (d.k == 0) {
       scale_only(cb, d);
     } else if constexpr (std::is_same_v<T, float>) {
-      // 2..16 rows against an [N, K] weight (f32 decode and verify steps): the dot-product kernel
-      // reads each weight row once for all rows, where sgemm packs the weight on every call.
-      if (d.tb && d.m > 1 && d.m <= kSmallM)
+      // 1..16 rows against an [N, K] weight (f32 decode and verify steps): the dot-product kernels
+      // stream each weight row once for all rows, where sgemm packs the weight on every call and
+      // sgemv streamed at ~50% of the read bandwidth (bench/results/model_cpu.txt).
+      if (d.tb && d.m <= kSmallM)
         small_m_batch(ab, bb, cb, d);
       else
         sgemm_batch(ab, bb, cb, d);

@@ -43,8 +43,8 @@ struct BpeTables {
   Vocab vocab;
   std::vector<std::pair<std::string, std::string>> merges;
   bool has_vocab = false, has_merges = false;
-  std::string vocab_error, merges_error;  // the first bad entry of each, "" when none
-  std::vector<std::string> bad_ids;       // vocab keys whose (last) value is not a valid id
+  std::string merges_error;          // the first bad merge's message, "" when none
+  std::vector<std::string> bad_ids;  // vocab keys whose (last) value is not a valid id
 
   void reset_vocab();
   void reset_merges();

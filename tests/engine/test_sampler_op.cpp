@@ -276,9 +276,9 @@ TEST(SamplerOpCpu, RejectsBadInput) {
   EXPECT_THROW(Sampler(0, 4, Device::cpu()), InvalidArgument);
 }
 
-// ops::sample's out_host (the CUDA kernel writes it over the bus; the CPU copies the table into
-// it): the same table as `out`, and a host tensor shaped like `out` or an error.
-TEST(SamplerOpCpu, OutHostReceivesTheResultTable) {
+// ops::sample's out_mirror (the CUDA kernel writes it too; the CPU copies the table into it): the
+// same table as `out`, and a table shaped like `out` or an error.
+TEST(SamplerOpCpu, OutMirrorReceivesTheResultTable) {
   const int64_t vocab = 300;
   const int32_t n = 3;
   Tensor logits = sampling_logits(n, vocab, 5);

@@ -82,6 +82,9 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
     r.host = device.is_cpu() ? Tensor::zeros({ops::kSampleOutRows, max_rows_}, DType::kI32)
                              : Tensor::zeros_pinned({ops::kSampleOutRows, max_rows_}, DType::kI32);
     if (device.is_cuda()) r.ready = std::make_unique<cuda::StreamEvent>(device.index);
+    if (copies_.mapped_readback)  // resolved once: the kernel writes here at every launch
+      r.mapped = Tensor::from_blob(cuda::mapped_device_pointer(r.host.data_ptr(), device.index),
+                                   r.host.shape(), DType::kI32, device, r.host.storage());
     r.top_logprobs.assign(static_cast<size_t>(max_rows_), -1);
   }
   mark_.assign(static_cast<size_t>(vocab_size), 0);
@@ -323,7 +326,7 @@ void Sampler::launch(const Tensor& logits) {
   if (copies_.mapped_readback && !capturing) {  // a graph would write one buffer at every replay
     Readback& rb = readback_[static_cast<size_t>(next_readback_)];
     VELA_CHECK(rb.n < 0, "Sampler::launch: ", kBuffers, " read-backs are outstanding already");
-    mirror = &rb.host;
+    mirror = &rb.mapped;
     launch_readback_ = next_readback_;
   }
   ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_, mirror);

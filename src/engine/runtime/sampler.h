@@ -186,12 +186,13 @@ class Sampler {
   std::unique_ptr<cuda::SideStream> side_;          // copies_.side_upload: the uploads' stream
   std::unique_ptr<cuda::StreamEvent> engine_mark_;  // the engine's stream at the last stage()
   bool staged_on_side_ = false;                     // the next launch() joins side_ first
-  bool captured_ =
-      false;  // a launch() was captured: every later upload stays on the engine's stream
+  // A launch() was captured: every later upload stays on the engine's stream.
+  bool captured_ = false;
   int launch_readback_ = -1;  // copies_.mapped_readback: the read-back the last launch wrote
   // One read-back: the out table's rows it needs, and what collect() needs about its rows.
   struct Readback {
     Tensor host;                               // like out_dev_ (pinned on CUDA)
+    Tensor mapped;  // copies_.mapped_readback: `host` as the device addresses it (zero-copy)
     std::unique_ptr<cuda::StreamEvent> ready;  // CUDA: the download has landed
     int32_t n = -1;                            // rows; -1: free
     std::vector<int32_t> top_logprobs;         // [max_rows] -1: no logprobs, else how many top

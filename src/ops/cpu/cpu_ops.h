@@ -61,7 +61,7 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              int64_t n_tiles, int tile_q, float scale, Tensor& out);
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_host);
+            Tensor& work, Tensor& out, Tensor* out_mirror);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);
 

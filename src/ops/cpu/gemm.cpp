@@ -228,46 +228,46 @@ inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float 
     for (int c = 0; c < C; ++c) out[r][c] = hsum512(_mm512_add_ps(acc0[r][c], acc1[r][c]));
 }
 
-// Rows [0, nr) (nr <= 3) of af times rows [0, nc) (nc <= 4) of b.
-template <typename T>
-inline void dot_tile_any(int64_t nr, int64_t nc, const float* af, int64_t k, const T* b,
-                         int64_t ldb, float (&out)[3][4]) {
+// Calls fn.template operator()<R, C>() for a tile of nr (1..3) rows and nc (1..4) columns: the
+// register tiles' shapes are template arguments.
+template <typename Fn>
+inline void with_tile_shape(int64_t nr, int64_t nc, Fn&& fn) {
   switch ((nr - 1) * 4 + (nc - 1)) {
     case 0:
-      dot_tile<1, 1>(af, k, b, ldb, out);
+      fn.template operator()<1, 1>();
       break;
     case 1:
-      dot_tile<1, 2>(af, k, b, ldb, out);
+      fn.template operator()<1, 2>();
       break;
     case 2:
-      dot_tile<1, 3>(af, k, b, ldb, out);
+      fn.template operator()<1, 3>();
       break;
     case 3:
-      dot_tile<1, 4>(af, k, b, ldb, out);
+      fn.template operator()<1, 4>();
       break;
     case 4:
-      dot_tile<2, 1>(af, k, b, ldb, out);
+      fn.template operator()<2, 1>();
       break;
     case 5:
-      dot_tile<2, 2>(af, k, b, ldb, out);
+      fn.template operator()<2, 2>();
       break;
     case 6:
-      dot_tile<2, 3>(af, k, b, ldb, out);
+      fn.template operator()<2, 3>();
       break;
     case 7:
-      dot_tile<2, 4>(af, k, b, ldb, out);
+      fn.template operator()<2, 4>();
       break;
     case 8:
-      dot_tile<3, 1>(af, k, b, ldb, out);
+      fn.template operator()<3, 1>();
       break;
     case 9:
-      dot_tile<3, 2>(af, k, b, ldb, out);
+      fn.template operator()<3, 2>();
       break;
     case 10:
-      dot_tile<3, 3>(af, k, b, ldb, out);
+      fn.template operator()<3, 3>();
       break;
     default:
-      dot_tile<3, 4>(af, k, b, ldb, out);
+      fn.template operator()<3, 4>();
       break;
   }
 }
@@ -311,25 +311,6 @@ inline void dp_tile(const bf16* a, int64_t lda, int64_t k, const bf16* b, int64_
   }
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) out[r][c] = hsum512(_mm512_add_ps(acc0[r][c], acc1[r][c]));
-}
-
-// Rows [0, nr) (nr <= 3) of the bf16 a buffer times rows [0, nc) (nc <= 4) of b.
-inline void dp_tile_any(int64_t nr, int64_t nc, const bf16* a, int64_t lda, int64_t k,
-                        const bf16* b, int64_t ldb, float (&out)[3][4]) {
-  switch ((nr - 1) * 4 + (nc - 1)) {
-    case 0: dp_tile<1, 1>(a, lda, k, b, ldb, out); break;
-    case 1: dp_tile<1, 2>(a, lda, k, b, ldb, out); break;
-    case 2: dp_tile<1, 3>(a, lda, k, b, ldb, out); break;
-    case 3: dp_tile<1, 4>(a, lda, k, b, ldb, out); break;
-    case 4: dp_tile<2, 1>(a, lda, k, b, ldb, out); break;
-    case 5: dp_tile<2, 2>(a, lda, k, b, ldb, out); break;
-    case 6: dp_tile<2, 3>(a, lda, k, b, ldb, out); break;
-    case 7: dp_tile<2, 4>(a, lda, k, b, ldb, out); break;
-    case 8: dp_tile<3, 1>(a, lda, k, b, ldb, out); break;
-    case 9: dp_tile<3, 2>(a, lda, k, b, ldb, out); break;
-    case 10: dp_tile<3, 3>(a, lda, k, b, ldb, out); break;
-    default: dp_tile<3, 4>(a, lda, k, b, ldb, out); break;
-  }
 }
 
 // Rows of op(a) per pass over the weight in bf16_wt: their dense and packed copies (~1 KB a row
@@ -399,7 +380,9 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
         }
         for (int64_t r0 = 0; r0 < m; r0 += 3) {
           const int64_t nr = std::min<int64_t>(3, m - r0);
-          dp_tile_any(nr, nc, ab + r0 * d.k, d.k, d.k, b.p + col * b.ld, b.ld, out);
+          with_tile_shape(nr, nc, [&]<int R, int C>() {
+            dp_tile<R, C>(ab + r0 * d.k, d.k, d.k, b.p + col * b.ld, b.ld, out);
+          });
           for (int64_t rr = 0; rr < nr; ++rr) {
             TC* dst = c0 + (r0 + rr) * c.ld + col;
             for (int64_t jj = 0; jj < nc; ++jj) dst[jj] = epilogue(out[rr][jj], dst + jj, d);
@@ -435,7 +418,9 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
           const int64_t nc = std::min<int64_t>(4, n1 - col);
           for (int64_t r0 = 0; r0 < d.m; r0 += 3) {
             const int64_t nr = std::min<int64_t>(3, d.m - r0);
-            dot_tile_any(nr, nc, af + r0 * d.k, d.k, b.p + col * b.ld, b.ld, out);
+            with_tile_shape(nr, nc, [&]<int R, int C>() {
+              dot_tile<R, C>(af + r0 * d.k, d.k, b.p + col * b.ld, b.ld, out);
+            });
             for (int64_t rr = 0; rr < nr; ++rr) {
               TC* dst = c.p + (r0 + rr) * c.ld + col;
               for (int64_t jj = 0; jj < nc; ++jj) dst[jj] = epilogue(out[rr][jj], dst + jj, d);

@@ -168,7 +168,7 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out);
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_host);
+            Tensor& work, Tensor& out, Tensor* out_mirror);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);
 

@@ -52,7 +52,7 @@ struct SampleArgs {
   int32_t* counts;
   float* work;
   int32_t* out;
-  int32_t* out_host;  // the caller's pinned host table (mapped writes), or null
+  int32_t* out_mirror;  // a second table with the same writes (mapped pinned memory), or null
   int64_t out_stride;
   int32_t argmax_chunks;  // > 0: argmax_chunks_kernel left each unprocessed row's partial maxima
 };
@@ -258,15 +258,15 @@ static __device__ void bitonic_sort_desc(uint64_t* s, int n_pad) {
   }
 }
 
-// Where a row's results go: the device table and, when the caller asked for it (ops::sample's
-// out_host), its pinned host table too; the host copy's writes cross the bus, posted.
+// Where a row's results go: `out` and, when the caller passed one (ops::sample's out_mirror), its
+// second table too (mapped pinned memory: those writes cross the bus, posted).
 struct OutTable {
-  int32_t* dev;
-  int32_t* host;
+  int32_t* out;
+  int32_t* mirror;
   int64_t stride;
   __device__ void put(int k, int64_t row, int32_t v) const {
-    dev[k * stride + row] = v;
-    if (host != nullptr) host[k * stride + row] = v;
+    out[k * stride + row] = v;
+    if (mirror != nullptr) mirror[k * stride + row] = v;
   }
 };
 
@@ -374,7 +374,7 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   const SampleRowParams p = a.params[row];
   const float* raw = a.logits + row * a.logits_stride;
   const bool raw_vec4 = (n % 4 == 0) && (reinterpret_cast<uintptr_t>(raw) % 16 == 0);
-  const OutTable out{a.out, a.out_host, a.out_stride};
+  const OutTable out{a.out, a.out_mirror, a.out_stride};
 
   // 1. Raw logprobs (kSampleLogprobsTempered: after step 2, of the processed row / T).
   const bool want_lp = (p.flags & kSampleLogprobs) != 0;
@@ -693,7 +693,7 @@ static __global__ void reset_counts_kernel(ResetArgs a) {
 }
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_host) {
+            Tensor& work, Tensor& out, Tensor* out_mirror) {
   DeviceGuard guard(logits.device().index);
   opt_in_smem(sample_kernel, kCandBytes);
   SampleArgs a;
@@ -705,9 +705,7 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   a.counts = counts.numel() > 0 ? counts.data<int32_t>() : nullptr;
   a.work = work.data<float>();
   a.out = out.data<int32_t>();
-  a.out_host = out_host == nullptr ? nullptr
-                                   : static_cast<int32_t*>(vela::cuda::mapped_device_pointer(
-                                         out_host->data_ptr(), logits.device().index));
+  a.out_mirror = out_mirror == nullptr ? nullptr : out_mirror->data<int32_t>();
   a.out_stride = out.size(1);
   const auto n_rows = static_cast<unsigned>(logits.size(0));
   // About two blocks per SM in all, chunks of >= kMinArgmaxChunk elements; one chunk: no pre-pass.

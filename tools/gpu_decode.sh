@@ -6,9 +6,10 @@
 # an nsys kernel summary of decode at 1K context when nsys exists, and (`copies`, not in the
 # default) the sampler's copies A/B: plain, side-stream upload, mapped read-back, both, in
 # alternating rounds, with the overlapped step's parts timed (VELA_TIME_STEP_OPS), engine tests with both
-# copies on, and single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS). Logs go to $OUT.
+# copies on, and single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS), and (`kernels`, not in the
+# default) ncu's per-kernel times of batch-64 decode graph nodes. Logs go to $OUT.
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile copies (default: all but copies)
+#   what: build tests micro bench ab profile copies kernels (default: all but copies, kernels)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -19,7 +20,7 @@ source tools/gpu_deps.sh   # .deps-lite (tools/make_gpu_deps.sh) where the packa
 if has build; then
   { cmake -S . -B build-gpu -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&
     ninja -C build-gpu -j16 vela test_cuda; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-  echo "build ok"
+  echo "build ok ($(date +%T))"
 fi
 B=$PWD/build-gpu
 if has tests; then
@@ -85,6 +86,15 @@ if has copies; then
       echo "$c $v:"; grep -E "overlapped step on the GPU|^batch" "$OUT/copies_parts_${c}_$(echo "$v" | tr ' =' '_-').txt" | head -4
     done
   done
+fi
+if has kernels && command -v ncu > /dev/null; then
+  # Per-kernel GPU time of batch-64 decode steps as the graphs run them (each node serialised by
+  # ncu, caches and clocks left alone): which kernels hold the forward's time in situ.
+  timeout 300 ncu --csv --metrics gpu__time_duration.sum --graph-profiling node --cache-control none \
+    --clock-control none --launch-skip "${NCU_SKIP:-8000}" --launch-count 400 \
+    "$B/vela" bench engine --cases batch64 --decode 256 > "$OUT/ncu_batch64.csv" 2> "$OUT/ncu_batch64.err"
+  echo "ncu batch64 rc=$?"
+  python3 tools/ncu_summary.py "$OUT/ncu_batch64.csv" "ncu batch64 (400 kernels, graph nodes)" 20
 fi
 if has profile && command -v nsys > /dev/null; then
   timeout 120 nsys profile --cuda-graph-trace=node --force-overwrite true -o "$OUT/decode1k" \

@@ -3,8 +3,8 @@
 // configuration: median microseconds per call and per row. On the CPU the logits are restored
 // before every timed call (outside the timing), so rows the sampler rewrites start from the same
 // values. On CUDA (--device cuda) a call is the round trip stage + launch + finish (upload,
-// kernels, read-back, stream sync; SamplerCopies from VELA_SAMPLER_* apply), and kernel_us the
-// kernels alone (launches back to back between two events).
+// kernels, read-back, stream sync), and kernel_us the kernels alone (launches back to back
+// between two events).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -86,8 +86,8 @@ int bench_sampler_main(int argc, char** argv) {
     std::printf(
         "usage: vela bench sampler [--vocab N] [--rows 1,16] [--reps N] [--device cpu|cuda[:N]]\n"
         "                          [--json FILE]\n"
-        "  Times Sampler::sample per filter configuration (CUDA: the round trip and the kernels;\n"
-        "  VELA_SAMPLER_SIDE_UPLOAD=1 / VELA_SAMPLER_MAPPED_READBACK=1 move its copies).\n");
+        "  Times Sampler::sample per filter configuration (CUDA: the round trip and the "
+        "kernels).\n");
     return 0;
   }
   Args args(argc, argv, {});
@@ -114,12 +114,8 @@ int bench_sampler_main(int argc, char** argv) {
   for (int i = 0; i < 512; ++i) prompt.push_back(static_cast<int32_t>(hist.next_u32() % 4096));
   for (int i = 0; i < 128; ++i) output.push_back(static_cast<int32_t>(hist.next_u32() % 4096));
 
-  const SamplerCopies copies = SamplerCopies::from_env();
   std::printf("sampler bench: vocab %lld, %s, median of %d\n", static_cast<long long>(vocab),
-              on_cuda ? (device.str() + (copies.side_upload ? ", side upload" : "") +
-                         (copies.mapped_readback ? ", mapped read-back" : ""))
-                            .c_str()
-                      : (std::to_string(num_threads()) + " threads").c_str(),
+              on_cuda ? device.str().c_str() : (std::to_string(num_threads()) + " threads").c_str(),
               reps);
   std::printf("%-14s %5s %12s %12s %12s\n", "config", "rows", "us/call", "us/row",
               on_cuda ? "kernel_us" : "copy_us");
@@ -182,12 +178,7 @@ int bench_sampler_main(int argc, char** argv) {
     j["benchmark"] = "sampler";
     j["vocab"] = vocab;
     j["device"] = device.str();
-    if (on_cuda) {
-      j["side_upload"] = copies.side_upload;
-      j["mapped_readback"] = copies.mapped_readback;
-    } else {
-      j["threads"] = num_threads();
-    }
+    if (!on_cuda) j["threads"] = num_threads();
     j["results"] = results;
     std::ofstream(json_path) << j.dump(2) << "\n";
   }

@@ -3,13 +3,12 @@
 # run the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
 # (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off, PDL off, the
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
-# an nsys kernel summary of decode at 1K context when nsys exists, and (`copies`, not in the
-# default) the sampler's copies A/B: plain, side-stream upload, mapped read-back, both, in
-# alternating rounds, with the overlapped step's parts timed (VELA_TIME_STEP_OPS), engine tests with both
-# copies on, and single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS), and (`kernels`, not in the
-# default) ncu's per-kernel times of batch-64 decode graph nodes. Logs go to $OUT.
+# an nsys kernel summary of decode at 1K context when nsys exists; and, not in the default, `patch`
+# (the request table's patch against a copy per row), `minrows` (single-row steps overlapped or
+# not, VELA_OVERLAP_MIN_ROWS) and `kernels` (ncu's per-kernel times of batch-64 decode graph nodes).
+# Logs go to $OUT.
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile copies kernels (default: all but copies, kernels)
+#   what: build tests micro bench ab profile patch minrows kernels (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -56,34 +55,14 @@ if has ab; then
     echo "bench engine --lora $n rc=$?"; grep -E "^(decode|batch)" "$OUT/engine_lora$n.txt"
   done
 fi
-if has copies; then
+if has patch; then
+  # The request table's patch (one upload + ops::write_ranges) against a copy per row, in
+  # alternating rounds; batch16 / batch64 cross page boundaries in lockstep.
   for round in 1 2; do
-    for v in "VELA_SAMPLER_SIDE_UPLOAD=0" "VELA_SAMPLER_SIDE_UPLOAD=1" "VELA_SAMPLER_MAPPED_READBACK=1" \
-             "VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1"; do
-      f="$OUT/copies_${round}_$(echo "$v" | tr ' =' '_-').txt"
-      env $v timeout 120 "$B/vela" bench engine --cases "${COPIES_CASES:-batch64,batch16,decode1k}" > "$f" 2>&1
-      echo "bench engine $v rc=$?"; grep -E "^(decode|batch)" "$f"
-    done
-  done
-  # Engine tests with both copies on (the plain copies ran in `tests`).
-  (cd tests && VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1 timeout 240 "$B/tests/test_cuda" \
-    --gtest_filter='CudaEngine*:*Overlap*:CudaSampl*:CudaSpec*' > "$OUT/test_cuda_copies.log" 2>&1)
-  echo "test_cuda with copies rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cuda_copies.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \]" "$OUT/test_cuda_copies.log" | head
-  # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS), plain and with both copies.
-  for round in 1 2; do
-    for v in "VELA_OVERLAP_MIN_ROWS=2" "VELA_OVERLAP_MIN_ROWS=1" \
-             "VELA_OVERLAP_MIN_ROWS=1 VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1"; do
-      f="$OUT/minrows_${round}_$(echo "$v" | tr ' =' '_-').txt"
-      env $v timeout 90 "$B/vela" bench engine --cases decode1k,decode8k > "$f" 2>&1
-      echo "bench engine $v rc=$?"; grep -E "^decode" "$f"
-    done
-  done
-  for c in batch64 batch16; do  # the step's parts at one batch size (the timeline mixes cases)
-    for v in "VELA_SAMPLER_SIDE_UPLOAD=0" "VELA_SAMPLER_SIDE_UPLOAD=1 VELA_SAMPLER_MAPPED_READBACK=1"; do
-      env $v VELA_TIME_STEP_OPS=1 VELA_LOG_LEVEL=info timeout 90 "$B/vela" bench engine --cases $c \
-        > "$OUT/copies_parts_${c}_$(echo "$v" | tr ' =' '_-').txt" 2>&1
-      echo "$c $v:"; grep -E "overlapped step on the GPU|^batch" "$OUT/copies_parts_${c}_$(echo "$v" | tr ' =' '_-').txt" | head -4
+    for v in 0 1; do
+      f="$OUT/patch_${round}_$v.txt"
+      VELA_TABLE_PATCH=$v timeout 90 "$B/vela" bench engine --cases batch64,batch16 > "$f" 2>&1
+      echo "bench engine VELA_TABLE_PATCH=$v rc=$?"; grep -E "^batch" "$f"
     done
   done
 fi
@@ -95,6 +74,16 @@ if has kernels && command -v ncu > /dev/null; then
     "$B/vela" bench engine --cases batch64 --decode 256 > "$OUT/ncu_batch64.csv" 2> "$OUT/ncu_batch64.err"
   echo "ncu batch64 rc=$?"
   python3 tools/ncu_summary.py "$OUT/ncu_batch64.csv" "ncu batch64 (400 kernels, graph nodes)" 20
+fi
+if has minrows; then
+  # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS), alternating.
+  for round in 1 2; do
+    for v in 2 1; do
+      f="$OUT/minrows_${round}_$v.txt"
+      VELA_OVERLAP_MIN_ROWS=$v timeout 60 "$B/vela" bench engine --cases decode1k,decode8k > "$f" 2>&1
+      echo "bench engine VELA_OVERLAP_MIN_ROWS=$v rc=$?"; grep -E "^decode" "$f"
+    done
+  done
 fi
 if has profile && command -v nsys > /dev/null; then
   timeout 120 nsys profile --cuda-graph-trace=node --force-overwrite true -o "$OUT/decode1k" \

@@ -42,14 +42,11 @@ void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda(); }
 void zero_bytes(void*, size_t, int) { no_cuda(); }
 void* host_alloc_pinned(size_t) { no_cuda(); }
 void host_free_pinned(void*) {}
-void* mapped_device_pointer(void*, int) { no_cuda(); }
-bool current_stream_capturing(int) { return false; }
 void copy_bytes_async(void*, Device, const void*, Device, size_t) { no_cuda(); }
 StreamEvent::StreamEvent(int device, bool) : device_(device) { no_cuda(); }
 StreamEvent::~StreamEvent() = default;
 void StreamEvent::record() { no_cuda(); }
 void StreamEvent::synchronize() const {}
-void StreamEvent::synchronize_during_capture() const {}
 void StreamEvent::make_current_stream_wait() const {}
 double StreamEvent::elapsed_ms(const StreamEvent&, const StreamEvent&) { no_cuda(); }
 SideStream::SideStream(int device) : device_(device) { no_cuda(); }

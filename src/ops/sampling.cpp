@@ -8,7 +8,7 @@
 namespace vela::ops {
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_mirror) {
+            Tensor& work, Tensor& out) {
   const char* op = "sample";
   check_defined(op, "logits", logits);
   check_rank(op, "logits", logits, 2);
@@ -51,16 +51,8 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   check_same_device(op, "counts", counts, "logits", logits);
   check_same_device(op, "work", work, "logits", logits);
   check_same_device(op, "out", out, "logits", logits);
-  if (out_mirror != nullptr) {
-    check_defined(op, "out_mirror", *out_mirror);
-    check_dtype(op, "out_mirror", *out_mirror, DType::kI32);
-    check_contiguous(op, "out_mirror", *out_mirror);
-    check_same_device(op, "out_mirror", *out_mirror, "logits", logits);
-    VELA_CHECK(out_mirror->shape() == out.shape(), "sample: out_mirror ", out_mirror->str(),
-               " must be shaped like out ", out.str());
-  }
   if (n_rows == 0) return;
-  VELA_DISPATCH(logits.device(), sample, logits, params, entries, counts, work, out, out_mirror);
+  VELA_DISPATCH(logits.device(), sample, logits, params, entries, counts, work, out);
 }
 
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,

@@ -26,11 +26,6 @@
 //           sampling distribution with kSampleProbs (the CUDA argmax keeps partial maxima at
 //           the start of the other rows: their contents are unspecified)
 //   out     [kSampleOutRows, >= n_rows] i32 (structure of arrays, see kSampleOut*)
-//   out_mirror (optional) a second table shaped like `out` on the same device that gets the same
-//           results. The engine's CUDA Sampler passes its pinned read-back buffer mapped for the
-//           GPU (cuda::mapped_device_pointer): the kernel writes the results over the bus, so
-//           reading them back needs no copy on the stream (the host reads them once the stream has
-//           passed the op: an event). On the CPU the table is copied after the op.
 #pragma once
 
 #include <cstdint>
@@ -108,7 +103,7 @@ VELA_HOST_DEVICE VELA_INLINE uint64_t sample_rank(uint32_t key, int32_t id) {
 // shape, dtype or device mismatch; per-row params and entries are trusted (the engine's Sampler
 // validates them). Stream-ordered on CUDA (no host sync, no allocation: graph-capturable).
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_mirror = nullptr);
+            Tensor& work, Tensor& out);
 
 // Rewrites slots of the count table: for each i < n_resets, zeroes counts[slots[i]] and then
 // sets counts[slots[i], entries[j, 0]] = entries[j, 1] for j in [begin[i], end[i]).

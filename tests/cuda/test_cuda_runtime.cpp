@@ -1,6 +1,7 @@
 // CUDA runtime: device discovery, the caching allocator's counters and reuse, OOM, host/device
 // copies (to, copy_, strided gather, zero_), current-stream handling, and device Philox == host;
-// the request table's entry-wise asynchronous sync (engine/cache/req_to_token_pool.h).
+// the request table's entry-wise asynchronous sync (engine/cache/req_to_token_pool.h) and its
+// patch op (ops/write_ranges.h).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,9 +11,10 @@
 #include "core/cuda/device_kernels.h"
 #include "core/cuda/stream.h"
 #include "core/rng.h"
-#include "engine/cache/req_to_token_pool.h"
 #include "cuda/cuda_test_util.h"
+#include "engine/cache/req_to_token_pool.h"
 #include "ops/elementwise.h"
+#include "ops/write_ranges.h"
 
 namespace vela {
 namespace {
@@ -61,6 +63,79 @@ TEST_F(CudaRuntimeTest, RequestTableSyncCopiesOnlyChangedEntries) {
   const int32_t again = *pool.alloc();  // the freed row, all kNoSlot on the device too
   EXPECT_EQ(again, rows[2]);
   expect_mirror("recycled row");
+}
+
+// Short runs of three or more rows go up as one patch written by ops::write_ranges (a batch
+// crossing a page boundary together), long runs and one or two rows as copies, and both mixed in
+// one sync; the device table equals the host mirror after each, also with host writes right behind.
+TEST_F(CudaRuntimeTest, RequestTableSyncPatchesShortRunsOfManyRows) {
+  const int32_t max_reqs = 64, max_ctx = 2048;
+  ReqToTokenPool pool(max_reqs, max_ctx, gpu());
+  auto expect_mirror = [&](const char* what) {
+    cuda::synchronize(0);
+    Tensor dev = pool.table().to(Device::cpu());
+    for (int32_t r = 0; r < max_reqs; ++r)
+      for (int32_t p = 0; p < max_ctx; ++p)
+        ASSERT_EQ(dev.data<int32_t>()[r * max_ctx + p], pool.row(r)[p])
+            << what << ": row " << r << " position " << p;
+  };
+  std::vector<int32_t> rows;
+  for (int i = 0; i < 48; ++i) rows.push_back(*pool.alloc());
+  std::vector<int32_t> slots(max_ctx);
+  for (int32_t i = 0; i < max_ctx; ++i) slots[static_cast<size_t>(i)] = 3 * i + 5;
+  for (size_t i = 0; i < rows.size(); ++i)  // prompts: long runs, copied row by row
+    pool.set(rows[i], 0, slots.data() + i, 300 + static_cast<int32_t>(i));
+  pool.sync();
+  expect_mirror("prompts");
+  for (int step = 0; step < 4; ++step) {  // every row takes a page: one patch, written at once
+    for (size_t i = 0; i < rows.size(); ++i)
+      pool.set(rows[i], 400 + 16 * step, slots.data() + 7 * i + step, 16);
+    pool.sync();
+    EXPECT_EQ(pool.last_sync_entries(), 48 * 16);
+  }
+  expect_mirror("pages of every row");
+  // A long run and short ones in one sync; then two short rows alone (copies); then a patch at
+  // the largest run it takes, with rows freed (long wipes) beside it.
+  pool.set(rows[5], 1000, slots.data(), 700);
+  for (int i = 10; i < 15; ++i) pool.set(rows[static_cast<size_t>(i)], 464, slots.data() + i, 3);
+  pool.sync();
+  EXPECT_EQ(pool.last_sync_entries(), 700 + 5 * 3);
+  expect_mirror("mixed");
+  pool.set(rows[20], 470, slots.data(), 2);
+  pool.set(rows[21], 470, slots.data() + 1, 2);
+  pool.sync();
+  expect_mirror("two rows");
+  for (int i = 30; i < 40; ++i)
+    pool.set(rows[static_cast<size_t>(i)], 1500, slots.data() + i,
+             i == 30 ? ReqToTokenPool::kPatchRun : 5);
+  pool.free(rows[41]);
+  pool.free(rows[42]);
+  pool.sync();
+  expect_mirror("largest run and wipes");
+}
+
+// CUDA write_ranges equals the CPU twin, and a range outside the table is skipped (device
+// metadata is trusted, not checked).
+TEST_F(CudaRuntimeTest, WriteRangesMatchesCpu) {
+  const int64_t rows = 9, cols = 700;
+  Rng rng(3);
+  std::vector<int32_t> init(rows * cols), values(4000), flat;
+  for (auto& x : init) x = static_cast<int32_t>(rng.next_u64() % 1000);
+  for (auto& x : values) x = static_cast<int32_t>(rng.next_u64() % 100000);
+  int32_t off = 0;
+  for (int32_t r = 0; r < rows; ++r) {  // one run per row, lengths 0..~600
+    const int32_t n = static_cast<int32_t>(rng.next_u64() % 600), c = r * 11 % (cols - n + 1);
+    flat.insert(flat.end(), {r, c, n, off});
+    off += n;
+  }
+  Tensor cpu_table = Tensor::from_vector(init).view({rows, cols});
+  Tensor ranges = Tensor::from_vector(flat).view({rows, 4});
+  ops::write_ranges(ranges, Tensor::from_vector(values), cpu_table);
+  Tensor gpu_table = Tensor::from_vector(init).view({rows, cols}).to(gpu());
+  flat.insert(flat.end(), {int32_t{rows}, 0, 5, 0});  // past the last row: skipped on CUDA
+  ops::write_ranges(Tensor::from_vector(flat).view({rows + 1, 4}).to(gpu()),
+                    Tensor::from_vector(values).to(gpu()), gpu_table);
+  EXPECT_EQ(gpu_table.to(Device::cpu()).to_vector<int32_t>(), cpu_table.to_vector<int32_t>());
 }
 
 TEST(CudaAvailability, AvailableDoesNotThrow) {

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <vector>
@@ -17,7 +16,6 @@
 #include "core/rng.h"
 #include "engine/runtime/sampler.h"
 #include "engine/sampler_test_util.h"
-#include "ops/sampling.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -274,37 +272,6 @@ TEST(SamplerOpCpu, RejectsBadInput) {
   EXPECT_EQ(out.size(), 2u);
   EXPECT_THROW(dev.finish(out), InvalidArgument);  // finish twice
   EXPECT_THROW(Sampler(0, 4, Device::cpu()), InvalidArgument);
-}
-
-// ops::sample's out_mirror (the CUDA kernel writes it too; the CPU copies the table into it): the
-// same table as `out`, and a table shaped like `out` or an error.
-TEST(SamplerOpCpu, OutMirrorReceivesTheResultTable) {
-  const int64_t vocab = 300;
-  const int32_t n = 3;
-  Tensor logits = sampling_logits(n, vocab, 5);
-  Tensor params =
-      Tensor::zeros({n * static_cast<int64_t>(sizeof(ops::SampleRowParams))}, DType::kU8);
-  for (int32_t r = 0; r < n; ++r) {
-    ops::SampleRowParams p;
-    p.flags = ops::kSampleGreedy | ops::kSampleLogprobs;
-    p.n_top_logprobs = r + 1;
-    std::memcpy(params.data<uint8_t>() + r * sizeof(p), &p, sizeof(p));
-  }
-  Tensor entries = Tensor::zeros({1, 2}, DType::kI32),
-         counts = Tensor::zeros({0, vocab}, DType::kI32);
-  Tensor work = Tensor::zeros({n, vocab}, DType::kF32);
-  Tensor out = Tensor::zeros({ops::kSampleOutRows, n}, DType::kI32);
-  Tensor host = Tensor::from_vector(std::vector<int32_t>(ops::kSampleOutRows * n, -7),
-                                    {ops::kSampleOutRows, n});
-  ops::sample(logits, params, entries, counts, work, out, &host);
-  EXPECT_EQ(host.to_vector<int32_t>(), out.to_vector<int32_t>());
-  for (int32_t r = 0; r < n; ++r)
-    EXPECT_EQ(host.data<int32_t>()[ops::kSampleOutToken * n + r],
-              argmax_lower_id(logits.data<float>() + r * vocab, vocab));
-  Tensor wide = Tensor::zeros({ops::kSampleOutRows, n + 1}, DType::kI32);
-  EXPECT_THROW(ops::sample(logits, params, entries, counts, work, out, &wide), InvalidArgument);
-  Tensor floats = Tensor::zeros({ops::kSampleOutRows, n}, DType::kF32);
-  EXPECT_THROW(ops::sample(logits, params, entries, counts, work, out, &floats), InvalidArgument);
 }
 
 }  // namespace

@@ -130,26 +130,6 @@ void host_free_pinned(void* p) {
   if (p != nullptr) cudaFreeHost(p);
 }
 
-void* mapped_device_pointer(void* pinned_host, int device) {
-  check_device(device);
-  DeviceGuard guard(device);
-  cudaPointerAttributes a{};
-  VELA_CUDA_CHECK(cudaPointerGetAttributes(&a, pinned_host));
-  VELA_CHECK(a.type == cudaMemoryTypeHost && a.devicePointer != nullptr, "host memory at ",
-             pinned_host, " is not pinned and mapped for cuda:", device,
-             " (it must come from host_alloc_pinned / Tensor::zeros_pinned)");
-  return a.devicePointer;
-}
-
-bool current_stream_capturing(int device) {
-  if (!available()) return false;
-  check_device(device);
-  DeviceGuard guard(device);
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  VELA_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
                       size_t bytes) {
   if (bytes == 0) return;
@@ -184,15 +164,6 @@ void StreamEvent::record() {
 
 void StreamEvent::synchronize() const {
   if (recorded_) VELA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
-}
-
-void StreamEvent::synchronize_during_capture() const {
-  if (!recorded_) return;
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  VELA_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-  const cudaError_t err = cudaEventSynchronize(static_cast<cudaEvent_t>(event_));
-  VELA_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));  // the thread's mode as it was
-  VELA_CUDA_CHECK(err);
 }
 
 void StreamEvent::make_current_stream_wait() const {

@@ -57,13 +57,6 @@ void synchronize(int device = 0);
 // Page-locked host memory, which lets copy_bytes_async overlap the host; freed by host_free_pinned.
 void* host_alloc_pinned(size_t bytes);
 void host_free_pinned(void* p);
-// The address at which kernels on `device` read and write pinned host memory from
-// host_alloc_pinned (zero-copy: each access crosses the bus; under unified addressing, every
-// 64-bit platform CUDA supports, the host address itself). InvalidArgument for other memory.
-void* mapped_device_pointer(void* pinned_host, int device);
-// True while the calling thread's current stream on `device` is capturing a CUDA graph (work
-// enqueued now is recorded, not run; events recorded outside the capture cannot be waited on).
-bool current_stream_capturing(int device);
 // Like copy_bytes but does not wait: the copy is ordered on the current stream, and the source
 // must stay unchanged until the stream has passed it (see StreamEvent).
 void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
@@ -79,9 +72,6 @@ class StreamEvent {
   StreamEvent& operator=(const StreamEvent&) = delete;
   void record();             // on the current stream of the device
   void synchronize() const;  // waits until the stream passed the last record(); no-op if none
-  // synchronize() for a thread that has a graph capture open, where waiting on an event is an
-  // unsafe call (the thread's capture mode is relaxed for the wait, then restored).
-  void synchronize_during_capture() const;
   // Orders the calling thread's current stream after the last record() (cudaStreamWaitEvent: the
   // host does not wait); no-op if never recorded. Orders work across streams, e.g. weights
   // written on a trainer's stream before the engine's stream reads them.

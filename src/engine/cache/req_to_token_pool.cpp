@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "core/cuda/cuda_api.h"
+#include "core/env.h"
+#include "ops/write_ranges.h"
 
 namespace vela {
 
@@ -23,6 +25,9 @@ ReqToTokenPool::ReqToTokenPool(int32_t max_reqs, int32_t max_ctx, Device device)
     table_ = host_;
   } else {
     table_ = host_.to(device);
+    const int64_t patch_len = int64_t{max_reqs} * (4 + kPatchRun);
+    patch_host_ = Tensor::zeros_pinned({patch_len}, DType::kI32);
+    patch_ = Tensor::empty({patch_len}, DType::kI32, device);
     copied_ = std::make_unique<cuda::StreamEvent>(device.index);
     dirty_cols_.assign(static_cast<size_t>(max_reqs), {0, 0});
     dirty_rows_.reserve(static_cast<size_t>(max_reqs));
@@ -110,18 +115,49 @@ void ReqToTokenPool::clear(int32_t r, int32_t pos, int32_t n) {
 void ReqToTokenPool::sync() {
   last_sync_entries_ = 0;
   if (device_.is_cpu() || dirty_rows_.empty()) return;
-  // One asynchronous copy per changed row, of its changed entries only.
   const auto* src = host_.data<int32_t>();
   auto* dst = table_.data<int32_t>();
+  int32_t n_short = 0;
+  for (int32_t r : dirty_rows_) {
+    const auto& [lo, hi] = dirty_cols_[static_cast<size_t>(r)];
+    n_short += hi - lo <= kPatchRun;
+  }
+  static const bool patch_on = env_enabled("VELA_TABLE_PATCH");  // 0: per-row copies (A/B runs)
+  const bool patch = patch_on && n_short >= kPatchMinRows;
+  if (patch && copies_pending_) {  // the last patch may still be on its way up (a step ago)
+    copied_->synchronize();
+    copies_pending_ = false;
+  }
+  int32_t* ranges = patch ? patch_host_.data<int32_t>() : nullptr;
+  int32_t* values = patch ? ranges + 4 * n_short : nullptr;
+  int32_t n_ranges = 0, n_values = 0;
   for (int32_t r : dirty_rows_) {
     auto& [lo, hi] = dirty_cols_[static_cast<size_t>(r)];
     const int64_t off = static_cast<int64_t>(r) * max_ctx_ + lo;
-    cuda::copy_bytes_async(dst + off, device_, src + off, Device::cpu(),
-                           static_cast<size_t>(hi - lo) * sizeof(int32_t));
-    last_sync_entries_ += hi - lo;
+    const int32_t n = hi - lo;
+    if (patch && n <= kPatchRun) {
+      int32_t* range = ranges + 4 * n_ranges++;
+      range[0] = r;
+      range[1] = lo;
+      range[2] = n;
+      range[3] = n_values;
+      std::copy_n(src + off, n, values + n_values);
+      n_values += n;
+    } else {  // one asynchronous copy of the row's changed entries
+      cuda::copy_bytes_async(dst + off, device_, src + off, Device::cpu(),
+                             static_cast<size_t>(n) * sizeof(int32_t));
+    }
+    last_sync_entries_ += n;
     lo = hi = 0;
   }
   dirty_rows_.clear();
+  if (patch) {
+    const int64_t len = 4 * int64_t{n_short} + n_values;
+    cuda::copy_bytes_async(patch_.data<int32_t>(), device_, ranges, Device::cpu(),
+                           static_cast<size_t>(len) * sizeof(int32_t));
+    ops::write_ranges(patch_.slice(0, 0, 4 * int64_t{n_short}).view({n_short, 4}),
+                      patch_.slice(0, 4 * int64_t{n_short}, len), table_);
+  }
   copied_->record();
   copies_pending_ = true;
 }

@@ -4,10 +4,13 @@
 // memory. Entries a row does not own hold kNoSlot: a freed row is wiped, so a recycled row can
 // never expose the slots of the request that held it before. Not thread-safe.
 //
-// sync() copies only the changed entries, row by row, asynchronously on the current stream from
-// page-locked memory: a decode step changes a few rows by a page's worth of entries, while one
-// copy of the whole changed row range moved megabytes per serving step (rows are max_ctx long)
-// and waited for it. A host write after a sync waits for the copies first.
+// sync() copies only the changed entries, asynchronously on the current stream from page-locked
+// memory: a decode step changes rows by a page's worth of entries, while one copy of the whole
+// changed row range moved megabytes per serving step (rows are max_ctx long) and waited for it.
+// A lone row or two, and long runs (a prompt's slots), are copied row by row; short runs of three
+// or more rows (a batch crossing a page boundary together: 64 copies every 16th step at batch 64)
+// go up as one patch, ranges then values, which ops::write_ranges writes into the table
+// (VELA_TABLE_PATCH=0 copies row by row). A host write after a sync waits for the copies first.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,10 @@ class StreamEvent;
 class ReqToTokenPool {
  public:
   static constexpr int32_t kNoSlot = -1;
+  // sync(): a changed run of at most kPatchRun entries is patch material, and the patch is used
+  // when at least kPatchMinRows rows have such runs.
+  static constexpr int32_t kPatchRun = 256;
+  static constexpr int32_t kPatchMinRows = 3;
 
   ReqToTokenPool(int32_t max_reqs, int32_t max_ctx, Device device);
   ~ReqToTokenPool();
@@ -73,6 +80,10 @@ class ReqToTokenPool {
   std::vector<int32_t> dirty_rows_;
   std::vector<std::pair<int32_t, int32_t>> dirty_cols_;  // [max_reqs], lo == hi: clean
   std::unique_ptr<cuda::StreamEvent> copied_;            // after the last sync's copies
+  // CUDA only: the patch, [4 * max_reqs] ranges then up to [max_reqs * kPatchRun] values; the
+  // ranges of n rows take the first 4n entries and the values follow them.
+  Tensor patch_host_;  // page-locked staging
+  Tensor patch_;       // on device_
   bool copies_pending_ = false;
   int64_t last_sync_entries_ = 0;
 

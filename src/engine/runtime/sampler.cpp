@@ -1,9 +1,8 @@
 // Sampler: host-side validation and packing of the rows (params, logit bias, penalty histories),
 // the count-table bookkeeping, and the one upload / one download per step around ops::sample. On
 // CUDA the staging buffers are pinned, uploads are asynchronous and cuda::StreamEvents keep the
-// host from rewriting a buffer still in flight (SamplerCopies move the upload to a side stream and
-// the read-back into the kernel); on the CPU the staging buffers are the "device" buffers and
-// nothing is copied.
+// host from rewriting a buffer still in flight; on the CPU the staging buffers are the "device"
+// buffers and nothing is copied.
 #include "engine/runtime/sampler.h"
 
 #include <algorithm>
@@ -12,9 +11,7 @@
 #include <limits>
 
 #include "core/cuda/cuda_api.h"
-#include "core/env.h"
 #include "core/error.h"
-#include "core/log.h"
 #include "ops/sampling.h"
 
 namespace vela {
@@ -43,19 +40,12 @@ int32_t argmax_lower_id(const float* row, int64_t n) {
   return best < 0 ? 0 : static_cast<int32_t>(best);
 }
 
-SamplerCopies SamplerCopies::from_env() {
-  static const SamplerCopies c{env_opted_in("VELA_SAMPLER_SIDE_UPLOAD"),
-                               env_opted_in("VELA_SAMPLER_MAPPED_READBACK")};
-  return c;
-}
-
 Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t max_slots,
-                 int64_t max_entries, SamplerCopies copies)
+                 int64_t max_entries)
     : vocab_size_(vocab_size),
       max_rows_(max_rows),
       max_slots_(max_slots > 0 ? max_slots : max_rows),
-      device_(device),
-      copies_(device.is_cuda() ? copies : SamplerCopies{}) {
+      device_(device) {
   VELA_CHECK(vocab_size > 0 && vocab_size <= (int64_t{1} << 30),
              "Sampler: vocab_size must be in [1, 2^30], got ", vocab_size);
   VELA_CHECK(max_rows > 0, "Sampler: max_rows must be >= 1, got ", max_rows);
@@ -68,10 +58,6 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
   if (device.is_cuda()) {
     for (auto& e : upload_done_) e = std::make_unique<cuda::StreamEvent>(device.index);
     reset_done_ = std::make_unique<cuda::StreamEvent>(device.index);
-    if (copies_.side_upload) {
-      side_ = std::make_unique<cuda::SideStream>(device.index);
-      engine_mark_ = std::make_unique<cuda::StreamEvent>(device.index);
-    }
   }
   alloc_upload(max_entries > 0 ? max_entries
                                : std::max<int64_t>(vocab_size, int64_t{1024} * max_rows));
@@ -82,9 +68,6 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
     r.host = device.is_cpu() ? Tensor::zeros({ops::kSampleOutRows, max_rows_}, DType::kI32)
                              : Tensor::zeros_pinned({ops::kSampleOutRows, max_rows_}, DType::kI32);
     if (device.is_cuda()) r.ready = std::make_unique<cuda::StreamEvent>(device.index);
-    if (copies_.mapped_readback)  // resolved once: the kernel writes here at every launch
-      r.mapped = Tensor::from_blob(cuda::mapped_device_pointer(r.host.data_ptr(), device.index),
-                                   r.host.shape(), DType::kI32, device, r.host.storage());
     r.top_logprobs.assign(static_cast<size_t>(max_rows_), -1);
   }
   mark_.assign(static_cast<size_t>(vocab_size), 0);
@@ -93,16 +76,7 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
   row_top_logprobs_.assign(static_cast<size_t>(max_rows_), -1);
 }
 
-Sampler::~Sampler() {
-  // A stage() whose launch() never came may still be copying into upload_dev_ on the side stream,
-  // and upload_dev_ goes back to the allocator with this sampler.
-  if (!side_) return;
-  try {
-    for (auto& e : upload_done_) e->synchronize();
-  } catch (const std::exception& e) {
-    VELA_LOG_ERROR("Sampler: waiting for the side stream's upload failed: ", e.what());
-  }
-}
+Sampler::~Sampler() = default;
 
 void Sampler::alloc_upload(int64_t max_entries) {
   for (auto& e : upload_done_)
@@ -282,21 +256,8 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
   }
   const size_t bytes = at > 0 ? static_cast<size_t>(params_bytes(max_rows_)) + size_t{8} * at
                               : sizeof(ops::SampleRowParams) * static_cast<size_t>(n_rows);
-  launch_readback_ = -1;
-  // Once a launch was captured, replays of it may follow at any time, which do not join side_.
-  staged_on_side_ = side_ && !captured_ && !cuda::current_stream_capturing(device_.index);
-  if (staged_on_side_) {
-    // After everything on the engine's stream so far (the last launch read upload_dev_); the next
-    // launch joins it, so the copy runs under the forward between the two.
-    engine_mark_->record();
-    cuda::SideStream::Scope on_side(*side_);
-    engine_mark_->make_current_stream_wait();
-    upload(upload_host_[u], upload_dev_, bytes);
-    upload_done_[u]->record();
-  } else {
-    upload(upload_host_[u], upload_dev_, bytes);
-    if (upload_done_[u]) upload_done_[u]->record();
-  }
+  upload(upload_host_[u], upload_dev_, bytes);
+  if (upload_done_[u]) upload_done_[u]->record();
   n_staged_ = n_rows;
 }
 
@@ -310,26 +271,7 @@ void Sampler::launch(const Tensor& logits) {
              " rows (the staged rows)");
   VELA_CHECK(logits.device() == device_, "Sampler: logits on ", logits.device().str(),
              ", sampler on ", device_.str());
-  const bool capturing =
-      (side_ || copies_.mapped_readback) && cuda::current_stream_capturing(device_.index);
-  captured_ = captured_ || capturing;
-  if (staged_on_side_) {
-    // A capture cannot wait on the side stream's event: the host waits for the copy instead.
-    if (capturing)
-      upload_done_[static_cast<size_t>(upload_at_)]->synchronize_during_capture();
-    else
-      side_->join();
-    staged_on_side_ = false;
-  }
-  Tensor* mirror = nullptr;
-  launch_readback_ = -1;
-  if (copies_.mapped_readback && !capturing) {  // a graph would write one buffer at every replay
-    Readback& rb = readback_[static_cast<size_t>(next_readback_)];
-    VELA_CHECK(rb.n < 0, "Sampler::launch: ", kBuffers, " read-backs are outstanding already");
-    mirror = &rb.mapped;
-    launch_readback_ = next_readback_;
-  }
-  ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_, mirror);
+  ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_);
 }
 
 void Sampler::finish(std::vector<SampleResult>& out) { collect(download(), out); }
@@ -344,9 +286,7 @@ int Sampler::download() {
   // Ids only: the first n of row 0; with logprobs: every row of the table.
   const size_t bytes = any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
   if (device_.is_cuda()) {
-    if (launch_readback_ != ticket)  // else the kernel wrote rb.host itself
-      cuda::copy_bytes_async(rb.host.data_ptr(), Device::cpu(), out_dev_.data_ptr(), device_,
-                             bytes);
+    cuda::copy_bytes_async(rb.host.data_ptr(), Device::cpu(), out_dev_.data_ptr(), device_, bytes);
     rb.ready->record();
   } else {
     std::memcpy(rb.host.data_ptr(), out_dev_.data_ptr(), bytes);
@@ -384,8 +324,6 @@ void Sampler::collect(int ticket, std::vector<SampleResult>& out) {
 }
 
 void Sampler::abandon() {
-  if (staged_on_side_) upload_done_[static_cast<size_t>(upload_at_)]->synchronize();
-  staged_on_side_ = false;
   for (Readback& rb : readback_) {
     if (rb.n >= 0 && rb.ready) rb.ready->synchronize();
     rb.n = -1;

@@ -17,14 +17,6 @@
 // read-back buffers are double, so stage() and download() of step N + 1 never wait for step N's
 // forward.
 //
-// How a CUDA sampler moves a step's bytes (SamplerCopies, A/B switches, both off by default): the
-// parameter upload on a side stream that runs under the forward instead of on the engine's stream
-// (VELA_SAMPLER_SIDE_UPLOAD=1), and the results written by the kernel straight into the pinned
-// read-back buffer instead of a device table copied back after it (VELA_SAMPLER_MAPPED_READBACK=1).
-// Either way the results are the same bits. A captured launch() takes the plain copies, and once
-// one was captured every later stage() uploads on the engine's stream (the graph's replays, which
-// may come at any time, read what it uploads without joining a side stream).
-//
 // Penalties (repetition over prompt + output, frequency / presence over output) come from:
 //  - the rows' histories (the default, what the engine uses): stage() packs one (token, (output
 //    count << 1) | in_prompt) entry per distinct token of SamplerRow::prompt / output, so a row
@@ -49,7 +41,6 @@
 #include "engine/sampling_params.h"
 
 namespace vela::cuda {
-class SideStream;
 class StreamEvent;
 }
 
@@ -78,25 +69,12 @@ struct SampleResult {
   std::vector<std::pair<int32_t, float>> top_logprobs;
 };
 
-struct SamplerCopies {
-  // stage()'s upload goes on a side stream, after everything enqueued on the engine's stream so
-  // far (the last launch read the device buffer) and joined by the next launch().
-  bool side_upload = false;
-  // launch() has the kernel write the results into the read-back buffer download() will use
-  // (mapped pinned memory); download() then only records an event.
-  bool mapped_readback = false;
-  // VELA_SAMPLER_SIDE_UPLOAD=1, VELA_SAMPLER_MAPPED_READBACK=1, read once per process.
-  static SamplerCopies from_env();
-};
-
 class Sampler {
  public:
   // max_slots: rows of the count table (0: max_rows). max_entries: logit-bias + penalty-history
   // entries of one step over all rows before the buffer grows (0: max(vocab, 1024 * max_rows)).
-  // `copies` matter on CUDA only.
   Sampler(int64_t vocab_size, int32_t max_rows, Device device = Device::cpu(),
-          int32_t max_slots = 0, int64_t max_entries = 0,
-          SamplerCopies copies = SamplerCopies::from_env());
+          int32_t max_slots = 0, int64_t max_entries = 0);
   ~Sampler();
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
@@ -182,17 +160,9 @@ class Sampler {
   // buffer (null on the CPU).
   std::array<std::unique_ptr<cuda::StreamEvent>, kBuffers> upload_done_;
   std::unique_ptr<cuda::StreamEvent> reset_done_;
-  SamplerCopies copies_;
-  std::unique_ptr<cuda::SideStream> side_;          // copies_.side_upload: the uploads' stream
-  std::unique_ptr<cuda::StreamEvent> engine_mark_;  // the engine's stream at the last stage()
-  bool staged_on_side_ = false;                     // the next launch() joins side_ first
-  // A launch() was captured: every later upload stays on the engine's stream.
-  bool captured_ = false;
-  int launch_readback_ = -1;  // copies_.mapped_readback: the read-back the last launch wrote
   // One read-back: the out table's rows it needs, and what collect() needs about its rows.
   struct Readback {
     Tensor host;                               // like out_dev_ (pinned on CUDA)
-    Tensor mapped;  // copies_.mapped_readback: `host` as the device addresses it (zero-copy)
     std::unique_ptr<cuda::StreamEvent> ready;  // CUDA: the download has landed
     int32_t n = -1;                            // rows; -1: free
     std::vector<int32_t> top_logprobs;         // [max_rows] -1: no logprobs, else how many top

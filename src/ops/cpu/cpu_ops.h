@@ -38,6 +38,8 @@ void cast(const Tensor& x, Tensor& out);
 
 void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& doc_ids,
                       float scale, Tensor& out, const Tensor& lse);
+// ops/write_ranges.h
+void write_ranges(const Tensor& ranges, const Tensor& values, Tensor& table);
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,
               Tensor& v_cache);
 // ops/qkv_rotary.h
@@ -61,7 +63,7 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              int64_t n_tiles, int tile_q, float scale, Tensor& out);
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_mirror);
+            Tensor& work, Tensor& out);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);
 

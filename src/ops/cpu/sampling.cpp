@@ -368,7 +368,7 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* entrie
 }  // namespace
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_mirror) {
+            Tensor& work, Tensor& out) {
   const int64_t n_rows = logits.size(0), n = logits.size(1);
   const auto* rows = reinterpret_cast<const SampleRowParams*>(params.data_ptr());
   const float* base = logits.data<float>();
@@ -390,7 +390,6 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
       sample_row(base + r * stride, p, e, counts_row, w + r * n, n, o, out_stride, r, scratch);
     }
   });
-  if (out_mirror != nullptr) std::memcpy(out_mirror->data_ptr(), out.data_ptr(), out.nbytes());
 }
 
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,

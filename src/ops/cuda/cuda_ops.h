@@ -125,6 +125,8 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& losses,
                    int32_t ignore_index, float label_smoothing);
 void cast(const Tensor& x, Tensor& out);
 
+// ops/write_ranges.h (device ranges trusted: one that does not fit is skipped)
+void write_ranges(const Tensor& ranges, const Tensor& values, Tensor& table);
 // Attention (ops/attention.h). Device metadata is trusted: kv_write skips out-of-range slots.
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& out_cache_loc, Tensor& k_cache,
               Tensor& v_cache);
@@ -168,7 +170,7 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out);
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_mirror);
+            Tensor& work, Tensor& out);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);
 

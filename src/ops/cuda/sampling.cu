@@ -52,7 +52,6 @@ struct SampleArgs {
   int32_t* counts;
   float* work;
   int32_t* out;
-  int32_t* out_mirror;  // a second table with the same writes (mapped pinned memory), or null
   int64_t out_stride;
   int32_t argmax_chunks;  // > 0: argmax_chunks_kernel left each unprocessed row's partial maxima
 };
@@ -258,24 +257,12 @@ static __device__ void bitonic_sort_desc(uint64_t* s, int n_pad) {
   }
 }
 
-// Where a row's results go: `out` and, when the caller passed one (ops::sample's out_mirror), its
-// second table too (mapped pinned memory: those writes cross the bus, posted).
-struct OutTable {
-  int32_t* out;
-  int32_t* mirror;
-  int64_t stride;
-  __device__ void put(int k, int64_t row, int32_t v) const {
-    out[k * stride + row] = v;
-    if (mirror != nullptr) mirror[k * stride + row] = v;
-  }
-};
-
 // Log-sum-exp of scale * x over the row (scale > 0; scale 1 leaves x exact) into lp_max /
 // lp_log_sum, and the k best entries' logprobs by block merges of per-thread lists, written to
 // `out` (k = min(n_top, n)). Every thread calls it; it ends with a barrier.
 static __device__ void row_logprobs(const float* x, int64_t n, bool vec4, float scale, int n_top,
-                                    const OutTable& out, int64_t row, float* s_f, uint64_t* s_red,
-                                    float& lp_max, float& lp_log_sum) {
+                                    int32_t* out, int64_t os, int64_t row, float* s_f,
+                                    uint64_t* s_red, float& lp_max, float& lp_log_sum) {
   MaxSum ms;
   for_each(x, n, vec4, [&](int64_t, float v) { max_sum_add(ms, __fmul_rn(v, scale)); });
   ms = block_max_sum(ms, s_f);
@@ -302,9 +289,9 @@ static __device__ void row_logprobs(const float* x, int64_t n, bool vec4, float 
     const uint64_t mine = head < cnt ? sample_rank(sample_key(tv[head]), ti[head]) : 0;
     const uint64_t best = block_max_u64(mine, s_red);
     if (head < cnt && mine == best) {
-      out.put(kSampleOutTopIds + r, row, ti[head]);
-      out.put(kSampleOutTopLogprobs + r, row,
-              __float_as_int(__fsub_rn(__fsub_rn(__fmul_rn(tv[head], scale), lp_max), lp_log_sum)));
+      out[(kSampleOutTopIds + r) * os + row] = ti[head];
+      out[(kSampleOutTopLogprobs + r) * os + row] =
+          __float_as_int(__fsub_rn(__fsub_rn(__fmul_rn(tv[head], scale), lp_max), lp_log_sum));
       ++head;
     }
   }
@@ -374,7 +361,8 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   const SampleRowParams p = a.params[row];
   const float* raw = a.logits + row * a.logits_stride;
   const bool raw_vec4 = (n % 4 == 0) && (reinterpret_cast<uintptr_t>(raw) % 16 == 0);
-  const OutTable out{a.out, a.out_mirror, a.out_stride};
+  int32_t* out = a.out;
+  const int64_t os = a.out_stride;
 
   // 1. Raw logprobs (kSampleLogprobsTempered: after step 2, of the processed row / T).
   const bool want_lp = (p.flags & kSampleLogprobs) != 0;
@@ -382,7 +370,7 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   const float lp_scale = tempered ? p.inv_temperature : 1.0f;
   float lp_max = -INFINITY, lp_log_sum = 0.0f;
   if (want_lp && !tempered)
-    row_logprobs(raw, n, raw_vec4, 1.0f, p.n_top_logprobs, out, row, s_f, s_red, lp_max,
+    row_logprobs(raw, n, raw_vec4, 1.0f, p.n_top_logprobs, out, os, row, s_f, s_red, lp_max,
                  lp_log_sum);
 
   // 2. Penalties and bias, written to this row of `work`.
@@ -422,7 +410,7 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   }
 
   if (tempered)
-    row_logprobs(src, n, vec4, lp_scale, p.n_top_logprobs, out, row, s_f, s_red, lp_max,
+    row_logprobs(src, n, vec4, lp_scale, p.n_top_logprobs, out, os, row, s_f, s_red, lp_max,
                  lp_log_sum);
   const float* lp_row = tempered ? src : raw;
 
@@ -447,11 +435,11 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   // row, read before the row may change) and its count-table update.
   auto write_result = [&](float lp_tok) {
     if (tid != 0) return;
-    out.put(kSampleOutToken, row, token);
-    out.put(kSampleOutLogprob, row,
-            want_lp ? __float_as_int(
-                          __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
-                    : 0);
+    out[kSampleOutToken * os + row] = token;
+    out[kSampleOutLogprob * os + row] =
+        want_lp ? __float_as_int(
+                      __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
+                : 0;
     if ((p.flags & kSampleUpdateCounts) && a.counts != nullptr && p.slot >= 0)
       a.counts[static_cast<int64_t>(p.slot) * n + token] += 2;
   };
@@ -693,7 +681,7 @@ static __global__ void reset_counts_kernel(ResetArgs a) {
 }
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, Tensor* out_mirror) {
+            Tensor& work, Tensor& out) {
   DeviceGuard guard(logits.device().index);
   opt_in_smem(sample_kernel, kCandBytes);
   SampleArgs a;
@@ -705,7 +693,6 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   a.counts = counts.numel() > 0 ? counts.data<int32_t>() : nullptr;
   a.work = work.data<float>();
   a.out = out.data<int32_t>();
-  a.out_mirror = out_mirror == nullptr ? nullptr : out_mirror->data<int32_t>();
   a.out_stride = out.size(1);
   const auto n_rows = static_cast<unsigned>(logits.size(0));
   // About two blocks per SM in all, chunks of >= kMinArgmaxChunk elements; one chunk: no pre-pass.

@@ -161,8 +161,13 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
                              last ? final_norm : blocks[l + 1].input_norm,
                              last ? static_cast<float>(config.rms_norm_eps) : blocks[l + 1].eps);
   }
-  Tensor selected = scratch_tensor({logits_indices.size(0), h}, dtype(), device());
-  ops::embedding(normed, logits_indices, selected);  // row gather of the final-normed rows
+  // The final-normed rows to score. When every row is scored (decode steps, verification) they
+  // are the rows in order (the indices increase strictly), so there is nothing to gather.
+  Tensor selected = normed;
+  if (logits_indices.size(0) != n) {
+    selected = scratch_tensor({logits_indices.size(0), h}, dtype(), device());
+    ops::embedding(normed, logits_indices, selected);
+  }
   Tensor logits =
       scratch_tensor({logits_indices.size(0), config.vocab_size}, DType::kF32, device());
   ops::gemm(selected, lm_head.weight, logits, false, true);

@@ -48,7 +48,8 @@ class Transformer {
   Tensor forward_dense(const Tensor& ids, const Tensor& doc_ids = Tensor(),
                        const Tensor& positions = Tensor()) const;
 
-  // ids, positions: [n_tokens] i32; logits_indices: [n_out] i32 rows of the batch to score.
+  // ids, positions: [n_tokens] i32; logits_indices: [n_out] i32 rows of the batch to score, in
+  // increasing order (n_out = n_tokens: every row, read in order without the indices).
   // Returns logits [n_out, vocab] f32.
   Tensor forward_packed(const Tensor& ids, const Tensor& positions, const KVCacheView& kv,
                         const Tensor& logits_indices) const;

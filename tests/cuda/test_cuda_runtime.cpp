@@ -23,20 +23,23 @@ using test::CudaTest;
 
 class CudaRuntimeTest : public CudaTest {};
 
+// The request table on the device equals the host mirror, entry by entry, once the stream ran.
+void expect_device_table_is_mirror(const ReqToTokenPool& pool, const char* what) {
+  cuda::synchronize(0);
+  Tensor dev = pool.table().to(Device::cpu());
+  for (int32_t r = 0; r < pool.max_reqs(); ++r)
+    for (int32_t p = 0; p < pool.max_ctx(); ++p)
+      ASSERT_EQ(dev.data<int32_t>()[r * pool.max_ctx() + p], pool.row(r)[p])
+          << what << ": row " << r << " position " << p;
+}
+
 // The device table equals the host mirror after every sync, each sync copies only the entries
 // changed since the last one, and host writes right after a sync (before the stream ran it) are
 // safe: they wait for the copies.
 TEST_F(CudaRuntimeTest, RequestTableSyncCopiesOnlyChangedEntries) {
   const int32_t max_reqs = 8, max_ctx = 4096;
   ReqToTokenPool pool(max_reqs, max_ctx, gpu());
-  auto expect_mirror = [&](const char* what) {
-    cuda::synchronize(0);
-    Tensor dev = pool.table().to(Device::cpu());
-    for (int32_t r = 0; r < max_reqs; ++r)
-      for (int32_t p = 0; p < max_ctx; ++p)
-        ASSERT_EQ(dev.data<int32_t>()[r * max_ctx + p], pool.row(r)[p])
-            << what << ": row " << r << " position " << p;
-  };
+  auto expect_mirror = [&](const char* what) { expect_device_table_is_mirror(pool, what); };
   std::vector<int32_t> rows;
   for (int i = 0; i < 5; ++i) rows.push_back(*pool.alloc());
   std::vector<int32_t> slots(1000);
@@ -71,14 +74,7 @@ TEST_F(CudaRuntimeTest, RequestTableSyncCopiesOnlyChangedEntries) {
 TEST_F(CudaRuntimeTest, RequestTableSyncPatchesShortRunsOfManyRows) {
   const int32_t max_reqs = 64, max_ctx = 2048;
   ReqToTokenPool pool(max_reqs, max_ctx, gpu());
-  auto expect_mirror = [&](const char* what) {
-    cuda::synchronize(0);
-    Tensor dev = pool.table().to(Device::cpu());
-    for (int32_t r = 0; r < max_reqs; ++r)
-      for (int32_t p = 0; p < max_ctx; ++p)
-        ASSERT_EQ(dev.data<int32_t>()[r * max_ctx + p], pool.row(r)[p])
-            << what << ": row " << r << " position " << p;
-  };
+  auto expect_mirror = [&](const char* what) { expect_device_table_is_mirror(pool, what); };
   std::vector<int32_t> rows;
   for (int i = 0; i < 48; ++i) rows.push_back(*pool.alloc());
   std::vector<int32_t> slots(max_ctx);

@@ -58,7 +58,7 @@ fi
 if has patch; then
   # The request table's patch (one upload + ops::write_ranges) against a copy per row, in
   # alternating rounds; batch16 / batch64 cross page boundaries in lockstep.
-  for round in 1 2; do
+  for round in $(seq "${PATCH_ROUNDS:-2}"); do
     for v in 0 1; do
       f="$OUT/patch_${round}_$v.txt"
       VELA_TABLE_PATCH=$v timeout 90 "$B/vela" bench engine --cases batch64,batch16 > "$f" 2>&1
@@ -69,7 +69,7 @@ fi
 if has kernels && command -v ncu > /dev/null; then
   # Per-kernel GPU time of batch-64 decode steps as the graphs run them (each node serialised by
   # ncu, caches and clocks left alone): which kernels hold the forward's time in situ.
-  timeout 300 ncu --csv --metrics gpu__time_duration.sum --graph-profiling node --cache-control none \
+  timeout "${NCU_TIMEOUT:-300}" ncu --csv --metrics gpu__time_duration.sum --graph-profiling node --cache-control none \
     --clock-control none --launch-skip "${NCU_SKIP:-8000}" --launch-count 400 \
     "$B/vela" bench engine --cases batch64 --decode 256 > "$OUT/ncu_batch64.csv" 2> "$OUT/ncu_batch64.err"
   echo "ncu batch64 rc=$?"

@@ -5,10 +5,12 @@
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
 # an nsys kernel summary of decode at 1K context when nsys exists; and, not in the default, `patch`
 # (the request table's patch against a copy per row), `minrows` (single-row steps overlapped or
-# not, VELA_OVERLAP_MIN_ROWS) and `kernels` (ncu's per-kernel times of batch-64 decode graph nodes).
-# Logs go to $OUT.
+# not, VELA_OVERLAP_MIN_ROWS), `splits` (split-KV decode at large batch with the keys in HBM: sweep
+# and engine A/B) and `kernels` (ncu's per-kernel times of batch-64 decode graph nodes). Logs go to
+# $OUT; the device tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that
+# folder into the tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows kernels (default: the first six)
+#   what: build tests micro bench ab profile patch minrows splits kernels (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -63,6 +65,21 @@ if has patch; then
       f="$OUT/patch_${round}_$v.txt"
       VELA_TABLE_PATCH=$v timeout 90 "$B/vela" bench engine --cases batch64,batch16 > "$f" 2>&1
       echo "bench engine VELA_TABLE_PATCH=$v rc=$?"; grep -E "^batch" "$f"
+    done
+  done
+fi
+if has splits; then
+  # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,
+  # KvCopies) and the engine with VELA_DECODE_SPLIT_FULL_KEYS (1024 = the policy, one split up to
+  # 1024 keys; 256 / 128: 2-3 / 4-5 splits at 512-640 keys), alternating.
+  (cd tests && timeout 240 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
+    --gtest_filter='*BenchDecodeSplits*' > "$OUT/splits_micro.log" 2>&1)
+  echo "decode splits sweep rc=$?"; grep -E "^splits" "$OUT/splits_micro.log"
+  for round in 1 2; do
+    for k in 1024 256 128; do
+      f="$OUT/splits_${round}_$k.txt"
+      VELA_DECODE_SPLIT_FULL_KEYS=$k timeout 90 "$B/vela" bench engine --cases batch64,batch32 > "$f" 2>&1
+      echo "bench engine VELA_DECODE_SPLIT_FULL_KEYS=$k rc=$?"; grep -E "^batch" "$f"
     done
   done
 fi

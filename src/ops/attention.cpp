@@ -183,15 +183,19 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
   // VELA_DECODE_SPLIT_FILL, the blocks per SM it aims at (default 4).
   static const int64_t min_keys = env_int("VELA_DECODE_SPLIT_KEYS", 64, 16, 1 << 20);
   static const int64_t fill = env_int("VELA_DECODE_SPLIT_FILL", 4, 1, 64);
+  // VELA_DECODE_SPLIT_FULL_KEYS: the keys per split of a batch that covers the SMs (default 1024).
+  static const int64_t full_keys = env_int("VELA_DECODE_SPLIT_FULL_KEYS", 1024, 16, 1 << 20);
   const int64_t blocks = std::max<int64_t>(n_seqs * n_kv_heads, 1);
   const int64_t want = (fill * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
   const int64_t by_len = (max_len + min_keys - 1) / min_keys;
   // A batch whose (sequence, KV head) blocks alone cover ~3/4 of the SMs splits only per 1024
   // keys: there the merge kernel and the shorter blocks cost more than the fill gains
   // (bench/results/batch_h200.txt: bench-1b B=64 x 512 keys 9.3 us unsplit vs 17.0 us at 3).
-  constexpr int64_t kKeysPerSplitFull = 1024;
+  // That sweep read its keys from L2, though (one 34 MB cache timed over and over); in the engine
+  // the same kernel takes 18-20 us a layer (ncu, session 41), so this rule is to be re-measured
+  // with the keys in HBM (tools/gpu_decode.sh splits).
   if (4 * blocks >= 3 * static_cast<int64_t>(sm_count)) {
-    const int64_t by_full = (max_len + kKeysPerSplitFull - 1) / kKeysPerSplitFull;
+    const int64_t by_full = (max_len + full_keys - 1) / full_keys;
     return static_cast<int>(std::clamp<int64_t>(std::min(want, by_full), 1, kMaxDecodeSplits));
   }
   return static_cast<int>(std::clamp<int64_t>(std::min(want, by_len), 1, kMaxDecodeSplits));

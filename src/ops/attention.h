@@ -97,8 +97,9 @@ int prefill_tile_q(DType dtype, int64_t head_dim, Device device);
 // device (n_seqs * n_kv_heads * n_splits ~ 4 * sm_count) without splitting below ~64 keys, in
 // [1, kMaxDecodeSplits]; a batch with n_seqs * n_kv_heads >= 3/4 of sm_count splits at most once
 // per 1024 keys (the merge costs more than the fill gains there). For a captured graph, pass the
-// largest max_len the graph will replay with. VELA_DECODE_SPLIT_KEYS / VELA_DECODE_SPLIT_FILL
-// (read once) replace the 64 keys and the 4 blocks per SM, for A/B runs.
+// largest max_len the graph will replay with. VELA_DECODE_SPLIT_KEYS / VELA_DECODE_SPLIT_FILL /
+// VELA_DECODE_SPLIT_FULL_KEYS (read once) replace the 64 keys, the 4 blocks per SM and the 1024
+// keys, for A/B runs.
 int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int sm_count);
 
 // Workspace of paged_decode_attention, in f32 elements (the caller allocates it once for its

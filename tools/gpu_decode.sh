@@ -5,10 +5,11 @@
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
 # an nsys kernel summary of decode at 1K context when nsys exists; and, not in the default, `patch`
 # (the request table's patch against a copy per row), `minrows` (single-row steps overlapped or
-# not, VELA_OVERLAP_MIN_ROWS), `splits` (split-KV decode at large batch with the keys in HBM: sweep
-# and engine A/B) and `kernels` (ncu's per-kernel times of batch-64 decode graph nodes). Logs go to
-# $OUT; the device tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that
-# folder into the tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
+# not, VELA_OVERLAP_MIN_ROWS), `splits` (split-KV decode at large batch with the keys in HBM, sweep
+# and engine A/B; the argmax pre-pass's blocks per SM) and `kernels` (ncu's per-kernel times of
+# batch-64 decode graph nodes). Logs go to $OUT; the device tool brings back at most 8 files, so
+# give the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop that tars every
+# 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile patch minrows splits kernels (default: the first six)
 set -uo pipefail
@@ -80,6 +81,14 @@ if has splits; then
       f="$OUT/splits_${round}_$k.txt"
       VELA_DECODE_SPLIT_FULL_KEYS=$k timeout 90 "$B/vela" bench engine --cases batch64,batch32 > "$f" 2>&1
       echo "bench engine VELA_DECODE_SPLIT_FULL_KEYS=$k rc=$?"; grep -E "^batch" "$f"
+    done
+  done
+  # The sampler's argmax pre-pass at 2 (the default) and 8 blocks per SM.
+  for round in 1 2; do
+    for n in 2 8; do
+      f="$OUT/argmax_${round}_$n.txt"
+      VELA_ARGMAX_BLOCKS_PER_SM=$n timeout 90 "$B/vela" bench engine --cases batch64,batch16 > "$f" 2>&1
+      echo "bench engine VELA_ARGMAX_BLOCKS_PER_SM=$n rc=$?"; grep -E "^batch" "$f"
     done
   done
 fi

@@ -164,6 +164,14 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   // The final-normed rows to score. When every row is scored (decode steps, verification) they
   // are the rows in order (the indices increase strictly), so there is nothing to gather.
   Tensor selected = normed;
+  // The rule, checked where it is cheap to see.
+  if (logits_indices.size(0) == n && logits_indices.is_cpu() &&
+      logits_indices.dtype() == DType::kI32) {
+    const int32_t* li = logits_indices.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i)
+      VELA_CHECK(li[i] == i, "forward_packed: logits_indices must increase (row ", i, " is ", li[i],
+                 ")");
+  }
   if (logits_indices.size(0) != n) {
     selected = scratch_tensor({logits_indices.size(0), h}, dtype(), device());
     ops::embedding(normed, logits_indices, selected);

@@ -577,13 +577,15 @@ struct KvCopies {
   KvCopies(const Batch& host, Device dev) {
     const int64_t bytes = host.k_cache.nbytes() + host.v_cache.nbytes();
     const int64_t n =
-        std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 16);
+        std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 512);
     for (int64_t i = 0; i < n; ++i) {
       k.push_back(host.k_cache.to(dev));
       v.push_back(host.v_cache.to(dev));
     }
   }
   size_t size() const { return k.size(); }
+  // Calls per graph: every copy at least once.
+  int per_graph() const { return std::max(20, static_cast<int>(k.size())); }
 };
 
 // time_ms with the call's index: fn(i) for the i-th call of the graph.
@@ -619,11 +621,13 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
           Tensor::empty({ops::decode_lse_part_numel(sh.b, n_heads, n_splits)}, DType::kF32, gpu());
       Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
       KvCopies kv(b, gpu());
-      const double ms = time_ms_indexed([&](int i) {
-        const size_t c = static_cast<size_t>(i) % kv.size();
-        ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
-                                    g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
-      });
+      const double ms = time_ms_indexed(
+          [&](int i) {
+            const size_t c = static_cast<size_t>(i) % kv.size();
+            ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
+                                        g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
+          },
+          kv.per_graph());
       const double bytes = 2.0 * sh.b * sh.ctx * n_kv * d * 2;
       const double gbps = bytes / (ms * 1e-3) / 1e9;
       std::printf(
@@ -659,11 +663,13 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
     KvCopies kv(b, gpu());
     const double bytes = 2.0 * c.b * c.ctx * c.n_kv * c.d * 2;
     for (int n_splits : {1, 2, 3, 4, 6, 8, 16}) {
-      const double ms = time_ms_indexed([&](int i) {
-        const size_t k = static_cast<size_t>(i) % kv.size();
-        ops::paged_decode_attention(g.q, kv.k[k], kv.v[k], g.req_to_token, g.req_pool_indices,
-                                    g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
-      });
+      const double ms = time_ms_indexed(
+          [&](int i) {
+            const size_t k = static_cast<size_t>(i) % kv.size();
+            ops::paged_decode_attention(g.q, kv.k[k], kv.v[k], g.req_to_token, g.req_pool_indices,
+                                        g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
+          },
+          kv.per_graph());
       const double gbps = bytes / (ms * 1e-3) / 1e9;
       std::printf("splits %lldq/%lldkv/d%lld B=%d ctx=%d: splits %2d%s %7.2f us, %5.0f GB/s = "
                   "%.1f%% of 4300\n",
@@ -732,11 +738,13 @@ TEST_F(CudaAttentionTest, DISABLED_BenchHeadDims) {
       Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
       const float scale = 1.0f / std::sqrt(static_cast<float>(d));
       KvCopies kv(b, gpu());
-      const double ms = time_ms_indexed([&](int i) {
-        const size_t c = static_cast<size_t>(i) % kv.size();
-        ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
-                                    g.seq_lens, scale, n_splits, o_part, lse_part, out);
-      });
+      const double ms = time_ms_indexed(
+          [&](int i) {
+            const size_t c = static_cast<size_t>(i) % kv.size();
+            ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
+                                        g.seq_lens, scale, n_splits, o_part, lse_part, out);
+          },
+          kv.per_graph());
       const double gbps = 2.0 * sh.b * sh.ctx * n_kv * d * 2 / (ms * 1e-3) / 1e9;
       std::printf(
           "headdim decode bf16 d=%lld (%lldq/%lldkv) B=%d ctx=%d: splits %d, %.2f us, %.0f GB/s "

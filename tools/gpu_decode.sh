@@ -25,6 +25,18 @@ if has build; then
   echo "build ok ($(date +%T))"
 fi
 B=$PWD/build-gpu
+# ab_runs LABEL VAR "VALUES" CASES [ROUNDS]: `vela bench engine --cases CASES` with VAR at each
+# value, in alternating rounds (default 2); logs in $OUT/LABEL_ROUND_VALUE.txt.
+ab_runs() {
+  local label=$1 var=$2 values=$3 cases=$4 rounds=${5:-2} round v f
+  for round in $(seq "$rounds"); do
+    for v in $values; do
+      f="$OUT/${label}_${round}_$v.txt"
+      env "$var=$v" timeout 90 "$B/vela" bench engine --cases "$cases" > "$f" 2>&1
+      echo "bench engine $var=$v rc=$?"; grep -E "^(decode|batch)" "$f"
+    done
+  done
+}
 if has tests; then
   (cd tests && timeout "${TEST_TIMEOUT:-240}" "$B/tests/test_cuda" \
     --gtest_filter="${TESTS:-CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*:CudaSampl*}" \
@@ -59,38 +71,19 @@ if has ab; then
   done
 fi
 if has patch; then
-  # The request table's patch (one upload + ops::write_ranges) against a copy per row, in
-  # alternating rounds; batch16 / batch64 cross page boundaries in lockstep.
-  for round in $(seq "${PATCH_ROUNDS:-2}"); do
-    for v in 0 1; do
-      f="$OUT/patch_${round}_$v.txt"
-      VELA_TABLE_PATCH=$v timeout 90 "$B/vela" bench engine --cases batch64,batch16 > "$f" 2>&1
-      echo "bench engine VELA_TABLE_PATCH=$v rc=$?"; grep -E "^batch" "$f"
-    done
-  done
+  # The request table's patch (one upload + ops::write_ranges) against a copy per row.
+  ab_runs patch VELA_TABLE_PATCH "0 1" batch64,batch16 "${PATCH_ROUNDS:-2}"
 fi
 if has splits; then
   # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,
   # KvCopies) and the engine with VELA_DECODE_SPLIT_FULL_KEYS (1024 = the policy, one split up to
-  # 1024 keys; 256 / 128: 2-3 / 4-5 splits at 512-640 keys), alternating.
+  # 1024 keys; 256 / 128: 2-3 / 4-5 splits at 512-640 keys); then the sampler's argmax pre-pass
+  # at 2 (the default) and 8 blocks per SM.
   (cd tests && timeout 240 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
     --gtest_filter='*BenchDecodeSplits*' > "$OUT/splits_micro.log" 2>&1)
   echo "decode splits sweep rc=$?"; grep -E "^splits" "$OUT/splits_micro.log"
-  for round in 1 2; do
-    for k in 1024 256 128; do
-      f="$OUT/splits_${round}_$k.txt"
-      VELA_DECODE_SPLIT_FULL_KEYS=$k timeout 90 "$B/vela" bench engine --cases batch64,batch32 > "$f" 2>&1
-      echo "bench engine VELA_DECODE_SPLIT_FULL_KEYS=$k rc=$?"; grep -E "^batch" "$f"
-    done
-  done
-  # The sampler's argmax pre-pass at 2 (the default) and 8 blocks per SM.
-  for round in 1 2; do
-    for n in 2 8; do
-      f="$OUT/argmax_${round}_$n.txt"
-      VELA_ARGMAX_BLOCKS_PER_SM=$n timeout 90 "$B/vela" bench engine --cases batch64,batch16 > "$f" 2>&1
-      echo "bench engine VELA_ARGMAX_BLOCKS_PER_SM=$n rc=$?"; grep -E "^batch" "$f"
-    done
-  done
+  ab_runs splits VELA_DECODE_SPLIT_FULL_KEYS "1024 256 128" batch64,batch32
+  ab_runs argmax VELA_ARGMAX_BLOCKS_PER_SM "2 8" batch64,batch16
 fi
 if has kernels && command -v ncu > /dev/null; then
   # Per-kernel GPU time of batch-64 decode steps as the graphs run them (each node serialised by
@@ -102,14 +95,8 @@ if has kernels && command -v ncu > /dev/null; then
   python3 tools/ncu_summary.py "$OUT/ncu_batch64.csv" "ncu batch64 (400 kernels, graph nodes)" 20
 fi
 if has minrows; then
-  # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS), alternating.
-  for round in 1 2; do
-    for v in 2 1; do
-      f="$OUT/minrows_${round}_$v.txt"
-      VELA_OVERLAP_MIN_ROWS=$v timeout 60 "$B/vela" bench engine --cases decode1k,decode8k > "$f" 2>&1
-      echo "bench engine VELA_OVERLAP_MIN_ROWS=$v rc=$?"; grep -E "^decode" "$f"
-    done
-  done
+  # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS).
+  ab_runs minrows VELA_OVERLAP_MIN_ROWS "2 1" decode1k,decode8k
 fi
 if has profile && command -v nsys > /dev/null; then
   timeout 120 nsys profile --cuda-graph-trace=node --force-overwrite true -o "$OUT/decode1k" \

@@ -92,7 +92,8 @@ if has kernels && command -v ncu > /dev/null; then
     --clock-control none --launch-skip "${NCU_SKIP:-8000}" --launch-count 400 \
     "$B/vela" bench engine --cases batch64 --decode 256 > "$OUT/ncu_batch64.csv" 2> "$OUT/ncu_batch64.err"
   echo "ncu batch64 rc=$?"
-  python3 tools/ncu_summary.py "$OUT/ncu_batch64.csv" "ncu batch64 (400 kernels, graph nodes)" 20
+  python3 tools/ncu_summary.py "$OUT/ncu_batch64.csv" "ncu batch64 (400 kernels, graph nodes)" 20 \
+    --step "wgmma.*float"
 fi
 if has minrows; then
   # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS).

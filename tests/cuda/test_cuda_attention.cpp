@@ -135,17 +135,24 @@ Tensor cpu_reference(const Batch& b, float scale) {
   return want;
 }
 
+// paged_decode_attention's split partials and output for g's queries at n_splits, on g's device.
+struct DecodeWorkspace {
+  Tensor o_part, lse_part, out;
+  DecodeWorkspace(const Batch& g, int n_splits) {
+    const int64_t n = g.q.size(0), h = g.q.size(1), d = g.q.size(2);
+    const Device dev = g.q.device();
+    o_part = Tensor::empty({ops::decode_o_part_numel(n, h, d, n_splits)}, DType::kF32, dev);
+    lse_part = Tensor::empty({ops::decode_lse_part_numel(n, h, n_splits)}, DType::kF32, dev);
+    out = Tensor::empty(g.q.shape(), g.q.dtype(), dev);
+  }
+};
+
 // Runs paged_decode_attention on the GPU with a workspace sized for n_splits.
 Tensor gpu_decode(const Batch& g, float scale, int n_splits) {
-  const int64_t n = g.q.size(0), h = g.q.size(1), d = g.q.size(2);
-  Tensor o_part =
-      Tensor::empty({ops::decode_o_part_numel(n, h, d, n_splits)}, DType::kF32, g.q.device());
-  Tensor lse_part =
-      Tensor::empty({ops::decode_lse_part_numel(n, h, n_splits)}, DType::kF32, g.q.device());
-  Tensor out = Tensor::empty(g.q.shape(), g.q.dtype(), g.q.device());
+  DecodeWorkspace w(g, n_splits);
   ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                              g.seq_lens, scale, n_splits, o_part, lse_part, out);
-  return out;
+                              g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out);
+  return w.out;
 }
 
 std::vector<int> random_lens(int n, int lo, int hi, uint64_t seed) {
@@ -601,6 +608,19 @@ double time_ms_indexed(F&& fn, int per_graph = 20, int reps = 10) {
   return us / 1e3;
 }
 
+// One layer's decode attention over g's metadata at n_splits, each call of the timing graph on the
+// next of kv's cache copies (keys from HBM): ms per call.
+double decode_ms(const Batch& g, const KvCopies& kv, float scale, int n_splits) {
+  DecodeWorkspace w(g, n_splits);
+  return time_ms_indexed(
+      [&](int i) {
+        const size_t c = static_cast<size_t>(i) % kv.size();
+        ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
+                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out);
+      },
+      kv.per_graph());
+}
+
 TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
   const int64_t n_heads = 24, n_kv = 4, d = 64;
   const DType dt = DType::kBF16;
@@ -615,19 +635,7 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
       Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, page, 700);
       Batch g = to_gpu(b, gpu());
       const int n_splits = ops::decode_num_splits(sh.b, n_kv, sh.ctx, sms);
-      Tensor o_part =
-          Tensor::empty({ops::decode_o_part_numel(sh.b, n_heads, d, n_splits)}, DType::kF32, gpu());
-      Tensor lse_part =
-          Tensor::empty({ops::decode_lse_part_numel(sh.b, n_heads, n_splits)}, DType::kF32, gpu());
-      Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
-      KvCopies kv(b, gpu());
-      const double ms = time_ms_indexed(
-          [&](int i) {
-            const size_t c = static_cast<size_t>(i) % kv.size();
-            ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
-                                        g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
-          },
-          kv.per_graph());
+      const double ms = decode_ms(g, KvCopies(b, gpu()), 0.125f, n_splits);
       const double bytes = 2.0 * sh.b * sh.ctx * n_kv * d * 2;
       const double gbps = bytes / (ms * 1e-3) / 1e9;
       std::printf(
@@ -655,21 +663,10 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
     Batch b = make_batch(dt, lens, q_lens, c.n_heads, c.n_kv, c.d, 16, 710);
     Batch g = to_gpu(b, gpu());
     const int policy = ops::decode_num_splits(c.b, c.n_kv, c.ctx, sms);
-    Tensor o_part =
-        Tensor::empty({ops::decode_o_part_numel(c.b, c.n_heads, c.d, 16)}, DType::kF32, gpu());
-    Tensor lse_part =
-        Tensor::empty({ops::decode_lse_part_numel(c.b, c.n_heads, 16)}, DType::kF32, gpu());
-    Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
     KvCopies kv(b, gpu());
     const double bytes = 2.0 * c.b * c.ctx * c.n_kv * c.d * 2;
     for (int n_splits : {1, 2, 3, 4, 6, 8, 16}) {
-      const double ms = time_ms_indexed(
-          [&](int i) {
-            const size_t k = static_cast<size_t>(i) % kv.size();
-            ops::paged_decode_attention(g.q, kv.k[k], kv.v[k], g.req_to_token, g.req_pool_indices,
-                                        g.seq_lens, 0.125f, n_splits, o_part, lse_part, out);
-          },
-          kv.per_graph());
+      const double ms = decode_ms(g, kv, 0.125f, n_splits);
       const double gbps = bytes / (ms * 1e-3) / 1e9;
       std::printf("splits %lldq/%lldkv/d%lld B=%d ctx=%d: splits %2d%s %7.2f us, %5.0f GB/s = "
                   "%.1f%% of 4300\n",
@@ -731,20 +728,8 @@ TEST_F(CudaAttentionTest, DISABLED_BenchHeadDims) {
       Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, 16, 710);
       Batch g = to_gpu(b, gpu());
       const int n_splits = ops::decode_num_splits(sh.b, n_kv, sh.ctx, sms);
-      Tensor o_part =
-          Tensor::empty({ops::decode_o_part_numel(sh.b, n_heads, d, n_splits)}, DType::kF32, gpu());
-      Tensor lse_part =
-          Tensor::empty({ops::decode_lse_part_numel(sh.b, n_heads, n_splits)}, DType::kF32, gpu());
-      Tensor out = Tensor::empty(g.q.shape(), dt, gpu());
-      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-      KvCopies kv(b, gpu());
-      const double ms = time_ms_indexed(
-          [&](int i) {
-            const size_t c = static_cast<size_t>(i) % kv.size();
-            ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
-                                        g.seq_lens, scale, n_splits, o_part, lse_part, out);
-          },
-          kv.per_graph());
+      const double ms =
+          decode_ms(g, KvCopies(b, gpu()), 1.0f / std::sqrt(static_cast<float>(d)), n_splits);
       const double gbps = 2.0 * sh.b * sh.ctx * n_kv * d * 2 / (ms * 1e-3) / 1e9;
       std::printf(
           "headdim decode bf16 d=%lld (%lldq/%lldkv) B=%d ctx=%d: splits %d, %.2f us, %.0f GB/s "

@@ -124,10 +124,9 @@ void ReqToTokenPool::sync() {
   }
   static const bool patch_on = env_enabled("VELA_TABLE_PATCH");  // 0: per-row copies (A/B runs)
   const bool patch = patch_on && n_short >= kPatchMinRows;
-  if (patch && copies_pending_) {  // the last patch may still be on its way up (a step ago)
-    copied_->synchronize();
-    copies_pending_ = false;
-  }
+  // The staging buffer is free: a changed row means set() / clear() ran since the last sync, and
+  // they waited for its copies (mutable_row).
+  VELA_ASSERT(!copies_pending_, "ReqToTokenPool::sync: the last sync's copies were not awaited");
   int32_t* ranges = patch ? patch_host_.data<int32_t>() : nullptr;
   int32_t* values = patch ? ranges + 4 * n_short : nullptr;
   int32_t n_ranges = 0, n_values = 0;

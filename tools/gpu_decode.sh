@@ -6,12 +6,14 @@
 # an nsys kernel summary of decode at 1K context when nsys exists; and, not in the default, `patch`
 # (the request table's patch against a copy per row), `minrows` (single-row steps overlapped or
 # not, VELA_OVERLAP_MIN_ROWS), `splits` (split-KV decode at large batch with the keys in HBM, sweep
-# and engine A/B; the argmax pre-pass's blocks per SM) and `kernels` (ncu's per-kernel times of
-# batch-64 decode graph nodes). Logs go to $OUT; the device tool brings back at most 8 files, so
-# give the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop that tars every
-# 20 s keeps what a cut-off call did).
+# and engine A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's per-kernel times of
+# batch-64 decode graph nodes) and `detail` (ncu's stall and memory sections of a few of them).
+# Logs go to $OUT; the device tool brings back at most 8 files, so give the script OUT=/tmp/o
+# and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps what a cut-off
+# call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows splits kernels (default: the first six)
+#   what: build tests micro bench ab profile patch minrows splits kernels detail (default: the
+#   first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -94,6 +96,20 @@ if has kernels && command -v ncu > /dev/null; then
   echo "ncu batch64 rc=$?"
   python3 tools/ncu_summary.py "$OUT/ncu_batch64.csv" "ncu batch64 (400 kernels, graph nodes)" 20 \
     --step "wgmma.*float"
+fi
+if has detail && command -v ncu > /dev/null; then
+  # Why the small kernels take their time in situ: ncu's detailed sections (speed of light,
+  # launch, occupancy, warp stalls, memory) for a few batch-64 GEMM / attention nodes and a few
+  # batch-1 GEMV / attention nodes, each replayed alone with caches and clocks left alone.
+  ncu_detail() {  # ncu_detail NAME CASE KERNEL_REGEX SKIP COUNT
+    timeout "${NCU_TIMEOUT:-200}" ncu --graph-profiling node --cache-control none --clock-control none \
+      --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats -k "regex:$3" --launch-skip "$4" \
+      --launch-count "$5" "$B/vela" bench engine --cases "$2" --decode 64 > "$OUT/ncu_$1.txt" 2>&1
+    echo "ncu $1 rc=$?"
+  }
+  ncu_detail batch64 batch64 "wgmma_tma_gemm|decode_mma" 600 10
+  ncu_detail decode1k decode1k "gemv|decode_mma|merge_splits" 1200 12
 fi
 if has minrows; then
   # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS).

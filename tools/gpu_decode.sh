@@ -5,15 +5,15 @@
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
 # an nsys kernel summary of decode at 1K context when nsys exists; and, not in the default, `patch`
 # (the request table's patch against a copy per row), `minrows` (single-row steps overlapped or
-# not, VELA_OVERLAP_MIN_ROWS), `splits` (split-KV decode at large batch with the keys in HBM, sweep
+# not, VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight), `splits` (split-KV decode at large batch with the keys in HBM, sweep
 # and engine A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's per-kernel times of
 # batch-64 decode graph nodes) and `detail` (ncu's stall and memory sections of a few of them).
 # Logs go to $OUT; the device tool brings back at most 8 files, so give the script OUT=/tmp/o
 # and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps what a cut-off
 # call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows splits kernels detail (default: the
-#   first six)
+#   what: build tests micro bench ab profile patch minrows stages splits kernels detail
+#   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"
@@ -75,6 +75,10 @@ fi
 if has patch; then
   # The request table's patch (one upload + ops::write_ranges) against a copy per row.
   ab_runs patch VELA_TABLE_PATCH "0 1" batch64,batch16 "${PATCH_ROUNDS:-2}"
+fi
+if has stages; then
+  # K/V tiles in flight per block of the tensor-core decode attention (4, the default, against 2).
+  ab_runs stages VELA_DECODE_MMA_STAGES "4 2" batch64,batch32,decode1k
 fi
 if has splits; then
   # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,

@@ -16,6 +16,7 @@
 // head_dim that is not a tile width runs the next wider tile with its columns past head_dim
 // zero-filled and never stored (attention_common.cuh, dispatch_head_dim). Global rows, o_part and
 // the outputs are addressed by the runtime head_dim.
+#include "core/env.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
@@ -290,24 +291,27 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
 // ---- GQA decode on tensor cores (16-bit caches, 2..16 query heads per KV head, head_dim <= 64) --
 // The block's query heads of one KV head form the rows of a 16-row mma tile (FlashInfer's GQA
 // trick: one K/V stream serves all of them and the scores cost a few mma instead of shuffles).
-// 64-key tiles stream through a double-buffered cp.async pipeline (slots staged per window as in
-// the row kernel); warp w takes keys 16w..16w+15 of each tile with its own online-softmax state,
+// 64-key tiles stream through a kS-buffer cp.async pipeline (slots staged per window as in the
+// row kernel); warp w takes keys 16w..16w+15 of each tile with its own online-softmax state,
 // and the 4 warps merge through shared memory at the end.
 constexpr int kMmaKeys = 64;
 constexpr int kMmaThreads = 128;
 
-template <int D>
+// kS: K/V tiles in flight (the tile being read plus kS - 1 loading). A block walks its split's
+// tiles one after another, so with two buffers a batch-64 step's unsplit blocks (8-10 tiles each)
+// keep too few bytes in flight to stream the cache from HBM (session 41's ncu: half the bandwidth).
+template <int D, int kS>
 struct MmaDecodeCfg {
-  static constexpr int kPipeBytes = (16 * D + 2 * 2 * kMmaKeys * D) * 2;  // Q + 2 x (K, V)
+  static constexpr int kPipeBytes = (16 * D + 2 * kS * kMmaKeys * D) * 2;  // Q + kS x (K, V)
   static constexpr int kMergeBytes = (4 * 16 * D + 4 * 16 * 2) * 4;
   static constexpr int kSlotsOffset = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static constexpr int kSmemBytes = kSlotsOffset + kSlotWindow * 4;
-  static_assert(kSmemBytes <= 48 * 1024, "mma decode shared memory above the default limit");
+  static_assert(kS >= 2 && kSmemBytes <= 96 * 1024, "mma decode pipeline");
 };
 
-template <typename T, int D, bool kExact>
+template <typename T, int D, bool kExact, int kS>
 static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs a) {
-  using Cfg = MmaDecodeCfg<D>;
+  using Cfg = MmaDecodeCfg<D, kS>;
   constexpr int kChunks = D / 8;
   const int hd = kExact ? D : a.head_dim;
   const int hc = hd / 8;  // live 16-byte chunks per row
@@ -315,8 +319,8 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   static_assert(kLoads >= 1, "tile shape");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);  // [16][D]
-  T* sk = sq + 16 * D;                     // [2][kMmaKeys][D]
-  T* sv = sk + 2 * kMmaKeys * D;           // [2][kMmaKeys][D]
+  T* sk = sq + 16 * D;                     // [kS][kMmaKeys][D]
+  T* sv = sk + kS * kMmaKeys * D;          // [kS][kMmaKeys][D]
   int32_t* s_slots = reinterpret_cast<int32_t*>(smem_raw + Cfg::kSlotsOffset);
 
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
@@ -341,9 +345,9 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * hd;
   const T* kbase = static_cast<const T*>(a.k_cache) + kv_head * hd;
   const T* vbase = static_cast<const T*>(a.v_cache) + kv_head * hd;
-  // Tile t of the window starting at key wb (slots staged in s_slots) into buffer t & 1.
+  // Tile t of the window starting at key wb (slots staged in s_slots) into buffer t % kS.
   auto load_tile = [&](int t, int wb, int we) {
-    const int buf = t & 1;
+    const int buf = t % kS;
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int idx = tid + i * kMmaThreads, r = idx / kChunks, c = idx % kChunks;
@@ -401,17 +405,19 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
         ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(lane & 15, 2 * kk + (lane >> 4)));
     }
     const int n_tiles = (we - wb + kMmaKeys - 1) / kMmaKeys;
-    if (wb != begin || !early_tile) {
-      load_tile(0, wb, we);
+    // Tiles 0 .. kS - 2 start loading now (tile 0 already landed when it loaded early), one
+    // commit group each, empty past the window's end, so every wait below counts kS - 2 groups.
+    for (int t = wb == begin && early_tile ? 1 : 0; t < kS - 1; ++t) {
+      if (t < n_tiles) load_tile(t, wb, we);
       cp_async_commit();
     }
     for (int t = 0; t < n_tiles; ++t) {
-      cp_async_wait<0>();
+      cp_async_wait<kS - 2>();
       __syncthreads();  // tile t landed everywhere; everyone is done with tile t - 1
-      if (t + 1 < n_tiles) load_tile(t + 1, wb, we);
+      if (t + kS - 1 < n_tiles) load_tile(t + kS - 1, wb, we);  // into tile t - 1's buffer
       cp_async_commit();
-      const T* skb = sk + (t & 1) * kMmaKeys * D;
-      const T* svb = sv + (t & 1) * kMmaKeys * D;
+      const T* skb = sk + (t % kS) * kMmaKeys * D;
+      const T* svb = sv + (t % kS) * kMmaKeys * D;
       float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -561,14 +567,15 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
 
 namespace {
 
-template <typename T, int D, bool kExact>
+template <typename T, int D, bool kExact, int kS>
 void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   RowsArgs a = args;
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
-  launch_pdl(decode_mma_kernel<T, D, kExact>, grid, dim3(kMmaThreads), MmaDecodeCfg<D>::kSmemBytes,
-             a);
+  constexpr int kSmem = MmaDecodeCfg<D, kS>::kSmemBytes;
+  opt_in_smem(decode_mma_kernel<T, D, kExact, kS>, kSmem);
+  launch_pdl(decode_mma_kernel<T, D, kExact, kS>, grid, dim3(kMmaThreads), kSmem, a);
   if (a.n_splits > 1) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
     launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
@@ -638,7 +645,15 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
       if constexpr (sizeof(T) == 2 && D <= 64) {
         // Decode of a GQA group on tensor cores.
         if (qo_indptr == nullptr && a.group >= 2 && a.group <= 16) {
-          launch_decode_mma<T, D, kExact>(a, n_rows);
+          // VELA_DECODE_MMA_STAGES (2..4): K/V tiles a block keeps in flight.
+          static const int64_t stages = env_int("VELA_DECODE_MMA_STAGES", 4, 2, 4);
+          if (stages == 2) {
+            launch_decode_mma<T, D, kExact, 2>(a, n_rows);
+          } else if (stages == 3) {
+            launch_decode_mma<T, D, kExact, 3>(a, n_rows);
+          } else {
+            launch_decode_mma<T, D, kExact, 4>(a, n_rows);
+          }
           return;
         }
       }

@@ -5,8 +5,9 @@
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
 # an nsys kernel summary of decode at 1K context when nsys exists; and, not in the default, `patch`
 # (the request table's patch against a copy per row), `minrows` (single-row steps overlapped or
-# not, VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight), `splits` (split-KV decode at large batch with the keys in HBM, sweep
-# and engine A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's per-kernel times of
+# not, VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma
+# GEMM's stages), `splits` (split-KV decode at large batch with the keys in HBM, sweep and engine
+# A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's per-kernel times of
 # batch-64 decode graph nodes) and `detail` (ncu's stall and memory sections of a few of them).
 # Logs go to $OUT; the device tool brings back at most 8 files, so give the script OUT=/tmp/o
 # and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps what a cut-off
@@ -77,8 +78,10 @@ if has patch; then
   ab_runs patch VELA_TABLE_PATCH "0 1" batch64,batch16 "${PATCH_ROUNDS:-2}"
 fi
 if has stages; then
-  # K/V tiles in flight per block of the tensor-core decode attention (4, the default, against 2).
-  ab_runs stages VELA_DECODE_MMA_STAGES "4 2" batch64,batch32,decode1k
+  # K/V tiles in flight per block of the tensor-core decode attention (default 4), and the wgmma
+  # GEMM's stages fitted to a split's chunks (VELA_WGMMA_FIT_STAGES, default on).
+  ab_runs stages VELA_DECODE_MMA_STAGES "${STAGES:-4 3}" batch64,batch32,decode1k
+  ab_runs fit VELA_WGMMA_FIT_STAGES "1 0" batch64,batch32,batch16,batch4
 fi
 if has splits; then
   # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,

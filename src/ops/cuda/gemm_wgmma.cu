@@ -64,7 +64,7 @@ constexpr int kStageBytes = kWBytes + kABytes;  // a multiple of 1024: every til
 constexpr int kRedStride = kBN + 8;             // floats per row of the staged partial tile
 constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + slack to align the base to 1024
 static_assert(kStageBytes % 1024 == 0 && kWBytes % 1024 == 0, "128-byte swizzle atoms");
-static_assert(kRows * kRedStride * 4 <= kStages * kStageBytes, "partial tile fits the stages");
+static_assert(kRows * kRedStride * 4 <= 2 * kStageBytes, "partial tile fits two stages");
 static_assert(kRowSqGroup == kBN, "kAddRes writes a row's sum of squares per column tile");
 
 struct WgmmaArgs : gemm_pipeline::Operands {
@@ -276,6 +276,7 @@ struct TmaArgs {
   int64_t ldc;
   int m, n;  // n: output columns (kSiluMul: inter)
   int n_chunks, splits;
+  int stages;  // 2..kStages: the shared-memory stages launched (tma_stages)
   float alpha;
   bool pairs;
   RotaryKv rot;  // kRotaryKv only
@@ -488,26 +489,25 @@ static __global__ void __launch_bounds__(kThreads)
   auto load_a = [&](int ci, int st) {
     tma::load_2d(stage_a(st), &p.a_map, ci * kBK, 0, &full[st]);
   };
+  // Chunk c of this split goes through stage c % S. The prologue issues S - 1 chunks, or all of
+  // them when they fit the S stages (then nothing is refilled), so chunk i + ahead refills the
+  // stage chunk i - 1 used.
+  const int n_stages = p.stages;
+  const int ahead = n_local <= n_stages ? n_local : n_stages - 1;
   if (tid == 0) {
     tma::prefetch_map(&p.w_map);
     tma::prefetch_map(&p.a_map);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) tma::barrier_init(&full[s], 1);
+    for (int s = 0; s < n_stages; ++s) tma::barrier_init(&full[s], 1);
     tma::fence_barrier_init();
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n_local) {
-        tma::arrive_expect_tx(&full[s], kStageBytes);
-        load_w(c_begin + s, s);  // weights never depend on the previous kernel
-      }
+    for (int s = 0; s < ahead; ++s) {
+      tma::arrive_expect_tx(&full[s], kStageBytes);
+      load_w(c_begin + s, s);  // weights never depend on the previous kernel
     }
   }
   pdl_wait();
   pdl_launch_dependents();
   if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s)
-      if (s < n_local) load_a(c_begin + s, s);
+    for (int s = 0; s < ahead; ++s) load_a(c_begin + s, s);
   }
   if constexpr (kRowScale) row_rstd(p.scale, p.m, rstd, tid);
   // kAddRes: this block's cluster rank is its split (cluster dims (1, splits, 1)).
@@ -521,15 +521,15 @@ static __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kBN / 2; ++j) acc[j >> 2][j & 3] = 0.0f;
   for (int i = 0; i < n_local; ++i) {
     if (i > 0) __syncthreads();  // every warp's wgmma on chunk i - 1 completed: refill its stage
-    const int nxt = i + kStages - 1;
+    const int nxt = i + ahead;
     if (tid == 0 && nxt < n_local) {
-      const int sn = nxt % kStages;
+      const int sn = nxt % n_stages;
       tma::arrive_expect_tx(&full[sn], kStageBytes);
       load_w(c_begin + nxt, sn);
       load_a(c_begin + nxt, sn);
     }
-    const int st = i % kStages;
-    tma::wait(&full[st], static_cast<uint32_t>((i / kStages) & 1));
+    const int st = i % n_stages;
+    tma::wait(&full[st], static_cast<uint32_t>((i / n_stages) & 1));
     const uint64_t da = wgmma::desc_k_major(stage_a(st)), db = wgmma::desc_k_major(stage_w(st));
     wgmma::fence();
 #pragma unroll
@@ -660,12 +660,12 @@ int resident_cluster_limit() {
 // Launches `kernel` (either GEMM kernel) over n_tiles x p.splits blocks, the splits of a tile one
 // thread-block cluster, with programmatic dependent launch.
 template <typename Kernel, typename Args>
-void launch(Kernel kernel, const Args& p, int n_tiles) {
+void launch(Kernel kernel, const Args& p, int n_tiles, int smem_bytes = kSmemBytes) {
   opt_in_smem(kernel, kSmemBytes);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
   cfg.stream = current_stream();
   cudaLaunchAttribute attr[2];
   int n_attr = 0;
@@ -696,6 +696,18 @@ bool tma_enabled() {
   return on;
 }
 
+// Shared-memory stages for the TMA kernel: no more than a split's chunks (at least 2, which hold
+// the partial tile), so a split-K GEMM of 3 chunks a block (bench-1b's q|k|v and o at 64 rows:
+// 8 splits of 24) launches 73 KiB blocks instead of 97 and the kernels around it under
+// programmatic dependent launch (decode attention, gate|up) can be resident beside it.
+// VELA_WGMMA_FIT_STAGES=0 keeps kStages for every shape.
+int tma_stages(int n_chunks, int splits) {
+  static const bool fit = env_enabled("VELA_WGMMA_FIT_STAGES");
+  if (!fit) return kStages;
+  const int per_split = (n_chunks + splits - 1) / splits;
+  return std::clamp(per_split, 2, kStages);
+}
+
 // The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
 // each output row) over the 128-row tiles of w for a @ w^T; `p` holds the epilogue's output
 // operands, out_dtype c's dtype. False when the driver cannot make the tensor maps, or kRotaryKv /
@@ -711,14 +723,16 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
     return false;
   p.m = static_cast<int>(m);
   p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
+  p.stages = tma_stages(p.n_chunks, p.splits);
   p.alpha = alpha;
   // A tile is 128 rows of w: 128 output columns, 64 gate and 64 up rows, or whole heads.
   const int n_tiles = static_cast<int>((w.size(0) + kBN - 1) / kBN);
   gemm_pipeline::dispatch_dtypes(a.dtype(), out_dtype, [&](auto t, auto tc) {
     using T = decltype(t);
     using TC = decltype(tc);
-    if constexpr (kEpi == kPlainOut || std::is_same_v<T, TC>)
-      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles);  // (else: refused)
+    if constexpr (kEpi == kPlainOut || std::is_same_v<T, TC>)  // (else: refused)
+      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles,
+             p.stages * kStageBytes + 1024);
   });
   return true;
 }

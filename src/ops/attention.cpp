@@ -189,11 +189,10 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
   const int64_t want = (fill * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
   const int64_t by_len = (max_len + min_keys - 1) / min_keys;
   // A batch whose (sequence, KV head) blocks alone cover ~3/4 of the SMs splits only per 1024
-  // keys: there the merge kernel and the shorter blocks cost more than the fill gains
-  // (bench/results/batch_h200.txt: bench-1b B=64 x 512 keys 9.3 us unsplit vs 17.0 us at 3).
-  // That sweep read its keys from L2, though (one 34 MB cache timed over and over); in the engine
-  // the same kernel takes 18-20 us a layer (ncu, session 41), so this rule is to be re-measured
-  // with the keys in HBM (tools/gpu_decode.sh splits).
+  // keys: there the merge kernel and the shorter blocks cost more than the fill gains. Measured
+  // with the keys in HBM (bench/results/decode_attention_hbm_h200.txt): bench-1b B=64 x 512 keys
+  // 13.1 us unsplit vs 19.9-23.4 us at 2-4 splits; the engine at 2-5 splits per sequence
+  // (VELA_DECODE_SPLIT_FULL_KEYS=256 / 128) 1.85-1.88 vs 1.62 ms a batch-64 step.
   if (4 * blocks >= 3 * static_cast<int64_t>(sm_count)) {
     const int64_t by_full = (max_len + full_keys - 1) / full_keys;
     return static_cast<int>(std::clamp<int64_t>(std::min(want, by_full), 1, kMaxDecodeSplits));

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The decode-kernel checks in one GPU call (issue 16 item 1): build vela + test_cuda for sm_90,
-# run the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
+# The decode-kernel checks in one GPU call (issue 16 item 1): build vela + test_cuda for sm_90, run
+# the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
 # (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off, PDL off, the
-# persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and
-# an nsys kernel summary of decode at 1K context when nsys exists; and, not in the default, `patch`
-# (the request table's patch against a copy per row), `minrows` (single-row steps overlapped or
-# not, VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma
-# GEMM's stages), `splits` (split-KV decode at large batch with the keys in HBM, sweep and engine
-# A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's per-kernel times of
-# batch-64 decode graph nodes) and `detail` (ncu's stall and memory sections of a few of them).
-# Logs go to $OUT; the device tool brings back at most 8 files, so give the script OUT=/tmp/o
-# and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps what a cut-off
-# call did).
+# persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and an nsys kernel
+# summary of decode at 1K context when nsys exists; and, not in the default, `patch` (the request
+# table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
+# VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
+# stages), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV decode at large
+# batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks per SM), `kernels`
+# (ncu's per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's stall and memory
+# sections of a few of them). Logs go to $OUT; the device tool brings back at most 8 files, so give
+# the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps
+# what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows stages splits kernels detail
+#   what: build tests micro bench ab profile patch minrows stages qwen splits kernels detail
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -28,14 +28,14 @@ if has build; then
   echo "build ok ($(date +%T))"
 fi
 B=$PWD/build-gpu
-# ab_runs LABEL VAR "VALUES" CASES [ROUNDS]: `vela bench engine --cases CASES` with VAR at each
-# value, in alternating rounds (default 2); logs in $OUT/LABEL_ROUND_VALUE.txt.
+# ab_runs LABEL VAR "VALUES" CASES [ROUNDS]: `vela bench engine --cases CASES $BENCH_ARGS` with VAR
+# at each value, in alternating rounds (default 2); logs in $OUT/LABEL_ROUND_VALUE.txt.
 ab_runs() {
   local label=$1 var=$2 values=$3 cases=$4 rounds=${5:-2} round v f
   for round in $(seq "$rounds"); do
     for v in $values; do
       f="$OUT/${label}_${round}_$v.txt"
-      env "$var=$v" timeout 90 "$B/vela" bench engine --cases "$cases" > "$f" 2>&1
+      env "$var=$v" timeout 90 "$B/vela" bench engine --cases "$cases" ${BENCH_ARGS:-} > "$f" 2>&1
       echo "bench engine $var=$v rc=$?"; grep -E "^(decode|batch)" "$f"
     done
   done
@@ -82,6 +82,12 @@ if has stages; then
   # GEMM's stages fitted to a split's chunks (VELA_WGMMA_FIT_STAGES, default on).
   ab_runs stages VELA_DECODE_MMA_STAGES "${STAGES:-4 3}" batch64,batch32,decode1k
   ab_runs fit VELA_WGMMA_FIT_STAGES "1 0" batch64,batch32,batch16,batch4
+fi
+if has qwen; then
+  # The Qwen3-1.7B shape (16q / 8kv / d128: the row kernel, which the sweep says wants >= 3 splits
+  # at B = 64) with the large-batch rule's 1024 keys per split against 128.
+  BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
+    ab_runs qwen VELA_DECODE_SPLIT_FULL_KEYS "1024 128" batch64,batch16
 fi
 if has splits; then
   # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,

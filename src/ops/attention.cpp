@@ -175,7 +175,15 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
                 seq_lens, qo_indptr, scale, out);
 }
 
-int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int sm_count) {
+bool decode_on_tensor_cores(DType dtype, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim) {
+  if (dtype != DType::kBF16 && dtype != DType::kF16) return false;
+  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0) return false;
+  const int64_t group = n_heads / n_kv_heads;
+  return head_dim <= 64 && group >= 2 && group <= 16;
+}
+
+int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int sm_count,
+                      bool tensor_core) {
   VELA_CHECK(n_seqs >= 0 && n_kv_heads > 0 && max_len >= 0 && sm_count > 0,
              "decode_num_splits: bad arguments (n_seqs ", n_seqs, ", n_kv_heads ", n_kv_heads,
              ", max_len ", max_len, ", sm_count ", sm_count, ")");
@@ -185,15 +193,22 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
   static const int64_t fill = env_int("VELA_DECODE_SPLIT_FILL", 4, 1, 64);
   // VELA_DECODE_SPLIT_FULL_KEYS: the keys per split of a batch that covers the SMs (default 1024).
   static const int64_t full_keys = env_int("VELA_DECODE_SPLIT_FULL_KEYS", 1024, 16, 1 << 20);
+  // VELA_DECODE_SPLIT_COVER_ROWS: where the row kernel's batch covers the device, in quarters of
+  // the SM count (default 12 = 3 x sm_count; 3 is the tensor-core kernel's 3/4).
+  static const int64_t cover_rows = env_int("VELA_DECODE_SPLIT_COVER_ROWS", 12, 1, 1024);
   const int64_t blocks = std::max<int64_t>(n_seqs * n_kv_heads, 1);
   const int64_t want = (fill * static_cast<int64_t>(sm_count) + blocks - 1) / blocks;
   const int64_t by_len = (max_len + min_keys - 1) / min_keys;
-  // A batch whose (sequence, KV head) blocks alone cover ~3/4 of the SMs splits only per 1024
-  // keys: there the merge kernel and the shorter blocks cost more than the fill gains. Measured
-  // with the keys in HBM (bench/results/decode_attention_hbm_h200.txt): bench-1b B=64 x 512 keys
-  // 13.1 us unsplit vs 19.9-23.4 us at 2-4 splits; the engine at 2-5 splits per sequence
-  // (VELA_DECODE_SPLIT_FULL_KEYS=256 / 128) 1.85-1.88 vs 1.62 ms a batch-64 step.
-  if (4 * blocks >= 3 * static_cast<int64_t>(sm_count)) {
+  // A batch whose (sequence, KV head) blocks alone cover the device splits only per 1024 keys:
+  // there the merge kernel and the shorter blocks cost more than the fill gains. Measured with
+  // the keys in HBM (bench/results/decode_attention_hbm_h200.txt). The tensor-core kernel covers
+  // it from 3/4 of the SMs: bench-1b B=64 x 512 keys 13.1 us unsplit vs 19.9-23.4 us at 2-4
+  // splits, the engine at 2-5 splits a sequence 1.85-1.88 vs 1.62 ms a batch-64 step. The row
+  // kernel (one key row per thread group, fewer bytes in flight a block) from 3 x the SMs: the
+  // Qwen3-1.7B shape (16q / 8kv / d128) at batch 16 (128 blocks) ran 2.87 ms a step unsplit
+  // against 2.41-2.42 at 8 splits, at batch 64 (512 blocks) 3.14 unsplit against 3.35 at 4.
+  const int64_t cover_quarters = tensor_core ? 3 : cover_rows;
+  if (4 * blocks >= cover_quarters * static_cast<int64_t>(sm_count)) {
     const int64_t by_full = (max_len + full_keys - 1) / full_keys;
     return static_cast<int>(std::clamp<int64_t>(std::min(want, by_full), 1, kMaxDecodeSplits));
   }

@@ -93,14 +93,22 @@ inline constexpr int64_t kPrefillWideMaxHeadDim = 64;
 // benchmarks; another value than 64 is an InvalidArgument error.
 int prefill_tile_q(DType dtype, int64_t head_dim, Device device);
 
+// Whether CUDA decode attention of these heads runs on the tensor-core GQA kernel (bf16/f16,
+// head_dim <= 64, 2..16 query heads per KV head) rather than the row kernel; the split policy
+// differs between them.
+bool decode_on_tensor_cores(DType dtype, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim);
+
 // Splits of each sequence's KV range for paged_decode_attention: enough blocks to fill the
 // device (n_seqs * n_kv_heads * n_splits ~ 4 * sm_count) without splitting below ~64 keys, in
-// [1, kMaxDecodeSplits]; a batch with n_seqs * n_kv_heads >= 3/4 of sm_count splits at most once
-// per 1024 keys (the merge costs more than the fill gains there). For a captured graph, pass the
-// largest max_len the graph will replay with. VELA_DECODE_SPLIT_KEYS / VELA_DECODE_SPLIT_FILL /
-// VELA_DECODE_SPLIT_FULL_KEYS (read once) replace the 64 keys, the 4 blocks per SM and the 1024
-// keys, for A/B runs.
-int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int sm_count);
+// [1, kMaxDecodeSplits]. A batch whose n_seqs * n_kv_heads blocks already cover the device
+// (3/4 of sm_count on the tensor-core kernel, 3 x sm_count on the row kernel: tensor_core is
+// decode_on_tensor_cores) splits at most once per 1024 keys (the merge costs more than the fill
+// gains there). For a captured graph, pass the largest max_len the graph will replay with.
+// VELA_DECODE_SPLIT_KEYS / VELA_DECODE_SPLIT_FILL / VELA_DECODE_SPLIT_FULL_KEYS /
+// VELA_DECODE_SPLIT_COVER_ROWS (read once) replace the 64 keys, the 4 blocks per SM, the 1024 keys
+// and the row kernel's 12 quarter-SMs, for A/B runs.
+int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int sm_count,
+                      bool tensor_core);
 
 // Workspace of paged_decode_attention, in f32 elements (the caller allocates it once for its
 // largest batch and split count): o_part holds n_seqs * n_heads * n_splits * head_dim floats,

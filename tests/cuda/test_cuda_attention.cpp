@@ -477,7 +477,8 @@ TEST_P(CudaDecodeGraphTest, ReplayAfterGrowth) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int max_len = 2000 + spare;
   const int n_splits =
-      ops::decode_num_splits(3, n_kv, max_len, cuda::device_properties().multiProcessorCount);
+      ops::decode_num_splits(3, n_kv, max_len, cuda::device_properties().multiProcessorCount,
+                             ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
   Tensor o_part =
       Tensor::empty({ops::decode_o_part_numel(3, n_heads, d, n_splits)}, DType::kF32, gpu());
   Tensor lse_part =
@@ -634,7 +635,8 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
       std::vector<int> lens(static_cast<size_t>(sh.b), sh.ctx), q_lens(lens.size(), 1);
       Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, page, 700);
       Batch g = to_gpu(b, gpu());
-      const int n_splits = ops::decode_num_splits(sh.b, n_kv, sh.ctx, sms);
+      const int n_splits = ops::decode_num_splits(
+          sh.b, n_kv, sh.ctx, sms, ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
       const double ms = decode_ms(g, KvCopies(b, gpu()), 0.125f, n_splits);
       const double bytes = 2.0 * sh.b * sh.ctx * n_kv * d * 2;
       const double gbps = bytes / (ms * 1e-3) / 1e9;
@@ -662,7 +664,8 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
     std::vector<int> lens(static_cast<size_t>(c.b), c.ctx), q_lens(lens.size(), 1);
     Batch b = make_batch(dt, lens, q_lens, c.n_heads, c.n_kv, c.d, 16, 710);
     Batch g = to_gpu(b, gpu());
-    const int policy = ops::decode_num_splits(c.b, c.n_kv, c.ctx, sms);
+    const int policy = ops::decode_num_splits(
+        c.b, c.n_kv, c.ctx, sms, ops::decode_on_tensor_cores(dt, c.n_heads, c.n_kv, c.d));
     KvCopies kv(b, gpu());
     const double bytes = 2.0 * c.b * c.ctx * c.n_kv * c.d * 2;
     for (int n_splits : {1, 2, 3, 4, 6, 8, 16}) {
@@ -727,7 +730,8 @@ TEST_F(CudaAttentionTest, DISABLED_BenchHeadDims) {
       std::vector<int> lens(static_cast<size_t>(sh.b), sh.ctx), q_lens(lens.size(), 1);
       Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, 16, 710);
       Batch g = to_gpu(b, gpu());
-      const int n_splits = ops::decode_num_splits(sh.b, n_kv, sh.ctx, sms);
+      const int n_splits = ops::decode_num_splits(
+          sh.b, n_kv, sh.ctx, sms, ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
       const double ms =
           decode_ms(g, KvCopies(b, gpu()), 1.0f / std::sqrt(static_cast<float>(d)), n_splits);
       const double gbps = 2.0 * sh.b * sh.ctx * n_kv * d * 2 / (ms * 1e-3) / 1e9;

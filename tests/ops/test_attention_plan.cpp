@@ -57,18 +57,43 @@ TEST(AttentionPlan, BadInput) {
 }
 
 TEST(AttentionPlan, DecodeSplits) {
-  EXPECT_EQ(ops::decode_num_splits(1, 4, 60, 132), 1);  // short: no split
-  EXPECT_EQ(ops::decode_num_splits(1, 4, 100, 132), 2);
-  EXPECT_EQ(ops::decode_num_splits(1, 4, 32768, 132), 128);  // fill the device, capped
-  EXPECT_EQ(ops::decode_num_splits(1, 4, 1024, 132), 16);    // >= 64 keys per split
-  EXPECT_EQ(ops::decode_num_splits(64, 4, 512, 132), 1);     // 256 blocks already: no split
-  EXPECT_EQ(ops::decode_num_splits(32, 4, 512, 132), 1);     // 128 blocks >= 3/4 of the SMs
-  EXPECT_EQ(ops::decode_num_splits(64, 4, 2048, 132), 2);    // one split per 1024 keys
-  EXPECT_EQ(ops::decode_num_splits(64, 4, 4096, 132), 3);    // ... up to the fill count
-  EXPECT_EQ(ops::decode_num_splits(16, 4, 512, 132), 8);     // 64 blocks: split to fill
-  EXPECT_EQ(ops::decode_num_splits(1024, 8, 4096, 132), 1);
-  EXPECT_EQ(ops::decode_num_splits(0, 4, 0, 132), 1);
-  EXPECT_THROW(ops::decode_num_splits(1, 0, 10, 132), InvalidArgument);
+  auto splits = [](int64_t n_seqs, int64_t n_kv, int64_t max_len) {
+    return ops::decode_num_splits(n_seqs, n_kv, max_len, 132, /*tensor_core=*/true);
+  };
+  EXPECT_EQ(splits(1, 4, 60), 1);  // short: no split
+  EXPECT_EQ(splits(1, 4, 100), 2);
+  EXPECT_EQ(splits(1, 4, 32768), 128);  // fill the device, capped
+  EXPECT_EQ(splits(1, 4, 1024), 16);    // >= 64 keys per split
+  EXPECT_EQ(splits(64, 4, 512), 1);     // 256 blocks already: no split
+  EXPECT_EQ(splits(32, 4, 512), 1);     // 128 blocks >= 3/4 of the SMs
+  EXPECT_EQ(splits(64, 4, 2048), 2);    // one split per 1024 keys
+  EXPECT_EQ(splits(64, 4, 4096), 3);    // ... up to the fill count
+  EXPECT_EQ(splits(16, 4, 512), 8);     // 64 blocks: split to fill
+  EXPECT_EQ(splits(1024, 8, 4096), 1);
+  EXPECT_EQ(splits(0, 4, 0), 1);
+  EXPECT_THROW(splits(1, 0, 10), InvalidArgument);
+}
+
+TEST(AttentionPlan, RowKernelDecodeSplitsCoverAtThreeTimesTheSms) {
+  auto splits = [](int64_t n_seqs, int64_t n_kv, int64_t max_len) {
+    return ops::decode_num_splits(n_seqs, n_kv, max_len, 132, /*tensor_core=*/false);
+  };
+  // Qwen3-1.7B heads (8 KV heads): 128 blocks at batch 16 still split to fill 4 x 132 ...
+  EXPECT_EQ(splits(16, 8, 1024), 5);
+  EXPECT_EQ(splits(32, 8, 1024), 3);
+  // ... and 512 blocks at batch 64 cover 3 x 132: one split per 1024 keys.
+  EXPECT_EQ(splits(64, 8, 512), 1);
+  EXPECT_EQ(splits(64, 8, 2048), 2);
+  EXPECT_EQ(splits(1, 4, 1024), 16);  // single sequences as on the tensor-core kernel
+}
+
+TEST(AttentionPlan, DecodeKernelChoice) {
+  EXPECT_TRUE(ops::decode_on_tensor_cores(DType::kBF16, 24, 4, 64));  // bench-1b
+  EXPECT_TRUE(ops::decode_on_tensor_cores(DType::kF16, 32, 2, 48));
+  EXPECT_FALSE(ops::decode_on_tensor_cores(DType::kBF16, 16, 8, 128));  // Qwen3-1.7B: d128
+  EXPECT_FALSE(ops::decode_on_tensor_cores(DType::kF32, 24, 4, 64));    // f32 caches
+  EXPECT_FALSE(ops::decode_on_tensor_cores(DType::kBF16, 8, 8, 64));    // MHA: group 1
+  EXPECT_FALSE(ops::decode_on_tensor_cores(DType::kBF16, 64, 2, 64));   // group 32
 }
 
 // A small paged batch: 3 sequences of lengths 9, 1, 20 whose slots are reversed positions.

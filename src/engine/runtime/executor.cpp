@@ -56,6 +56,8 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
       stream_ = std::make_unique<CudaGraphRunner>(model->device());
     buckets_ = CudaGraphRunner::buckets(ws.max_seqs());
     sm_count_ = cuda::sm_count(model->device().index);
+    decode_tensor_cores_ = ops::decode_on_tensor_cores(
+        model->dtype(), model->config.n_heads, model->config.n_kv_heads, model->config.head_dim);
     if (opts.time_device)
       for (TimedForward& f : timed_) {
         f.begin = std::make_unique<cuda::StreamEvent>(model->device().index, /*timing=*/true);
@@ -192,7 +194,8 @@ Tensor Executor::forward_decode(const BoundBatch& batch) {
 }
 
 int Executor::graph_splits(int32_t bucket, int32_t max_len) const {
-  int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, max_len, sm_count_);
+  int splits = ops::decode_num_splits(bucket, model_->config.n_kv_heads, max_len, sm_count_,
+                                      decode_tensor_cores_);
   if (!graphs_) return splits;  // graphs: a power of two, so a handful of graphs per bucket
   return std::min(static_cast<int>(std::bit_ceil(static_cast<unsigned>(splits))),
                   ops::kMaxDecodeSplits);
@@ -296,8 +299,8 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   b.kv.mode = AttentionMode::kPrefill;
   b.kv.n_decode_seqs = n_decode;
   if (n_decode > 0) {
-    b.kv.n_splits =
-        ops::decode_num_splits(n_decode, model_->config.n_kv_heads, batch.kv.max_len, sm_count_);
+    b.kv.n_splits = ops::decode_num_splits(n_decode, model_->config.n_kv_heads, batch.kv.max_len,
+                                           sm_count_, decode_tensor_cores_);
     b.kv.o_part = ws_.o_part;
     b.kv.lse_part = ws_.lse_part;
   }

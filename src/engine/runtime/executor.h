@@ -114,6 +114,7 @@ class Executor {
   // `splits` KV splits (0: as a step at max_len would).
   void capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket, int splits = 0);
   int sm_count_ = 1;
+  bool decode_tensor_cores_ = false;  // ops::decode_on_tensor_cores for the model's heads
   // time_device: events around the last two forwards (alternating), not yet counted in
   // device_time_.
   struct TimedForward {

@@ -644,7 +644,7 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
       constexpr bool kExact = decltype(exact)::value;
       if constexpr (sizeof(T) == 2 && D <= 64) {
         // Decode of a GQA group on tensor cores.
-        if (qo_indptr == nullptr && a.group >= 2 && a.group <= 16) {
+        if (qo_indptr == nullptr && decode_on_tensor_cores(q.dtype(), a.n_heads, a.n_kv_heads, d)) {
           // VELA_DECODE_MMA_STAGES (2..4): K/V tiles a block keeps in flight.
           static const int64_t stages = env_int("VELA_DECODE_MMA_STAGES", 4, 2, 4);
           if (stages == 2) {

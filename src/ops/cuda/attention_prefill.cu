@@ -433,7 +433,8 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   if (n_tokens == 0) return;
   const int sms = n_sms();
   if (all_decode || q.dtype() == DType::kF32) {
-    const int n_splits = decode_num_splits(n_tokens, n_kv, max_len, sms);
+    const int n_splits = decode_num_splits(n_tokens, n_kv, max_len, sms,
+                                           decode_on_tensor_cores(q.dtype(), n_heads, n_kv, d));
     Tensor o_part, lse_part;
     if (n_splits > 1) {
       o_part = Tensor::empty({decode_o_part_numel(n_tokens, n_heads, d, n_splits)}, DType::kF32,

@@ -84,10 +84,10 @@ if has stages; then
   ab_runs fit VELA_WGMMA_FIT_STAGES "1 0" batch64,batch32,batch16,batch4
 fi
 if has qwen; then
-  # The Qwen3-1.7B shape (16q / 8kv / d128: the row kernel, which the sweep says wants >= 3 splits
-  # at B = 64) with the large-batch rule's 1024 keys per split against 128.
+  # The Qwen3-1.7B shape (16q / 8kv / d128: the row kernel) with the row kernel's cover threshold
+  # at 3 x the SMs (12 quarters, the default) against the tensor-core kernel's 3/4 (3).
   BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
-    ab_runs qwen VELA_DECODE_SPLIT_FULL_KEYS "1024 128" batch64,batch16
+    ab_runs qwen VELA_DECODE_SPLIT_COVER_ROWS "12 3" batch16,batch32,batch64
 fi
 if has splits; then
   # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,

@@ -58,8 +58,9 @@ int bench_model_main(int argc, char** argv) {
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   for (int64_t i = 0; i < n_prompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919) % cfg.vocab_size);
   // Prefill of `b` sequences (one packed step), then (timed apart) n_decode steps of one token
-  // each; returns the decode's seconds per step, the median of 3 runs after a warm-up run.
-  auto run = [&](int64_t b, bool decode) {
+  // each; returns this run's seconds per decode step. With `gbps`, the read bandwidth is probed
+  // right before and after the timed decode steps and their mean stored there.
+  auto run = [&](int64_t b, bool decode, double* gbps = nullptr) {
     ContiguousKVCache cache(cfg, b, n_prompt + n_decode + 1, dtype, device);
     std::vector<int32_t> seqs(static_cast<size_t>(b)), ones(static_cast<size_t>(b), 1);
     std::vector<int32_t> packed;
@@ -71,13 +72,16 @@ int bench_model_main(int argc, char** argv) {
     m.forward_packed(Tensor::from_vector(packed), st.positions, st.kv, st.last_indices);
     if (!decode) return 0.0;
     Tensor ids = Tensor::from_vector(ones);
+    const double before = gbps != nullptr ? measure_read_gbps(probe_bytes, 3) : 0.0;
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < n_decode; ++s) {
       PackedStep d = cache.step(seqs, ones);
       m.forward_packed(ids, d.positions, d.kv, d.last_indices);
     }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-           static_cast<double>(n_decode);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (gbps != nullptr) *gbps = 0.5 * (before + measure_read_gbps(probe_bytes, 3));
+    return seconds / static_cast<double>(n_decode);
   };
   // Three timed decode runs after a warm-up, each between two bandwidth probes (their mean is the
   // run's bandwidth); the run whose step time is the median share of its floor is reported.
@@ -89,9 +93,8 @@ int bench_model_main(int argc, char** argv) {
     run(b, true);  // warm-up
     std::vector<Decode> runs;
     for (int rep = 0; rep < 3; ++rep) {
-      const double before = measure_read_gbps(probe_bytes, 3);
-      const double ms = run(b, true) * 1e3;
-      const double gbps = 0.5 * (before + measure_read_gbps(probe_bytes, 3));
+      double gbps = 0.0;
+      const double ms = run(b, true, &gbps) * 1e3;
       runs.push_back({ms, gbps, weight_bytes / (gbps * 1e9) * 1e3, {}});
     }
     Decode out;
@@ -153,6 +156,7 @@ int bench_model_main(int argc, char** argv) {
               {"batch", batch},
               {"decode_ms_per_step_batch", ms_per_step_b},
               {"floor_ms_per_step_batch", many.floor_ms},
+              {"read_gbps_batch", many.read_gbps},
               {"floor_ratios_batch", many.ratios}};
     std::string s = j.dump(2) + "\n";
     write_file_atomic(json_path, s.data(), s.size());

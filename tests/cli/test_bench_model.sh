@@ -20,7 +20,7 @@ for ratios, ms, floor in ((j["floor_ratios"], j["decode_ms_per_token"], j["floor
     assert len(ratios) == 3 and all(r > 0 for r in ratios), ratios
     # The reported run is the median of the three by ratio.
     assert abs(floor / ms - sorted(ratios)[1]) < 1e-9, (floor / ms, ratios)
-assert j["read_gbps"] > 0
+assert j["read_gbps"] > 0 and j["read_gbps_batch"] > 0
 rows = {r["case"]: r for r in j["results"]}
 assert any(c.startswith("decode B=1") for c in rows) and any(c.startswith("decode B=2") for c in rows)
 PY

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -25,6 +26,7 @@
 
 #include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
+#include "core/error.h"
 #include "cuda/cuda_test_util.h"
 #include "ops/attention.h"
 #include "ops/cuda/cuda_ops.h"
@@ -296,6 +298,52 @@ TEST_F(CudaAttentionTest, DecodeMatchesCpu) {
       }
     }
   }
+}
+
+// The tensor-core decode kernel with 2, 3 and 4 K/V tiles in flight (VELA_DECODE_MMA_STAGES picks
+// one per process): long unsplit rows cross several slot windows and many tiles, split rows few.
+TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
+  struct Reset {
+    ~Reset() { ops::cuda::decode_mma_set_stages(-1); }
+  } reset;
+  std::vector<int> lens = random_lens(16, 1, 3000, 31);
+  lens[3] = 2500;
+  lens[7] = 65;  // one full tile and one key
+  const DType dt = DType::kBF16;
+  for (int64_t d : {64, 32}) {
+    const int64_t n_heads = 24, n_kv = 4;
+    std::vector<int> q_lens(lens.size(), 1);
+    Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, 16, 900 + d);
+    b.q = test::random_cpu({static_cast<int64_t>(lens.size()), n_heads, d}, dt, 9);
+    ASSERT_TRUE(ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    Tensor want = Tensor::empty(b.q.shape(), dt);
+    Tensor none;
+    ops::paged_decode_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices,
+                                b.seq_lens, scale, 1, none, none, want);
+    Batch g = to_gpu(b, gpu());
+    Tensor first;
+    for (int stages : {2, 3, 4}) {
+      ops::cuda::decode_mma_set_stages(stages);
+      for (int n_splits : {1, 3, 16}) {
+        SCOPED_TRACE("d " + std::to_string(d) + " stages " + std::to_string(stages) + " splits " +
+                     std::to_string(n_splits));
+        Tensor got = gpu_decode(g, scale, n_splits);
+        test::expect_close(got, want, attn_tol(dt), "decode");
+        if (n_splits != 1) continue;
+        // The tiles are summed in the same order whatever the ring's depth: the same bits.
+        Tensor host = got.to(Device::cpu());
+        if (!first.defined()) {
+          first = host;
+        } else {
+          EXPECT_EQ(std::memcmp(first.data_ptr(), host.data_ptr(), host.nbytes()), 0);
+        }
+      }
+    }
+    first = Tensor();
+  }
+  EXPECT_THROW(ops::cuda::decode_mma_set_stages(5), InvalidArgument);
+  EXPECT_THROW(ops::cuda::decode_mma_set_stages(1), InvalidArgument);
 }
 
 struct PrefillCase {

@@ -16,6 +16,8 @@
 // head_dim that is not a tile width runs the next wider tile with its columns past head_dim
 // zero-filled and never stored (attention_common.cuh, dispatch_head_dim). Global rows, o_part and
 // the outputs are addressed by the runtime head_dim.
+#include <atomic>
+
 #include "core/env.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
@@ -567,6 +569,16 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
 
 namespace {
 
+std::atomic<int> g_mma_stages_override{-1};  // decode_mma_set_stages (tests, benchmarks)
+
+// K/V tiles in flight per tensor-core decode block: the override, else VELA_DECODE_MMA_STAGES.
+int decode_mma_stages() {
+  const int o = g_mma_stages_override.load(std::memory_order_relaxed);
+  if (o >= 2) return o;
+  static const int stages = static_cast<int>(env_int("VELA_DECODE_MMA_STAGES", 4, 2, 4));
+  return stages;
+}
+
 template <typename T, int D, bool kExact, int kS>
 void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   RowsArgs a = args;
@@ -645,8 +657,7 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
       if constexpr (sizeof(T) == 2 && D <= 64) {
         // Decode of a GQA group on tensor cores.
         if (qo_indptr == nullptr && decode_on_tensor_cores(q.dtype(), a.n_heads, a.n_kv_heads, d)) {
-          // VELA_DECODE_MMA_STAGES (2..4): K/V tiles a block keeps in flight.
-          static const int64_t stages = env_int("VELA_DECODE_MMA_STAGES", 4, 2, 4);
+          const int stages = decode_mma_stages();
           if (stages == 2) {
             launch_decode_mma<T, D, kExact, 2>(a, n_rows);
           } else if (stages == 3) {
@@ -671,6 +682,12 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
 }
 
 }  // namespace
+
+void decode_mma_set_stages(int stages) {
+  VELA_CHECK(stages < 0 || (stages >= 2 && stages <= 4),
+             "decode_mma_set_stages: stages must be 2..4 (or -1 for the default), got ", stages);
+  g_mma_stages_override = stages < 0 ? -1 : stages;
+}
 
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,

@@ -147,6 +147,9 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              const Tensor& seq_lens, const Tensor& qo_indptr,
                              const Tensor& tile_seq_idx, const Tensor& tile_q_start,
                              int64_t n_tiles, int tile_q, float scale, Tensor& out);
+// Tests and benchmarks: the K/V tiles (2..4) a tensor-core decode attention block keeps in
+// flight; -1 back to VELA_DECODE_MMA_STAGES (default 4).
+void decode_mma_set_stages(int stages);
 #ifdef VELA_HAS_SM90A
 // Whether the Hopper wgmma prefill kernel (attention_prefill_wgmma.cu) runs 128-row tiles of these
 // operands on the current device: bf16/f16, head_dim 64 or 128, sm_90, not turned off

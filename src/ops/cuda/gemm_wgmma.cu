@@ -51,10 +51,10 @@ namespace {
 constexpr int kBN = 128;                 // output columns per block (wgmma N)
 constexpr int kBK = gemm_pipeline::kBK;  // K per stage: one 128-byte swizzled row
 constexpr int kRows = 64;                // wgmma M: rows of a per block (past M: zeros)
-// cp.async stages in flight: 4 (97 KiB), so two blocks fit an SM, and under programmatic dependent
+// Stages in flight: at most 4 (97 KiB), so two blocks fit an SM, and under programmatic dependent
 // launch the next GEMM's block becomes resident beside this one and streams its weights early (5
 // stages, 121 KiB, measured up to 1.8x slower per GEMM in a chain of GEMMs for exactly that
-// reason).
+// reason). The TMA kernel launches fewer where a split has fewer chunks (tma_stages).
 constexpr int kStages = 4;
 constexpr int kThreads = 128;   // one warpgroup
 constexpr int kMaxCluster = 8;  // splits = cluster size: at most the portable 8

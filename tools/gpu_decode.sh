@@ -78,9 +78,9 @@ if has patch; then
   ab_runs patch VELA_TABLE_PATCH "0 1" batch64,batch16 "${PATCH_ROUNDS:-2}"
 fi
 if has stages; then
-  # K/V tiles in flight per block of the tensor-core decode attention (default 4), and the wgmma
+  # K/V tiles in flight per block of the tensor-core decode attention (0 = auto, the default), and the wgmma
   # GEMM's stages fitted to a split's chunks (VELA_WGMMA_FIT_STAGES, default on).
-  ab_runs stages VELA_DECODE_MMA_STAGES "${STAGES:-4 3}" batch64,batch32,decode1k
+  ab_runs stages VELA_DECODE_MMA_STAGES "${STAGES:-0 4 2}" batch64,batch32,decode1k,decode8k,decode32k
   ab_runs fit VELA_WGMMA_FIT_STAGES "1 0" batch64,batch32,batch16,batch4
 fi
 if has qwen; then

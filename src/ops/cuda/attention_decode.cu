@@ -571,12 +571,34 @@ namespace {
 
 std::atomic<int> g_mma_stages_override{-1};  // decode_mma_set_stages (tests, benchmarks)
 
-// K/V tiles in flight per tensor-core decode block: the override, else VELA_DECODE_MMA_STAGES.
-int decode_mma_stages() {
+// Blocks of the 4-tile kernel that are resident on the device at once (its 71.7 KiB of shared
+// memory at D = 64 allow 3 an SM, the 2-tile kernel's 37.6 KiB 5), queried once per instantiation.
+template <typename T, int D, bool kExact>
+int64_t mma4_resident_blocks() {
+  static const int64_t blocks = [] {
+    constexpr int kSmem = MmaDecodeCfg<D, 4>::kSmemBytes;
+    opt_in_smem(decode_mma_kernel<T, D, kExact, 4>, kSmem);
+    int per_sm = 0;
+    VELA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, decode_mma_kernel<T, D, kExact, 4>, kMmaThreads, kSmem));
+    return static_cast<int64_t>(per_sm) * n_sms();
+  }();
+  return blocks;
+}
+
+// K/V tiles in flight per tensor-core decode block: the override, else VELA_DECODE_MMA_STAGES
+// (2..4), else 4 where the grid is resident in one wave at 4 and 2 where it is not (the more
+// tiles in flight took batch 32 / 64 steps 1.61 -> 1.57 / 1.63 -> 1.62 ms and decode at 1K 1.02 ->
+// 1.00 ms, grids of 64-256 blocks; single sequences at 8K-32K context launch 512 blocks of 1-4
+// tiles, which fit one wave only at 2 tiles: decode32k read 1.34 ms with 4 in a later call
+// against 1.25 before, not measured side by side).
+template <typename T, int D, bool kExact>
+int decode_mma_stages(int64_t n_blocks) {
   const int o = g_mma_stages_override.load(std::memory_order_relaxed);
   if (o >= 2) return o;
-  static const int stages = static_cast<int>(env_int("VELA_DECODE_MMA_STAGES", 4, 2, 4));
-  return stages;
+  static const int env = static_cast<int>(env_int("VELA_DECODE_MMA_STAGES", 0, 0, 4));
+  if (env >= 2) return env;
+  return n_blocks <= mma4_resident_blocks<T, D, kExact>() ? 4 : 2;
 }
 
 template <typename T, int D, bool kExact, int kS>
@@ -657,7 +679,8 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
       if constexpr (sizeof(T) == 2 && D <= 64) {
         // Decode of a GQA group on tensor cores.
         if (qo_indptr == nullptr && decode_on_tensor_cores(q.dtype(), a.n_heads, a.n_kv_heads, d)) {
-          const int stages = decode_mma_stages();
+          const int stages =
+              decode_mma_stages<T, D, kExact>(n_rows * a.n_kv_heads * int64_t{a.n_splits});
           if (stages == 2) {
             launch_decode_mma<T, D, kExact, 2>(a, n_rows);
           } else if (stages == 3) {

@@ -137,6 +137,16 @@ Tensor cpu_reference(const Batch& b, float scale) {
   return want;
 }
 
+// The CPU twin of paged_decode_attention (one query per sequence; a padding row of zero keys gives
+// zeros): the decode kernels' reference.
+Tensor cpu_decode(const Batch& b, float scale) {
+  Tensor out = Tensor::empty(b.q.shape(), b.q.dtype());
+  Tensor none;
+  ops::paged_decode_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices,
+                              b.seq_lens, scale, 1, none, none, out);
+  return out;
+}
+
 // paged_decode_attention's split partials and output for g's queries at n_splits, on g's device.
 struct DecodeWorkspace {
   Tensor o_part, lse_part, out;
@@ -279,10 +289,7 @@ TEST_F(CudaAttentionTest, DecodeMatchesCpu) {
       // The padding row still owns one query (zero output); the CPU twin of decode accepts it.
       b.q = test::random_cpu({static_cast<int64_t>(dc.lens.size()), dc.n_heads, dc.d}, dt, 7);
       const float scale = 1.0f / std::sqrt(static_cast<float>(dc.d));
-      Tensor want = Tensor::empty(b.q.shape(), dt);
-      Tensor none;
-      ops::paged_decode_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices,
-                                  b.seq_lens, scale, 1, none, none, want);
+      const Tensor want = cpu_decode(b, scale);
       Batch g = to_gpu(b, gpu());
       for (int n_splits : dc.splits) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " case " + std::to_string(c) + " splits " +
@@ -317,10 +324,7 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
     b.q = test::random_cpu({static_cast<int64_t>(lens.size()), n_heads, d}, dt, 9);
     ASSERT_TRUE(ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    Tensor want = Tensor::empty(b.q.shape(), dt);
-    Tensor none;
-    ops::paged_decode_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices,
-                                b.seq_lens, scale, 1, none, none, want);
+    const Tensor want = cpu_decode(b, scale);
     Batch g = to_gpu(b, gpu());
     Tensor first;
     for (int stages : {2, 3, 4}) {
@@ -412,10 +416,7 @@ TEST_F(CudaAttentionTest, DecodeAnyHeadDimMatchesCpu) {
                              900 + c + static_cast<uint64_t>(d));
         b.q = test::random_cpu({static_cast<int64_t>(sh.lens.size()), sh.n_heads, d}, dt, 9);
         const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-        Tensor want = Tensor::empty(b.q.shape(), dt);
-        Tensor none;
-        ops::paged_decode_attention(b.q, b.k_cache, b.v_cache, b.req_to_token, b.req_pool_indices,
-                                    b.seq_lens, scale, 1, none, none, want);
+        const Tensor want = cpu_decode(b, scale);
         Batch g = to_gpu(b, gpu());
         for (int n_splits : {1, 7}) {
           SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d) + " shape " +

@@ -698,7 +698,8 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   const auto n_rows = static_cast<unsigned>(logits.size(0));
   // About two blocks per SM in all, chunks of >= kMinArgmaxChunk elements; one chunk: no pre-pass.
   // VELA_ARGMAX_BLOCKS_PER_SM (1..8) for A/B runs: at 64 rows the pre-pass reads 25.6 MB in
-  // 12.8 us (ncu, session 41), half the bandwidth, with 320 blocks of one load in flight a thread.
+  // 12.8 us (ncu, session 41), yet 8 blocks per SM left the engine's batch-64 / batch-16 steps
+  // where 2 had them (session 42, bench/results/decode_attention_hbm_h200.txt).
   static const int64_t per_sm = env_int("VELA_ARGMAX_BLOCKS_PER_SM", 2, 1, 8);
   const int sm_count = vela::cuda::sm_count(logits.device().index);
   const int64_t by_sms = (per_sm * sm_count + n_rows - 1) / std::max<int64_t>(n_rows, 1);

@@ -6,14 +6,14 @@
 # summary of decode at 1K context when nsys exists; and, not in the default, `patch` (the request
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
-# stages), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV decode at large
+# stages), `merge` (the split merge fused into the attention kernel or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV decode at large
 # batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks per SM), `kernels`
 # (ncu's per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's stall and memory
 # sections of a few of them). Logs go to $OUT; the device tool brings back at most 8 files, so give
 # the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps
 # what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows stages qwen splits kernels detail
+#   what: build tests micro bench ab profile patch minrows stages merge qwen splits kernels detail
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -88,6 +88,14 @@ if has qwen; then
   # at 3 x the SMs (12 quarters, the default) against the tensor-core kernel's 3/4 (3).
   BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
     ab_runs qwen VELA_DECODE_SPLIT_COVER_ROWS "12 3" batch16,batch32,batch64
+fi
+if has merge; then
+  # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that
+  # many splits, 0 = the merge kernel, the default): B = 1 at 1K takes 32 splits on bench-1b; the
+  # Qwen3-1.7B shape (row kernel) at B = 1 and 16 too.
+  ab_runs merge VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch4,batch16
+  BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
+    ab_runs merge_qwen VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch16
 fi
 if has splits; then
   # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,

@@ -90,7 +90,8 @@ void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
     case AttentionMode::kDecode: {
       Tensor o_part = kv.o_part, lse_part = kv.lse_part;
       ops::paged_decode_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
-                                  kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn);
+                                  kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn,
+                                  kv.split_tickets);
       break;
     }
     case AttentionMode::kPrefill:
@@ -100,7 +101,7 @@ void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
         ops::paged_decode_attention(q.slice(0, 0, nd), k_cache, v_cache, kv.req_to_token,
                                     kv.req_pool_indices.slice(0, 0, nd),
                                     kv.seq_lens.slice(0, 0, nd), scale, kv.n_splits, o_part,
-                                    lse_part, out);
+                                    lse_part, out, kv.split_tickets);
         if (kv.n_tiles == 0) break;
       }
       ops::paged_prefill_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,

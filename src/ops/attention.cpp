@@ -218,7 +218,7 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out) {
+                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets) {
   const char* op = "paged_decode_attention";
   check_paged(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, out);
   VELA_CHECK(q.size(0) == seq_lens.size(0), op, ": q has ", q.size(0), " rows for ",
@@ -238,9 +238,17 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                lse_part.str());
     check_devices(op, q, {&o_part, &lse_part});
   }
+  if (split_tickets.defined()) {
+    const int64_t n_t = decode_split_tickets_numel(q.size(0), q.size(1));
+    VELA_CHECK(split_tickets.dtype() == DType::kI32 && split_tickets.is_contiguous() &&
+                   split_tickets.numel() >= n_t,
+               op, ": split_tickets must be a contiguous i32 buffer of >= ", n_t, " elements, got ",
+               split_tickets.str());
+    check_devices(op, q, {&split_tickets});
+  }
   if (q.is_cpu()) check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, nullptr);
   VELA_DISPATCH(q.device(), paged_decode_attention, q, k_cache, v_cache, req_to_token,
-                req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, out);
+                req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, out, split_tickets);
 }
 
 int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,

@@ -350,6 +350,103 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(1), InvalidArgument);
 }
 
+// The split merge fused into the decode kernels (the last split of each (sequence, head block)
+// combines them, tickets in a zeroed workspace): the tensor-core kernel (bf16, GQA 6 and 16) and
+// the row kernel (f32, GQA 2, a padded head_dim 80), padding rows and single keys, against the
+// CPU; twice in a row (the tickets re-arm, the same bits whichever block arrives last) and from a
+// captured graph.
+TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
+  struct Reset {
+    ~Reset() { ops::cuda::decode_fused_merge_set(-1); }
+  } reset;
+  struct Case {
+    DType dt;
+    int64_t n_heads, n_kv, d;
+  };
+  const std::vector<Case> cases = {{DType::kBF16, 24, 4, 64},
+                                   {DType::kBF16, 32, 2, 64},
+                                   {DType::kF16, 12, 2, 32},
+                                   {DType::kF32, 16, 8, 128},
+                                   {DType::kBF16, 8, 8, 80}};
+  std::vector<int> lens = random_lens(9, 1, 3000, 71);
+  lens[0] = 1;
+  lens[4] = 0;  // a padding row: zero output
+  lens[6] = 4096;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Case& k = cases[c];
+    std::vector<int> q_lens(lens.size(), 1);
+    Batch b = make_batch(k.dt, lens, q_lens, k.n_heads, k.n_kv, k.d, 16, 950 + c);
+    b.q = test::random_cpu({static_cast<int64_t>(lens.size()), k.n_heads, k.d}, k.dt, 11);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(k.d));
+    const Tensor want = cpu_decode(b, scale);
+    Batch g = to_gpu(b, gpu());
+    const int64_t n = g.q.size(0);
+    Tensor tickets =
+        Tensor::zeros({ops::decode_split_tickets_numel(n, k.n_heads)}, DType::kI32, gpu());
+    for (int n_splits : {2, 7, ops::cuda::kFusedMergeMaxSplits}) {
+      SCOPED_TRACE(std::string(dtype_name(k.dt)) + " case " + std::to_string(c) + " splits " +
+                   std::to_string(n_splits));
+      ops::cuda::decode_fused_merge_set(n_splits);
+      DecodeWorkspace w(g, n_splits);
+      Tensor first;
+      for (int run = 0; run < 2; ++run) {
+        w.out.zero_();
+        ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out,
+                                    tickets);
+        test::expect_close(w.out, want, attn_tol(k.dt), "fused merge");
+        Tensor host = w.out.to(Device::cpu());
+        if (run == 0) {
+          first = host;
+        } else {
+          EXPECT_EQ(std::memcmp(first.data_ptr(), host.data_ptr(), host.nbytes()), 0);
+        }
+        const Tensor t = tickets.to(Device::cpu());
+        for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.data<int32_t>()[i], 0) << i;
+      }
+      // The merge kernel on the same partials agrees within rounding.
+      ops::cuda::decode_fused_merge_set(0);
+      test::expect_close(gpu_decode(g, scale, n_splits), want, attn_tol(k.dt), "merge kernel");
+    }
+  }
+  // Graph capture: replay equals eager, bit for bit.
+  ops::cuda::decode_fused_merge_set(ops::cuda::kFusedMergeMaxSplits);
+  Batch b = make_batch(DType::kBF16, lens, std::vector<int>(lens.size(), 1), 24, 4, 64, 16, 990);
+  b.q = test::random_cpu({static_cast<int64_t>(lens.size()), 24, 64}, DType::kBF16, 12);
+  Batch g = to_gpu(b, gpu());
+  const float scale = 0.125f;
+  const int n_splits = 16;
+  DecodeWorkspace w(g, n_splits);
+  Tensor tickets =
+      Tensor::zeros({ops::decode_split_tickets_numel(g.q.size(0), 24)}, DType::kI32, gpu());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  {
+    cuda::StreamGuard sg(stream);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, tickets);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    cudaGraphDestroy(graph);
+  }
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    Tensor eager = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
+    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, eager, tickets);
+    test::expect_equal(w.out, eager, "graph replay vs eager (fused merge)");
+    test::expect_close(eager, cpu_decode(b, scale), attn_tol(DType::kBF16), "graph vs cpu");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
+  EXPECT_THROW(ops::cuda::decode_fused_merge_set(ops::cuda::kFusedMergeMaxSplits + 1),
+               InvalidArgument);
+}
+
 struct PrefillCase {
   std::vector<int> lens;    // cached tokens after this step
   std::vector<int> q_lens;  // queries (the last q_lens of lens)

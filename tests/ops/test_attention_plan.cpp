@@ -131,6 +131,12 @@ TEST(AttentionPlan, CpuTwinsMatchPagedAttention) {
     ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4, o_part,
                                 lse_part, got);
     test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "decode twin");
+    // Split tickets (the CUDA kernels' fused merge) are accepted and left untouched.
+    Tensor tickets = Tensor::zeros({ops::decode_split_tickets_numel(3, 6)}, DType::kI32);
+    ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4, o_part,
+                                lse_part, got, tickets);
+    test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "with tickets");
+    for (int64_t i = 0; i < tickets.numel(); ++i) EXPECT_EQ(tickets.data<int32_t>()[i], 0);
     // Prefill: ragged.
     Small p = small_batch(dt, {9, 1, 7});
     want = Tensor::empty(p.q.shape(), dt);
@@ -187,6 +193,15 @@ TEST(AttentionPlan, CpuTwinsRejectBadInput) {
   EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 1.0f,
                                            2, none, none, out),
                InvalidArgument);  // splits without a workspace
+  Tensor o_part = Tensor::empty({ops::decode_o_part_numel(3, 6, 16, 2)}, DType::kF32);
+  Tensor lse_part = Tensor::empty({ops::decode_lse_part_numel(3, 6, 2)}, DType::kF32);
+  Tensor f32_tickets = Tensor::zeros({ops::decode_split_tickets_numel(3, 6)}, DType::kF32);
+  Tensor few_tickets = Tensor::zeros({ops::decode_split_tickets_numel(3, 6) - 1}, DType::kI32);
+  for (const Tensor* t : {&f32_tickets, &few_tickets}) {
+    EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
+                                             1.0f, 2, o_part, lse_part, out, *t),
+                 InvalidArgument);  // split tickets of the wrong type or too few
+  }
   Tensor long_lens = Tensor::from_vector(std::vector<int32_t>{9, 1, 21});
   EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, long_lens,
                                            1.0f, 1, none, none, out),

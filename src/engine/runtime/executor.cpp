@@ -255,6 +255,7 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
   b.kv.n_splits = key.second;
   b.kv.o_part = ws_.o_part;
   b.kv.lse_part = ws_.lse_part;
+  b.kv.split_tickets = ws_.split_tickets;
   ws_.upload(bucket, bucket);
   copy_device_ids(n);  // after the upload, which carries the host's (stale) ids
   Tensor logits;
@@ -303,6 +304,7 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
                                            sm_count_, decode_tensor_cores_);
     b.kv.o_part = ws_.o_part;
     b.kv.lse_part = ws_.lse_part;
+    b.kv.split_tickets = ws_.split_tickets;
   }
   b.kv.tile_seq_idx = ws_.tile_seq_idx;
   b.kv.tile_q_start = ws_.tile_q_start;

@@ -10,7 +10,9 @@
 // next stage are prefetched into registers a stage ahead. Every group keeps its own online-softmax
 // state (fp32, log2 domain); the groups merge through shared memory at the end. A row reads its key
 // count from seq_lens on the device; splits past the end exit at once and the merge kernel only
-// combines live splits (graph replay with growing lengths).
+// combines live splits (graph replay with growing lengths). Given split tickets (a zeroed i32
+// workspace), up to VELA_DECODE_FUSED_MERGE splits are merged by the kernel itself instead: the
+// last live split of each (row, head block) to finish combines them (merge_splits_if_last).
 //
 // Head sizes: every kernel is compiled for a tile width D (16, 32, 64, 128, 256) and kExact; a
 // head_dim that is not a tile width runs the next wider tile with its columns past head_dim
@@ -47,6 +49,9 @@ struct RowsArgs : PagedAttnArgs {  // qo_indptr nullptr: decode (row = sequence)
   float* o_part;    // [n_rows, n_heads, n_splits, head_dim]
   float* lse_part;  // [n_rows, n_heads, n_splits]
   void* out;        // [n_rows, n_heads, head_dim]
+  // Split decode with the merge fused (merge_splits_if_last): one arrival count per (row, block
+  // column blockIdx.y), zero between launches. nullptr: merge_splits_kernel combines the splits.
+  int32_t* split_tickets;
 };
 
 // The row's sequence and key count (keys 0 .. n_keys-1 are visible to its query).
@@ -68,6 +73,113 @@ __device__ __forceinline__ void row_info(const RowsArgs& a, int row, int& seq, i
   seq = lo;
   const int q_len = a.qo_indptr[lo + 1] - a.qo_indptr[lo];
   n_keys = a.seq_lens[lo] - q_len + (row - a.qo_indptr[lo]) + 1;
+}
+
+// ---- The split merge fused into the attention kernel (VELA_DECODE_FUSED_MERGE) ----
+// Every live split block of (row, blockIdx.y) calls this after storing its partials for query
+// heads head0 .. head0 + n_h - 1; the last one to arrive combines all live splits into out, as
+// merge_splits_kernel does, and re-arms the ticket for the next launch. The weights of a head's
+// splits come from one warp (a lane per split, hence at most 32 splits); the outputs are float4
+// lanes of a head's row, each summing its splits in a fixed order (several ways of splits per
+// lane when the heads leave threads idle), so the result does not depend on which block arrives
+// last. Loads of the other blocks' partials go through L2 (__ldcg). smem: the kernel's idle
+// dynamic shared memory, at least kFusedMergeSmemBytes.
+constexpr int kFusedMergeMaxHeads = 16;
+constexpr int kFusedMergeSmemBytes =
+    (kFusedMergeMaxHeads * (kFusedMergeMaxSplits + 1)) * 4 + 128 * 16;
+
+template <typename T, int D, bool kExact, int kThreads>
+__device__ void merge_splits_if_last(const RowsArgs& a, int row, int head0, int n_h, int n_keys,
+                                     unsigned char* smem) {
+  static_assert(kFusedMergeMaxSplits <= 32 && kThreads <= 128, "fused merge layout");
+  __shared__ int s_last;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int n_live = live_splits(n_keys, a.n_splits);
+  int32_t* ticket = a.split_tickets + static_cast<int64_t>(row) * gridDim.y + blockIdx.y;
+  __threadfence();  // this thread's partials are visible device-wide before the ticket is taken
+  __syncthreads();
+  if (tid == 0) {
+    const bool last = atomicAdd(ticket, 1) == n_live - 1;
+    if (last) atomicExch(ticket, 0);  // every live split has arrived
+    s_last = last;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // the other splits' partials, published before their tickets
+
+  const int hd = kExact ? D : a.head_dim;
+  float* s_w = reinterpret_cast<float*>(smem);                      // [n_h][kFusedMergeMaxSplits]
+  float* s_inv = s_w + kFusedMergeMaxHeads * kFusedMergeMaxSplits;  // [n_h]
+  float4* s_acc = reinterpret_cast<float4*>(s_inv + kFusedMergeMaxHeads);  // [kThreads]
+  const int64_t rh0 = static_cast<int64_t>(row) * a.n_heads + head0;
+  for (int h = warp; h < n_h; h += kThreads / 32) {
+    const float lse =
+        lane < n_live ? __ldcg(a.lse_part + (rh0 + h) * a.n_splits + lane) : -INFINITY;
+    const float mx = warp_max(lse);
+    const float w = mx == -INFINITY || lane >= n_live ? 0.0f : exp2f(lse - mx);
+    const float sum = warp_sum(w);
+    if (lane < kFusedMergeMaxSplits) s_w[h * kFusedMergeMaxSplits + lane] = w;
+    if (lane == 0) s_inv[h] = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+  __syncthreads();
+  constexpr int kLanesD = D / 4;
+  const int units = n_h * kLanesD;
+  const int ways = units >= kThreads ? 1 : kThreads / units;
+  for (int idx = tid; idx < units * ways; idx += kThreads) {
+    const int u = idx % units, way = idx / units;
+    const int h = u / kLanesD, dl = u % kLanesD;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (kExact || dl * 4 < hd) {
+      const float* op = a.o_part + (rh0 + h) * a.n_splits * hd + dl * 4;
+      const float* wh = s_w + h * kFusedMergeMaxSplits;
+#pragma unroll 8
+      for (int i = way; i < n_live; i += ways) {
+        const float4 o = __ldcg(reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd));
+        const float wi = wh[i];
+        acc.x = fmaf(wi, o.x, acc.x);
+        acc.y = fmaf(wi, o.y, acc.y);
+        acc.z = fmaf(wi, o.z, acc.z);
+        acc.w = fmaf(wi, o.w, acc.w);
+      }
+    }
+    if (ways > 1) s_acc[idx] = acc;  // ways > 1: units * ways <= kThreads, one pass
+    if (ways == 1 && (kExact || dl * 4 < hd)) {
+      T* out = static_cast<T*>(a.out) + (rh0 + h) * hd + dl * 4;
+      const float inv = s_inv[h];
+      out[0] = from_float<T>(acc.x * inv);
+      out[1] = from_float<T>(acc.y * inv);
+      out[2] = from_float<T>(acc.z * inv);
+      out[3] = from_float<T>(acc.w * inv);
+    }
+  }
+  if (ways == 1) return;
+  __syncthreads();
+  if (tid < units) {
+    const int h = tid / kLanesD, dl = tid % kLanesD;
+    if (kExact || dl * 4 < hd) {
+      float4 acc = s_acc[tid];
+      for (int k = 1; k < ways; ++k) {
+        const float4 o = s_acc[k * units + tid];
+        acc.x += o.x;
+        acc.y += o.y;
+        acc.z += o.z;
+        acc.w += o.w;
+      }
+      T* out = static_cast<T*>(a.out) + (rh0 + h) * hd + dl * 4;
+      const float inv = s_inv[h];
+      out[0] = from_float<T>(acc.x * inv);
+      out[1] = from_float<T>(acc.y * inv);
+      out[2] = from_float<T>(acc.z * inv);
+      out[3] = from_float<T>(acc.w * inv);
+    }
+  }
+}
+
+// A row without keys (padding) has no live split to merge it: with the fused merge, split 0
+// writes its zero output (merge_splits_kernel does so otherwise).
+__device__ __forceinline__ bool fused_merge_writes_empty_row(const RowsArgs& a, int n_keys,
+                                                             int split) {
+  return a.n_splits > 1 && a.split_tickets != nullptr && n_keys <= 0 && split == 0;
 }
 
 template <typename T, int D, int kG>
@@ -116,7 +228,8 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   const int begin = split * chunk;
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
-    if (direct) {  // a padding row (no keys): zero output; with splits the merge writes it
+    // A padding row (no keys): zero output; with splits the merge writes it.
+    if (direct || fused_merge_writes_empty_row(a, n_keys, split)) {
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
       for (int i = tid; i < n_g * hd; i += kRowThreads) out[i] = from_float<T>(0.0f);
     }
@@ -288,6 +401,9 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
         a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? s_tot[g] + log2f(sum) : -INFINITY;
     }
   }
+  static_assert(Cfg::kSmemBytes >= kFusedMergeSmemBytes, "fused merge scratch");
+  if (!direct && a.split_tickets != nullptr)
+    merge_splits_if_last<T, D, kExact, kRowThreads>(a, row, head0, n_g, n_keys, smem_raw);
 }
 
 // ---- GQA decode on tensor cores (16-bit caches, 2..16 query heads per KV head, head_dim <= 64) --
@@ -335,7 +451,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   const int begin = split * chunk;
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
-    if (direct) {
+    if (direct || fused_merge_writes_empty_row(a, n_keys, split)) {
       pdl_wait();
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
       for (int i = tid; i < group * hd; i += kMmaThreads) out[i] = from_float<T>(0.0f);
@@ -499,6 +615,9 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
       if (d == 0) a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
     }
   }
+  static_assert(Cfg::kSmemBytes >= kFusedMergeSmemBytes, "fused merge scratch");
+  if (!direct && a.split_tickets != nullptr)
+    merge_splits_if_last<T, D, kExact, kMmaThreads>(a, row, head0, group, n_keys, smem_raw);
 }
 
 // Combines the live splits of one (row, head) with weights 2^(lse_i - max) (log2 domain). The
@@ -570,6 +689,22 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
 namespace {
 
 std::atomic<int> g_mma_stages_override{-1};  // decode_mma_set_stages (tests, benchmarks)
+std::atomic<int> g_fused_merge_override{-1};  // decode_fused_merge_set
+
+// The largest split count merged inside the attention kernel (merge_splits_if_last) when the
+// caller passes split tickets: the override, else VELA_DECODE_FUSED_MERGE (0..32), default 0 (the
+// merge kernel). Session 31's fold, one thread per output walking the splits serially, cost
+// 1K / 8K / 32K 1.154 / 1.703 / 2.069 ms against 1.04 / 1.14 / 1.33 with the merge kernel; this
+// one spreads a head's splits over a warp and its outputs over float4 lanes and ways, and is
+// limited to 32 splits (B = 1 at 1K context; longer contexts take 128), where the last block's
+// share stays small. Not yet measured on a GPU: off until it is.
+int fused_merge_max_splits() {
+  const int o = g_fused_merge_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  static const int env =
+      static_cast<int>(env_int("VELA_DECODE_FUSED_MERGE", 0, 0, kFusedMergeMaxSplits));
+  return env;
+}
 
 // Blocks of the 4-tile kernel that are resident on the device at once (its 71.7 KiB of shared
 // memory at D = 64 allow 3 an SM, the 2-tile kernel's 37.6 KiB 5), queried once per instantiation.
@@ -610,7 +745,7 @@ void launch_decode_mma(const RowsArgs& args, int64_t n_rows) {
   constexpr int kSmem = MmaDecodeCfg<D, kS>::kSmemBytes;
   opt_in_smem(decode_mma_kernel<T, D, kExact, kS>, kSmem);
   launch_pdl(decode_mma_kernel<T, D, kExact, kS>, grid, dim3(kMmaThreads), kSmem, a);
-  if (a.n_splits > 1) {
+  if (a.n_splits > 1 && a.split_tickets == nullptr) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
     launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
   }
@@ -629,7 +764,7 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));
   launch_pdl(rows_attention_kernel<T, D, kG, kExact>, grid, dim3(kRowThreads), kSmem, a);
-  if (a.n_splits > 1) {
+  if (a.n_splits > 1 && a.split_tickets == nullptr) {
     const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
     launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a);
   }
@@ -639,7 +774,7 @@ void launch_rows(const RowsArgs& args, int64_t n_rows) {
 void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& req_to_token, const Tensor& req_pool_indices, const Tensor& seq_lens,
               const int32_t* qo_indptr, float scale, int n_splits, Tensor& o_part, Tensor& lse_part,
-              Tensor& out) {
+              Tensor& out, const Tensor& split_tickets) {
   const int64_t n_rows = q.size(0), d = q.size(2);
   if (n_rows == 0) return;
   VELA_CHECK(n_rows <= 0x7fffffff, op, ": too many rows (", n_rows, ")");
@@ -670,6 +805,9 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   a.o_part = n_splits > 1 ? static_cast<float*>(o_part.data_ptr()) : nullptr;
   a.lse_part = n_splits > 1 ? static_cast<float*>(lse_part.data_ptr()) : nullptr;
   a.out = out.data_ptr();
+  const bool fuse_merge = n_splits > 1 && split_tickets.defined() && qo_indptr == nullptr &&
+                          a.group <= kFusedMergeMaxHeads && n_splits <= fused_merge_max_splits();
+  a.split_tickets = fuse_merge ? static_cast<int32_t*>(split_tickets.data_ptr()) : nullptr;
   DeviceGuard guard(q.device().index);
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -712,12 +850,18 @@ void decode_mma_set_stages(int stages) {
   g_mma_stages_override = stages < 0 ? -1 : stages;
 }
 
+void decode_fused_merge_set(int max_splits) {
+  VELA_CHECK(max_splits <= kFusedMergeMaxSplits, "decode_fused_merge_set: at most ",
+             kFusedMergeMaxSplits, " splits, got ", max_splits);
+  g_fused_merge_override = max_splits < 0 ? -1 : max_splits;
+}
+
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out) {
+                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets) {
   run_rows("paged_decode_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
-           nullptr, scale, n_splits, o_part, lse_part, out);
+           nullptr, scale, n_splits, o_part, lse_part, out, split_tickets);
 }
 
 void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -726,7 +870,7 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out) {
   run_rows("paged_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
            static_cast<const int32_t*>(qo_indptr.data_ptr()), scale, n_splits, o_part, lse_part,
-           out);
+           out, Tensor());
 }
 
 // ---- kv_write: one thread per unit (16, 4 or 2 bytes) of a token's K or V row ----

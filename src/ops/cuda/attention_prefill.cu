@@ -444,7 +444,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
     }
     if (all_decode) {
       paged_decode_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, scale,
-                             n_splits, o_part, lse_part, out);
+                             n_splits, o_part, lse_part, out, Tensor());
     } else {
       paged_rows_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr,
                            scale, n_splits, o_part, lse_part, out);

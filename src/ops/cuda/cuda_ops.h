@@ -138,7 +138,7 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out);
+                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets);
 // tile_q: kPrefillTileQ, or kPrefillWideTileQ at head_dim <= kPrefillWideMaxHeadDim (16-bit) or
 // where the wgmma kernel takes the operands (prefill_wgmma_takes); the public op pins
 // prefill_tile_q, this one runs either kernel (tests compare both).
@@ -150,6 +150,11 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
 // Tests and benchmarks: the K/V tiles (2..4) a tensor-core decode attention block keeps in
 // flight; -1 back to VELA_DECODE_MMA_STAGES (default 4).
 void decode_mma_set_stages(int stages);
+// Tests and benchmarks: the largest split count whose merge runs inside the decode attention
+// kernel when split tickets are given (0: always the merge kernel; at most
+// kFusedMergeMaxSplits); -1 back to VELA_DECODE_FUSED_MERGE (default 0).
+void decode_fused_merge_set(int max_splits);
+constexpr int kFusedMergeMaxSplits = 32;
 #ifdef VELA_HAS_SM90A
 // Whether the Hopper wgmma prefill kernel (attention_prefill_wgmma.cu) runs 128-row tiles of these
 // operands on the current device: bf16/f16, head_dim 64 or 128, sm_90, not turned off

@@ -93,7 +93,13 @@ if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that
   # many splits, 0 = the merge kernel, the default): B = 1 at 1K takes 32 splits on bench-1b; the
   # Qwen3-1.7B shape (row kernel) at B = 1 and 16 too.
+  # The sweep first (each split count with the merge kernel and fused), then the engine.
+  (cd tests && timeout 300 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
+    --gtest_filter='*BenchDecodeSplits*' > "$OUT/merge_micro.log" 2>&1)
+  echo "decode splits sweep rc=$?"; grep -E "^splits" "$OUT/merge_micro.log"
   ab_runs merge VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch4,batch16
+  # Batch 64 / 32 split 2-3 times a sequence with the fused merge (unsplit is the policy).
+  VELA_DECODE_FUSED_MERGE=32 ab_runs merge_split VELA_DECODE_SPLIT_FULL_KEYS "1024 256" batch64,batch32
   BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
     ab_runs merge_qwen VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch16
 fi

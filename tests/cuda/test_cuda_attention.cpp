@@ -756,16 +756,27 @@ double time_ms_indexed(F&& fn, int per_graph = 20, int reps = 10) {
 }
 
 // One layer's decode attention over g's metadata at n_splits, each call of the timing graph on the
-// next of kv's cache copies (keys from HBM): ms per call.
-double decode_ms(const Batch& g, const KvCopies& kv, float scale, int n_splits) {
+// next of kv's cache copies (keys from HBM): ms per call. fused: the splits merged inside the
+// attention kernel (split tickets, decode_fused_merge_set) instead of by the merge kernel.
+double decode_ms(const Batch& g, const KvCopies& kv, float scale, int n_splits,
+                 bool fused = false) {
   DecodeWorkspace w(g, n_splits);
-  return time_ms_indexed(
+  Tensor tickets;
+  if (fused) {
+    tickets = Tensor::zeros({ops::decode_split_tickets_numel(g.q.size(0), g.q.size(1))},
+                            DType::kI32, g.q.device());
+  }
+  ops::cuda::decode_fused_merge_set(fused ? ops::cuda::kFusedMergeMaxSplits : 0);
+  const double ms = time_ms_indexed(
       [&](int i) {
         const size_t c = static_cast<size_t>(i) % kv.size();
         ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
-                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out);
+                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out,
+                                    tickets);
       },
       kv.per_graph());
+  ops::cuda::decode_fused_merge_set(-1);
+  return ms;
 }
 
 TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
@@ -806,7 +817,8 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
   };
   for (Cfg c : {Cfg{24, 4, 64, 64, 512}, Cfg{24, 4, 64, 64, 1024}, Cfg{24, 4, 64, 32, 512},
                 Cfg{24, 4, 64, 128, 512}, Cfg{24, 4, 64, 64, 4096}, Cfg{16, 8, 128, 64, 512},
-                Cfg{16, 8, 128, 64, 2048}}) {
+                Cfg{16, 8, 128, 64, 2048}, Cfg{24, 4, 64, 1, 1024}, Cfg{24, 4, 64, 4, 1024},
+                Cfg{16, 8, 128, 1, 1024}, Cfg{16, 8, 128, 16, 1024}}) {
     std::vector<int> lens(static_cast<size_t>(c.b), c.ctx), q_lens(lens.size(), 1);
     Batch b = make_batch(dt, lens, q_lens, c.n_heads, c.n_kv, c.d, 16, 710);
     Batch g = to_gpu(b, gpu());
@@ -814,14 +826,18 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
         c.b, c.n_kv, c.ctx, sms, ops::decode_on_tensor_cores(dt, c.n_heads, c.n_kv, c.d));
     KvCopies kv(b, gpu());
     const double bytes = 2.0 * c.b * c.ctx * c.n_kv * c.d * 2;
-    for (int n_splits : {1, 2, 3, 4, 6, 8, 16}) {
-      const double ms = decode_ms(g, kv, 0.125f, n_splits);
-      const double gbps = bytes / (ms * 1e-3) / 1e9;
-      std::printf("splits %lldq/%lldkv/d%lld B=%d ctx=%d: splits %2d%s %7.2f us, %5.0f GB/s = "
-                  "%.1f%% of 4300\n",
-                  static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
-                  static_cast<long long>(c.d), c.b, c.ctx, n_splits,
-                  n_splits == policy ? "*" : " ", ms * 1e3, gbps, 100.0 * gbps / 4300.0);
+    for (int n_splits : {1, 2, 3, 4, 6, 8, 16, 32}) {
+      for (bool fused : {false, true}) {
+        if (fused && n_splits == 1) continue;
+        const double ms = decode_ms(g, kv, 0.125f, n_splits, fused);
+        const double gbps = bytes / (ms * 1e-3) / 1e9;
+        std::printf(
+            "splits %lldq/%lldkv/d%lld B=%d ctx=%d: splits %2d%s%s %7.2f us, %5.0f GB/s = "
+            "%.1f%% of 4300\n",
+            static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
+            static_cast<long long>(c.d), c.b, c.ctx, n_splits, n_splits == policy ? "*" : " ",
+            fused ? " fused" : " merge", ms * 1e3, gbps, 100.0 * gbps / 4300.0);
+      }
     }
   }
 }

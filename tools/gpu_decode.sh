@@ -6,14 +6,17 @@
 # summary of decode at 1K context when nsys exists; and, not in the default, `patch` (the request
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
-# stages), `merge` (the split merge fused into the attention kernel or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV decode at large
-# batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks per SM), `kernels`
+# stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
+# fused into the attention kernel or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64),
+# `splits` (split-KV decode at large batch with the keys in HBM, sweep and engine A/B; the argmax
+# pre-pass's blocks per SM), `kernels`
 # (ncu's per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's stall and memory
 # sections of a few of them). Logs go to $OUT; the device tool brings back at most 8 files, so give
 # the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps
 # what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows stages merge qwen splits kernels detail
+#   what: build tests micro bench ab profile patch minrows stages early merge qwen splits kernels
+#         detail
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -88,6 +91,11 @@ if has qwen; then
   # at 3 x the SMs (12 quarters, the default) against the tensor-core kernel's 3/4 (3).
   BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
     ab_runs qwen VELA_DECODE_SPLIT_COVER_ROWS "12 3" batch16,batch32,batch64
+fi
+if has early; then
+  # K/V tiles the tensor-core decode attention loads before pdl_wait(): the first (1, the default)
+  # or the whole first ring (3, at 4 tiles in flight).
+  ab_runs early VELA_DECODE_EARLY_TILES "1 3" batch64,batch32,batch16,decode1k,decode8k,decode32k
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

@@ -308,10 +308,14 @@ TEST_F(CudaAttentionTest, DecodeMatchesCpu) {
 }
 
 // The tensor-core decode kernel with 2, 3 and 4 K/V tiles in flight (VELA_DECODE_MMA_STAGES picks
-// one per process): long unsplit rows cross several slot windows and many tiles, split rows few.
+// one per process) and 1 or 3 of them loaded early (VELA_DECODE_EARLY_TILES): long unsplit rows
+// cross several slot windows and many tiles, split rows few.
 TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   struct Reset {
-    ~Reset() { ops::cuda::decode_mma_set_stages(-1); }
+    ~Reset() {
+      ops::cuda::decode_mma_set_stages(-1);
+      ops::cuda::decode_mma_set_early_tiles(-1);
+    }
   } reset;
   std::vector<int> lens = random_lens(16, 1, 3000, 31);
   lens[3] = 2500;
@@ -327,11 +331,15 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
     const Tensor want = cpu_decode(b, scale);
     Batch g = to_gpu(b, gpu());
     Tensor first;
-    for (int stages : {2, 3, 4}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      // 2, 3, 4 tiles in flight, each with the first tile or the whole first ring (as many as
+      // hold no key written this step) loaded before the wait.
+      const int stages = 2 + variant % 3, early = variant < 3 ? 1 : 3;
       ops::cuda::decode_mma_set_stages(stages);
+      ops::cuda::decode_mma_set_early_tiles(early);
       for (int n_splits : {1, 3, 16}) {
-        SCOPED_TRACE("d " + std::to_string(d) + " stages " + std::to_string(stages) + " splits " +
-                     std::to_string(n_splits));
+        SCOPED_TRACE("d " + std::to_string(d) + " stages " + std::to_string(stages) + " early " +
+                     std::to_string(early) + " splits " + std::to_string(n_splits));
         Tensor got = gpu_decode(g, scale, n_splits);
         test::expect_close(got, want, attn_tol(dt), "decode");
         if (n_splits != 1) continue;
@@ -348,13 +356,32 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   }
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(5), InvalidArgument);
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(1), InvalidArgument);
+  EXPECT_THROW(ops::cuda::decode_mma_set_early_tiles(4), InvalidArgument);
+  EXPECT_THROW(ops::cuda::decode_mma_set_early_tiles(0), InvalidArgument);
+}
+
+// Kernel nodes of a captured graph (the fused merge leaves one, the merge kernel adds a second).
+size_t graph_kernel_nodes(cudaGraph_t graph) {
+  size_t n = 0;
+  cudaGraphGetNodes(graph, nullptr, &n);
+  std::vector<cudaGraphNode_t> nodes(n);
+  cudaGraphGetNodes(graph, nodes.data(), &n);
+  size_t kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    cudaGraphNodeGetType(node, &type);
+    kernels += type == cudaGraphNodeTypeKernel;
+  }
+  return kernels;
 }
 
 // The split merge fused into the decode kernels (the last split of each (sequence, head block)
-// combines them, tickets in a zeroed workspace): the tensor-core kernel (bf16, GQA 6 and 16) and
-// the row kernel (f32, GQA 2, a padded head_dim 80), padding rows and single keys, against the
-// CPU; twice in a row (the tickets re-arm, the same bits whichever block arrives last) and from a
-// captured graph.
+// combines them, tickets in a zeroed workspace), against the CPU: the tensor-core kernel (16-bit,
+// GQA 6 / 16 / 6 at head_dim 64 / 64 / 32, and a padded head_dim 48) and the row kernel (f32 GQA 2
+// at d128; f32 GQA 12, two blocks of heads per KV head; bf16 MHA at a padded head_dim 80), with
+// padding rows and single keys, the output poisoned (NaN) before every call; twice in a row (the
+// tickets re-arm, the same bits whichever block arrives last); then one kernel node in a captured
+// graph whose replays see growing lengths (the live split count changes between replays).
 TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
   struct Reset {
     ~Reset() { ops::cuda::decode_fused_merge_set(-1); }
@@ -363,15 +390,17 @@ TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
     DType dt;
     int64_t n_heads, n_kv, d;
   };
-  const std::vector<Case> cases = {{DType::kBF16, 24, 4, 64},
-                                   {DType::kBF16, 32, 2, 64},
-                                   {DType::kF16, 12, 2, 32},
-                                   {DType::kF32, 16, 8, 128},
+  const std::vector<Case> cases = {{DType::kBF16, 24, 4, 64}, {DType::kBF16, 32, 2, 64},
+                                   {DType::kF16, 12, 2, 32},  {DType::kBF16, 24, 4, 48},
+                                   {DType::kF32, 16, 8, 128}, {DType::kF32, 24, 2, 64},
                                    {DType::kBF16, 8, 8, 80}};
   std::vector<int> lens = random_lens(9, 1, 3000, 71);
   lens[0] = 1;
   lens[4] = 0;  // a padding row: zero output
   lens[6] = 4096;
+  auto poison = [](Tensor& t) {
+    ASSERT_EQ(cudaMemset(t.data_ptr(), 0xff, t.nbytes()), cudaSuccess);
+  };
   for (size_t c = 0; c < cases.size(); ++c) {
     const Case& k = cases[c];
     std::vector<int> q_lens(lens.size(), 1);
@@ -390,7 +419,7 @@ TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
       DecodeWorkspace w(g, n_splits);
       Tensor first;
       for (int run = 0; run < 2; ++run) {
-        w.out.zero_();
+        poison(w.out);
         ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
                                     g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out,
                                     tickets);
@@ -404,42 +433,63 @@ TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
         const Tensor t = tickets.to(Device::cpu());
         for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.data<int32_t>()[i], 0) << i;
       }
-      // The merge kernel on the same partials agrees within rounding.
-      ops::cuda::decode_fused_merge_set(0);
+      // The merge kernel (no tickets) agrees within rounding.
       test::expect_close(gpu_decode(g, scale, n_splits), want, attn_tol(k.dt), "merge kernel");
     }
   }
-  // Graph capture: replay equals eager, bit for bit.
-  ops::cuda::decode_fused_merge_set(ops::cuda::kFusedMergeMaxSplits);
-  Batch b = make_batch(DType::kBF16, lens, std::vector<int>(lens.size(), 1), 24, 4, 64, 16, 990);
-  b.q = test::random_cpu({static_cast<int64_t>(lens.size()), 24, 64}, DType::kBF16, 12);
+
+  // A captured graph: one kernel node with the fused merge (two without), replays after the
+  // lengths grow equal eager calls bit for bit and the CPU within rounding.
+  const int64_t n_heads = 24, n_kv = 4, d = 64;
+  const DType dt = DType::kBF16;
+  const int spare = 3000;
+  const std::vector<int> lens0 = {1, 300, 0, 2000};
+  Batch b = make_batch(dt, lens0, {1, 1, 1, 1}, n_heads, n_kv, d, 16, 990, spare);
+  b.k_cache = test::random_cpu(b.k_cache.shape(), dt, 991);  // the spare slots hold finite values
+  b.v_cache = test::random_cpu(b.v_cache.shape(), dt, 992);
   Batch g = to_gpu(b, gpu());
   const float scale = 0.125f;
   const int n_splits = 16;
   DecodeWorkspace w(g, n_splits);
-  Tensor tickets =
-      Tensor::zeros({ops::decode_split_tickets_numel(g.q.size(0), 24)}, DType::kI32, gpu());
+  Tensor tickets = Tensor::zeros({ops::decode_split_tickets_numel(4, n_heads)}, DType::kI32, gpu());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the zeroed tickets before another stream
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cudaGraphExec_t exec = nullptr;
-  {
+  for (int fused : {0, 1}) {
+    ops::cuda::decode_fused_merge_set(fused ? ops::cuda::kFusedMergeMaxSplits : 0);
     cuda::StreamGuard sg(stream);
     ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
                                 g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, tickets);
     cudaGraph_t graph;
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    EXPECT_EQ(graph_kernel_nodes(graph), fused ? 1u : 2u);
+    if (fused) ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     cudaGraphDestroy(graph);
   }
   for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::vector<int> grow = {round * 1000 + 7, round * 37 + 1, round, round * 450};
+    std::vector<int32_t> now;
+    for (size_t s = 0; s < lens0.size(); ++s) now.push_back(lens0[s] + grow[s]);
+    Tensor lens_h = Tensor::from_vector(now);
+    g.seq_lens.copy_(lens_h);
+    g.q.copy_(test::random_cpu(b.q.shape(), dt, 993 + round));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    poison(w.out);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    Tensor eager = Tensor::empty(g.q.shape(), DType::kBF16, gpu());
+    Tensor eager = Tensor::empty(b.q.shape(), dt, gpu());
+    poison(eager);
     ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
                                 g.seq_lens, scale, n_splits, w.o_part, w.lse_part, eager, tickets);
     test::expect_equal(w.out, eager, "graph replay vs eager (fused merge)");
-    test::expect_close(eager, cpu_decode(b, scale), attn_tol(DType::kBF16), "graph vs cpu");
+    Batch h = b;
+    h.q = g.q.to(Device::cpu());
+    h.seq_lens = lens_h;
+    test::expect_close(w.out, cpu_decode(h, scale), attn_tol(dt), "graph vs cpu");
   }
   cudaGraphExecDestroy(exec);
   cudaStreamDestroy(stream);

@@ -52,6 +52,7 @@ struct RowsArgs : PagedAttnArgs {  // qo_indptr nullptr: decode (row = sequence)
   // Split decode with the merge fused (merge_splits_if_last): one arrival count per (row, block
   // column blockIdx.y), zero between launches. nullptr: merge_splits_kernel combines the splits.
   int32_t* split_tickets;
+  int32_t early_tiles;  // decode_mma_kernel: most K/V tiles issued before pdl_wait()
 };
 
 // The row's sequence and key count (keys 0 .. n_keys-1 are visible to its query).
@@ -99,9 +100,10 @@ __device__ void merge_splits_if_last(const RowsArgs& a, int row, int head0, int 
   __threadfence();  // this thread's partials are visible device-wide before the ticket is taken
   __syncthreads();
   if (tid == 0) {
-    const bool last = atomicAdd(ticket, 1) == n_live - 1;
-    if (last) atomicExch(ticket, 0);  // every live split has arrived
-    s_last = last;
+    // The n_live-th arrival finds n_live - 1 and wraps the count to 0 (re-armed); a stale count
+    // would wrap at its first arrival, so one launch at most could merge early.
+    const unsigned n = static_cast<unsigned>(n_live - 1);
+    s_last = atomicInc(reinterpret_cast<unsigned*>(ticket), n) == n;
   }
   __syncthreads();
   if (!s_last) return;
@@ -479,16 +481,21 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   };
   // Before waiting on the previous kernel (programmatic dependent launch): the metadata and every
   // key but this step's (the last) were written by work that completed before that kernel began,
-  // so the first window's slots, and its first tile when that tile stops short of the newest key,
-  // load while the previous kernel (rotary + KV write) drains.
+  // so the first window's slots, and its first tiles that stop short of the newest key (at most
+  // a.early_tiles of the kS - 1 the pipeline starts with, one commit group each), load while the
+  // previous kernel (rotary + KV write) drains.
   const int first_we = min(begin + kSlotWindow, end);
-  const bool early_tile = begin + kMmaKeys <= n_keys - 1;
+  const int n_early =
+      min(min(a.early_tiles, kS - 1),
+          min((first_we - begin + kMmaKeys - 1) / kMmaKeys, (n_keys - 1 - begin) / kMmaKeys));
 #pragma unroll 8
   for (int i = tid; i < first_we - begin; i += kMmaThreads) s_slots[i] = slots_of[begin + i];
-  if (early_tile) {
+  if (n_early > 0) {
     __syncthreads();
-    load_tile(0, begin, first_we);
-    cp_async_commit();
+    for (int t = 0; t < n_early; ++t) {
+      load_tile(t, begin, first_we);
+      cp_async_commit();
+    }
   }
   pdl_wait();
   pdl_launch_dependents();
@@ -523,9 +530,9 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
         ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(lane & 15, 2 * kk + (lane >> 4)));
     }
     const int n_tiles = (we - wb + kMmaKeys - 1) / kMmaKeys;
-    // Tiles 0 .. kS - 2 start loading now (tile 0 already landed when it loaded early), one
-    // commit group each, empty past the window's end, so every wait below counts kS - 2 groups.
-    for (int t = wb == begin && early_tile ? 1 : 0; t < kS - 1; ++t) {
+    // Tiles 0 .. kS - 2 start loading now (the early ones already landed), one commit group
+    // each, empty past the window's end, so every wait below counts kS - 2 groups.
+    for (int t = wb == begin ? n_early : 0; t < kS - 1; ++t) {
       if (t < n_tiles) load_tile(t, wb, we);
       cp_async_commit();
     }
@@ -698,6 +705,19 @@ std::atomic<int> g_fused_merge_override{-1};  // decode_fused_merge_set
 // one spreads a head's splits over a warp and its outputs over float4 lanes and ways, and is
 // limited to 32 splits (B = 1 at 1K context; longer contexts take 128), where the last block's
 // share stays small. Not yet measured on a GPU: off until it is.
+// K/V tiles a tensor-core decode block may issue before waiting on the previous kernel (those
+// that hold no key written this step): VELA_DECODE_EARLY_TILES (1..3), default 1, the first tile
+// only, as before session 43. More puts the whole first ring in flight under programmatic
+// dependent launch, one HBM round trip less per block after the wait; not yet measured.
+std::atomic<int> g_early_tiles_override{-1};  // decode_mma_set_early_tiles
+
+int decode_early_tiles() {
+  const int o = g_early_tiles_override.load(std::memory_order_relaxed);
+  if (o >= 1) return o;
+  static const int env = static_cast<int>(env_int("VELA_DECODE_EARLY_TILES", 1, 1, 3));
+  return env;
+}
+
 int fused_merge_max_splits() {
   const int o = g_fused_merge_override.load(std::memory_order_relaxed);
   if (o >= 0) return o;
@@ -805,9 +825,12 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   a.o_part = n_splits > 1 ? static_cast<float*>(o_part.data_ptr()) : nullptr;
   a.lse_part = n_splits > 1 ? static_cast<float*>(lse_part.data_ptr()) : nullptr;
   a.out = out.data_ptr();
+  // A block merges at most kFusedMergeMaxHeads heads: the tensor-core kernel's group (<= 16,
+  // decode_on_tensor_cores) or the row kernel's chunk of <= 8.
   const bool fuse_merge = n_splits > 1 && split_tickets.defined() && qo_indptr == nullptr &&
-                          a.group <= kFusedMergeMaxHeads && n_splits <= fused_merge_max_splits();
+                          n_splits <= fused_merge_max_splits();
   a.split_tickets = fuse_merge ? static_cast<int32_t*>(split_tickets.data_ptr()) : nullptr;
+  a.early_tiles = decode_early_tiles();
   DeviceGuard guard(q.device().index);
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -848,6 +871,12 @@ void decode_mma_set_stages(int stages) {
   VELA_CHECK(stages < 0 || (stages >= 2 && stages <= 4),
              "decode_mma_set_stages: stages must be 2..4 (or -1 for the default), got ", stages);
   g_mma_stages_override = stages < 0 ? -1 : stages;
+}
+
+void decode_mma_set_early_tiles(int tiles) {
+  VELA_CHECK(tiles < 0 || (tiles >= 1 && tiles <= 3),
+             "decode_mma_set_early_tiles: tiles must be 1..3 (or -1 for the default), got ", tiles);
+  g_early_tiles_override = tiles < 0 ? -1 : tiles;
 }
 
 void decode_fused_merge_set(int max_splits) {

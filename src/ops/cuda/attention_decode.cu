@@ -76,6 +76,20 @@ __device__ __forceinline__ void row_info(const RowsArgs& a, int row, int& seq, i
   n_keys = a.seq_lens[lo] - q_len + (row - a.qo_indptr[lo]) + 1;
 }
 
+// acc += w * o and acc += o on the merges' float4 lanes.
+__device__ __forceinline__ void fma4(float w, const float4& o, float4& acc) {
+  acc.x = fmaf(w, o.x, acc.x);
+  acc.y = fmaf(w, o.y, acc.y);
+  acc.z = fmaf(w, o.z, acc.z);
+  acc.w = fmaf(w, o.w, acc.w);
+}
+__device__ __forceinline__ void add4(const float4& o, float4& acc) {
+  acc.x += o.x;
+  acc.y += o.y;
+  acc.z += o.z;
+  acc.w += o.w;
+}
+
 // ---- The split merge fused into the attention kernel (VELA_DECODE_FUSED_MERGE) ----
 // Every live split block of (row, blockIdx.y) calls this after storing its partials for query
 // heads head0 .. head0 + n_h - 1; the last one to arrive combines all live splits into out, as
@@ -127,6 +141,14 @@ __device__ void merge_splits_if_last(const RowsArgs& a, int row, int head0, int 
   constexpr int kLanesD = D / 4;
   const int units = n_h * kLanesD;
   const int ways = units >= kThreads ? 1 : kThreads / units;
+  auto store = [&](int h, int dl, const float4& acc) {  // output lane dl of head h
+    T* out = static_cast<T*>(a.out) + (rh0 + h) * hd + dl * 4;
+    const float inv = s_inv[h];
+    out[0] = from_float<T>(acc.x * inv);
+    out[1] = from_float<T>(acc.y * inv);
+    out[2] = from_float<T>(acc.z * inv);
+    out[3] = from_float<T>(acc.w * inv);
+  };
   for (int idx = tid; idx < units * ways; idx += kThreads) {
     const int u = idx % units, way = idx / units;
     const int h = u / kLanesD, dl = u % kLanesD;
@@ -138,21 +160,11 @@ __device__ void merge_splits_if_last(const RowsArgs& a, int row, int head0, int 
       for (int i = way; i < n_live; i += ways) {
         const float4 o = __ldcg(reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd));
         const float wi = wh[i];
-        acc.x = fmaf(wi, o.x, acc.x);
-        acc.y = fmaf(wi, o.y, acc.y);
-        acc.z = fmaf(wi, o.z, acc.z);
-        acc.w = fmaf(wi, o.w, acc.w);
+        fma4(wi, o, acc);
       }
     }
     if (ways > 1) s_acc[idx] = acc;  // ways > 1: units * ways <= kThreads, one pass
-    if (ways == 1 && (kExact || dl * 4 < hd)) {
-      T* out = static_cast<T*>(a.out) + (rh0 + h) * hd + dl * 4;
-      const float inv = s_inv[h];
-      out[0] = from_float<T>(acc.x * inv);
-      out[1] = from_float<T>(acc.y * inv);
-      out[2] = from_float<T>(acc.z * inv);
-      out[3] = from_float<T>(acc.w * inv);
-    }
+    if (ways == 1 && (kExact || dl * 4 < hd)) store(h, dl, acc);
   }
   if (ways == 1) return;
   __syncthreads();
@@ -162,17 +174,9 @@ __device__ void merge_splits_if_last(const RowsArgs& a, int row, int head0, int 
       float4 acc = s_acc[tid];
       for (int k = 1; k < ways; ++k) {
         const float4 o = s_acc[k * units + tid];
-        acc.x += o.x;
-        acc.y += o.y;
-        acc.z += o.z;
-        acc.w += o.w;
+        add4(o, acc);
       }
-      T* out = static_cast<T*>(a.out) + (rh0 + h) * hd + dl * 4;
-      const float inv = s_inv[h];
-      out[0] = from_float<T>(acc.x * inv);
-      out[1] = from_float<T>(acc.y * inv);
-      out[2] = from_float<T>(acc.z * inv);
-      out[3] = from_float<T>(acc.w * inv);
+      store(h, dl, acc);
     }
   }
 }
@@ -670,20 +674,14 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
   for (int i = way; i < (live_d ? n_live : 0); i += kWays) {
     const float4 o = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
     const float wi = s_w[i];
-    acc.x = fmaf(wi, o.x, acc.x);
-    acc.y = fmaf(wi, o.y, acc.y);
-    acc.z = fmaf(wi, o.z, acc.z);
-    acc.w = fmaf(wi, o.w, acc.w);
+    fma4(wi, o, acc);
   }
   s_acc[tid] = acc;
   __syncthreads();
   if (way == 0 && live_d) {
     for (int k = 1; k < kWays; ++k) {
       const float4 o = s_acc[k * kLanesD + dl];
-      acc.x += o.x;
-      acc.y += o.y;
-      acc.z += o.z;
-      acc.w += o.w;
+      add4(o, acc);
     }
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const float r[4] = {acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv};

@@ -7,16 +7,16 @@
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
 # stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
-# fused into the attention kernel or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64),
-# `splits` (split-KV decode at large batch with the keys in HBM, sweep and engine A/B; the argmax
-# pre-pass's blocks per SM), `kernels`
-# (ncu's per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's stall and memory
+# fused into the attention kernel or not), `sampling` (the sampler's one-pass draw or not), `qwen`
+# (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV decode at large batch with
+# the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's
+# per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's stall and memory
 # sections of a few of them). Logs go to $OUT; the device tool brings back at most 8 files, so give
 # the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps
 # what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows stages early merge qwen splits kernels
-#         detail
+#   what: build tests micro bench ab profile patch minrows stages early merge sampling qwen splits
+#         kernels detail
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -96,6 +96,15 @@ if has early; then
   # K/V tiles the tensor-core decode attention loads before pdl_wait(): the first (1, the default)
   # or the whole first ring (3, at 4 tiles in flight).
   ab_runs early VELA_DECODE_EARLY_TILES "1 3" batch64,batch32,batch16,decode1k,decode8k,decode32k
+fi
+if has sampling; then
+  # The sampler's kernel time per configuration (DISABLED_Bench, B = 1 / 64, vocab 100k / 152k) with
+  # the plain walks (VELA_SAMPLE_FAST=0, the default) and the one-pass draw + unrolled compaction.
+  for v in 0 1; do
+    (cd tests && VELA_SAMPLE_FAST=$v timeout 240 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
+      --gtest_filter='CudaSamplingTest.DISABLED_Bench' > "$OUT/sampling_fast$v.log" 2>&1)
+    echo "sampling bench VELA_SAMPLE_FAST=$v rc=$?"; grep -E "^[0-9]+ " "$OUT/sampling_fast$v.log"
+  done
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

@@ -465,7 +465,9 @@ TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
     cudaGraph_t graph;
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
     EXPECT_EQ(graph_kernel_nodes(graph), fused ? 1u : 2u);
-    if (fused) ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    if (fused) {
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    }
     cudaGraphDestroy(graph);
   }
   for (int round = 0; round < 3; ++round) {

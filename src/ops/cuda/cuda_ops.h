@@ -184,5 +184,8 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
             Tensor& work, Tensor& out);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);
+// Tests and benchmarks: 1 runs the sampler's one-pass draw and unrolled candidate compaction, 0
+// the plain walks (the same tokens either way), -1 back to VELA_SAMPLE_FAST (default 0).
+void sample_set_fast(int fast);
 
 }  // namespace vela::ops::cuda

@@ -24,6 +24,7 @@
 // Float products that the CPU rounds separately use __fmul_rn / __fsub_rn / __fdiv_rn so nvcc
 // cannot contract them into FMAs.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 
@@ -55,6 +56,7 @@ struct SampleArgs {
   int32_t* out;
   int64_t out_stride;
   int32_t argmax_chunks;  // > 0: argmax_chunks_kernel left each unprocessed row's partial maxima
+  bool fast;              // ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST)
 };
 
 struct ResetArgs {
@@ -230,6 +232,94 @@ static __device__ int32_t ordered_select(const float* p, int64_t n, F&& f, T&& t
         break;
       }
       base += __shfl_sync(0xffffffffu, incl, 31);
+    }
+  }
+  __syncthreads();
+  const int32_t result = s_int[1];
+  __syncthreads();
+  return result;
+}
+
+// ordered_select with one pass over the row instead of two latency-bound walks (VELA_SAMPLE_FAST,
+// session 43, not yet measured): thread t owns the contiguous ids [t * sub, (t + 1) * sub) (sub
+// a multiple of 4), sums f over them with 8 loads in flight, and the block's inclusive scan of
+// those sums (warps, then warp totals) locates the thread whose range crosses the target; its
+// warp then scans that one range (sub ids, ~100 at a 100k vocab) in chunks of 32. The sums are
+// integers, so the id found is the same as ordered_select's whatever the partition. ordered_select
+// walks each warp's 3k-id segment with one 4-byte load in flight a lane, twice (the segment
+// sums, then the chosen warp's scan): ~65 of the 80 us a temperature-sampled 100k row takes.
+template <typename F, typename T>
+static __device__ int32_t ordered_select_fast(const float* p, int64_t n, bool vec4, F&& f,
+                                              T&& target, uint64_t* red, int32_t* s_int) {
+  constexpr int kU = 8;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t sub = ((n + kThreads - 1) / kThreads + 3) / 4 * 4;
+  const int64_t lo = tid * sub < n ? tid * sub : n, hi = lo + sub < n ? lo + sub : n;
+  uint64_t s = 0;
+  if (vec4) {  // p 16-byte aligned and n % 4 == 0: lo and hi are multiples of 4
+    const float4* p4 = reinterpret_cast<const float4*>(p);
+    auto add = [&](int64_t j, const float4& v) {
+      s += f(4 * j, sanitize(v.x)) + f(4 * j + 1, sanitize(v.y)) + f(4 * j + 2, sanitize(v.z)) +
+           f(4 * j + 3, sanitize(v.w));
+    };
+    int64_t j = lo / 4;
+    for (; j + kU <= hi / 4; j += kU) {
+      float4 v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = p4[j + u];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) add(j + u, v[u]);
+    }
+    for (; j < hi / 4; ++j) add(j, p4[j]);
+  } else {
+    int64_t i = lo;
+    for (; i + kU <= hi; i += kU) {
+      float v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = p[i + u];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) s += f(i + u, sanitize(v[u]));
+    }
+    for (; i < hi; ++i) s += f(i, sanitize(p[i]));
+  }
+  const uint64_t incl = warp_incl_scan_u64(s);
+  if (lane == 31) red[warp] = incl;  // the warp's total
+  __syncthreads();
+  if (warp == 0) {
+    const uint64_t mine = red[lane];
+    const uint64_t wincl = warp_incl_scan_u64(mine);
+    const uint64_t total = __shfl_sync(0xffffffffu, wincl, 31);
+    const uint64_t t = target(total);
+    const unsigned hit = __ballot_sync(0xffffffffu, wincl > t);
+    if (lane == 0) {
+      s_int[0] = hit ? __ffs(hit) - 1 : -1;
+      s_int[1] = -1;
+    }
+    if (hit && lane == __ffs(hit) - 1) {
+      red[kWarps] = wincl - mine;  // mass before the chosen warp's ids
+      red[kWarps + 1] = t;
+    }
+  }
+  __syncthreads();
+  if (warp == s_int[0]) {
+    const uint64_t t = red[kWarps + 1];
+    const unsigned hit = __ballot_sync(0xffffffffu, red[kWarps] + incl > t);  // never 0 here
+    if (hit) {
+      const int owner = __ffs(hit) - 1;
+      uint64_t base = red[kWarps] + __shfl_sync(0xffffffffu, incl - s, owner);
+      const int64_t o_lo = __shfl_sync(0xffffffffu, lo, owner);
+      const int64_t o_hi = __shfl_sync(0xffffffffu, hi, owner);
+      for (int64_t c = o_lo; c < o_hi; c += 32) {
+        const int64_t i = c + lane;
+        const uint64_t x = i < o_hi ? f(i, sanitize(p[i])) : 0;
+        const uint64_t xi = warp_incl_scan_u64(x);
+        const unsigned h = __ballot_sync(0xffffffffu, base + xi > t);
+        if (h) {
+          if (lane == 0) s_int[1] = static_cast<int32_t>(c + __ffs(h) - 1);
+          break;
+        }
+        base += __shfl_sync(0xffffffffu, xi, 31);
+      }
     }
   }
   __syncthreads();
@@ -522,18 +612,31 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
           s_pos = INT_MAX;
         }
         __syncthreads();
-        for (int64_t b = 0; b < n; b += kThreads) {
-          const int64_t i = b + tid;
-          const float v = i < n ? sanitize(src[i]) : -INFINITY;
+        auto take = [&](int64_t i, float v) {  // v of id i (-inf past the row), warp-uniform call
           const bool is_cand = v != -INFINITY && -expo(v) <= bound;
           const unsigned mask = __ballot_sync(0xffffffffu, is_cand);
-          if (mask == 0) continue;
+          if (mask == 0) return;
           uint32_t base = 0;
           if (lane == 0) base = atomicAdd(&s_count, static_cast<uint32_t>(__popc(mask)));
           base = __shfl_sync(0xffffffffu, base, 0);
           const uint32_t at = base + __popc(mask & ((1u << lane) - 1));
           if (is_cand && at < kMaxCand)
             s_cand[at] = sample_rank(sample_key(v), static_cast<int32_t>(i));
+        };
+        int64_t b = 0;
+        if (a.fast) {  // 4 loads in flight a thread (the candidates' order is sorted away below)
+          constexpr int kU = 4;
+          for (; b + kU * kThreads <= n; b += kU * kThreads) {
+            float v[kU];
+#pragma unroll
+            for (int u = 0; u < kU; ++u) v[u] = sanitize(src[b + u * kThreads + tid]);
+#pragma unroll
+            for (int u = 0; u < kU; ++u) take(b + u * kThreads + tid, v[u]);
+          }
+        }
+        for (; b < n; b += kThreads) {
+          const int64_t i = b + tid;
+          take(i, i < n ? sanitize(src[i]) : -INFINITY);
         }
         __syncthreads();
         const bool compacted = s_count == n_cand;  // same predicate as the ladder: always true
@@ -620,9 +723,10 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
               [&](int64_t, float v) -> uint64_t { return sample_key(v) > t ? wk(v) : 0; }, s_red);
           const uint64_t wt = sample_fixed(weight(key_to_float(t)));
           const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
-          const int32_t cut_id = ordered_select(
-              src, n, [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; },
-              [&](uint64_t) { return j - 1; }, s_red, s_int);
+          auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
+          auto jth = [&](uint64_t) { return j - 1; };
+          const int32_t cut_id = a.fast ? ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int)
+                                        : ordered_select(src, n, at_t, jth, s_red, s_int);
           cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
         }
       }
@@ -638,12 +742,11 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
       if (w < min_p && v != m) return 0;
       return sample_fixed(w);
     };
-    const int32_t drawn = ordered_select(
-        src, n, kept,
-        [&](uint64_t total) {
-          return static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(total));
-        },
-        s_red, s_int);
+    auto u_of = [&](uint64_t total) {
+      return static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(total));
+    };
+    const int32_t drawn = a.fast ? ordered_select_fast(src, n, vec4, kept, u_of, s_red, s_int)
+                                 : ordered_select(src, n, kept, u_of, s_red, s_int);
     if (drawn >= 0) token = drawn;
     if (p.flags & kSampleProbs) {
       // The distribution: kept weight / kept mass, into this row of `work` (which `src` may be:
@@ -681,6 +784,23 @@ static __global__ void reset_counts_kernel(ResetArgs a) {
     row[a.entries[2 * j]] = a.entries[2 * j + 1];
 }
 
+namespace {
+
+std::atomic<int> g_fast_override{-1};  // sample_set_fast (tests, benchmarks)
+
+// The one-pass draw (ordered_select_fast) and the unrolled candidate compaction: the override,
+// else VELA_SAMPLE_FAST (default 0 until measured on a GPU). Either gives the same tokens.
+bool sample_fast() {
+  const int o = g_fast_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool env = env_int("VELA_SAMPLE_FAST", 0, 0, 1) != 0;
+  return env;
+}
+
+}  // namespace
+
+void sample_set_fast(int fast) { g_fast_override = fast < 0 ? -1 : (fast != 0 ? 1 : 0); }
+
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {
   DeviceGuard guard(logits.device().index);
@@ -695,6 +815,7 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   a.work = work.data<float>();
   a.out = out.data<int32_t>();
   a.out_stride = out.size(1);
+  a.fast = sample_fast();
   const auto n_rows = static_cast<unsigned>(logits.size(0));
   // About two blocks per SM in all, chunks of >= kMinArgmaxChunk elements; one chunk: no pre-pass.
   // VELA_ARGMAX_BLOCKS_PER_SM (1..8) for A/B runs: at 64 rows the pre-pass reads 25.6 MB in

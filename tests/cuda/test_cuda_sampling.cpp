@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -193,7 +194,18 @@ TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
       for (int64_t r = 0; r < n; ++r)
         rows.push_back({&params, nullptr, nullptr, 7, static_cast<uint64_t>(r0 + r)});
       dev.stage(rows, nullptr);
-      dev.launch(logits.slice(0, r0, r0 + n).to(gpu()));
+      // A strided host slice keeps its row stride on the device (rows off 16-byte alignment).
+      const Tensor part = logits.slice(0, r0, r0 + n);
+      Tensor on_dev = part.is_contiguous() ? part.to(gpu()) : Tensor();
+      if (!on_dev.defined()) {
+        const int64_t ld = part.stride(0);
+        Tensor whole = Tensor::empty({n, ld}, DType::kF32);
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(whole.data<float>() + r * ld + 1, part.data<float>() + r * ld,
+                      static_cast<size_t>(part.size(1)) * sizeof(float));
+        on_dev = whole.to(gpu()).slice(1, 1, 1 + part.size(1));
+      }
+      dev.launch(on_dev);
       dev.finish(out);
       all.insert(all.end(), out.begin(), out.end());
     }
@@ -209,16 +221,22 @@ TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
     }
   };
   for (Case c : {Case{32000, 256, 8.0f, 2.0f}, Case{32003, 128, 16.0f, 1.0f},
-                 Case{151936, 64, 16.0f, 1.0f}}) {
+                 Case{151936, 64, 16.0f, 1.0f}, Case{1000, 128, 4.0f, 1.0f},
+                 Case{4097, 128, 8.0f, 2.0f}}) {
     Tensor logits = sampling_logits(c.rows, c.vocab, 4321 + c.vocab, c.peak, c.body_sd);
     for (const auto& cfg : sampling_configs(c.vocab))
       expect_same(logits, cfg.params, cfg.name + " vocab " + std::to_string(c.vocab));
   }
+  // Rows 4 bytes off 16-byte alignment (a column slice): no 16-byte loads of the raw row.
+  Tensor wide = sampling_logits(64, 32001, 99, 8.0f, 2.0f).slice(1, 1, 32001);
+  for (const auto& cfg : sampling_configs(32000)) expect_same(wide, cfg.params, cfg.name + " +4 B");
+  // Near-flat rows on a 1/64 grid: the exact path, with long runs of equal keys at the top-p cut.
   const int64_t vocab = 100000;
   Tensor flat = Tensor::empty({64, vocab}, DType::kF32);
   std::mt19937_64 gen(6);
   std::normal_distribution<float> body(0.0f, 0.05f);
-  for (int64_t i = 0; i < flat.numel(); ++i) flat.data<float>()[i] = body(gen);
+  for (int64_t i = 0; i < flat.numel(); ++i)
+    flat.data<float>()[i] = std::round(body(gen) * 64.0f) / 64.0f;
   SamplingParams flat_p, big_k;
   flat_p.top_p = 0.97f;
   big_k.top_k = 30000;

@@ -56,7 +56,6 @@ struct SampleArgs {
   int32_t* out;
   int64_t out_stride;
   int32_t argmax_chunks;  // > 0: argmax_chunks_kernel left each unprocessed row's partial maxima
-  bool fast;              // ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST)
 };
 
 struct ResetArgs {
@@ -240,85 +239,117 @@ static __device__ int32_t ordered_select(const float* p, int64_t n, F&& f, T&& t
   return result;
 }
 
-// ordered_select with one pass over the row instead of two latency-bound walks (VELA_SAMPLE_FAST,
-// session 43, not yet measured): thread t owns the contiguous ids [t * sub, (t + 1) * sub) (sub
-// a multiple of 4), sums f over them with 8 loads in flight, and the block's inclusive scan of
-// those sums (warps, then warp totals) locates the thread whose range crosses the target; its
-// warp then scans that one range (sub ids, ~100 at a 100k vocab) in chunks of 32. The sums are
-// integers, so the id found is the same as ordered_select's whatever the partition. ordered_select
-// walks each warp's 3k-id segment with one 4-byte load in flight a lane, twice (the segment
-// sums, then the chosen warp's scan): ~65 of the 80 us a temperature-sampled 100k row takes.
+// ordered_select with loads in flight and a short final scan (VELA_SAMPLE_FAST, session 43, not
+// yet measured). ordered_select walks each warp's ~3k-id segment with one 4-byte load in flight
+// a lane, twice (the segment sums, then the chosen warp's scan): ~65 of the 80 us a
+// temperature-sampled 100k row takes. Here warp w owns ids [w * seg, (w + 1) * seg) in groups of
+// `gs` ids (a multiple of 256, at most kSelectGroups a warp), read as chunks of 128 ids (lane l:
+// ids 4l .. 4l + 3 of a chunk, one 16-byte load where the row allows, 2 chunks in flight: more
+// spills registers under the kernel's 64-register cap). Pass 1 stores every group's sum in shared
+// memory; the block scan of the warp totals picks the warp whose ids cross the target, that warp's
+// scan of its group sums picks the group, and only that group's chunks are scanned (lane sums, then
+// the crossing lane's 4 ids). The sums are integers, so the id found is ordered_select's whatever
+// the partition.
+constexpr int kSelectGroups = 16;
+
 template <typename F, typename T>
 static __device__ int32_t ordered_select_fast(const float* p, int64_t n, bool vec4, F&& f,
-                                              T&& target, uint64_t* red, int32_t* s_int) {
-  constexpr int kU = 8;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t sub = ((n + kThreads - 1) / kThreads + 3) / 4 * 4;
-  const int64_t lo = tid * sub < n ? tid * sub : n, hi = lo + sub < n ? lo + sub : n;
-  uint64_t s = 0;
-  if (vec4) {  // p 16-byte aligned and n % 4 == 0: lo and hi are multiples of 4
-    const float4* p4 = reinterpret_cast<const float4*>(p);
-    auto add = [&](int64_t j, const float4& v) {
-      s += f(4 * j, sanitize(v.x)) + f(4 * j + 1, sanitize(v.y)) + f(4 * j + 2, sanitize(v.z)) +
-           f(4 * j + 3, sanitize(v.w));
-    };
-    int64_t j = lo / 4;
-    for (; j + kU <= hi / 4; j += kU) {
-      float4 v[kU];
+                                              T&& target, uint64_t* red, int32_t* s_int,
+                                              uint64_t (*s_group)[kSelectGroups]) {
+  constexpr int kChunk = 128, kU = 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t per_warp = (n + kWarps - 1) / kWarps;
+  // Groups: a multiple of kU chunks (pass 1 never reads past its group), at most kSelectGroups.
+  int64_t gs = (per_warp + kSelectGroups - 1) / kSelectGroups;
+  gs = (gs + kU * kChunk - 1) / (kU * kChunk) * (kU * kChunk);
+  const int64_t seg = (per_warp + gs - 1) / gs * gs;
+  const int n_groups = static_cast<int>(seg / gs);
+  // f summed over the 4 ids of this lane in the chunk at c (ids past n weigh 0); x: each id's.
+  auto load4 = [&](int64_t c, float(&v)[4]) {
+    const int64_t i = c + 4 * lane;
+    if (vec4 && i + 3 < n) {
+      const float4 q = *reinterpret_cast<const float4*>(p + i);
+      v[0] = q.x;
+      v[1] = q.y;
+      v[2] = q.z;
+      v[3] = q.w;
+    } else {
 #pragma unroll
-      for (int u = 0; u < kU; ++u) v[u] = p4[j + u];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) add(j + u, v[u]);
+      for (int e = 0; e < 4; ++e) v[e] = i + e < n ? p[i + e] : -INFINITY;
     }
-    for (; j < hi / 4; ++j) add(j, p4[j]);
-  } else {
-    int64_t i = lo;
-    for (; i + kU <= hi; i += kU) {
-      float v[kU];
+  };
+  auto weigh4 = [&](int64_t c, const float(&v)[4], uint64_t(&x)[4]) {
+    const int64_t i = c + 4 * lane;
 #pragma unroll
-      for (int u = 0; u < kU; ++u) v[u] = p[i + u];
+    for (int e = 0; e < 4; ++e) x[e] = i + e < n ? f(i + e, sanitize(v[e])) : 0;
+  };
+  // Pass 1: every group's sum (chunks loaded kU at a time) and the warp's total.
+  const int64_t w0 = warp * seg;
+  uint64_t warp_total = 0;
+  for (int g = 0; g < n_groups; ++g) {
+    const int64_t g0 = w0 + g * gs;
+    uint64_t s = 0;
+    for (int64_t c = g0; c < g0 + gs && c < n; c += kU * kChunk) {
+      float v[kU][4];
 #pragma unroll
-      for (int u = 0; u < kU; ++u) s += f(i + u, sanitize(v[u]));
+      for (int u = 0; u < kU; ++u) load4(c + u * kChunk, v[u]);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t i = c + u * kChunk + 4 * lane;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (i + e < n) s += f(i + e, sanitize(v[u][e]));
+      }
     }
-    for (; i < hi; ++i) s += f(i, sanitize(p[i]));
+    s = warp_sum_u64(s);
+    if (lane == 0) s_group[warp][g] = s;
+    warp_total += s;
   }
-  const uint64_t incl = warp_incl_scan_u64(s);
-  if (lane == 31) red[warp] = incl;  // the warp's total
+  if (lane == 0) red[warp] = warp_total;
   __syncthreads();
   if (warp == 0) {
     const uint64_t mine = red[lane];
-    const uint64_t wincl = warp_incl_scan_u64(mine);
-    const uint64_t total = __shfl_sync(0xffffffffu, wincl, 31);
+    const uint64_t incl = warp_incl_scan_u64(mine);
+    const uint64_t total = __shfl_sync(0xffffffffu, incl, 31);
     const uint64_t t = target(total);
-    const unsigned hit = __ballot_sync(0xffffffffu, wincl > t);
+    const unsigned hit = __ballot_sync(0xffffffffu, incl > t);
     if (lane == 0) {
       s_int[0] = hit ? __ffs(hit) - 1 : -1;
       s_int[1] = -1;
     }
     if (hit && lane == __ffs(hit) - 1) {
-      red[kWarps] = wincl - mine;  // mass before the chosen warp's ids
+      red[kWarps] = incl - mine;  // mass before the chosen warp's ids
       red[kWarps + 1] = t;
     }
   }
   __syncthreads();
   if (warp == s_int[0]) {
     const uint64_t t = red[kWarps + 1];
-    const unsigned hit = __ballot_sync(0xffffffffu, red[kWarps] + incl > t);  // never 0 here
-    if (hit) {
-      const int owner = __ffs(hit) - 1;
-      uint64_t base = red[kWarps] + __shfl_sync(0xffffffffu, incl - s, owner);
-      const int64_t o_lo = __shfl_sync(0xffffffffu, lo, owner);
-      const int64_t o_hi = __shfl_sync(0xffffffffu, hi, owner);
-      for (int64_t c = o_lo; c < o_hi; c += 32) {
-        const int64_t i = c + lane;
-        const uint64_t x = i < o_hi ? f(i, sanitize(p[i])) : 0;
-        const uint64_t xi = warp_incl_scan_u64(x);
-        const unsigned h = __ballot_sync(0xffffffffu, base + xi > t);
-        if (h) {
-          if (lane == 0) s_int[1] = static_cast<int32_t>(c + __ffs(h) - 1);
+    const uint64_t gsum = lane < n_groups ? s_group[warp][lane] : 0;
+    const uint64_t gincl = warp_incl_scan_u64(gsum);
+    const unsigned ghit = __ballot_sync(0xffffffffu, red[kWarps] + gincl > t);  // never 0 here
+    if (ghit) {
+      const int g = __ffs(ghit) - 1;
+      uint64_t base = red[kWarps] + __shfl_sync(0xffffffffu, gincl - gsum, g);
+      const int64_t g0 = w0 + g * gs;
+      for (int64_t c = g0; c < g0 + gs && c < n; c += kChunk) {
+        float v[4];
+        uint64_t x[4];
+        load4(c, v);
+        weigh4(c, v, x);
+        const uint64_t mine = x[0] + x[1] + x[2] + x[3];
+        const uint64_t incl = warp_incl_scan_u64(mine);
+        const unsigned hit = __ballot_sync(0xffffffffu, base + incl > t);
+        if (hit) {
+          if (lane == __ffs(hit) - 1) {
+            uint64_t acc = base + incl - mine;
+            int e = 0;
+            while (e < 3 && acc + x[e] <= t) acc += x[e++];
+            s_int[1] = static_cast<int32_t>(c + 4 * lane + e);
+          }
           break;
         }
-        base += __shfl_sync(0xffffffffu, xi, 31);
+        base += __shfl_sync(0xffffffffu, incl, 31);
       }
     }
   }
@@ -437,8 +468,13 @@ static __global__ void __launch_bounds__(kArgmaxThreads) argmax_chunks_kernel(Sa
   }
 }
 
+// kFast: ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST); a separate
+// instantiation, so the default kernel's registers are what they were.
+template <bool kFast>
 static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a) {
   extern __shared__ uint64_t s_cand[];  // [kMaxCand]
+  __shared__ uint64_t s_group[kFast ? kWarps : 1][kSelectGroups];  // ordered_select_fast
+  (void)s_group;
   __shared__ uint64_t s_red[kWarps + 2];
   __shared__ float s_f[2 * kWarps];
   __shared__ int32_t s_int[4];
@@ -624,7 +660,8 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
             s_cand[at] = sample_rank(sample_key(v), static_cast<int32_t>(i));
         };
         int64_t b = 0;
-        if (a.fast) {  // 4 loads in flight a thread (the candidates' order is sorted away below)
+        if constexpr (kFast) {  // 4 loads in flight a thread (the candidates' order is sorted away
+                                // below)
           constexpr int kU = 4;
           for (; b + kU * kThreads <= n; b += kU * kThreads) {
             float v[kU];
@@ -725,8 +762,12 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
           const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
           auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
           auto jth = [&](uint64_t) { return j - 1; };
-          const int32_t cut_id = a.fast ? ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int)
-                                        : ordered_select(src, n, at_t, jth, s_red, s_int);
+          int32_t cut_id;
+          if constexpr (kFast) {
+            cut_id = ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int, s_group);
+          } else {
+            cut_id = ordered_select(src, n, at_t, jth, s_red, s_int);
+          }
           cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
         }
       }
@@ -745,8 +786,12 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
     auto u_of = [&](uint64_t total) {
       return static_cast<uint64_t>(static_cast<double>(u) * static_cast<double>(total));
     };
-    const int32_t drawn = a.fast ? ordered_select_fast(src, n, vec4, kept, u_of, s_red, s_int)
-                                 : ordered_select(src, n, kept, u_of, s_red, s_int);
+    int32_t drawn;
+    if constexpr (kFast) {
+      drawn = ordered_select_fast(src, n, vec4, kept, u_of, s_red, s_int, s_group);
+    } else {
+      drawn = ordered_select(src, n, kept, u_of, s_red, s_int);
+    }
     if (drawn >= 0) token = drawn;
     if (p.flags & kSampleProbs) {
       // The distribution: kept weight / kept mass, into this row of `work` (which `src` may be:
@@ -804,7 +849,12 @@ void sample_set_fast(int fast) { g_fast_override = fast < 0 ? -1 : (fast != 0 ? 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {
   DeviceGuard guard(logits.device().index);
-  opt_in_smem(sample_kernel, kCandBytes);
+  const bool fast = sample_fast();
+  if (fast) {
+    opt_in_smem(sample_kernel<true>, kCandBytes);
+  } else {
+    opt_in_smem(sample_kernel<false>, kCandBytes);
+  }
   SampleArgs a;
   a.logits = logits.data<float>();
   a.logits_stride = logits.stride(0);
@@ -815,7 +865,6 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   a.work = work.data<float>();
   a.out = out.data<int32_t>();
   a.out_stride = out.size(1);
-  a.fast = sample_fast();
   const auto n_rows = static_cast<unsigned>(logits.size(0));
   // About two blocks per SM in all, chunks of >= kMinArgmaxChunk elements; one chunk: no pre-pass.
   // VELA_ARGMAX_BLOCKS_PER_SM (1..8) for A/B runs: at 64 rows the pre-pass reads 25.6 MB in
@@ -831,7 +880,11 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
                            current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   }
-  sample_kernel<<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
+  if (fast) {
+    sample_kernel<true><<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
+  } else {
+    sample_kernel<false><<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
+  }
   VELA_CUDA_CHECK_LAUNCH();
 }
 

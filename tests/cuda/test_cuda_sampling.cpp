@@ -220,9 +220,9 @@ TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
       EXPECT_EQ(plain[r].logprob, fast[r].logprob) << name << " row " << r;
     }
   };
-  for (Case c : {Case{32000, 256, 8.0f, 2.0f}, Case{32003, 128, 16.0f, 1.0f},
-                 Case{151936, 64, 16.0f, 1.0f}, Case{1000, 128, 4.0f, 1.0f},
-                 Case{4097, 128, 8.0f, 2.0f}}) {
+  for (Case c :
+       {Case{32000, 256, 8.0f, 2.0f}, Case{32003, 128, 16.0f, 1.0f}, Case{151936, 64, 16.0f, 1.0f},
+        Case{1000, 128, 4.0f, 1.0f}, Case{4097, 128, 8.0f, 2.0f}}) {
     Tensor logits = sampling_logits(c.rows, c.vocab, 4321 + c.vocab, c.peak, c.body_sd);
     for (const auto& cfg : sampling_configs(c.vocab))
       expect_same(logits, cfg.params, cfg.name + " vocab " + std::to_string(c.vocab));

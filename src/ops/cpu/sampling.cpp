@@ -47,6 +47,7 @@ struct RowScratch {
   std::vector<float> heap;   // [vocab] top-k selection
   std::vector<Cand> cand;    // [vocab] top-p candidates
   std::vector<Cand> top;     // [kSampleMaxTopLogprobs + 1] best (logit, id) for top logprobs
+  std::vector<uint64_t> bucket_mass = std::vector<uint64_t>(512);  // top-p: mass per d bucket
   void reserve(int64_t n) {
     const auto v = static_cast<size_t>(n);
     if (prob.size() >= v) return;
@@ -243,17 +244,53 @@ int32_t sample_filtered(const float* l, int64_t n, float m, const SampleRowParam
   bool use_cut = false;
   Cand cut{0.0f, 0};
   if (p.top_p < 1.0f) {
+    // The candidates (l >= kth, w > 0) also fall into buckets of d = (m - l) * s, 1/8 wide (the
+    // last open-ended). d never decreases as l does, so each bucket is a contiguous run of the
+    // (logit desc, id asc) order: the cut lies in the first bucket whose mass takes the running
+    // sum to the target, and a large candidate set is cut down to that bucket before the search
+    // (vocab 32000, Gaussian body + peaks, top_p 0.9: 255 -> 153 us a row).
+    constexpr int kBuckets = 512;
+    constexpr float kPerUnit = 8.0f;
+    auto bucket = [&](float v) {
+      const float d = (m - v) * sc * kPerUnit;
+      return d < static_cast<float>(kBuckets - 1) ? static_cast<int>(d) : kBuckets - 1;
+    };
+    constexpr int64_t kSmallSet = 4096;  // candidates searched as they are
+    uint64_t* bucket_mass = s.bucket_mass.data();
+    std::fill(bucket_mass, bucket_mass + kBuckets, uint64_t{0});
+    // A top-k of at most kSmallSet keeps a small set (ties with the k-th aside): no buckets.
+    const bool bucketed = !(p.top_k > 0 && p.top_k <= kSmallSet);
     Cand* cand = s.cand.data();
     int64_t n_cand = 0;
     uint64_t mass = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (l[i] >= kth && w[i] > 0.0f) {
-        mass += sample_fixed(w[i]);
+        const uint64_t wf = sample_fixed(w[i]);
+        mass += wf;
+        if (bucketed) bucket_mass[bucket(l[i])] += wf;
         cand[n_cand++] = {l[i], static_cast<int32_t>(i)};
       }
     }
-    const auto target =
+    uint64_t target =
         static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass));
+    if (bucketed && n_cand > kSmallSet) {  // keep only the crossing bucket's candidates
+      int cross = -1;
+      uint64_t before_cross = 0;  // the mass of the buckets before `cross`
+      for (int b = 0; b < kBuckets && cross < 0; ++b) {
+        if (before_cross + bucket_mass[b] >= target) {
+          cross = b;
+        } else {
+          before_cross += bucket_mass[b];
+        }
+      }
+      if (cross >= 0) {  // (else the target is never reached: the search below says so)
+        int64_t kept = 0;
+        for (int64_t c = 0; c < n_cand; ++c)
+          if (bucket(cand[c].first) == cross) cand[kept++] = cand[c];
+        n_cand = kept;
+        target -= before_cross;
+      }
+    }
     use_cut = find_top_p_cut(cand, n_cand, w, target, &cut);
   }
 
@@ -261,7 +298,29 @@ int32_t sample_filtered(const float* l, int64_t n, float m, const SampleRowParam
   // weight 0, so the draw below is one plain walk.
   const float min_w = p.min_p;
   if (kth > kNegInf || use_cut || min_w > 0.0f) {
-    for (int64_t i = 0; i < n; ++i) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    // As the loop below, 16 at a time without branches (whether a token survives the cut is
+    // as good as random in id order: the branchy loop mispredicted ~half of them, ~0.5 ms of a
+    // 152k row at top_p 0.9).
+    const __m512 vkth = _mm512_set1_ps(kth), vmin_w = _mm512_set1_ps(min_w), vm = _mm512_set1_ps(m),
+                 vcut = _mm512_set1_ps(cut.first);
+    const __m512i vcut_id = _mm512_set1_epi32(cut.second),
+                  lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(l + i), wv = _mm512_loadu_ps(w + i);
+      __mmask16 drop =
+          _mm512_cmp_ps_mask(v, vkth, _CMP_LT_OQ) |
+          (_mm512_cmp_ps_mask(wv, vmin_w, _CMP_LT_OQ) & _mm512_cmp_ps_mask(v, vm, _CMP_NEQ_UQ));
+      if (use_cut) {
+        const __m512i ids = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(i)), lane);
+        drop |= _mm512_cmp_ps_mask(v, vcut, _CMP_LT_OQ) |
+                (_mm512_cmp_ps_mask(v, vcut, _CMP_EQ_OQ) & _mm512_cmpgt_epi32_mask(ids, vcut_id));
+      }
+      _mm512_storeu_ps(w + i, _mm512_maskz_mov_ps(static_cast<__mmask16>(~drop), wv));
+    }
+#endif
+    for (; i < n; ++i) {
       const float v = l[i];
       if (v < kth || (w[i] < min_w && v != m) ||
           (use_cut && before(cut, {v, static_cast<int32_t>(i)})))

@@ -72,6 +72,25 @@ TEST(SamplerOpCpu, AgreesWithTheReferenceOnEveryConfig) {
               static_cast<long long>(total));
 }
 
+// Top-p over more than 4096 candidates takes the bucketed search (only the bucket where the
+// running mass crosses the target is searched): against the reference's full sort.
+TEST(SamplerOpCpu, TopPOverLargeCandidateSetsAgreesWithTheReference) {
+  const int64_t vocab = 32000, n_rows = 128;
+  Sampler dev(vocab, 64, Device::cpu());
+  test::ReferenceSampler ref(vocab);
+  Tensor logits = sampling_logits(n_rows, vocab, 23, 6.0f, 2.0f);
+  for (float top_p : {0.3f, 0.9f, 0.995f}) {
+    for (float temperature : {0.8f, 1.6f}) {
+      SamplingParams p;
+      p.top_p = top_p;
+      p.temperature = temperature;
+      p.min_p = top_p > 0.99f ? 0.01f : 0.0f;
+      test::Agreement a = agree(dev, ref, logits, p, 5);
+      EXPECT_GE(a.rate(), 0.99) << "top_p " << top_p << " T " << temperature;
+    }
+  }
+}
+
 TEST(SamplerOpCpu, LogprobsEqualLogSoftmaxOfRawLogits) {
   const int64_t vocab = 3000;
   Sampler dev(vocab, 8, Device::cpu());

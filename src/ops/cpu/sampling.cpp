@@ -108,18 +108,31 @@ uint64_t fixed_sum(const float* w, int64_t n) {
 // when k is small (one compare per element), nth_element on a copy otherwise.
 float kth_largest(const float* row, int64_t n, int64_t k, float* buf) {
   if (k * 16 <= n) {
-    int64_t size = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = row[i];
-      if (size < k) {
-        buf[size++] = v;
-        std::push_heap(buf, buf + size, std::greater<float>());
-      } else if (v > buf[0]) {
+    int64_t size = 0, i = 0;
+    for (; i < n && size < k; ++i) {
+      buf[size++] = row[i];
+      std::push_heap(buf, buf + size, std::greater<float>());
+    }
+    auto offer = [&](float v) {
+      if (v > buf[0]) {
         std::pop_heap(buf, buf + size, std::greater<float>());
         buf[size - 1] = v;
         std::push_heap(buf, buf + size, std::greater<float>());
       }
+    };
+#if defined(__AVX512F__)
+    // 16 values against the heap's minimum at once: after the first few thousand, hardly any
+    // beats it (the k-th largest does not depend on the order values are offered in).
+    for (; i + 16 <= n; i += 16) {
+      __mmask16 above =
+          _mm512_cmp_ps_mask(_mm512_loadu_ps(row + i), _mm512_set1_ps(buf[0]), _CMP_GT_OQ);
+      while (above) {
+        offer(row[i + __builtin_ctz(above)]);
+        above &= static_cast<__mmask16>(above - 1);
+      }
     }
+#endif
+    for (; i < n; ++i) offer(row[i]);
     return buf[0];
   }
   std::memcpy(buf, row, static_cast<size_t>(n) * sizeof(float));

@@ -74,7 +74,15 @@ float max_value(const float* row, int64_t n, bool* has_nan) {
 
 // The first index holding m (ties to the lower id); 0 when none (a row of NaN / -inf).
 int32_t first_index_of(const float* row, int64_t n, float m) {
-  for (int64_t i = 0; i < n; ++i)
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 vm = _mm512_set1_ps(m);
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + i), vm, _CMP_EQ_OQ);
+    if (eq) return static_cast<int32_t>(i + __builtin_ctz(eq));
+  }
+#endif
+  for (; i < n; ++i)
     if (row[i] == m) return static_cast<int32_t>(i);
   return 0;
 }

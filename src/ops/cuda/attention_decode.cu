@@ -114,8 +114,9 @@ __device__ void merge_splits_if_last(const RowsArgs& a, int row, int head0, int 
   __threadfence();  // this thread's partials are visible device-wide before the ticket is taken
   __syncthreads();
   if (tid == 0) {
-    // The n_live-th arrival finds n_live - 1 and wraps the count to 0 (re-armed); a stale count
-    // would wrap at its first arrival, so one launch at most could merge early.
+    // The n_live-th arrival finds n_live - 1 and wraps the count to 0 (re-armed). Every block
+    // of the launch reads the same seq_lens (never written by the kernels a step runs), so each
+    // live split arrives exactly once and the count is 0 between launches.
     const unsigned n = static_cast<unsigned>(n_live - 1);
     s_last = atomicInc(reinterpret_cast<unsigned*>(ticket), n) == n;
   }

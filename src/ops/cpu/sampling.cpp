@@ -250,13 +250,28 @@ float row_logprobs(const float* x, int64_t n, float x_max, float scale, int32_t 
   // Insertion into a sorted list of at most k entries while scanning ids upward: an equal value
   // never displaces an earlier (lower) id. scale > 0 keeps the order of the unscaled row.
   s.top.clear();
-  for (int64_t i = 0; i < n; ++i) {
+  auto offer = [&](int64_t i) {
     const float v = x[i];
-    if (s.top.size() == k && !(v > s.top.back().first)) continue;
+    if (s.top.size() == k && !(v > s.top.back().first)) return;
     const Cand e{v, static_cast<int32_t>(i)};
     s.top.insert(std::upper_bound(s.top.begin(), s.top.end(), e, before), e);
     if (s.top.size() > k) s.top.pop_back();
+  };
+  int64_t i = 0;
+  for (; i < n && s.top.size() < k; ++i) offer(i);
+#if defined(__AVX512F__)
+  // Once the list is full, 16 ids at a time against its last value; the few above it are offered
+  // in ascending id order, as the plain loop does.
+  for (; i + 16 <= n; i += 16) {
+    __mmask16 above =
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), _mm512_set1_ps(s.top.back().first), _CMP_GT_OQ);
+    while (above) {
+      offer(i + __builtin_ctz(above));
+      above &= static_cast<__mmask16>(above - 1);
+    }
   }
+#endif
+  for (; i < n; ++i) offer(i);
   for (size_t j = 0; j < k; ++j) {
     out[(kSampleOutTopIds + static_cast<int64_t>(j)) * os + row] = s.top[j].second;
     out[(kSampleOutTopLogprobs + static_cast<int64_t>(j)) * os + row] =

@@ -43,6 +43,13 @@ ab_runs() {
     done
   done
 }
+# splits_sweep NAME: the split-KV decode sweep (DISABLED_BenchDecodeSplits: every split count with
+# the merge kernel and fused, each call on another cache copy) into $OUT/NAME.log.
+splits_sweep() {
+  (cd tests && timeout 300 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
+    --gtest_filter='*BenchDecodeSplits*' > "$OUT/$1.log" 2>&1)
+  echo "decode splits sweep rc=$?"; grep -E "^splits" "$OUT/$1.log"
+}
 if has tests; then
   (cd tests && timeout "${TEST_TIMEOUT:-240}" "$B/tests/test_cuda" \
     --gtest_filter="${TESTS:-CudaFusedDecode*:CudaGemm*:CudaAttention*:CudaEngine*:*NormRope*:*Rotary*:*Elementwise*:CudaSampl*}" \
@@ -111,9 +118,7 @@ if has merge; then
   # many splits, 0 = the merge kernel, the default): B = 1 at 1K takes 32 splits on bench-1b; the
   # Qwen3-1.7B shape (row kernel) at B = 1 and 16 too.
   # The sweep first (each split count with the merge kernel and fused), then the engine.
-  (cd tests && timeout 300 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
-    --gtest_filter='*BenchDecodeSplits*' > "$OUT/merge_micro.log" 2>&1)
-  echo "decode splits sweep rc=$?"; grep -E "^splits" "$OUT/merge_micro.log"
+  splits_sweep merge_micro
   ab_runs merge VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch4,batch16
   # Batch 64 / 32 split 2-3 times a sequence with the fused merge (unsplit is the policy).
   VELA_DECODE_FUSED_MERGE=32 ab_runs merge_split VELA_DECODE_SPLIT_FULL_KEYS "1024 256" batch64,batch32
@@ -125,9 +130,7 @@ if has splits; then
   # KvCopies) and the engine with VELA_DECODE_SPLIT_FULL_KEYS (1024 = the policy, one split up to
   # 1024 keys; 256 / 128: 2-3 / 4-5 splits at 512-640 keys); then the sampler's argmax pre-pass
   # at 2 (the default) and 8 blocks per SM.
-  (cd tests && timeout 240 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
-    --gtest_filter='*BenchDecodeSplits*' > "$OUT/splits_micro.log" 2>&1)
-  echo "decode splits sweep rc=$?"; grep -E "^splits" "$OUT/splits_micro.log"
+  splits_sweep splits_micro
   ab_runs splits VELA_DECODE_SPLIT_FULL_KEYS "1024 256 128" batch64,batch32
   ab_runs argmax VELA_ARGMAX_BLOCKS_PER_SM "2 8" batch64,batch16
 fi

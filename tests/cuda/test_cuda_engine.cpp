@@ -19,12 +19,14 @@
 #include "engine/cache/kv_storage.h"
 #include "engine/char_tokenizer.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "ops/attention.h"
 
 namespace vela {
 namespace {
 
 using test::CudaTest;
+using test::run_together;
 
 // head_dim 16 / 32, and 48, 80, 96, 256 (the names with hdNN).
 const char* kFixtures[] = {"llama3_scaling",    "llama_gqa",      "llama_mha_tied_linear",
@@ -54,18 +56,6 @@ std::vector<Request> mixed_requests(const std::vector<int32_t>& base, int max_to
     r.params.logprobs = logprobs;
     out.push_back(r);
   }
-  return out;
-}
-
-// Submits all requests while the scheduler is paused (one deterministic step composition).
-std::vector<RequestResult> run_together(Engine& e, const std::vector<Request>& reqs) {
-  std::vector<RequestHandlePtr> hs;
-  {
-    auto paused = e.pause();
-    for (const Request& r : reqs) hs.push_back(e.submit(r));
-  }
-  std::vector<RequestResult> out;
-  for (auto& h : hs) out.push_back(h->wait());
   return out;
 }
 

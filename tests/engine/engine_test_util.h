@@ -1,10 +1,12 @@
-// Requests for engine tests: greedy, max_tokens long, EOS ignored (so the length is exact).
+// Engine test helpers: greedy requests max_tokens long with EOS ignored (so the length is exact),
+// and a batch submitted at one step boundary.
 #pragma once
 
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/request.h"
 
 namespace vela::test {
@@ -16,6 +18,19 @@ inline Request greedy_request(std::vector<int32_t> prompt, int max_tokens) {
   r.params.max_tokens = max_tokens;
   r.params.ignore_eos = true;
   return r;
+}
+
+// Submits all requests while the scheduler is paused (they enter at one step boundary: one
+// deterministic step composition, whatever the machine's load) and waits for their results.
+inline std::vector<RequestResult> run_together(Engine& e, const std::vector<Request>& reqs) {
+  std::vector<RequestHandlePtr> handles;
+  {
+    auto paused = e.pause();
+    for (const Request& r : reqs) handles.push_back(e.submit(r));
+  }
+  std::vector<RequestResult> out;
+  for (auto& h : handles) out.push_back(h->wait());
+  return out;
 }
 
 }  // namespace vela::test

@@ -188,23 +188,12 @@ TEST(OverlapSteps, KvPressureAndTheLastContextPositionStillMatch) {
     c.n_kv_slots = 96;
     return c;
   };
-  // All four enter at one step boundary (as run_batch submits): admitted one by one, the first
-  // could be well on its way before the others arrive, and a loaded machine then saw no
-  // preemption at all.
-  auto together = [&](Engine& e) {
-    std::vector<RequestHandlePtr> handles;
-    {
-      auto hold = e.pause();
-      for (const Request& r : reqs) handles.push_back(e.submit(r));
-    }
-    std::vector<RequestResult> out;
-    for (auto& h : handles) out.push_back(h->wait());
-    return out;
-  };
+  // All four enter at one step boundary: admitted one by one, the first could be well on its way
+  // before the others arrive, and a loaded machine then saw no preemption at all.
   Engine plain(Transformer::load(kModel), nullptr, cfg(0));
   Engine overlapped(Transformer::load(kModel), nullptr, cfg(1));
-  const auto reference = together(plain);
-  expect_same_results(reference, together(overlapped));
+  const auto reference = test::run_together(plain, reqs);
+  expect_same_results(reference, test::run_together(overlapped, reqs));
   EXPECT_EQ(reference[0].completions[0].tokens.size(), 64 - base.size());
   EXPECT_GT(overlapped.stats().preemptions, 0);
   EXPECT_GT(overlapped.stats().overlapped_steps, 0);

@@ -322,10 +322,10 @@ int32_t sample_filtered(const float* l, int64_t n, float m, const SampleRowParam
       return d < static_cast<float>(kBuckets - 1) ? static_cast<int>(d) : kBuckets - 1;
     };
     constexpr int64_t kSmallSet = 4096;  // candidates searched as they are
-    uint64_t* bucket_mass = s.bucket_mass.data();
-    std::fill(bucket_mass, bucket_mass + kBuckets, uint64_t{0});
     // A top-k of at most kSmallSet keeps a small set (ties with the k-th aside): no buckets.
     const bool bucketed = !(p.top_k > 0 && p.top_k <= kSmallSet);
+    uint64_t* bucket_mass = s.bucket_mass.data();
+    if (bucketed) std::fill(bucket_mass, bucket_mass + kBuckets, uint64_t{0});
     Cand* cand = s.cand.data();
     int64_t n_cand = 0;
     uint64_t mass = 0;

@@ -188,6 +188,31 @@ static __device__ __forceinline__ uint64_t row_sum(const float* p, int64_t n, bo
   return block_sum_u64(s, red);
 }
 
+// The block step of both selects: from the warp totals in red[0, kWarps), the first warp whose
+// inclusive prefix exceeds target(total) into s_int[0] (-1 when none; s_int[1] = -1), the mass
+// before it into red[kWarps] and the target into red[kWarps + 1]. Every thread calls it.
+template <typename T>
+static __device__ __forceinline__ void choose_warp(T&& target, uint64_t* red, int32_t* s_int) {
+  const int lane = threadIdx.x & 31;
+  __syncthreads();
+  if ((threadIdx.x >> 5) == 0) {
+    const uint64_t mine = red[lane];
+    const uint64_t incl = warp_incl_scan_u64(mine);
+    const uint64_t total = __shfl_sync(0xffffffffu, incl, 31);
+    const uint64_t t = target(total);
+    const unsigned hit = __ballot_sync(0xffffffffu, incl > t);
+    if (lane == 0) {
+      s_int[0] = hit ? __ffs(hit) - 1 : -1;
+      s_int[1] = -1;
+    }
+    if (hit && lane == __ffs(hit) - 1) {
+      red[kWarps] = incl - mine;  // mass before the chosen warp's ids
+      red[kWarps + 1] = t;
+    }
+  }
+  __syncthreads();
+}
+
 // The first id i (ascending) at which sum_{j <= i} f(j, p[j]) > target(total), where total is
 // the sum over the whole row; -1 when none. Warp w owns ids [w * seg, (w + 1) * seg).
 template <typename F, typename T>
@@ -200,23 +225,7 @@ static __device__ int32_t ordered_select(const float* p, int64_t n, F&& f, T&& t
   for (int64_t i = lo + lane; i < hi; i += 32) s += f(i, sanitize(p[i]));
   s = warp_sum_u64(s);
   if (lane == 0) red[warp] = s;
-  __syncthreads();
-  if (warp == 0) {
-    const uint64_t mine = red[lane];
-    const uint64_t incl = warp_incl_scan_u64(mine);
-    const uint64_t total = __shfl_sync(0xffffffffu, incl, 31);
-    const uint64_t t = target(total);
-    const unsigned hit = __ballot_sync(0xffffffffu, incl > t);
-    if (lane == 0) {
-      s_int[0] = hit ? __ffs(hit) - 1 : -1;
-      s_int[1] = -1;
-    }
-    if (hit && lane == __ffs(hit) - 1) {
-      red[kWarps] = incl - mine;  // mass before the chosen warp's segment
-      red[kWarps + 1] = t;
-    }
-  }
-  __syncthreads();
+  choose_warp(target, red, s_int);
   const int chosen = s_int[0];
   if (warp == chosen) {
     uint64_t base = red[kWarps];
@@ -306,23 +315,7 @@ static __device__ int32_t ordered_select_fast(const float* p, int64_t n, bool ve
     warp_total += s;
   }
   if (lane == 0) red[warp] = warp_total;
-  __syncthreads();
-  if (warp == 0) {
-    const uint64_t mine = red[lane];
-    const uint64_t incl = warp_incl_scan_u64(mine);
-    const uint64_t total = __shfl_sync(0xffffffffu, incl, 31);
-    const uint64_t t = target(total);
-    const unsigned hit = __ballot_sync(0xffffffffu, incl > t);
-    if (lane == 0) {
-      s_int[0] = hit ? __ffs(hit) - 1 : -1;
-      s_int[1] = -1;
-    }
-    if (hit && lane == __ffs(hit) - 1) {
-      red[kWarps] = incl - mine;  // mass before the chosen warp's ids
-      red[kWarps + 1] = t;
-    }
-  }
-  __syncthreads();
+  choose_warp(target, red, s_int);
   if (warp == s_int[0]) {
     const uint64_t t = red[kWarps + 1];
     const uint64_t gsum = lane < n_groups ? s_group[warp][lane] : 0;
@@ -660,8 +653,8 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
             s_cand[at] = sample_rank(sample_key(v), static_cast<int32_t>(i));
         };
         int64_t b = 0;
-        if constexpr (kFast) {  // 4 loads in flight a thread (the candidates' order is sorted away
-                                // below)
+        // kFast: 4 loads in flight a thread (the candidates' order is sorted away below).
+        if constexpr (kFast) {
           constexpr int kU = 4;
           for (; b + kU * kThreads <= n; b += kU * kThreads) {
             float v[kU];

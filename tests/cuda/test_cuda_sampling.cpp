@@ -1,7 +1,7 @@
 // CUDA sampling (ops/cuda/sampling.cu through the Sampler on a CUDA device) against the CPU: the
 // same Sampler on the CPU (ops/cpu/sampling.cpp, same arithmetic: tokens identical up to exp
 // rounding) and the plain ReferenceSampler over thousands of rows per filter configuration, greedy
-// on tied rows, both top-k/top-p paths (shared-memory candidates and the exact bisection fallback),
+// on tied rows, both top-k/top-p paths (shared-memory candidates and the exact radix fallback),
 // raw logprobs vs log_softmax, the incremental count table over decode steps, an empirical
 // distribution check, CUDA-graph capture and replay, and a DISABLED_ benchmark (B = 1 and 64,
 // vocab 100k and 151936).
@@ -175,7 +175,7 @@ TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndReferenceOnEveryConfig) {
 
 // The one-pass draw and the unrolled compaction (VELA_SAMPLE_FAST) pick the same tokens, with the
 // same logprobs, as the plain walks: every configuration on peaked and wide rows, odd vocabularies
-// (no 16-byte loads), and the flat rows of the exact bisection path.
+// (no 16-byte loads), and the flat rows of the exact radix path.
 TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
   struct Reset {
     ~Reset() { ops::cuda::sample_set_fast(-1); }
@@ -246,7 +246,7 @@ TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
 }
 
 // Near-flat rows with top_p close to 1 and a huge top_k overflow the shared-memory candidate
-// set: the exact bisection path must agree too.
+// set: the exact radix path must agree too.
 TEST_F(CudaSamplingTest, LargeCandidateSetsTakeTheExactPath) {
   const int64_t vocab = 100000, n_rows = 128;
   Tensor logits = Tensor::empty({n_rows, vocab}, DType::kF32);
@@ -266,6 +266,22 @@ TEST_F(CudaSamplingTest, LargeCandidateSetsTakeTheExactPath) {
   for (const SamplingParams* p : {&flat_p, &big_k, &both}) {
     test::Agreement a = agree(dev, cpu, logits, *p, 3);
     std::printf("  flat rows top_k %d top_p %.2f: %lld/%lld agree\n", p->top_k, p->top_p,
+                static_cast<long long>(a.same), static_cast<long long>(a.rows));
+    EXPECT_GE(a.rate(), 0.99);
+  }
+  // Rows on a 1/64 grid: a few distinct keys, each held by thousands of ids, so the k-th key and
+  // the top-p cut fall inside long runs of ties and the radix passes' histograms pile every id of
+  // a warp into one or two bins.
+  for (int64_t i = 0; i < logits.numel(); ++i) x[i] = std::round(x[i] * 64.0f) / 64.0f;
+  SamplingParams grid_k, grid_p, grid_kp;
+  grid_k.top_k = 40;
+  grid_p.top_p = 0.97f;
+  grid_kp.top_k = 100;
+  grid_kp.top_p = 0.9f;
+  grid_kp.temperature = 0.5f;
+  for (const SamplingParams* p : {&grid_k, &grid_p, &grid_kp}) {
+    test::Agreement a = agree(dev, cpu, logits, *p, 4);
+    std::printf("  grid rows top_k %d top_p %.2f: %lld/%lld agree\n", p->top_k, p->top_p,
                 static_cast<long long>(a.same), static_cast<long long>(a.rows));
     EXPECT_GE(a.rate(), 0.99);
   }

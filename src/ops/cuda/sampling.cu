@@ -12,8 +12,9 @@
 //    top-k tokens, or enough mass for top-p, selects a candidate set that is compacted into
 //    shared memory (<= 16384) and bitonic-sorted in (logit desc, id asc) order; the k-th key and
 //    the top-p cut are then read off exactly (fixed-point prefix sums). Sets too large for shared
-//    memory (near-flat rows with top-p close to 1, or huge k) take a slower exact path: bitwise
-//    bisection over the order-preserving keys, one block reduction per bit.
+//    memory (near-flat rows with top-p close to 1, huge k, or a k-th logit far below a peaked
+//    head) take the exact path: radix selects over the order-preserving keys, 8 bits a pass
+//    (radix_select: 4 passes for the k-th key, 4 for the top-p cut).
 //  - the draw: warps own contiguous id segments; the per-warp kept mass locates the segment
 //    holding u * mass and that warp scans it with shuffles, so the first id whose cumulative
 //    weight exceeds the target is found in ascending id order, as on the CPU.
@@ -350,6 +351,92 @@ static __device__ int32_t ordered_select_fast(const float* p, int64_t n, bool ve
   const int32_t result = s_int[1];
   __syncthreads();
   return result;
+}
+
+// Sum of v (< 2^41) over the lanes of `peers` (who all call this with the same mask), as two
+// 32-bit warp reductions of 20-bit halves (each sum < 2^26).
+static __device__ __forceinline__ uint64_t reduce_add_u41(unsigned peers, uint64_t v) {
+  const unsigned lo = __reduce_add_sync(peers, static_cast<unsigned>(v & 0xfffffu));
+  const unsigned hi = __reduce_add_sync(peers, static_cast<unsigned>(v >> 20));
+  return (static_cast<uint64_t>(hi) << 20) + lo;
+}
+
+// Sums over the ids above the key radix_select found and at it: c its criterion, s a second
+// quantity histogrammed alongside.
+struct RadixSums {
+  uint64_t c_above, s_above, c_at, s_at;
+};
+
+// The exact slow path's search: the largest key t with C(t) >= goal, where C(t) sums cf(v, key)
+// (< 2^41, >= 0, so C falls as t grows; C(0) >= goal is the caller's promise) over the ids whose
+// sample_key is >= t. Four passes over the row, 8 bits of t each: a pass histograms cf, and sf
+// beside it, over the next 8 bits of the keys whose higher bits equal t's so far, and warp 0 picks
+// the largest digit whose bins (plus everything above t's prefix) still reach the goal. The sums
+// are integers, so t is what a bisection one bit at a time finds (which this replaced: 32 passes a
+// key). A warp adds to a bin once per distinct digit (match_any, then a reduction over the
+// peers), so rows whose keys share a few bins do not serialise on shared-memory atomics. hist:
+// 520 u64 of shared memory, free during the call. Every thread calls it.
+template <typename FC, typename FS>
+static __device__ uint32_t radix_select(const float* p, int64_t n, bool vec4, FC&& cf, FS&& sf,
+                                        uint64_t goal, uint64_t* hist, RadixSums& out) {
+  const int lane = threadIdx.x & 31;
+  uint32_t t = 0;
+  uint64_t c_above = 0, s_above = 0, c_at = 0, s_at = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 512; i += kThreads) hist[i] = 0;
+    __syncthreads();
+    const uint64_t high = static_cast<uint64_t>(t) >> (shift + 8);
+    for_each(p, n, vec4, [&](int64_t, float v) {
+      const uint32_t key = sample_key(v);
+      if ((static_cast<uint64_t>(key) >> (shift + 8)) != high) return;
+      const uint64_t c = cf(v, key), s = sf(v, key);
+      if ((c | s) == 0) return;
+      const uint32_t dig = (key >> shift) & 255u;
+      const unsigned peers = __match_any_sync(__activemask(), dig);
+      const uint64_t cs = reduce_add_u41(peers, c), ss = reduce_add_u41(peers, s);
+      if (lane == __ffs(peers) - 1) {
+        if (cs != 0) atomicAdd(reinterpret_cast<unsigned long long*>(hist + dig), cs);
+        if (ss != 0) atomicAdd(reinterpret_cast<unsigned long long*>(hist + 256 + dig), ss);
+      }
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane l holds bins 255 - 8l .. 248 - 8l (descending), so the scan runs from the top key.
+      const int top = 255 - 8 * lane;
+      uint64_t lc = 0, ls = 0;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        lc += hist[top - q];
+        ls += hist[256 + top - q];
+      }
+      const uint64_t ic = warp_incl_scan_u64(lc), is = warp_incl_scan_u64(ls);
+      const unsigned hit = __ballot_sync(0xffffffffu, c_above + ic >= goal);
+      const int chosen = hit ? __ffs(hit) - 1 : 31;  // hit != 0 while C(prefix) >= goal
+      if (lane == chosen) {
+        uint64_t bc = c_above + ic - lc, bs = s_above + is - ls;
+        int d = top;
+        for (int q = 0; q < 8; ++q, --d) {
+          if (q == 7 || bc + hist[d] >= goal) break;
+          bc += hist[d];
+          bs += hist[256 + d];
+        }
+        hist[512] = t | (static_cast<uint32_t>(d) << shift);
+        hist[513] = bc;
+        hist[514] = bs;
+        hist[515] = hist[d];
+        hist[516] = hist[256 + d];
+      }
+    }
+    __syncthreads();
+    t = static_cast<uint32_t>(hist[512]);
+    c_above = hist[513];
+    s_above = hist[514];
+    c_at = hist[515];
+    s_at = hist[516];
+    __syncthreads();  // before the next pass zeroes the bins
+  }
+  out = {c_above, s_above, c_at, s_at};
+  return t;
 }
 
 // Descending bitonic sort of s[0, n_pad) (n_pad a power of two >= 2).
@@ -719,38 +806,26 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
         }
       }
       if (!done) {
-        // 5c. Exact bisection over keys (one block reduction per bit).
+        // 5c. Exact radix selects over the keys (four passes each).
+        auto wk = [&](float v, uint32_t key) -> uint64_t {
+          return key >= kth_key ? sample_fixed(weight(v)) : 0;
+        };
+        auto none = [](float, uint32_t) -> uint64_t { return 0; };
+        uint64_t mass_k = total;  // every finite weight, summed by the ladder
         if (topk_on) {
-          uint32_t t = 0;
-          for (int bit = 31; bit >= 0; --bit) {
-            const uint32_t tr = t | (1u << bit);
-            const uint64_t c = row_sum(
-                src, n, vec4,
-                [&](int64_t, float v) -> uint64_t { return sample_key(v) >= tr ? 1 : 0; }, s_red);
-            if (c >= k) t = tr;
-          }
-          kth_key = t;
+          RadixSums rk;
+          kth_key = radix_select(
+              src, n, vec4, [](float, uint32_t) -> uint64_t { return 1; },
+              [&](float v, uint32_t) -> uint64_t { return topp_on ? sample_fixed(weight(v)) : 0; },
+              k, s_cand, rk);
+          mass_k = rk.s_above + rk.s_at;  // the weights of the keys >= kth_key
         }
         if (topp_on) {
-          auto wk = [&](float v) -> uint64_t {
-            return sample_key(v) >= kth_key ? sample_fixed(weight(v)) : 0;
-          };
-          const uint64_t mass_k = row_sum(
-              src, n, vec4, [&](int64_t, float v) { return wk(v); }, s_red);
           const auto target =
               static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass_k));
-          uint32_t t = 0;
-          for (int bit = 31; bit >= 0; --bit) {
-            const uint32_t tr = t | (1u << bit);
-            const uint64_t ms = row_sum(
-                src, n, vec4,
-                [&](int64_t, float v) -> uint64_t { return sample_key(v) >= tr ? wk(v) : 0; },
-                s_red);
-            if (ms >= target) t = tr;
-          }
-          const uint64_t above = row_sum(
-              src, n, vec4,
-              [&](int64_t, float v) -> uint64_t { return sample_key(v) > t ? wk(v) : 0; }, s_red);
+          RadixSums rp;
+          const uint32_t t = radix_select(src, n, vec4, wk, none, target, s_cand, rp);
+          const uint64_t above = rp.c_above;
           const uint64_t wt = sample_fixed(weight(key_to_float(t)));
           const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
           auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };

@@ -7,7 +7,8 @@
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
 # stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
-# fused into the attention kernel or not), `sampling` (the sampler's one-pass draw or not), `qwen`
+# fused into the attention kernel or not), `sampling` (the sampler's one-pass draw and radix
+# selects or not), `qwen`
 # (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV decode at large batch with
 # the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's
 # per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's stall and memory
@@ -105,12 +106,16 @@ if has early; then
   ab_runs early VELA_DECODE_EARLY_TILES "1 3" batch64,batch32,batch16,decode1k,decode8k,decode32k
 fi
 if has sampling; then
-  # The sampler's kernel time per configuration (DISABLED_Bench, B = 1 / 64, vocab 100k / 152k) with
-  # the plain walks (VELA_SAMPLE_FAST=0, the default) and the one-pass draw + unrolled compaction.
-  for v in 0 1; do
-    (cd tests && VELA_SAMPLE_FAST=$v timeout 240 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
-      --gtest_filter='CudaSamplingTest.DISABLED_Bench' > "$OUT/sampling_fast$v.log" 2>&1)
-    echo "sampling bench VELA_SAMPLE_FAST=$v rc=$?"; grep -E "^[0-9]+ " "$OUT/sampling_fast$v.log"
+  # The sampler's kernel time per configuration (DISABLED_Bench, B = 1 / 64, vocab 100k / 152k):
+  # the plain walks and the bisection (the defaults), the one-pass draw + unrolled compaction
+  # (VELA_SAMPLE_FAST), the exact path's radix selects (VELA_SAMPLE_RADIX), both.
+  for v in "0 0" "1 0" "0 1" "1 1"; do
+    set -- $v
+    (cd tests && VELA_SAMPLE_FAST=$1 VELA_SAMPLE_RADIX=$2 timeout 240 "$B/tests/test_cuda" \
+      --gtest_also_run_disabled_tests --gtest_filter='CudaSamplingTest.DISABLED_Bench' \
+      > "$OUT/sampling_fast$1_radix$2.log" 2>&1)
+    echo "sampling bench VELA_SAMPLE_FAST=$1 VELA_SAMPLE_RADIX=$2 rc=$?"
+    grep -E "^[0-9]+ " "$OUT/sampling_fast$1_radix$2.log"
   done
 fi
 if has merge; then

@@ -1,10 +1,10 @@
 // CUDA sampling (ops/cuda/sampling.cu through the Sampler on a CUDA device) against the CPU: the
 // same Sampler on the CPU (ops/cpu/sampling.cpp, same arithmetic: tokens identical up to exp
 // rounding) and the plain ReferenceSampler over thousands of rows per filter configuration, greedy
-// on tied rows, both top-k/top-p paths (shared-memory candidates and the exact radix fallback),
-// raw logprobs vs log_softmax, the incremental count table over decode steps, an empirical
-// distribution check, CUDA-graph capture and replay, and a DISABLED_ benchmark (B = 1 and 64,
-// vocab 100k and 151936).
+// on tied rows, both top-k/top-p paths (shared-memory candidates and the exact fallback, by
+// bisection and by radix selects), raw logprobs vs log_softmax, the incremental count table over
+// decode steps, an empirical distribution check, CUDA-graph capture and replay, and a DISABLED_
+// benchmark (B = 1 and 64, vocab 100k and 151936).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -175,7 +175,7 @@ TEST_F(CudaSamplingTest, AgreesWithCpuSamplerAndReferenceOnEveryConfig) {
 
 // The one-pass draw and the unrolled compaction (VELA_SAMPLE_FAST) pick the same tokens, with the
 // same logprobs, as the plain walks: every configuration on peaked and wide rows, odd vocabularies
-// (no 16-byte loads), and the flat rows of the exact radix path.
+// (no 16-byte loads), and the flat rows of the exact path.
 TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
   struct Reset {
     ~Reset() { ops::cuda::sample_set_fast(-1); }
@@ -246,7 +246,7 @@ TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
 }
 
 // Near-flat rows with top_p close to 1 and a huge top_k overflow the shared-memory candidate
-// set: the exact radix path must agree too.
+// set: the exact path must agree too.
 TEST_F(CudaSamplingTest, LargeCandidateSetsTakeTheExactPath) {
   const int64_t vocab = 100000, n_rows = 128;
   Tensor logits = Tensor::empty({n_rows, vocab}, DType::kF32);
@@ -285,6 +285,68 @@ TEST_F(CudaSamplingTest, LargeCandidateSetsTakeTheExactPath) {
                 static_cast<long long>(a.same), static_cast<long long>(a.rows));
     EXPECT_GE(a.rate(), 0.99);
   }
+}
+
+// The exact path's radix selects (VELA_SAMPLE_RADIX) find the same keys as the bisection: same
+// tokens and logprobs on every configuration over peaked rows (top_k = 40 overflows the candidate
+// set there), wide rows, near-flat rows and rows on a 1/64 grid (long runs of tied keys, every id
+// of a warp in one or two histogram bins), with the plain and the fast walks.
+TEST_F(CudaSamplingTest, RadixSelectsFindWhatTheBisectionFinds) {
+  struct Reset {
+    ~Reset() {
+      ops::cuda::sample_set_radix(-1);
+      ops::cuda::sample_set_fast(-1);
+    }
+  } reset;
+  // agree()'s reference: the same GPU sampler with the bisection; radix selects around it.
+  struct Bisection {
+    Sampler& s;
+    void sample(const Tensor& logits, const std::vector<SamplerRow>& rows,
+                std::vector<SampleResult>& out) {
+      ops::cuda::sample_set_radix(0);
+      s.sample(logits.to(s.device()), rows, out);
+      ops::cuda::sample_set_radix(1);
+    }
+  };
+  const int64_t vocab = 100000;
+  Tensor flat = Tensor::empty({64, vocab}, DType::kF32),
+         grid = Tensor::empty({64, vocab}, DType::kF32);
+  std::mt19937_64 gen(17);
+  std::normal_distribution<float> body(0.0f, 0.05f);
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    flat.data<float>()[i] = body(gen);
+    grid.data<float>()[i] = std::round(body(gen) * 64.0f) / 64.0f;
+  }
+  const Tensor peaked = sampling_logits(64, vocab, 18, 16.0f, 1.0f);
+  const Tensor wide = sampling_logits(64, vocab, 19);
+  std::vector<test::SamplingConfig> configs = sampling_configs(vocab);
+  SamplingParams huge_k, grid_kp;
+  huge_k.top_k = 30000;
+  huge_k.top_p = 0.97f;
+  grid_kp.top_k = 100;
+  grid_kp.top_p = 0.9f;
+  grid_kp.temperature = 0.5f;
+  configs.push_back({"huge_k", huge_k});
+  configs.push_back({"grid_kp", grid_kp});
+  int64_t rows = 0;
+  for (int fast : {0, 1}) {
+    ops::cuda::sample_set_fast(fast);
+    Sampler radix(vocab, 64, gpu()), bisect_dev(vocab, 64, gpu());
+    Bisection bisect{bisect_dev};
+    for (const auto& [name, x] : {std::pair<const char*, const Tensor*>{"peaked", &peaked},
+                                  {"wide", &wide},
+                                  {"flat", &flat},
+                                  {"grid", &grid}}) {
+      for (const auto& cfg : configs) {
+        ops::cuda::sample_set_radix(1);
+        test::Agreement a = agree(radix, bisect, *x, cfg.params, 5);
+        EXPECT_EQ(a.same, a.rows) << name << " " << cfg.name << " fast " << fast;
+        EXPECT_EQ(a.max_logprob_err_ppm, 0) << name << " " << cfg.name << " fast " << fast;
+        rows += a.rows;
+      }
+    }
+  }
+  std::printf("  radix selects vs bisection: %lld rows compared\n", static_cast<long long>(rows));
 }
 
 TEST_F(CudaSamplingTest, LogprobsEqualLogSoftmaxOfRawLogits) {

@@ -13,8 +13,9 @@
 //    shared memory (<= 16384) and bitonic-sorted in (logit desc, id asc) order; the k-th key and
 //    the top-p cut are then read off exactly (fixed-point prefix sums). Sets too large for shared
 //    memory (near-flat rows with top-p close to 1, huge k, or a k-th logit far below a peaked
-//    head) take the exact path: radix selects over the order-preserving keys, 8 bits a pass
-//    (radix_select: 4 passes for the k-th key, 4 for the top-p cut).
+//    head) take the exact path: a search over the order-preserving keys, by bisection (one block
+//    reduction per bit) or, with VELA_SAMPLE_RADIX=1, radix selects 8 bits a pass (radix_select:
+//    4 passes for the k-th key, 4 for the top-p cut).
 //  - the draw: warps own contiguous id segments; the per-warp kept mass locates the segment
 //    holding u * mass and that warp scans it with shuffles, so the first id whose cumulative
 //    weight exceeds the target is found in ascending id order, as on the CPU.
@@ -548,9 +549,10 @@ static __global__ void __launch_bounds__(kArgmaxThreads) argmax_chunks_kernel(Sa
   }
 }
 
-// kFast: ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST); a separate
-// instantiation, so the default kernel's registers are what they were.
-template <bool kFast>
+// kFast: ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST); kRadix: the exact
+// path's radix selects (VELA_SAMPLE_RADIX). Separate instantiations, so the default kernel's
+// registers are what they were.
+template <bool kFast, bool kRadix>
 static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a) {
   extern __shared__ uint64_t s_cand[];  // [kMaxCand]
   __shared__ uint64_t s_group[kFast ? kWarps : 1][kSelectGroups];  // ordered_select_fast
@@ -806,37 +808,88 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
         }
       }
       if (!done) {
-        // 5c. Exact radix selects over the keys (four passes each).
-        auto wk = [&](float v, uint32_t key) -> uint64_t {
-          return key >= kth_key ? sample_fixed(weight(v)) : 0;
-        };
-        auto none = [](float, uint32_t) -> uint64_t { return 0; };
-        uint64_t mass_k = total;  // every finite weight, summed by the ladder
-        if (topk_on) {
-          RadixSums rk;
-          kth_key = radix_select(
-              src, n, vec4, [](float, uint32_t) -> uint64_t { return 1; },
-              [&](float v, uint32_t) -> uint64_t { return topp_on ? sample_fixed(weight(v)) : 0; },
-              k, s_cand, rk);
-          mass_k = rk.s_above + rk.s_at;  // the weights of the keys >= kth_key
-        }
-        if (topp_on) {
-          const auto target =
-              static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass_k));
-          RadixSums rp;
-          const uint32_t t = radix_select(src, n, vec4, wk, none, target, s_cand, rp);
-          const uint64_t above = rp.c_above;
-          const uint64_t wt = sample_fixed(weight(key_to_float(t)));
-          const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
-          auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
-          auto jth = [&](uint64_t) { return j - 1; };
-          int32_t cut_id;
-          if constexpr (kFast) {
-            cut_id = ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int, s_group);
-          } else {
-            cut_id = ordered_select(src, n, at_t, jth, s_red, s_int);
+        if constexpr (kRadix) {
+          // 5c. The exact path, radix selects (VELA_SAMPLE_RADIX): the k-th key and the weight of
+          // the keys >= it in 4 passes, then the key t of the top-p cut in 4 more.
+          auto wk = [&](float v, uint32_t key) -> uint64_t {
+            return key >= kth_key ? sample_fixed(weight(v)) : 0;
+          };
+          uint64_t mass_k = total;  // every finite weight, summed by the ladder
+          if (topk_on) {
+            RadixSums rk;
+            kth_key = radix_select(
+                src, n, vec4, [](float, uint32_t) -> uint64_t { return 1; },
+                [&](float v, uint32_t) -> uint64_t {
+                  return topp_on ? sample_fixed(weight(v)) : 0;
+                },
+                k, s_cand, rk);
+            mass_k = rk.s_above + rk.s_at;
           }
-          cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
+          if (topp_on) {
+            const auto target =
+                static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass_k));
+            RadixSums rp;
+            const uint32_t t = radix_select(
+                src, n, vec4, wk, [](float, uint32_t) -> uint64_t { return 0; }, target, s_cand,
+                rp);
+            const uint64_t above = rp.c_above;  // the kept weight of the keys > t
+            const uint64_t wt = sample_fixed(weight(key_to_float(t)));
+            const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
+            auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
+            auto jth = [&](uint64_t) { return j - 1; };
+            int32_t cut_id;
+            if constexpr (kFast) {
+              cut_id = ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int, s_group);
+            } else {
+              cut_id = ordered_select(src, n, at_t, jth, s_red, s_int);
+            }
+            cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
+          }
+        } else {
+          // 5c. The exact path by bisection over the keys (one block reduction per bit).
+          if (topk_on) {
+            uint32_t t = 0;
+            for (int bit = 31; bit >= 0; --bit) {
+              const uint32_t tr = t | (1u << bit);
+              const uint64_t c = row_sum(
+                  src, n, vec4,
+                  [&](int64_t, float v) -> uint64_t { return sample_key(v) >= tr ? 1 : 0; }, s_red);
+              if (c >= k) t = tr;
+            }
+            kth_key = t;
+          }
+          if (topp_on) {
+            auto wk = [&](float v) -> uint64_t {
+              return sample_key(v) >= kth_key ? sample_fixed(weight(v)) : 0;
+            };
+            const uint64_t mass_k = row_sum(
+                src, n, vec4, [&](int64_t, float v) { return wk(v); }, s_red);
+            const auto target =
+                static_cast<uint64_t>(static_cast<double>(p.top_p) * static_cast<double>(mass_k));
+            uint32_t t = 0;
+            for (int bit = 31; bit >= 0; --bit) {
+              const uint32_t tr = t | (1u << bit);
+              const uint64_t ms = row_sum(
+                  src, n, vec4,
+                  [&](int64_t, float v) -> uint64_t { return sample_key(v) >= tr ? wk(v) : 0; },
+                  s_red);
+              if (ms >= target) t = tr;
+            }
+            const uint64_t above = row_sum(
+                src, n, vec4,
+                [&](int64_t, float v) -> uint64_t { return sample_key(v) > t ? wk(v) : 0; }, s_red);
+            const uint64_t wt = sample_fixed(weight(key_to_float(t)));
+            const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
+            auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
+            auto jth = [&](uint64_t) { return j - 1; };
+            int32_t cut_id;
+            if constexpr (kFast) {
+              cut_id = ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int, s_group);
+            } else {
+              cut_id = ordered_select(src, n, at_t, jth, s_red, s_int);
+            }
+            cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
+          }
         }
       }
     }
@@ -899,7 +952,8 @@ static __global__ void reset_counts_kernel(ResetArgs a) {
 
 namespace {
 
-std::atomic<int> g_fast_override{-1};  // sample_set_fast (tests, benchmarks)
+std::atomic<int> g_fast_override{-1};   // sample_set_fast (tests, benchmarks)
+std::atomic<int> g_radix_override{-1};  // sample_set_radix
 
 // The one-pass draw (ordered_select_fast) and the unrolled candidate compaction: the override,
 // else VELA_SAMPLE_FAST (default 0 until measured on a GPU). Either gives the same tokens.
@@ -910,19 +964,29 @@ bool sample_fast() {
   return env;
 }
 
+// The exact path's radix selects: the override, else VELA_SAMPLE_RADIX (default 0 until measured
+// on a GPU). Either gives the same tokens.
+bool sample_radix() {
+  const int o = g_radix_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool env = env_int("VELA_SAMPLE_RADIX", 0, 0, 1) != 0;
+  return env;
+}
+
 }  // namespace
 
 void sample_set_fast(int fast) { g_fast_override = fast < 0 ? -1 : (fast != 0 ? 1 : 0); }
+void sample_set_radix(int radix) { g_radix_override = radix < 0 ? -1 : (radix != 0 ? 1 : 0); }
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {
   DeviceGuard guard(logits.device().index);
-  const bool fast = sample_fast();
-  if (fast) {
-    opt_in_smem(sample_kernel<true>, kCandBytes);
-  } else {
-    opt_in_smem(sample_kernel<false>, kCandBytes);
-  }
+  // The instantiation: plain / fast walks x bisection / radix selects.
+  using Kernel = void (*)(SampleArgs);
+  constexpr Kernel kKernels[2][2] = {{sample_kernel<false, false>, sample_kernel<false, true>},
+                                     {sample_kernel<true, false>, sample_kernel<true, true>}};
+  const Kernel kernel = kKernels[sample_fast() ? 1 : 0][sample_radix() ? 1 : 0];
+  opt_in_smem(kernel, kCandBytes);
   SampleArgs a;
   a.logits = logits.data<float>();
   a.logits_stride = logits.stride(0);
@@ -948,11 +1012,7 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
                            current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   }
-  if (fast) {
-    sample_kernel<true><<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
-  } else {
-    sample_kernel<false><<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
-  }
+  kernel<<<n_rows, kThreads, kCandBytes, current_stream()>>>(a);
   VELA_CUDA_CHECK_LAUNCH();
 }
 

@@ -808,6 +808,21 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
         }
       }
       if (!done) {
+        // The top-p cut inside key t: the rank of its j-th id (ascending) that brings the kept
+        // weight of the keys > t (`above`) to the target.
+        auto cut_in_key = [&](uint32_t t, uint64_t target, uint64_t above) {
+          const uint64_t wt = sample_fixed(weight(key_to_float(t)));
+          const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
+          auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
+          auto jth = [&](uint64_t) { return j - 1; };
+          int32_t cut_id;
+          if constexpr (kFast) {
+            cut_id = ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int, s_group);
+          } else {
+            cut_id = ordered_select(src, n, at_t, jth, s_red, s_int);
+          }
+          return sample_rank(t, cut_id < 0 ? 0 : cut_id);
+        };
         if constexpr (kRadix) {
           // 5c. The exact path, radix selects (VELA_SAMPLE_RADIX): the k-th key and the weight of
           // the keys >= it in 4 passes, then the key t of the top-p cut in 4 more.
@@ -833,17 +848,7 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
                 src, n, vec4, wk, [](float, uint32_t) -> uint64_t { return 0; }, target, s_cand,
                 rp);
             const uint64_t above = rp.c_above;  // the kept weight of the keys > t
-            const uint64_t wt = sample_fixed(weight(key_to_float(t)));
-            const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
-            auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
-            auto jth = [&](uint64_t) { return j - 1; };
-            int32_t cut_id;
-            if constexpr (kFast) {
-              cut_id = ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int, s_group);
-            } else {
-              cut_id = ordered_select(src, n, at_t, jth, s_red, s_int);
-            }
-            cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
+            cut = cut_in_key(t, target, above);
           }
         } else {
           // 5c. The exact path by bisection over the keys (one block reduction per bit).
@@ -878,17 +883,7 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
             const uint64_t above = row_sum(
                 src, n, vec4,
                 [&](int64_t, float v) -> uint64_t { return sample_key(v) > t ? wk(v) : 0; }, s_red);
-            const uint64_t wt = sample_fixed(weight(key_to_float(t)));
-            const uint64_t j = wt > 0 ? (target - above + wt - 1) / wt : 1;
-            auto at_t = [&](int64_t, float v) -> uint64_t { return sample_key(v) == t ? 1 : 0; };
-            auto jth = [&](uint64_t) { return j - 1; };
-            int32_t cut_id;
-            if constexpr (kFast) {
-              cut_id = ordered_select_fast(src, n, vec4, at_t, jth, s_red, s_int, s_group);
-            } else {
-              cut_id = ordered_select(src, n, at_t, jth, s_red, s_int);
-            }
-            cut = sample_rank(t, cut_id < 0 ? 0 : cut_id);
+            cut = cut_in_key(t, target, above);
           }
         }
       }

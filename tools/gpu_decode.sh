@@ -109,13 +109,14 @@ if has sampling; then
   # The sampler's kernel time per configuration (DISABLED_Bench, B = 1 / 64, vocab 100k / 152k):
   # the plain walks and the bisection (the defaults), the one-pass draw + unrolled compaction
   # (VELA_SAMPLE_FAST), the exact path's radix selects (VELA_SAMPLE_RADIX), both.
-  for v in "0 0" "1 0" "0 1" "1 1"; do
-    set -- $v
-    (cd tests && VELA_SAMPLE_FAST=$1 VELA_SAMPLE_RADIX=$2 timeout 240 "$B/tests/test_cuda" \
+  # SAMPLING_RUNS: the (fast, radix) pairs, as digit pairs (default "00 10 01 11").
+  for v in ${SAMPLING_RUNS:-00 10 01 11}; do
+    f=${v:0:1} r=${v:1:1}
+    (cd tests && VELA_SAMPLE_FAST=$f VELA_SAMPLE_RADIX=$r timeout 240 "$B/tests/test_cuda" \
       --gtest_also_run_disabled_tests --gtest_filter='CudaSamplingTest.DISABLED_Bench' \
-      > "$OUT/sampling_fast$1_radix$2.log" 2>&1)
-    echo "sampling bench VELA_SAMPLE_FAST=$1 VELA_SAMPLE_RADIX=$2 rc=$?"
-    grep -E "^[0-9]+ " "$OUT/sampling_fast$1_radix$2.log"
+      > "$OUT/sampling_fast${f}_radix$r.log" 2>&1)
+    echo "sampling bench VELA_SAMPLE_FAST=$f VELA_SAMPLE_RADIX=$r rc=$?"
+    grep -E "^[0-9]+ " "$OUT/sampling_fast${f}_radix$r.log"
   done
 fi
 if has merge; then

@@ -8,13 +8,12 @@
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
 # stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
 # fused into the attention kernel or not), `sampling` (the sampler's one-pass draw and radix
-# selects or not), `qwen`
-# (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV decode at large batch with
-# the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks per SM), `kernels` (ncu's
-# per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's stall and memory
-# sections of a few of them). Logs go to $OUT; the device tool brings back at most 8 files, so give
-# the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop that tars every 20 s keeps
-# what a cut-off call did).
+# selects or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV
+# decode at large batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks
+# per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's
+# stall and memory sections of a few of them). Logs go to $OUT; the device tool brings back at
+# most 8 files, so give the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop
+# that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile patch minrows stages early merge sampling qwen splits
 #         kernels detail

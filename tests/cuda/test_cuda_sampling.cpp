@@ -33,6 +33,15 @@ using test::CudaTest;
 using test::sampling_configs;
 using test::sampling_logits;
 
+// Params with only the filters (and the temperature) of the exact-path tests set.
+SamplingParams filters(int32_t top_k, float top_p, float temperature = 1.0f) {
+  SamplingParams p;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.temperature = temperature;
+  return p;
+}
+
 class CudaSamplingTest : public CudaTest {};
 
 TEST_F(CudaSamplingTest, GreedyMatchesCpuArgmaxOnRandomAndTiedRows) {
@@ -237,10 +246,7 @@ TEST_F(CudaSamplingTest, FastSelectMatchesThePlainWalks) {
   std::normal_distribution<float> body(0.0f, 0.05f);
   for (int64_t i = 0; i < flat.numel(); ++i)
     flat.data<float>()[i] = std::round(body(gen) * 64.0f) / 64.0f;
-  SamplingParams flat_p, big_k;
-  flat_p.top_p = 0.97f;
-  big_k.top_k = 30000;
-  big_k.top_p = 0.5f;
+  const SamplingParams flat_p = filters(0, 0.97f), big_k = filters(30000, 0.5f);
   expect_same(flat, flat_p, "flat top_p");
   expect_same(flat, big_k, "flat top_k + top_p");
 }
@@ -257,12 +263,8 @@ TEST_F(CudaSamplingTest, LargeCandidateSetsTakeTheExactPath) {
   for (int64_t r = 0; r < n_rows; r += 4) x[r * vocab + 10] = x[r * vocab + 11];  // a tie
   Sampler dev(vocab, 64, gpu());
   Sampler cpu(vocab, 64);
-  SamplingParams flat_p, big_k, both;
-  flat_p.top_p = 0.97f;
-  big_k.top_k = 30000;
-  both.top_k = 50000;
-  both.top_p = 0.5f;
-  both.temperature = 2.0f;
+  const SamplingParams flat_p = filters(0, 0.97f), big_k = filters(30000, 1.0f),
+                       both = filters(50000, 0.5f, 2.0f);
   auto check = [&](const char* rows, std::initializer_list<const SamplingParams*> params,
                    uint64_t seed) {
     for (const SamplingParams* p : params) {
@@ -277,12 +279,8 @@ TEST_F(CudaSamplingTest, LargeCandidateSetsTakeTheExactPath) {
   // the top-p cut fall inside long runs of ties and the radix passes' histograms pile every id of
   // a warp into one or two bins.
   for (int64_t i = 0; i < logits.numel(); ++i) x[i] = std::round(x[i] * 64.0f) / 64.0f;
-  SamplingParams grid_k, grid_p, grid_kp;
-  grid_k.top_k = 40;
-  grid_p.top_p = 0.97f;
-  grid_kp.top_k = 100;
-  grid_kp.top_p = 0.9f;
-  grid_kp.temperature = 0.5f;
+  const SamplingParams grid_k = filters(40, 1.0f), grid_p = filters(0, 0.97f),
+                       grid_kp = filters(100, 0.9f, 0.5f);
   check("grid", {&grid_k, &grid_p, &grid_kp}, 4);
 }
 
@@ -319,14 +317,8 @@ TEST_F(CudaSamplingTest, RadixSelectsFindWhatTheBisectionFinds) {
   const Tensor peaked = sampling_logits(64, vocab, 18, 16.0f, 1.0f);
   const Tensor wide = sampling_logits(64, vocab, 19);
   std::vector<test::SamplingConfig> configs = sampling_configs(vocab);
-  SamplingParams huge_k, grid_kp;
-  huge_k.top_k = 30000;
-  huge_k.top_p = 0.97f;
-  grid_kp.top_k = 100;
-  grid_kp.top_p = 0.9f;
-  grid_kp.temperature = 0.5f;
-  configs.push_back({"huge_k", huge_k});
-  configs.push_back({"grid_kp", grid_kp});
+  configs.push_back({"huge_k", filters(30000, 0.97f)});
+  configs.push_back({"grid_kp", filters(100, 0.9f, 0.5f)});
   int64_t rows = 0;
   for (int fast : {0, 1}) {
     ops::cuda::sample_set_fast(fast);

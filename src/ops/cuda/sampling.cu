@@ -362,10 +362,10 @@ static __device__ __forceinline__ uint64_t reduce_add_u41(unsigned peers, uint64
   return (static_cast<uint64_t>(hi) << 20) + lo;
 }
 
-// Sums over the ids above the key radix_select found and at it: c its criterion, s a second
-// quantity histogrammed alongside.
+// Sums over the ids above the key radix_select found (c its criterion, s a second quantity
+// histogrammed alongside) and of s at that key.
 struct RadixSums {
-  uint64_t c_above, s_above, c_at, s_at;
+  uint64_t c_above, s_above, s_at;
 };
 
 // The exact slow path's search: the largest key t with C(t) >= goal, where C(t) sums cf(v, key)
@@ -376,13 +376,13 @@ struct RadixSums {
 // are integers, so t is what a bisection one bit at a time finds (which this replaced: 32 passes a
 // key). A warp adds to a bin once per distinct digit (match_any, then a reduction over the
 // peers), so rows whose keys share a few bins do not serialise on shared-memory atomics. hist:
-// 520 u64 of shared memory, free during the call. Every thread calls it.
+// 516 u64 of shared memory, free during the call. Every thread calls it.
 template <typename FC, typename FS>
 static __device__ uint32_t radix_select(const float* p, int64_t n, bool vec4, FC&& cf, FS&& sf,
                                         uint64_t goal, uint64_t* hist, RadixSums& out) {
   const int lane = threadIdx.x & 31;
   uint32_t t = 0;
-  uint64_t c_above = 0, s_above = 0, c_at = 0, s_at = 0;
+  uint64_t c_above = 0, s_above = 0, s_at = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 512; i += kThreads) hist[i] = 0;
     __syncthreads();
@@ -424,19 +424,17 @@ static __device__ uint32_t radix_select(const float* p, int64_t n, bool vec4, FC
         hist[512] = t | (static_cast<uint32_t>(d) << shift);
         hist[513] = bc;
         hist[514] = bs;
-        hist[515] = hist[d];
-        hist[516] = hist[256 + d];
+        hist[515] = hist[256 + d];
       }
     }
     __syncthreads();
     t = static_cast<uint32_t>(hist[512]);
     c_above = hist[513];
     s_above = hist[514];
-    c_at = hist[515];
-    s_at = hist[516];
+    s_at = hist[515];
     __syncthreads();  // before the next pass zeroes the bins
   }
-  out = {c_above, s_above, c_at, s_at};
+  out = {c_above, s_above, s_at};
   return t;
 }
 
@@ -950,28 +948,30 @@ namespace {
 std::atomic<int> g_fast_override{-1};   // sample_set_fast (tests, benchmarks)
 std::atomic<int> g_radix_override{-1};  // sample_set_radix
 
-// The one-pass draw (ordered_select_fast) and the unrolled candidate compaction: the override,
-// else VELA_SAMPLE_FAST (default 0 until measured on a GPU). Either gives the same tokens.
-bool sample_fast() {
-  const int o = g_fast_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o != 0;
-  static const bool env = env_int("VELA_SAMPLE_FAST", 0, 0, 1) != 0;
-  return env;
+// A test / benchmark override (-1: none) else the environment switch, read once by the caller.
+bool switch_on(const std::atomic<int>& override_value, bool env) {
+  const int o = override_value.load(std::memory_order_relaxed);
+  return o >= 0 ? o != 0 : env;
+}
+void set_override(std::atomic<int>& override_value, int v) {
+  override_value = v < 0 ? -1 : (v != 0 ? 1 : 0);
 }
 
-// The exact path's radix selects: the override, else VELA_SAMPLE_RADIX (default 0 until measured
-// on a GPU). Either gives the same tokens.
+// The one-pass draw (ordered_select_fast) and the unrolled candidate compaction; the exact path's
+// radix selects. Both default off until measured on a GPU; either gives the same tokens.
+bool sample_fast() {
+  static const bool env = env_int("VELA_SAMPLE_FAST", 0, 0, 1) != 0;
+  return switch_on(g_fast_override, env);
+}
 bool sample_radix() {
-  const int o = g_radix_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o != 0;
   static const bool env = env_int("VELA_SAMPLE_RADIX", 0, 0, 1) != 0;
-  return env;
+  return switch_on(g_radix_override, env);
 }
 
 }  // namespace
 
-void sample_set_fast(int fast) { g_fast_override = fast < 0 ? -1 : (fast != 0 ? 1 : 0); }
-void sample_set_radix(int radix) { g_radix_override = radix < 0 ? -1 : (radix != 0 ? 1 : 0); }
+void sample_set_fast(int fast) { set_override(g_fast_override, fast); }
+void sample_set_radix(int radix) { set_override(g_radix_override, radix); }
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
             Tensor& work, Tensor& out) {

@@ -38,9 +38,14 @@ VELA_HOST_DEVICE VELA_INLINE uint32_t philox_u32(uint64_t seed, uint64_t stream,
   return philox4x32(seed, index >> 2, stream).x[index & 3];
 }
 
+// A 32-bit word as a uniform float in [0, 1) with 24 random bits.
+VELA_HOST_DEVICE VELA_INLINE float word_to_uniform(uint32_t word) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+}
+
 // Uniform float in [0, 1) with 24 random bits.
 VELA_HOST_DEVICE VELA_INLINE float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  return static_cast<float>(philox_u32(seed, stream, index) >> 8) * (1.0f / 16777216.0f);
+  return word_to_uniform(philox_u32(seed, stream, index));
 }
 
 // A host-side generator: (seed, stream) fixed, `offset` advances. Its whole state is these three

@@ -88,10 +88,19 @@ void init_normal(Tensor& t, Rng& rng, float std) {
   uint64_t first = rng.reserve(static_cast<uint64_t>(f.numel()) * 2);
   const uint64_t seed = rng.seed(), stream = rng.stream();
   // Counter-based: element i depends only on (seed, stream, first + 2i), so threads may split it.
+  // One Philox block gives four words, the uniforms of two elements: each block is computed once
+  // (philox_uniform per word would compute it four times), the same values.
   parallel_for(f.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+    uint64_t cached = ~uint64_t{0};
+    PhiloxOut block{};
+    auto uniform = [&](uint64_t index) {
+      if (index >> 2 != cached) block = philox4x32(seed, cached = index >> 2, stream);
+      return word_to_uniform(block.x[index & 3]);
+    };
     for (int64_t i = begin; i < end; ++i) {
-      float u1 = std::max(philox_uniform(seed, stream, first + 2 * i), 1e-12f);
-      float u2 = philox_uniform(seed, stream, first + 2 * i + 1);
+      const uint64_t index = first + 2 * static_cast<uint64_t>(i);
+      float u1 = std::max(uniform(index), 1e-12f);
+      float u2 = uniform(index + 1);
       p[i] = std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
     }
   });

@@ -326,6 +326,9 @@ inline void dp_tile(const bf16* a, int64_t lda, int64_t k, const bf16* b, int64_
 // at K = 2048) stay in L2 while the threads stream w.
 constexpr int64_t kRowChunk = 256;
 
+// How far ahead of the tiles bf16_wt prefetches the weight rows.
+constexpr int64_t kPrefetchBytes = 24 << 10;
+
 // The AMX tile path takes this product: bf16 a @ w^T with K a multiple of 32 on an AMX CPU.
 inline bool amx_tiles(const Dims& d) { return d.tb && d.k % amx::kTileK == 0 && amx::available(); }
 
@@ -374,17 +377,20 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
       // one sequential stream, which the hardware prefetcher follows (four interleaved streams of
       // one row each made bench 100m decode B=1 15% slower on an AMD EPYC VM); same bits.
       const int64_t group = m <= 2 ? 1 : 4;
+      // The hardware prefetcher does not follow short or interleaved weight streams across pages
+      // far enough ahead of DRAM: the first row tile sends the group ~24 KB ahead to L2 as it
+      // goes, a line per weight row per chunk (100m shapes, bench/results/model_cpu.txt: 3-8 rows
+      // 25-30% faster than all of a group's lines at once before the tile, 35% than none; one
+      // row ~10% faster than none).
+      const int64_t ahead =
+          group * std::max<int64_t>(1, kPrefetchBytes / (group * d.k * int64_t{sizeof(bf16)}));
       float out[3][4];
       for (; col < n1; col += group) {
         const int64_t nc = std::min<int64_t>(group, n1 - col);
-        // Four short weight streams are more than the hardware prefetcher follows from DRAM: the
-        // first row tile sends the group four ahead to L2 as it goes, a line per weight row per
-        // chunk (3-8 rows of 100m-shaped weights: 25-30% faster than all of a group's lines at
-        // once before the tile, 35% than none; bench/results/model_cpu.txt).
-        const bool ahead = group > 1 && col + 5 * group <= n1;
+        const bool fetch = col + ahead + group <= n1;
         for (int64_t r0 = 0; r0 < m; r0 += 3) {
           const int64_t nr = std::min<int64_t>(3, m - r0);
-          const bf16* pf = ahead && r0 == 0 ? b.p + (col + 4 * group) * b.ld : nullptr;
+          const bf16* pf = fetch && r0 == 0 ? b.p + (col + ahead) * b.ld : nullptr;
           with_tile_shape(nr, nc, [&]<int R, int C>() {
             dp_tile<R, C>(ab + r0 * d.k, d.k, d.k, b.p + col * b.ld, b.ld, out, pf);
           });

@@ -1,10 +1,11 @@
 // `vela bench model`: prefill and batch-1 / batch-B decode throughput of a random model through
 // the packed inference path (ContiguousKVCache), against the decode floor = weight bytes / measured
 // memory read bandwidth (every decode step streams all weights once, whatever the batch; the KV
-// read of a 128-token context is < 1% of it and left out). The bandwidth is measured right before
-// and after each timed decode run, and each run is compared with its own floor: a shared VM's read
-// bandwidth drifts (22-52 GB/s on the 2-vCPU development machine within minutes), so a floor
-// measured once, before all runs, made the ratio swing by +-20%.
+// read of a 128-token context is < 1% of it and left out), or the step's multiply-adds at the
+// CPU's measured peak where that is longer (batched decode on few cores). The bandwidth is measured
+// right before and after each timed decode run, and each run is compared with its own floor: a
+// shared VM's read bandwidth drifts (22-52 GB/s on the 2-vCPU development machine within minutes),
+// so a floor measured once, before all runs, made the ratio swing by +-20%.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -85,17 +86,26 @@ int bench_model_main(int argc, char** argv) {
   };
   // Three timed decode runs after a warm-up, each between two bandwidth probes (their mean is the
   // run's bandwidth); the run whose step time is the median share of its floor is reported.
+  // A step's floor is the larger of the weights' read and its multiply-adds at the CPU's measured
+  // peak (the matmul weights once a token; attention's few left out): at B = 1 the read, at B = 8
+  // on a 2-core avx512_bf16 VM the multiply-adds (~8 ms for the 100m model against ~4 ms read).
+  const double macs_per_token = static_cast<double>(
+      cfg.n_params() - (cfg.tie_word_embeddings ? 0 : cfg.vocab_size * cfg.hidden_size));
+  const double dot_gmacs = measure_dot_gmacs(dtype);
   struct Decode {
     double ms = 0.0, read_gbps = 0.0, floor_ms = 0.0;
+    bool compute_bound = false;  // the floor is the multiply-adds, not the read
     std::vector<double> ratios;  // floor / step of each run, in run order
   };
   auto decode_runs = [&](int64_t b) {
     run(b, true);  // warm-up
     std::vector<Decode> runs;
+    const double compute_ms = dot_gmacs > 0.0 ? b * macs_per_token / (dot_gmacs * 1e9) * 1e3 : 0.0;
     for (int rep = 0; rep < 3; ++rep) {
       double gbps = 0.0;
       const double ms = run(b, true, &gbps) * 1e3;
-      runs.push_back({ms, gbps, weight_bytes / (gbps * 1e9) * 1e3, {}});
+      const double read_ms = weight_bytes / (gbps * 1e9) * 1e3;
+      runs.push_back({ms, gbps, std::max(read_ms, compute_ms), compute_ms > read_ms, {}});
     }
     Decode out;
     for (const Decode& r : runs) out.ratios.push_back(r.floor_ms / r.ms);
@@ -107,6 +117,7 @@ int bench_model_main(int argc, char** argv) {
     out.ms = med.ms;
     out.read_gbps = med.read_gbps;
     out.floor_ms = med.floor_ms;
+    out.compute_bound = med.compute_bound;
     return out;
   };
   const double t_prefill = time_median([&] { run(1, false); }, 1, 3);
@@ -115,19 +126,25 @@ int bench_model_main(int argc, char** argv) {
   const Decode many = batch > 1 ? decode_runs(batch) : Decode{};
   const double ms_per_step_b = many.ms;
 
+  // What bounds a decode row: the weights' read at the measured bandwidth, or B tokens' multiply-
+  // adds at the measured peak.
+  auto floor_name = [&](const Decode& d, int64_t b) {
+    if (d.compute_bound)
+      return std::to_string(b) + " x " + std::to_string(static_cast<int>(macs_per_token / 1e6)) +
+             "M MACs / " + std::to_string(static_cast<int>(dot_gmacs)) + " GMAC/s";
+    return "weights " + std::to_string(static_cast<int>(weight_bytes / 1e6)) + " MB / " +
+           std::to_string(static_cast<int>(d.read_gbps)) + " GB/s read";
+  };
   std::vector<Row> rows;
   rows.push_back({"prefill " + std::to_string(n_prompt) + " tokens", "tok/s", n_prompt / t_prefill,
                   n_prompt / t_prefill, "itself"});
   rows.push_back({"decode B=1 (context " + std::to_string(n_prompt) + ")", "tok/s",
-                  1e3 / ms_per_token, 1e3 / floor_ms,
-                  "weights " + std::to_string(static_cast<int>(weight_bytes / 1e6)) + " MB / " +
-                      std::to_string(static_cast<int>(read_gbps)) + " GB/s read"});
+                  1e3 / ms_per_token, 1e3 / floor_ms, floor_name(one, 1)});
   if (batch > 1)
     rows.push_back(
         {"decode B=" + std::to_string(batch) + " (context " + std::to_string(n_prompt) + ")",
          "tok/s", batch * 1e3 / ms_per_step_b, batch * 1e3 / many.floor_ms,
-         "weights once per step / " + std::to_string(static_cast<int>(many.read_gbps)) +
-             " GB/s read"});
+         floor_name(many, batch)});
   print_rows(rows);
   auto percents = [](const std::vector<double>& r) {
     std::string s;
@@ -138,6 +155,9 @@ int bench_model_main(int argc, char** argv) {
     }
     return s;
   };
+  if (dot_gmacs > 0.0)
+    std::printf("multiply-add peak %.0f GMAC/s (%s), %.0fM MACs a token\n", dot_gmacs,
+                dtype == DType::kBF16 ? "vdpbf16ps" : "fp32 FMA", macs_per_token / 1e6);
   std::printf("decode %.2f ms/token, floor %.2f ms/token (runs at %s of their floors)\n",
               ms_per_token, floor_ms, percents(one.ratios).c_str());
   if (batch > 1)
@@ -152,6 +172,8 @@ int bench_model_main(int argc, char** argv) {
               {"decode_ms_per_token", ms_per_token},
               {"floor_ms_per_token", floor_ms},
               {"read_gbps", read_gbps},
+              {"dot_gmacs", dot_gmacs},
+              {"macs_per_token", macs_per_token},
               {"floor_ratios", one.ratios},
               {"batch", batch},
               {"decode_ms_per_step_batch", ms_per_step_b},

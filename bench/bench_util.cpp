@@ -8,6 +8,11 @@
 
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "ops/cpu/gemm_amx.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace vela::cli {
 
@@ -62,6 +67,62 @@ double measure_read_gbps(size_t bytes, int reps) {
       },
       2, reps);
   return static_cast<double>(bytes) / t / 1e9;
+}
+
+#if defined(__AVX512F__)
+constexpr int kAcc = 12;  // independent sums: more than the instruction's latency x throughput
+
+// One thread's register-only multiply-add loop: vdpbf16ps with kDp, else the fp32 FMA.
+template <bool kDp>
+float dot_peak_loop(int64_t iters) {
+  __m512 acc[kAcc];
+  for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  __m512 x = _mm512_set1_ps(1e-3f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < kAcc; ++j) {
+#if defined(__AVX512BF16__)
+      if constexpr (kDp) {
+        acc[j] = _mm512_dpbf16_ps(acc[j], (__m512bh)x, (__m512bh)x);
+        continue;
+      }
+#endif
+      acc[j] = _mm512_fmadd_ps(acc[j], x, x);
+    }
+    asm volatile("" : "+v"(x));  // an operand the compiler cannot hoist out of the loop
+  }
+  __m512 total = acc[0];
+  for (int j = 1; j < kAcc; ++j) total = _mm512_add_ps(total, acc[j]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, total);
+  return lanes[0];
+}
+#endif
+
+double measure_dot_gmacs(DType dtype) {
+#if defined(__AVX512F__)
+  if (dtype == DType::kBF16 && ops::cpu::amx::available()) return 0.0;
+#if defined(__AVX512BF16__)
+  const bool dp = dtype == DType::kBF16;
+#else
+  const bool dp = false;
+#endif
+  constexpr int64_t kIters = 1 << 20;  // ~10 ms a thread
+  volatile float sink = 0.0f;
+  const double t = time_median(
+      [&] {
+#pragma omp parallel
+        {
+          const float v = dp ? dot_peak_loop<true>(kIters) : dot_peak_loop<false>(kIters);
+#pragma omp critical
+          sink = sink + v;
+        }
+      },
+      1, 3);
+  return static_cast<double>(num_threads()) * kIters * kAcc * (dp ? 32 : 16) / t / 1e9;
+#else
+  (void)dtype;
+  return 0.0;
+#endif
 }
 
 void print_rows(const std::vector<Row>& rows) {

@@ -18,6 +18,11 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed);
 double measure_copy_gbps(size_t bytes, int reps);
 // Host memory read bandwidth: a parallel sum over `bytes` (far larger than the caches), GB/s.
 double measure_read_gbps(size_t bytes, int reps);
+// Host multiply-add peak of the instruction the CPU GEMM tiles use for weights of `dtype`, all
+// threads, register operands only, GMAC/s: vdpbf16ps (32 a zmm) for bf16 where the build has
+// avx512_bf16, else the zmm fp32 FMA (16). 0 where no such bound applies (AMX CPUs, whose bf16
+// tiles are far faster; builds without AVX-512).
+double measure_dot_gmacs(DType dtype);
 
 struct Row {
   std::string name, unit;

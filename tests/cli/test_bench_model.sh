@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end `vela bench model` (CPU, the 100m preset, short runs): the report prints each decode
-# run against its own bandwidth floor, and the JSON holds three per-run ratios for B=1 and B=2 that
-# agree with the reported step times; bad flags are clear errors.
+# run against its own floor, and the JSON holds three per-run ratios for B=1 and B=2 that agree with
+# the reported step times and floors no lower than the multiply-adds at the measured peak; bad flags
+# are clear errors.
 # usage: test_bench_model.sh path/to/vela   (run from tests/)
 set -euo pipefail
 VELA="$1"
@@ -21,6 +22,12 @@ for ratios, ms, floor in ((j["floor_ratios"], j["decode_ms_per_token"], j["floor
     # The reported run is the median of the three by ratio.
     assert abs(floor / ms - sorted(ratios)[1]) < 1e-9, (floor / ms, ratios)
 assert j["read_gbps"] > 0 and j["read_gbps_batch"] > 0
+# A floor is never below the step's multiply-adds at the measured peak (100m ties its embeddings:
+# every parameter is one multiply-add a token).
+assert j["macs_per_token"] == j["params"] and j["dot_gmacs"] >= 0, j
+if j["dot_gmacs"] > 0:
+    for b, floor in ((1, j["floor_ms_per_token"]), (j["batch"], j["floor_ms_per_step_batch"])):
+        assert floor >= b * j["macs_per_token"] / (j["dot_gmacs"] * 1e9) * 1e3 * (1 - 1e-9), (b, floor)
 rows = {r["case"]: r for r in j["results"]}
 assert any(c.startswith("decode B=1") for c in rows) and any(c.startswith("decode B=2") for c in rows)
 PY

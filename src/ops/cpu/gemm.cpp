@@ -23,6 +23,10 @@ constexpr int64_t kSmallM = 16;     // up to this many rows of op(a): direct ker
 constexpr int64_t kPanelM = 512;    // rows of op(a) widened per pass over B
 constexpr int64_t kPanelN = 256;    // columns of op(b) widened per sgemm call (per thread)
 constexpr int64_t kColChunk = 256;  // columns per accumulator block in the non-transposed-B kernel
+// Decode-sized products against an [N, K] weight: how far ahead of the register tiles the weight
+// rows are prefetched, and the weight bytes of the column chunks the threads take.
+constexpr int64_t kPrefetchBytes = 24 << 10;
+constexpr int64_t kChunkBytes = 64 << 10;
 
 // One batch of one operand: base pointer and leading dimension (elements).
 template <typename T>
@@ -130,14 +134,24 @@ inline __m512 widen16(const f16* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
+// The kBytes at p into L2, a prefetch a cache line.
+template <int64_t kBytes>
+inline void prefetch_l2(const void* p) {
+  for (int64_t off = 0; off < kBytes; off += 64)
+    _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T1);
+}
+
 // out[j] = dot(af + j*k, brow) for j < NM; KU independent accumulators per row hide FMA latency.
+// With `ahead`, the row there goes to L2 as brow streams (the same span a step).
 template <int NM, int KU, typename T>
-inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
+inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,
+                     const T* ahead = nullptr) {
   __m512 acc[NM][KU];
   for (int j = 0; j < NM; ++j)
     for (int u = 0; u < KU; ++u) acc[j][u] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 * KU <= k; i += 16 * KU) {
+    if (ahead) prefetch_l2<16 * KU * sizeof(T)>(ahead + i);
     for (int u = 0; u < KU; ++u) {
       __m512 bv = widen16(brow + i + 16 * u);
       for (int j = 0; j < NM; ++j)
@@ -158,7 +172,8 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
 }
 #else
 template <int NM, int KU, typename T>
-inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
+inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,
+                     const T* /*ahead*/ = nullptr) {
   for (int j = 0; j < NM; ++j) {
     const float* ar = af + j * k;
     float s = 0.0f;
@@ -172,19 +187,20 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out) {
 // Rows [m0, m0+nm) of op(a) (as f32 in af) times one row of b ([N, K] layout). The same two
 // accumulators per row for every nm: a row's summation order does not depend on its group.
 template <typename T>
-inline void dot_group(const float* af, int64_t k, int64_t nm, const T* brow, float* out) {
+inline void dot_group(const float* af, int64_t k, int64_t nm, const T* brow, float* out,
+                      const T* ahead = nullptr) {
   switch (nm) {
     case 1:
-      dot_rows<1, 2>(af, k, brow, out);
+      dot_rows<1, 2>(af, k, brow, out, ahead);
       break;
     case 2:
-      dot_rows<2, 2>(af, k, brow, out);
+      dot_rows<2, 2>(af, k, brow, out, ahead);
       break;
     case 3:
-      dot_rows<3, 2>(af, k, brow, out);
+      dot_rows<3, 2>(af, k, brow, out, ahead);
       break;
     default:
-      dot_rows<4, 2>(af, k, brow, out);
+      dot_rows<4, 2>(af, k, brow, out, ahead);
       break;
   }
 }
@@ -194,14 +210,17 @@ inline void dot_group(const float* af, int64_t k, int64_t nm, const T* brow, flo
 // exactly as dot_rows<NM, 2> sums it (chunk pairs into two accumulators, the rest into the first),
 // so a row's bits do not depend on the tile; each chunk of b is loaded (widened) once for R rows
 // and each chunk of a row of af once for C columns: R + C loads for R x C FMAs, where dot_rows
-// takes 1 + NM loads for NM.
+// takes 1 + NM loads for NM. With `ahead`, the C rows there go to L2 as the tile streams its own.
 template <int R, int C, typename T>
-inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float (&out)[3][4]) {
+inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float (&out)[3][4],
+                     const T* ahead = nullptr) {
   __m512 acc0[R][C], acc1[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= k; i += 32) {
+    if (ahead)
+      for (int c = 0; c < C; ++c) prefetch_l2<32 * sizeof(T)>(ahead + c * ldb + i);
     __m512 b0[C], b1[C];
     for (int c = 0; c < C; ++c) {
       b0[c] = widen16(b + c * ldb + i);
@@ -298,8 +317,7 @@ inline void dp_tile(const bf16* a, int64_t lda, int64_t k, const bf16* b, int64_
     }
   };
   auto prefetch = [&](int64_t i) {
-    for (int c = 0; c < C; ++c)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + c * ldb + i), _MM_HINT_T1);
+    for (int c = 0; c < C; ++c) prefetch_l2<64>(ahead + c * ldb + i);
   };
   int64_t i = 0;
   for (; i + 64 <= k; i += 64) {
@@ -325,11 +343,6 @@ inline void dp_tile(const bf16* a, int64_t lda, int64_t k, const bf16* b, int64_
 // Rows of op(a) per pass over the weight in bf16_wt: their dense and packed copies (~1 KB a row
 // at K = 2048) stay in L2 while the threads stream w.
 constexpr int64_t kRowChunk = 256;
-
-// How far ahead of the tiles bf16_wt prefetches the weight rows, and the weight bytes of the
-// column chunks its threads take.
-constexpr int64_t kPrefetchBytes = 24 << 10;
-constexpr int64_t kChunkBytes = 64 << 10;
 
 // The AMX tile path takes this product: bf16 a @ w^T with K a multiple of 32 on an AMX CPU.
 inline bool amx_tiles(const Dims& d) { return d.tb && d.k % amx::kTileK == 0 && amx::available(); }
@@ -429,16 +442,23 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
   float* af = scratch(static_cast<size_t>(d.m * d.k), 0);
   widen_a(a, d, af);
   if (d.tb) {
+    // As bf16_wt: the threads take chunks of ~kChunkBytes of weight rows (a multiple of the tiles'
+    // 4 columns), and the weight ~kPrefetchBytes ahead goes to L2 as the kernels stream.
+    const int64_t row_bytes = d.k * int64_t{sizeof(T)};
+    const int64_t chunk = std::max<int64_t>(1, kChunkBytes / (4 * row_bytes)) * 4;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
     if (d.m >= 3) {  // register tiles: groups of 4 columns against the rows, 3 at a time
-      parallel_for(d.n, grain_for(d.m * d.k, 16), [&](int64_t n0, int64_t n1) {
+      const int64_t ahead = 4 * std::max<int64_t>(1, kPrefetchBytes / (4 * row_bytes));
+      parallel_for_balanced(d.n, grain_for(d.m * d.k, 16), chunk, [&](int64_t n0, int64_t n1) {
         float out[3][4];
         for (int64_t col = n0; col < n1; col += 4) {
           const int64_t nc = std::min<int64_t>(4, n1 - col);
+          const bool fetch = col + ahead + 4 <= d.n;
           for (int64_t r0 = 0; r0 < d.m; r0 += 3) {
             const int64_t nr = std::min<int64_t>(3, d.m - r0);
+            const T* pf = fetch && r0 == 0 ? b.p + (col + ahead) * b.ld : nullptr;
             with_tile_shape(nr, nc, [&]<int R, int C>() {
-              dot_tile<R, C>(af + r0 * d.k, d.k, b.p + col * b.ld, b.ld, out);
+              dot_tile<R, C>(af + r0 * d.k, d.k, b.p + col * b.ld, b.ld, out, pf);
             });
             for (int64_t rr = 0; rr < nr; ++rr) {
               TC* dst = c.p + (r0 + rr) * c.ld + col;
@@ -451,13 +471,15 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
     }
 #endif
     // b is [N, K]: each output column is a dot product with one contiguous row of b.
-    parallel_for(d.n, grain_for(d.m * d.k, 16), [&](int64_t n0, int64_t n1) {
+    const int64_t ahead = std::max<int64_t>(1, kPrefetchBytes / row_bytes);
+    parallel_for_balanced(d.n, grain_for(d.m * d.k, 16), chunk, [&](int64_t n0, int64_t n1) {
       float out[4];
       for (int64_t col = n0; col < n1; ++col) {
         const T* brow = b.p + col * b.ld;
+        const T* pf = col + ahead < d.n ? brow + ahead * b.ld : nullptr;
         for (int64_t m0 = 0; m0 < d.m; m0 += 4) {
           int64_t nm = std::min<int64_t>(4, d.m - m0);
-          dot_group(af + m0 * d.k, d.k, nm, brow, out);
+          dot_group(af + m0 * d.k, d.k, nm, brow, out, m0 == 0 ? pf : nullptr);
           for (int64_t j = 0; j < nm; ++j) {
             TC* dst = c.p + (m0 + j) * c.ld + col;
             *dst = epilogue(out[j], dst, d);

@@ -250,17 +250,17 @@ static __device__ int32_t ordered_select(const float* p, int64_t n, F&& f, T&& t
   return result;
 }
 
-// ordered_select with loads in flight and a short final scan (VELA_SAMPLE_FAST, session 43, not
-// yet measured). ordered_select walks each warp's ~3k-id segment with one 4-byte load in flight
-// a lane, twice (the segment sums, then the chosen warp's scan): ~65 of the 80 us a
-// temperature-sampled 100k row takes. Here warp w owns ids [w * seg, (w + 1) * seg) in groups of
-// `gs` ids (a multiple of 256, at most kSelectGroups a warp), read as chunks of 128 ids (lane l:
-// ids 4l .. 4l + 3 of a chunk, one 16-byte load where the row allows, 2 chunks in flight: more
-// spills registers under the kernel's 64-register cap). Pass 1 stores every group's sum in shared
-// memory; the block scan of the warp totals picks the warp whose ids cross the target, that warp's
-// scan of its group sums picks the group, and only that group's chunks are scanned (lane sums, then
-// the crossing lane's 4 ids). The sums are integers, so the id found is ordered_select's whatever
-// the partition.
+// ordered_select with loads in flight and a short final scan (VELA_SAMPLE_FAST, session 43, the
+// default since session 45's measurement). ordered_select walks each warp's ~3k-id segment with one
+// 4-byte load in flight a lane, twice (the segment sums, then the chosen warp's scan): ~65 of the
+// 80 us a temperature-sampled 100k row takes. Here warp w owns ids [w * seg, (w + 1) * seg) in
+// groups of `gs` ids (a multiple of 256, at most kSelectGroups a warp), read as chunks of 128 ids
+// (lane l: ids 4l .. 4l + 3 of a chunk, one 16-byte load where the row allows, 2 chunks in flight:
+// more spills registers under the kernel's 64-register cap). Pass 1 stores every group's sum in
+// shared memory; the block scan of the warp totals picks the warp whose ids cross the target, that
+// warp's scan of its group sums picks the group, and only that group's chunks are scanned (lane
+// sums, then the crossing lane's 4 ids). The sums are integers, so the id found is ordered_select's
+// whatever the partition.
 constexpr int kSelectGroups = 16;
 
 template <typename F, typename T>
@@ -547,9 +547,9 @@ static __global__ void __launch_bounds__(kArgmaxThreads) argmax_chunks_kernel(Sa
   }
 }
 
-// kFast: ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST); kRadix: the exact
-// path's radix selects (VELA_SAMPLE_RADIX). Separate instantiations, so the default kernel's
-// registers are what they were.
+// kFast: ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST, the default); kRadix:
+// the exact path's radix selects (VELA_SAMPLE_RADIX). Separate instantiations: each keeps the
+// registers its own paths need.
 template <bool kFast, bool kRadix>
 static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a) {
   extern __shared__ uint64_t s_cand[];  // [kMaxCand]
@@ -957,10 +957,13 @@ void set_override(std::atomic<int>& override_value, int v) {
   override_value = v < 0 ? -1 : (v != 0 ? 1 : 0);
 }
 
-// The one-pass draw (ordered_select_fast) and the unrolled candidate compaction; the exact path's
-// radix selects. Both default off until measured on a GPU; either gives the same tokens.
+// The one-pass draw (ordered_select_fast) and the unrolled candidate compaction, on by default
+// since session 45 measured it (H200, 100k rows: temperature 73.6 -> 40.1 us at B = 1, 86.5 ->
+// 47.4 at B = 64; bench/results/sampling_h200.txt); the exact path's radix selects, off by
+// default (combined top-k + top-p 30-38% faster, top-k alone at B = 64 40% slower). Either
+// switch gives the same tokens.
 bool sample_fast() {
-  static const bool env = env_int("VELA_SAMPLE_FAST", 0, 0, 1) != 0;
+  static const bool env = env_int("VELA_SAMPLE_FAST", 1, 0, 1) != 0;
   return switch_on(g_fast_override, env);
 }
 bool sample_radix() {

@@ -87,8 +87,9 @@ int bench_model_main(int argc, char** argv) {
   // Three timed decode runs after a warm-up, each between two bandwidth probes (their mean is the
   // run's bandwidth); the run whose step time is the median share of its floor is reported.
   // A step's floor is the larger of the weights' read and its multiply-adds at the CPU's measured
-  // peak (the matmul weights once a token; attention's few left out): at B = 1 the read, at B = 8
-  // on a 2-core avx512_bf16 VM the multiply-adds (~8 ms for the 100m model against ~4 ms read).
+  // peak (the matmul weights once a token; attention's few left out). On the 2-core avx512_bf16
+  // development VM both B = 1 and B = 8 of the 100m model are read-bound (B = 8: 3.4 ms of
+  // multiply-adds at 235 GMAC/s against 3.3-6.5 ms of read); fewer cores or a larger batch are not.
   const double macs_per_token = static_cast<double>(
       cfg.n_params() - (cfg.tie_word_embeddings ? 0 : cfg.vocab_size * cfg.hidden_size));
   const double dot_gmacs = measure_dot_gmacs(dtype);

@@ -106,8 +106,8 @@ if has early; then
 fi
 if has sampling; then
   # The sampler's kernel time per configuration (DISABLED_Bench, B = 1 / 64, vocab 100k / 152k):
-  # the plain walks and the bisection (the defaults), the one-pass draw + unrolled compaction
-  # (VELA_SAMPLE_FAST), the exact path's radix selects (VELA_SAMPLE_RADIX), both.
+  # the plain walks with the bisection, the one-pass draw + unrolled compaction (VELA_SAMPLE_FAST,
+  # the default since session 45), the exact path's radix selects (VELA_SAMPLE_RADIX), both.
   # SAMPLING_RUNS: the (fast, radix) pairs, as digit pairs (default "00 10 01 11").
   for v in ${SAMPLING_RUNS:-00 10 01 11}; do
     f=${v:0:1} r=${v:1:1}

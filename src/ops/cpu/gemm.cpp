@@ -28,6 +28,11 @@ constexpr int64_t kColChunk = 256;  // columns per accumulator block in the non-
 constexpr int64_t kPrefetchBytes = 24 << 10;
 constexpr int64_t kChunkBytes = 64 << 10;
 
+// Whole groups of `group` weight rows of row_bytes each in about `bytes` (at least one group).
+inline int64_t rows_in(int64_t bytes, int64_t group, int64_t row_bytes) {
+  return group * std::max<int64_t>(1, bytes / (group * row_bytes));
+}
+
 // One batch of one operand: base pointer and leading dimension (elements).
 template <typename T>
 struct Mat {
@@ -316,15 +321,10 @@ inline void dp_tile(const bf16* a, int64_t lda, int64_t k, const bf16* b, int64_
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], av, bv[c]);
     }
   };
-  auto prefetch = [&](int64_t i) {
-    for (int c = 0; c < C; ++c) prefetch_l2<64>(ahead + c * ldb + i);
-  };
   int64_t i = 0;
   for (; i + 64 <= k; i += 64) {
-    if (ahead) {
-      prefetch(i);
-      prefetch(i + 32);
-    }
+    if (ahead)
+      for (int c = 0; c < C; ++c) prefetch_l2<64 * sizeof(bf16)>(ahead + c * ldb + i);
     chunk(acc0, i, ld);
     chunk(acc1, i + 32, ld);
   }
@@ -396,8 +396,7 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
       // goes, a line per weight row per chunk (100m shapes, bench/results/model_cpu.txt: 3-8 rows
       // 25-30% faster than all of a group's lines at once before the tile, 35% than none; one
       // row ~10% faster than none).
-      const int64_t ahead =
-          group * std::max<int64_t>(1, kPrefetchBytes / (group * d.k * int64_t{sizeof(bf16)}));
+      const int64_t ahead = rows_in(kPrefetchBytes, group, d.k * int64_t{sizeof(bf16)});
       float out[3][4];
       for (; col < n1; col += group) {
         const int64_t nc = std::min<int64_t>(group, n1 - col);
@@ -418,8 +417,7 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
     // Each thread streams its share of the columns in chunks of ~64 KB of weights; one whose core
     // fell behind (a shared VM's) hands its share's tail to the others instead of holding them at
     // the join (decode B=1 on 2 vCPUs: the other thread's wait 7.8% -> 5.5% of the samples).
-    const int64_t chunk =
-        std::max<int64_t>(1, kChunkBytes / (kBlock * d.k * int64_t{sizeof(bf16)}));
+    const int64_t chunk = rows_in(kChunkBytes, kBlock, d.k * int64_t{sizeof(bf16)}) / kBlock;
     parallel_for_balanced(n_blocks, std::max<int64_t>(1, grain_for(m * d.k, 16) / kBlock), chunk,
                           body);
   }
@@ -445,10 +443,10 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
     // As bf16_wt: the threads take chunks of ~kChunkBytes of weight rows (a multiple of the tiles'
     // 4 columns), and the weight ~kPrefetchBytes ahead goes to L2 as the kernels stream.
     const int64_t row_bytes = d.k * int64_t{sizeof(T)};
-    const int64_t chunk = std::max<int64_t>(1, kChunkBytes / (4 * row_bytes)) * 4;
+    const int64_t chunk = rows_in(kChunkBytes, 4, row_bytes);
 #if defined(__AVX512F__) && defined(__AVX512BW__)
     if (d.m >= 3) {  // register tiles: groups of 4 columns against the rows, 3 at a time
-      const int64_t ahead = 4 * std::max<int64_t>(1, kPrefetchBytes / (4 * row_bytes));
+      const int64_t ahead = rows_in(kPrefetchBytes, 4, row_bytes);
       parallel_for_balanced(d.n, grain_for(d.m * d.k, 16), chunk, [&](int64_t n0, int64_t n1) {
         float out[3][4];
         for (int64_t col = n0; col < n1; col += 4) {
@@ -471,7 +469,7 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
     }
 #endif
     // b is [N, K]: each output column is a dot product with one contiguous row of b.
-    const int64_t ahead = std::max<int64_t>(1, kPrefetchBytes / row_bytes);
+    const int64_t ahead = rows_in(kPrefetchBytes, 1, row_bytes);
     parallel_for_balanced(d.n, grain_for(d.m * d.k, 16), chunk, [&](int64_t n0, int64_t n1) {
       float out[4];
       for (int64_t col = n0; col < n1; ++col) {

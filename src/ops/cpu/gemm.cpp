@@ -1,10 +1,12 @@
-// CPU GEMM. f32: OpenBLAS sgemm (sgemv for one row), single-threaded per OpenMP chunk of C.
-// bf16 a @ w^T on avx512_bf16 CPUs, any M: AMX tiles where the CPU has them, else register tiles
-// of vdpbf16ps (bf16 pairs straight into fp32 sums, B streamed once per 256 rows, parallel over N).
-// Other 16-bit products: a direct kernel for decode-sized M (widened in registers), else f32
-// panels of A and B widened into scratch and fed to sgemm. Accumulation is always fp32. The bf16
-// w^T kernels and the small-M kernel are batch-invariant: a row's result is the same bits whatever
-// the other rows (an M = 1 decode equals that row of an M = 5 verify step or of a prefill).
+// CPU GEMM. f32: 1..16 rows against an [N, K] weight on the direct small-M kernel, else OpenBLAS
+// sgemm, single-threaded per OpenMP chunk of C. bf16 a @ w^T on avx512_bf16 CPUs, any M: AMX
+// tiles where the CPU has them, else register tiles of vdpbf16ps (bf16 pairs straight into fp32
+// sums, B streamed once per 256 rows, parallel over N). Other 16-bit products: the direct kernel
+// for decode-sized M (widened in registers), else f32 panels of A and B widened into scratch and
+// fed to sgemm. Accumulation is always fp32. The register-tile kernels prefetch the weight rows
+// ahead into L2 and split the columns with parallel_for_balanced. The bf16 w^T kernels and the
+// small-M kernel are batch-invariant: a row's result is the same bits whatever the other rows (an
+// M = 1 decode equals that row of an M = 5 verify step or of a prefill).
 #include <cblas.h>
 
 #include <algorithm>

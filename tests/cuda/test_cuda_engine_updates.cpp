@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "core/json.h"
@@ -34,20 +35,24 @@ ModelConfig config() {
 
 class CudaEngineUpdates : public test::CudaTest {};
 
+// The largest |recorded - recomputed| log-probability over tokens [0, last) under m's weights;
+// first_bad (when given): the first token whose error exceeds 2e-3, or -1.
 double logprob_error(const Transformer& m, const std::vector<int32_t>& prompt, const Completion& c,
-                     size_t last) {
+                     size_t last, int* first_bad = nullptr) {
   std::vector<int32_t> seq = prompt;
   seq.insert(seq.end(), c.tokens.begin(), c.tokens.end());
   const int64_t t = static_cast<int64_t>(seq.size()), vocab = m.config.vocab_size;
   Tensor ids = Tensor::from_vector(seq, {1, t}).to(m.device());
   Tensor logits = m.forward_dense(ids).to(Device::cpu());
   double worst = 0;
+  if (first_bad != nullptr) *first_bad = -1;
   for (size_t i = 0; i < last; ++i) {
     const float* row = logits.data<float>() + (static_cast<int64_t>(prompt.size() + i) - 1) * vocab;
     double mx = *std::max_element(row, row + vocab), sum = 0;
     for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - mx);
-    worst =
-        std::max(worst, std::abs(row[c.tokens[i]] - mx - std::log(sum) - c.logprobs[i].logprob));
+    const double err = std::abs(row[c.tokens[i]] - mx - std::log(sum) - c.logprobs[i].logprob);
+    if (first_bad != nullptr && *first_bad < 0 && err > 2e-3) *first_bad = static_cast<int>(i);
+    worst = std::max(worst, err);
   }
   return worst;
 }
@@ -129,8 +134,25 @@ void concurrent_generation_and_updates(bool all_policies) {
     size_t last =
         c.versions.size() > 1 ? static_cast<size_t>(c.versions[1].first_token) : c.tokens.size();
     if (c.mixed_versions && c.versions.size() == 1) continue;  // sampled on stale KV
-    worst = std::max(worst,
-                     logprob_error(models[c.versions[0].version % kVersions], req.prompt, c, last));
+    const double err =
+        logprob_error(models[c.versions[0].version % kVersions], req.prompt, c, last);
+    if (err >= 2e-3) {
+      // Which weights (if any) explain the span, and where it goes wrong: a version recorded
+      // for another set's tokens, or KV that no single set computed.
+      std::string spans, under;
+      for (const VersionSpan& v : c.versions)
+        spans += " (" + std::to_string(v.first_token) + ": v" + std::to_string(v.version) + ")";
+      for (int u = 0; u < kVersions; ++u) {
+        int bad = -1;
+        const double e = logprob_error(models[u], req.prompt, c, last, &bad);
+        under += " set " + std::to_string(u) + ": " + std::to_string(e) + " from token " +
+                 std::to_string(bad) + ";";
+      }
+      ADD_FAILURE() << "prompt " << req.prompt.size() << " tokens, " << c.tokens.size()
+                    << " generated, mixed " << c.mixed_versions << ", spans" << spans
+                    << "; first span's error under" << under;
+    }
+    worst = std::max(worst, err);
   }
   std::sort(wait_ms.begin(), wait_ms.end());
   std::printf(

@@ -49,10 +49,14 @@ struct StreamEvent {
 };
 
 // Tokens [first_token, next span's first_token) of a completion were sampled from logits of the
-// weights with this policy version.
+// weights with this policy version. stale_kv: over KV that older weights wrote in part (kMixed
+// across an update: every later span, and the first when part of the prompt's KV was written
+// before an update, a prompt prefilled in chunks or a cached prefix); a span without it holds
+// exactly what its version's weights give for prompt + earlier tokens.
 struct VersionSpan {
   int32_t first_token = 0;
   uint64_t version = 0;
+  bool stale_kv = false;
 };
 
 struct Completion {

@@ -830,7 +830,7 @@ void Scheduler::process_sample(Task& t, const SampleResult& r) {
   const uint64_t version = policy_version_.load();
   std::vector<VersionSpan>& spans = t.completion.versions;
   if (spans.empty() || spans.back().version != version)
-    spans.push_back({static_cast<int32_t>(t.completion.tokens.size()), version});
+    spans.push_back({static_cast<int32_t>(t.completion.tokens.size()), version, t.kv_from_older});
   t.completion.policy_version = version;
   t.completion.mixed_versions = t.completion.mixed_versions || spans.size() > 1 || t.kv_from_older;
   t.completion.tokens.push_back(r.token);

@@ -17,9 +17,12 @@
 
 #include "core/json.h"
 #include "engine/engine.h"
+#include "engine/engine_updates_util.h"
 
 namespace vela {
 namespace {
+
+using test::logprob_error;
 
 using Clock = std::chrono::steady_clock;
 
@@ -62,28 +65,10 @@ Request sampled_request(std::mt19937& rng, int max_tokens, std::optional<WeightU
   return r;
 }
 
-// Largest |recorded - recomputed| log-probability over tokens [first, last) of `c`, recomputed
-// by `m`'s dense forward over prompt + tokens.
-double logprob_error(const Transformer& m, const std::vector<int32_t>& prompt, const Completion& c,
-                     size_t first, size_t last) {
-  std::vector<int32_t> seq = prompt;
-  seq.insert(seq.end(), c.tokens.begin(), c.tokens.end());
-  const int64_t t = static_cast<int64_t>(seq.size()), vocab = m.config.vocab_size;
-  Tensor logits = m.forward_dense(Tensor::from_vector(seq, {1, t}));
-  double worst = 0;
-  for (size_t i = first; i < last; ++i) {
-    const float* row = logits.data<float>() + (static_cast<int64_t>(prompt.size() + i) - 1) * vocab;
-    double mx = *std::max_element(row, row + vocab), sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - mx);
-    double lp = row[c.tokens[i]] - mx - std::log(sum);
-    worst = std::max(worst, std::abs(lp - c.logprobs[i].logprob));
-  }
-  return worst;
-}
-
-// One sample's versions against the models: spans well-formed and rising; tokens of a
-// single-version sample (or the first span of a mixed one, before any update touched it) have the
-// log-probabilities of that version's weights.
+// One sample's versions against the models: spans well-formed and rising, every span after the
+// first over stale KV, mixed_versions exactly when there is more than one span or stale KV; the
+// tokens of a span on its own version's KV (only ever the first) have the log-probabilities of
+// that version's weights.
 void check_versions(const std::vector<Transformer>& models, const Request& r, const Completion& c,
                     double& worst) {
   ASSERT_EQ(c.tokens.size(), c.logprobs.size());
@@ -93,12 +78,14 @@ void check_versions(const std::vector<Transformer>& models, const Request& r, co
   for (size_t k = 1; k < c.versions.size(); ++k) {
     EXPECT_GT(c.versions[k].first_token, c.versions[k - 1].first_token);
     EXPECT_GT(c.versions[k].version, c.versions[k - 1].version);
+    EXPECT_TRUE(c.versions[k].stale_kv);
   }
+  EXPECT_EQ(c.mixed_versions, c.versions.size() > 1 || c.versions.front().stale_kv);
   EXPECT_EQ(c.policy_version, c.versions.back().version);
   ASSERT_LT(c.versions.front().version, models.size());
   size_t first_end =
       c.versions.size() > 1 ? static_cast<size_t>(c.versions[1].first_token) : c.tokens.size();
-  if (!c.mixed_versions || c.versions.size() > 1)  // a kMixed sample on stale KV: no exact check
+  if (!c.versions.front().stale_kv)
     worst = std::max(worst,
                      logprob_error(models[c.versions.front().version], r.prompt, c, 0, first_end));
 }
@@ -178,6 +165,15 @@ TEST(EngineUpdates, ConcurrentGenerationUpdatesAndStats) {
   EXPECT_LT(worst, 1e-4) << "a recorded version does not match the weights that made the token";
 }
 
+// The CUDA engine test's workload on the CPU with overlapped steps: prompts of up to 60 tokens
+// prefilled in chunks (256-token steps, 16 rows), so updates land between a prompt's chunks too;
+// such a sample's first span is marked stale_kv and every other span is checked exactly.
+TEST(EngineUpdates, ChunkedPromptsAndOverlappedStepsAcrossUpdates) {
+  EngineConfig ec;
+  ec.overlap_steps = 1;
+  test::concurrent_generation_and_updates(Device::cpu(), false, ec);
+}
+
 // A long request in flight; one update in the middle. Returns the completion and the number of
 // tokens streamed before the update was called.
 struct Spanned {
@@ -235,6 +231,8 @@ TEST(EngineUpdates, MixedPolicyMarksTheSample) {
   ASSERT_EQ(s.c.versions.size(), 2u);
   EXPECT_EQ(s.c.versions[0].version, 0u);
   EXPECT_EQ(s.c.versions[1].version, 1u);
+  EXPECT_FALSE(s.c.versions[0].stale_kv);  // the prompt and first tokens: all version 0
+  EXPECT_TRUE(s.c.versions[1].stale_kv);   // over version 0's KV
   EXPECT_GE(s.c.versions[1].first_token, s.streamed_before);
   EXPECT_FALSE(s.saw_restart);
   // The tokens before the update are exactly the old weights'.

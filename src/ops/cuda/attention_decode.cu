@@ -731,11 +731,13 @@ std::atomic<int> g_fused_merge_override{-1};  // decode_fused_merge_set
 // 1K / 8K / 32K 1.154 / 1.703 / 2.069 ms against 1.04 / 1.14 / 1.33 with the merge kernel; this
 // one spreads a head's splits over a warp and its outputs over float4 lanes and ways, and is
 // limited to 32 splits (B = 1 at 1K context; longer contexts take 128), where the last block's
-// share stays small. Not yet measured on a GPU: off until it is.
+// share stays small. Measured slower on an H100 (session 46: bench-1b decode1k 1.16 -> 1.25 ms;
+// bench/results/decode_optin_h100.txt), so off.
 // K/V tiles a tensor-core decode block may issue before waiting on the previous kernel (those
 // that hold no key written this step): VELA_DECODE_EARLY_TILES (1..3), default 1, the first tile
 // only, as before session 43. More puts the whole first ring in flight under programmatic
-// dependent launch, one HBM round trip less per block after the wait; not yet measured.
+// dependent launch, one HBM round trip less per block after the wait; measured slower (session
+// 46, an H100: decode32k 1.47 -> 1.52 ms, batch32 1.80 -> 1.85), so 1.
 std::atomic<int> g_early_tiles_override{-1};  // decode_mma_set_early_tiles
 
 int decode_early_tiles() {

@@ -1,8 +1,12 @@
-// CPU aligned allocation and Storage construction.
+// CPU aligned allocation, zero-filled mappings for large zeroed blocks, and Storage construction.
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "core/cuda/cuda_api.h"
@@ -38,6 +42,28 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
     s->data = cuda::device_alloc(bytes, device.index);
     s->deleter = cuda::device_free;
   }
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::allocate_zeroed(size_t bytes, Device device) {
+  if (!device.is_cpu() || bytes < kLazyZeroBytes) {
+    std::shared_ptr<Storage> s = allocate(bytes, device);
+    if (bytes == 0) return s;
+    if (device.is_cpu())
+      std::memset(s->data, 0, bytes);
+    else
+      cuda::zero_bytes(s->data, bytes, device.index);
+    return s;
+  }
+  g_storage_allocations.fetch_add(1, std::memory_order_relaxed);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  VELA_CHECK_T(OutOfMemory, p != MAP_FAILED, "host allocation of ", bytes,
+               " bytes failed: ", std::strerror(errno));
+  auto s = std::make_shared<Storage>();
+  s->data = p;
+  s->bytes = bytes;
+  s->device = device;
+  s->deleter = [bytes](void* q) { munmap(q, bytes); };
   return s;
 }
 

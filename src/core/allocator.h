@@ -13,6 +13,7 @@
 namespace vela {
 
 constexpr size_t kCpuAlignment = 64;
+constexpr size_t kLazyZeroBytes = size_t{1} << 20;  // Storage::allocate_zeroed maps from here up
 
 // Aligned host allocation; throws OutOfMemory. Zero bytes returns a valid unique pointer.
 void* cpu_alloc(size_t bytes);
@@ -35,6 +36,10 @@ struct Storage {
   // Allocates `bytes` on `device` (CPU aligned allocator or the CUDA caching allocator).
   // Every call bumps allocation_count() (tests check that decode steps allocate nothing).
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
+  // allocate() with every byte zero. Large host blocks (>= kLazyZeroBytes) are fresh anonymous
+  // mappings, which the kernel zero-fills page by page on first touch: a KV pool of hundreds of
+  // megabytes costs no start-up memset and no resident memory until its pages are used.
+  static std::shared_ptr<Storage> allocate_zeroed(size_t bytes, Device device);
   // Wraps memory owned elsewhere; `keepalive` is held until the storage dies.
   static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device,
                                          std::shared_ptr<void> keepalive);

@@ -56,6 +56,27 @@ TEST(Tensor, EmptyZerosFromVector) {
   EXPECT_TRUE(none.to_vector<float>().empty());
 }
 
+// Large zeroed host blocks are fresh zero-filled mappings (no memset, no resident pages until
+// touched): still zero, aligned, writable, counted as allocations, and released cleanly; the
+// sizes around the threshold take either path.
+TEST(Tensor, LargeZerosAreMappedZeroPages) {
+  for (size_t bytes : {kLazyZeroBytes - 4, kLazyZeroBytes, 3 * kLazyZeroBytes + 8}) {
+    const uint64_t before = storage_allocation_count();
+    Tensor z = Tensor::zeros({static_cast<int64_t>(bytes / 4)}, DType::kF32);
+    EXPECT_EQ(storage_allocation_count(), before + 1);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(z.data_ptr()) % kCpuAlignment, 0u);
+    const float* p = z.data<float>();
+    for (int64_t i = 0; i < z.numel(); i += 997) ASSERT_EQ(p[i], 0.0f) << i;
+    EXPECT_EQ(p[z.numel() - 1], 0.0f);
+    z.data<float>()[z.numel() - 1] = 3.0f;
+    z.data<float>()[0] = 2.0f;
+    EXPECT_EQ(z.to_vector<float>().back(), 3.0f);
+    Tensor again = Tensor::zeros({static_cast<int64_t>(bytes / 4)}, DType::kF32);
+    EXPECT_EQ(again.data<float>()[0], 0.0f);  // a new block is zero whatever the last one held
+  }
+  EXPECT_THROW_WITH((void)Tensor::zeros({2, -1}, DType::kF32), InvalidArgument, "negative");
+}
+
 TEST(Tensor, ConstructionErrors) {
   EXPECT_THROW_WITH((void)Tensor::from_vector<float>({1, 2, 3}, {2, 2}), InvalidArgument,
                     "3 values", "[2, 2]");

@@ -785,6 +785,22 @@ int decode_mma_stages(int64_t n_blocks) {
   return n_blocks <= mma4_resident_blocks<T, D, kExact>() ? 4 : 2;
 }
 
+// A kernel launched with its dynamic shared memory opted in.
+template <typename Args>
+void launch_smem(void (*kernel)(Args), dim3 grid, dim3 block, int smem, const Args& args) {
+  opt_in_smem(kernel, smem);
+  launch_pdl(kernel, grid, block, smem, args);
+}
+
+// The merge kernel after a split launch whose splits the attention kernel did not merge itself.
+template <typename T, int D, bool kExact>
+void launch_merge_if_split(const RowsArgsOptIn& a, int64_t n_rows) {
+  if (a.n_splits <= 1 || a.split_tickets != nullptr) return;
+  const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
+  launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0,
+             static_cast<const RowsArgs&>(a));
+}
+
 template <typename T, int D, bool kExact, int kS>
 void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows) {
   RowsArgsOptIn a = args;
@@ -792,19 +808,12 @@ void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows) {
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
   constexpr int kSmem = MmaDecodeCfg<D, kS>::kSmemBytes;
-  if (a.split_tickets != nullptr || a.early_tiles > 1) {
-    opt_in_smem(decode_mma_kernel<T, D, kExact, kS, true>, kSmem);
-    launch_pdl(decode_mma_kernel<T, D, kExact, kS, true>, grid, dim3(kMmaThreads), kSmem, a);
-  } else {
-    opt_in_smem(decode_mma_kernel<T, D, kExact, kS, false>, kSmem);
-    launch_pdl(decode_mma_kernel<T, D, kExact, kS, false>, grid, dim3(kMmaThreads), kSmem,
-               static_cast<const RowsArgs&>(a));
-  }
-  if (a.n_splits > 1 && a.split_tickets == nullptr) {
-    const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0,
-               static_cast<const RowsArgs&>(a));
-  }
+  if (a.split_tickets != nullptr || a.early_tiles > 1)
+    launch_smem(decode_mma_kernel<T, D, kExact, kS, true>, grid, dim3(kMmaThreads), kSmem, a);
+  else
+    launch_smem(decode_mma_kernel<T, D, kExact, kS, false>, grid, dim3(kMmaThreads), kSmem,
+                static_cast<const RowsArgs&>(a));
+  launch_merge_if_split<T, D, kExact>(a, n_rows);
 }
 
 template <typename T, int D, int kG, bool kExact>
@@ -818,19 +827,12 @@ void launch_rows(const RowsArgsOptIn& args, int64_t n_rows) {
   const dim3 grid(static_cast<unsigned>(n_rows),
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));
-  if (a.split_tickets != nullptr) {
-    opt_in_smem(rows_attention_kernel<T, D, kG, kExact, true>, kSmem);
-    launch_pdl(rows_attention_kernel<T, D, kG, kExact, true>, grid, dim3(kRowThreads), kSmem, a);
-  } else {
-    opt_in_smem(rows_attention_kernel<T, D, kG, kExact, false>, kSmem);
-    launch_pdl(rows_attention_kernel<T, D, kG, kExact, false>, grid, dim3(kRowThreads), kSmem,
-               static_cast<const RowsArgs&>(a));
-  }
-  if (a.n_splits > 1 && a.split_tickets == nullptr) {
-    const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-    launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0,
-               static_cast<const RowsArgs&>(a));
-  }
+  if (a.split_tickets != nullptr)
+    launch_smem(rows_attention_kernel<T, D, kG, kExact, true>, grid, dim3(kRowThreads), kSmem, a);
+  else
+    launch_smem(rows_attention_kernel<T, D, kG, kExact, false>, grid, dim3(kRowThreads), kSmem,
+                static_cast<const RowsArgs&>(a));
+  launch_merge_if_split<T, D, kExact>(a, n_rows);
 }
 
 // Runs the row kernel (and merge) for n_rows rows; qo_indptr null for decode.

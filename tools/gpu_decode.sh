@@ -10,13 +10,14 @@
 # fused into the attention kernel or not), `sampling` (the sampler's one-pass draw and radix
 # selects or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV
 # decode at large batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks
-# per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes) and `detail` (ncu's
-# stall and memory sections of a few of them). Logs go to $OUT; the device tool brings back at
+# per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes), `detail` (ncu's
+# stall and memory sections of a few of them) and `base` (an older commit's vela, packed by
+# tools/archive_base.sh, timed against this tree's on the same card). Logs go to $OUT; the device tool brings back at
 # most 8 files, so give the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop
 # that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile patch minrows stages early merge sampling qwen splits
-#         kernels detail
+#         kernels detail base
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -129,6 +130,27 @@ if has merge; then
   VELA_DECODE_FUSED_MERGE=32 ab_runs merge_split VELA_DECODE_SPLIT_FULL_KEYS "1024 256" batch64,batch32
   BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
     ab_runs merge_qwen VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch16
+fi
+if has base; then
+  # The same card, two builds: vela from .gpu-base/base.tar.xz (tools/archive_base.sh REV) against
+  # this tree's, `vela bench engine --cases BASE_CASES` alternating for BASE_ROUNDS rounds.
+  if [ -f .gpu-base/base.tar.xz ]; then
+    rm -rf /tmp/vela-base && mkdir -p /tmp/vela-base && tar -xJf .gpu-base/base.tar.xz -C /tmp/vela-base
+    { cmake -S /tmp/vela-base/base -B build-base -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 \
+        -DCMAKE_BUILD_TYPE=Release -DVELA_BUILD_TESTS=OFF && ninja -C build-base -j16 vela; } \
+      > "$OUT/build_base.log" 2>&1 || { tail -20 "$OUT/build_base.log"; exit 1; }
+    echo "base $(cat /tmp/vela-base/base/BASE_COMMIT) built ($(date +%T))"
+    for round in $(seq "${BASE_ROUNDS:-3}"); do
+      for b in base gpu; do
+        f="$OUT/base_${round}_$b.txt"
+        timeout 90 "$PWD/build-$b/vela" bench engine --cases "${BASE_CASES:-batch64,batch32,decode1k}" \
+          ${BENCH_ARGS:-} > "$f" 2>&1
+        echo "$b: $(grep -E '^(decode|batch)' "$f" | awk '{print $1, $4, $5}' | tr '\n' ' ')"
+      done
+    done
+  else
+    echo "base: no .gpu-base/base.tar.xz (tools/archive_base.sh REV, and carry .gpu-base)"
+  fi
 fi
 if has splits; then
   # Split-KV decode at large batch with the keys in HBM: the sweep (each call on another cache copy,

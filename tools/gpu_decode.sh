@@ -12,9 +12,9 @@
 # decode at large batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks
 # per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes), `detail` (ncu's
 # stall and memory sections of a few of them) and `base` (an older commit's vela, packed by
-# tools/archive_base.sh, timed against this tree's on the same card). Logs go to $OUT; the device tool brings back at
-# most 8 files, so give the script OUT=/tmp/o and tar that folder into the tool's $OUT (a loop
-# that tars every 20 s keeps what a cut-off call did).
+# tools/archive_base.sh, timed against this tree's on the same card). Logs go to $OUT; the device
+# tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
+# tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile patch minrows stages early merge sampling qwen splits
 #         kernels detail base

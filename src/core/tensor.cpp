@@ -37,13 +37,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) VELA_CHECK(d >= 0, "negative extent in shape ", shape.str());
-  Tensor t;
-  t.storage_ =
-      Storage::allocate_zeroed(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
-  t.shape_ = shape;
-  t.strides_ = contiguous_strides(shape);
-  t.dtype_ = dtype;
-  return t;
+  return alias(
+      Storage::allocate_zeroed(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device), 0,
+      shape, dtype);
 }
 
 Tensor Tensor::zeros_pinned(const Shape& shape, DType dtype) {

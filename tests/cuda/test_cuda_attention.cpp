@@ -775,16 +775,16 @@ double time_ms(F&& fn, int per_graph = 20, int reps = 10) {
   return us / 1e3;
 }
 
-// Device copies of a batch's K/V caches, enough that together they are >= 256 MB (several times the
-// H200's L2), so a graph of decode calls each on the next copy reads its keys from HBM as the
-// engine does (24 layers of KV never stay in L2). One copy timed 20 times over read a B = 64 x 512
-// cache of 34 MB from L2: 9.3 us there against 18-20 us per layer in the engine (ncu, session 41).
 // The benchmarks' bandwidth reference: this device's measured copy bandwidth (GB/s), once.
 double copy_gbps() {
   static const double gbps = ops::cuda::bench_copy_gbps(size_t{1} << 30);
   return gbps;
 }
 
+// Device copies of a batch's K/V caches, enough that together they are >= 256 MB (several times the
+// H200's L2), so a graph of decode calls each on the next copy reads its keys from HBM as the
+// engine does (24 layers of KV never stay in L2). One copy timed 20 times over read a B = 64 x 512
+// cache of 34 MB from L2: 9.3 us there against 18-20 us per layer in the engine (ncu, session 41).
 struct KvCopies {
   std::vector<Tensor> k, v;
   KvCopies(const Batch& host, Device dev) {

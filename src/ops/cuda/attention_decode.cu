@@ -504,10 +504,9 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   // a.early_tiles of the kS - 1 the pipeline starts with, one commit group each), load while the
   // previous kernel (rotary + KV write) drains.
   const int first_we = min(begin + kSlotWindow, end);
-  // The default instantiation issues the first tile alone, as before the opt-in ring: written
-  // separately, since the general count cost its main loop registers.
-  const bool early_tile = begin + kMmaKeys <= n_keys - 1;
-  int n_early = early_tile ? 1 : 0;
+  // The default instantiation: the first tile alone (a.early_tiles is the opt-in one's; the
+  // general count in the default kernel cost it ~20 registers, ptxas).
+  int n_early = begin + kMmaKeys <= n_keys - 1 ? 1 : 0;
   if constexpr (kOptIn) {
     n_early = min(min(a.early_tiles, kS - 1), min((first_we - begin + kMmaKeys - 1) / kMmaKeys,
                                                   (n_keys - 1 - begin) / kMmaKeys));
@@ -516,13 +515,8 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   for (int i = tid; i < first_we - begin; i += kMmaThreads) s_slots[i] = slots_of[begin + i];
   if (n_early > 0) {
     __syncthreads();
-    if constexpr (kOptIn) {
-      for (int t = 0; t < n_early; ++t) {
-        load_tile(t, begin, first_we);
-        cp_async_commit();
-      }
-    } else {
-      load_tile(0, begin, first_we);
+    for (int t = 0; t < n_early; ++t) {
+      load_tile(t, begin, first_we);
       cp_async_commit();
     }
   }
@@ -561,9 +555,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
     const int n_tiles = (we - wb + kMmaKeys - 1) / kMmaKeys;
     // Tiles 0 .. kS - 2 start loading now (the early ones already landed), one commit group
     // each, empty past the window's end, so every wait below counts kS - 2 groups.
-    int t0 = wb == begin && early_tile ? 1 : 0;
-    if constexpr (kOptIn) t0 = wb == begin ? n_early : 0;
-    for (int t = t0; t < kS - 1; ++t) {
+    for (int t = wb == begin ? n_early : 0; t < kS - 1; ++t) {
       if (t < n_tiles) load_tile(t, wb, we);
       cp_async_commit();
     }

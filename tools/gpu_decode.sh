@@ -3,7 +3,8 @@
 # the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
 # (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off, PDL off, the
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and an nsys kernel
-# summary of decode at 1K context when nsys exists; and, not in the default, `patch` (the request
+# summary of decode at 1K context when nsys exists; and, not in the default, `ring` (one-row
+# GEMVs on the weight ring or not, its early trigger or not), `patch` (the request
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
 # stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
@@ -16,7 +17,7 @@
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile patch minrows stages early merge sampling qwen splits
+#   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
 #         kernels detail base
 #   (default: the first six)
 set -uo pipefail
@@ -118,6 +119,11 @@ if has sampling; then
     echo "sampling bench VELA_SAMPLE_FAST=$f VELA_SAMPLE_RADIX=$r rc=$?"
     grep -E "^[0-9]+ " "$OUT/sampling_fast${f}_radix$r.log"
   done
+fi
+if has ring; then
+  # The one-row GEMVs on the weight ring or the register kernel, and the ring's early trigger.
+  ab_runs ring VELA_GEMV_RING "1 0" decode1k,decode8k,decode32k "${RING_ROUNDS:-2}"
+  ab_runs ring_early VELA_GEMV_RING_EARLY "1 0" decode1k,decode32k "${RING_ROUNDS:-2}"
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

@@ -158,6 +158,120 @@ TEST_F(CudaFusedDecodeTest, PersistentGroupsGiveTheSameBits) {
   }
 }
 
+// The one-row GEMVs on the weight ring (gemv_ring.cuh) against the register kernel and the CPU
+// twins: the four fused forms at bench-1b's shapes, rows long enough for 8 chunks a lane (K =
+// 16384, 3 stages) and too long for the ring (K = 20000: the register kernel takes it), a grid of
+// 2 blocks (the ring wraps many times); and a two-layer chain of the decode block's GEMVs (each
+// lets the next launch before its own wait) as a CUDA graph, replayed: the same bits as eager.
+TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
+  struct Reset {
+    ~Reset() {
+      ops::cuda::gemv_set_ring(-1);
+      ops::cuda::gemv_set_max_grid(0);
+    }
+  } reset;
+  const DType dt = DType::kBF16;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{1536, 1536},
+                      {1536, 6912},
+                      {300, 16384},
+                      {40, 20000},
+                      {6912, 1536}}) {
+    for (int cap : {0, 2}) {
+      const std::string what =
+          "n" + std::to_string(n) + " k" + std::to_string(k) + " cap" + std::to_string(cap);
+      SCOPED_TRACE(what);
+      Tensor x = test::random_cpu({1, k}, dt, 1, -3.0, 3.0);
+      Tensor w = test::random_cpu({n, k}, dt, 2, -0.1, 0.1);
+      Tensor w2 = test::random_cpu({2 * n, k}, dt, 3, -0.02, 0.02);
+      Tensor nw = test::random_cpu({k}, DType::kF32, 4, 0.5, 1.5);
+      Tensor r0 = test::random_cpu({1, n}, dt, 5, -4.0, 4.0);
+      Tensor dx = x.to(gpu()), dw = w.to(gpu()), dw2 = w2.to(gpu()), dnw = nw.to(gpu());
+      auto run = [&](int ring) {
+        ops::cuda::gemv_set_ring(ring);
+        ops::cuda::gemv_set_max_grid(cap);
+        std::vector<Tensor> outs;
+        Tensor normed = Tensor::empty({1, n}, dt, gpu()), act = normed.clone();
+        ops::rms_norm_gemm(dx, dnw, 1e-5f, dw, normed);
+        ops::rms_norm_gemm_silu_mul(dx, dnw, 1e-5f, dw2, act);
+        Tensor r = r0.to(gpu());
+        ops::gemm_add(dx, dw, r);
+        Tensor logits = Tensor::empty({1, n}, DType::kF32, gpu());
+        ops::gemm(dx, dw, logits, false, true);
+        for (Tensor* t : {&normed, &act, &r, &logits}) outs.push_back(t->to(Device::cpu()));
+        return outs;
+      };
+      const std::vector<Tensor> ring = run(1), regs = run(0);
+      Tensor want_n = Tensor::empty({1, n}, dt), want_a = want_n.clone(), want_r = r0.clone();
+      Tensor want_l = Tensor::empty({1, n}, DType::kF32);
+      ops::rms_norm_gemm(x, nw, 1e-5f, w, want_n);
+      ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w2, want_a);
+      ops::gemm_add(x, w, want_r);
+      ops::gemm(x, w, want_l, false, true);
+      const Tensor* want[] = {&want_n, &want_a, &want_r, &want_l};
+      const char* names[] = {"rms_norm_gemm", "rms_norm_gemm_silu_mul", "gemm_add", "gemm f32"};
+      for (int i = 0; i < 4; ++i) {
+        test::expect_close(ring[i], *want[i], fused_tol(dt, k), what + " ring " + names[i]);
+        test::expect_close(regs[i], *want[i], fused_tol(dt, k), what + " regs " + names[i]);
+      }
+    }
+  }
+
+  // The decode block's chain at bench-1b's shapes, two layers, eager and as a replayed graph.
+  ops::cuda::gemv_set_ring(1);
+  const int64_t hidden = 1536, inter = 6912, h = 24, hkv = 4, d = 64;
+  Tensor w_qkv = test::random_cpu({(h + 2 * hkv) * d, hidden}, dt, 11, -0.05, 0.05).to(gpu());
+  Tensor w_o = test::random_cpu({hidden, hidden}, dt, 12, -0.05, 0.05).to(gpu());
+  Tensor w_gu = test::random_cpu({2 * inter, hidden}, dt, 13, -0.05, 0.05).to(gpu());
+  Tensor w_down = test::random_cpu({hidden, inter}, dt, 14, -0.02, 0.02).to(gpu());
+  Tensor nw = test::random_cpu({hidden}, DType::kF32, 15, 0.5, 1.5).to(gpu());
+  ops::RopeConfig rc;
+  rc.rotary_dim = d;
+  Tensor table = ops::make_rope_table(rc, 512).to(gpu());
+  Tensor positions = Tensor::from_vector(std::vector<int32_t>{77}).to(gpu());
+  Tensor loc = Tensor::from_vector(std::vector<int32_t>{5}).to(gpu());
+  Tensor resid0 = test::random_cpu({1, hidden}, dt, 16, -2.0, 2.0).to(gpu());
+  Tensor resid = resid0.clone(), q = Tensor::empty({1, h, d}, dt, gpu());
+  Tensor kc = Tensor::zeros({8, hkv, d}, dt, gpu()), vc = kc.clone();
+  Tensor act = Tensor::empty({1, inter}, dt, gpu());
+  auto chain = [&] {
+    for (int layer = 0; layer < 2; ++layer) {
+      ops::rms_norm_gemm_rotary_kv_write(resid, nw, 1e-5f, w_qkv, positions, table, loc, q, kc, vc);
+      ops::gemm_add(q.view({1, h * d}), w_o, resid);
+      ops::rms_norm_gemm_silu_mul(resid, nw, 1e-5f, w_gu, act);
+      ops::gemm_add(act, w_down, resid);
+    }
+  };
+  chain();
+  const std::vector<Tensor> eager = {resid.to(Device::cpu()), q.to(Device::cpu()),
+                                     kc.to(Device::cpu()), vc.to(Device::cpu()),
+                                     act.to(Device::cpu())};
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    cuda::StreamGuard sg(stream);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    chain();
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    cudaGraphDestroy(graph);
+    for (int replay = 0; replay < 3; ++replay) {
+      SCOPED_TRACE("replay " + std::to_string(replay));
+      resid.copy_(resid0);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const Tensor got[] = {resid, q, kc, vc, act};
+      for (size_t i = 0; i < eager.size(); ++i) {
+        const Tensor g = got[i].to(Device::cpu());
+        EXPECT_EQ(std::memcmp(g.data_ptr(), eager[i].data_ptr(), g.nbytes()), 0) << "output " << i;
+      }
+    }
+    cudaGraphExecDestroy(exec);
+  }
+  cudaStreamDestroy(stream);
+}
+
 TEST_F(CudaFusedDecodeTest, FusedGemmsRejectBadShapes) {
   Tensor x = Tensor::empty({2, 64}, DType::kBF16, gpu());
   Tensor w = Tensor::empty({32, 48}, DType::kBF16, gpu());
@@ -782,7 +896,9 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
     };
     // (parts, cols) splits to compare against the heuristic (0, 0); cols > 1 only at one row.
     const std::pair<int, int> splits[] = {{0, 0}, {1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {2, 2}};
+    // The register kernel's splits, then (one row) the weight ring.
     for (const Row& r : rows) {
+      ops::cuda::gemv_set_ring(0);
       for (auto [parts, cols] : splits) {
         if (m > 1 && cols > 1) continue;
         if (parts != 0 && std::string(r.name).find("kernels") != std::string::npos) continue;
@@ -792,30 +908,45 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
                     r.name, parts, cols, us, r.bytes / us / 1e3);
       }
       ops::cuda::gemv_set_split(0, 0);
+      ops::cuda::gemv_set_ring(-1);
+      if (m == 1) {
+        const double us = graph_us(r.f, r.bytes > 1e8 ? 4 : 24);
+        std::printf("B=%lld %-36s ring      %8.2f us %8.0f GB/s\n", static_cast<long long>(m),
+                    r.name, us, r.bytes / us / 1e3);
+      }
     }
-    // One layer's 4 fused GEMVs back to back (what the graph replays, minus attention).
-    const double layer = graph_us([&] {
-      const int c = next();
-      ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[c], qkv);
-      ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q, kc, vc);
-      ops::gemm_add(attn, w_o[c], resid);
-      ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
-      ops::gemm_add(act, w_down[c], resid);
-    });
-    const double lb = b_qkv + b_o + b_gu + b_down;
-    std::printf("B=%lld %-36s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n", static_cast<long long>(m),
-                "layer: 4 fused GEMVs (+ qkv_rotary)", layer, lb / layer / 1e3, 24 * layer / 1e3);
-    // The same with rotary and the cache write in the q|k|v GEMV (the llama decode path).
-    const double layer_rot = graph_us([&] {
-      const int c = next();
-      ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w_qkv[c], positions, table, loc, q, kc, vc);
-      ops::gemm_add(attn, w_o[c], resid);
-      ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
-      ops::gemm_add(act, w_down[c], resid);
-    });
-    std::printf("B=%lld %-36s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n", static_cast<long long>(m),
-                "layer: 4 fused GEMVs, rotary epilogue", layer_rot, lb / layer_rot / 1e3,
-                24 * layer_rot / 1e3);
+    // One layer's 4 fused GEMVs back to back (what the graph replays, minus attention), on the
+    // register kernel and (one row, the default) the weight ring.
+    for (int ring : {0, -1}) {
+      if (m > 1 && ring == -1) continue;
+      ops::cuda::gemv_set_ring(ring);
+      const char* kind = ring == 0 ? "regs" : "ring";
+      const double layer = graph_us([&] {
+        const int c = next();
+        ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[c], qkv);
+        ops::qkv_rotary_kv_write(qkv, positions, table, Tensor(), Tensor(), 0.0f, loc, q, kc, vc);
+        ops::gemm_add(attn, w_o[c], resid);
+        ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
+        ops::gemm_add(act, w_down[c], resid);
+      });
+      const double lb = b_qkv + b_o + b_gu + b_down;
+      std::printf("B=%lld %s %-31s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n",
+                  static_cast<long long>(m), kind, "layer: 4 fused GEMVs (+ qkv_rotary)", layer,
+                  lb / layer / 1e3, 24 * layer / 1e3);
+      // The same with rotary and the cache write in the q|k|v GEMV (the llama decode path).
+      const double layer_rot = graph_us([&] {
+        const int c = next();
+        ops::rms_norm_gemm_rotary_kv_write(x, nw, 1e-5f, w_qkv[c], positions, table, loc, q, kc,
+                                           vc);
+        ops::gemm_add(attn, w_o[c], resid);
+        ops::rms_norm_gemm_silu_mul(x, nw, 1e-5f, w_gu[c], act);
+        ops::gemm_add(act, w_down[c], resid);
+      });
+      std::printf("B=%lld %s %-31s %8.2f us %8.0f GB/s  (x24 = %.3f ms)\n",
+                  static_cast<long long>(m), kind, "layer: 4 fused GEMVs, rotary epi", layer_rot,
+                  lb / layer_rot / 1e3, 24 * layer_rot / 1e3);
+    }
+    ops::cuda::gemv_set_ring(-1);
   }
 }
 

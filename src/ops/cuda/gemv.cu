@@ -1,9 +1,9 @@
 // The decode GEMV entry points of ops::gemm (gemv_small_m) and the benchmark split override; the
-// kernel is in gemv_kernel.cuh, the fused forms in gemv_fused.cu.
+// kernel is in gemv_kernel.cuh (one row: gemv_ring.cuh), the fused forms in gemv_fused.cu.
 #include <algorithm>
 
 #include "core/env.h"
-#include "ops/cuda/gemv_kernel.cuh"
+#include "ops/cuda/gemv_ring.cuh"
 
 namespace vela::ops::cuda {
 
@@ -12,6 +12,21 @@ std::atomic<int> g_force_parts{0}, g_force_cols{0}, g_max_grid{0};
 
 bool gemv_persistent() {
   static const bool on = env_enabled("VELA_GEMV_PERSIST");
+  return on;
+}
+
+std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
+
+bool gemv_ring_enabled() {
+  if (vela::cuda::device_properties().major < 9) return false;  // bulk copies: sm_90
+  const int mode = g_ring_mode.load(std::memory_order_relaxed);
+  if (mode >= 0) return mode == 1;
+  static const bool on = env_enabled("VELA_GEMV_RING");
+  return on;
+}
+
+bool gemv_ring_early() {
+  static const bool on = env_enabled("VELA_GEMV_RING_EARLY");
   return on;
 }
 
@@ -36,6 +51,11 @@ void gemv_set_split(int parts, int cols) {
              "gemv_set_split: cols must be 0 (heuristic), 1 or 2, got ", cols);
   g_force_parts = parts;
   g_force_cols = cols;
+}
+
+void gemv_set_ring(int mode) {
+  VELA_CHECK(mode >= -1 && mode <= 1, "gemv_set_ring: mode must be -1, 0 or 1, got ", mode);
+  g_ring_mode = mode;
 }
 
 void gemv_set_max_grid(int blocks) {

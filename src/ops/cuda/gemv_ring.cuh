@@ -1,0 +1,304 @@
+// The one-row decode GEMV as a weight ring (sm_90; included by gemv_fused.cu and gemv.cu): the
+// same products and epilogues as gemv_kernel.cuh's kernel at M = 1, with the weights streamed by
+// the copy engine instead of by the warps.
+//
+// One block per SM owns a contiguous range of output units (a column, or for the pair epilogues a
+// gate / up pair or a rotary dimension pair) and walks it in stages of R units. Warp 0 issues each
+// stage's weight rows as bulk copies (cp.async.bulk, global -> shared, completing on the stage's
+// mbarrier) into a ring of S stage buffers (up to 96 KB), so a block keeps up to S stages of
+// loads in flight with no registers held for them. The first S stages are issued before
+// pdl_wait(): under programmatic dependent launch the ring fills while the previous kernel still
+// runs, and a GEMV whose share of the weight fits the ring (q|k|v and o at bench-1b's shapes) has
+// all of it in shared memory when its input arrives. The kernel then lets its dependent launch
+// at once (before its own wait, not after: `early_trigger`): with one ~100 KB block per SM two
+// ring GEMVs fit an SM, so the next GEMV's ring fills during this one. That is the point of the
+// design: the step's weight stream never waits for a kernel boundary (the register-streaming
+// kernel, capped at one block per SM to make room, kept too few loads in flight: session 29).
+//
+// Warps split each unit's K as the register kernel's W parts do (lane l of part p takes the
+// 16-byte chunks p * 32 + l + j * 32 * W), so a column's sum has that kernel's order at the same W;
+// here W depends on K alone (about 1.5 KB of a row per warp), so every form at one K sums alike
+// and the fused rotary GEMV gives the bits of the plain one plus the rotary op. The input row is
+// held in registers (up to 8 chunks per lane: K <= 2048 W), normalised first where the form has
+// the RMSNorm prologue (the block's sum of squares; round(x * rstd * w) as rms_norm stores it).
+#pragma once
+
+#include "ops/cuda/gemv_kernel.cuh"
+
+namespace vela::ops::cuda::gemv_detail {
+
+constexpr int kRingMaxStages = 8;
+constexpr size_t kRingBytes = 96 * 1024;  // the stage buffers of one block
+constexpr int kRingX = 8;                 // input chunks a lane holds (K <= 2048 * W)
+
+struct RingArgs {
+  GemvArgs g;
+  int stages;          // S: stage buffers in the ring (2..8)
+  bool early_trigger;  // pdl_launch_dependents() before pdl_wait() (VELA_GEMV_RING_EARLY)
+};
+
+// Warps per unit at row length k: about 1.5 KB of a bf16/f16 row per warp, 1..8.
+inline int ring_parts(int64_t k) {
+  const int64_t row_bytes = 2 * k;
+  int w = 1;
+  while (w < kGemvWarps && row_bytes / (2 * w) >= 1536) w *= 2;
+  return w;
+}
+
+__device__ __forceinline__ uint32_t ring_smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void ring_barrier_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(ring_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void ring_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ring_smem_addr(bar)),
+      "r"(bytes)
+      : "memory");
+}
+__device__ __forceinline__ void ring_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = ring_smem_addr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// `bytes` (a multiple of 16) from global `src` to shared `dst`, both 16-byte aligned, completing
+// on `bar`; the lines are marked first to leave L2 (weights are read once a step).
+__device__ __forceinline__ void ring_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                          uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;\n" ::"r"(ring_smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(ring_smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+#endif
+
+// Epilogue of unit u (row 0 of a): r0, r1 = the unit's one or two dot products.
+template <typename T, typename TC, GemvOut OUT>
+__device__ __forceinline__ void ring_store(const GemvArgs& args, int64_t u, float r0, float r1) {
+  if constexpr (OUT == GemvOut::kRotary) {
+    store_rotary<T>(args.rot, 0, u, to_float(from_float<T>(args.alpha * r0)),
+                    to_float(from_float<T>(args.alpha * r1)));
+  } else if constexpr (OUT == GemvOut::kSiluMul) {
+    const float g = to_float(from_float<T>(args.alpha * r0));
+    const float up = to_float(from_float<T>(args.alpha * r1));
+    static_cast<TC*>(args.c)[u] = from_float<TC>(g / (1.0f + expf(-g)) * up);
+  } else if constexpr (OUT == GemvOut::kAdd) {
+    TC* out = static_cast<TC*>(args.c) + u;
+    const float y = to_float(from_float<T>(args.alpha * r0));
+    *out = from_float<TC>(y + to_float(*out));
+  } else {
+    static_cast<TC*>(args.c)[u] = from_float<TC>(args.alpha * r0);
+  }
+}
+
+// W warps per unit, R = 8 / W units per stage.
+template <typename T, typename TC, int W, GemvIn IN, GemvOut OUT>
+static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(const RingArgs ra) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kPairs = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary;
+  constexpr int kRowsPerUnit = kPairs ? 2 : 1;
+  constexpr int R = kGemvWarps / W;
+  constexpr int kStageRows = R * kRowsPerUnit;  // stage row r = unit r % R, pair half r / R
+  static_assert(kStageRows <= 32, "a lane of warp 0 issues each row's copy");
+  extern __shared__ __align__(128) unsigned char ring_smem[];
+  __shared__ uint64_t full[kRingMaxStages];
+  __shared__ float partial[2][kGemvWarps][kRowsPerUnit];
+  __shared__ float red[32];
+  const GemvArgs& args = ra.g;
+  const int stages = ra.stages;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int unit = warp / W, part = warp % W;
+  const int64_t k = args.k, nv = k / kGemvVec, units = args.n;
+  const uint32_t row_bytes = static_cast<uint32_t>(k * sizeof(T));
+  const int64_t stage_elems = static_cast<int64_t>(kStageRows) * k;
+  T* ring = reinterpret_cast<T*>(ring_smem);
+  // This block's units [u0, u1), balanced to within one across the grid.
+  const int64_t u0 = units * blockIdx.x / gridDim.x, u1 = units * (blockIdx.x + 1) / gridDim.x;
+  const int n_stage = static_cast<int>((u1 - u0 + R - 1) / R);
+
+  uint64_t policy = 0;
+  if (warp == 0)
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  // Warp 0: stage i's rows into slot i % S (lane r issues stage row r).
+  auto issue = [&](int i) {
+    const int slot = i % stages;
+    const int64_t first = u0 + static_cast<int64_t>(i) * R;
+    const int nu = static_cast<int>(min(static_cast<int64_t>(R), u1 - first));
+    if (lane == 0) ring_expect(&full[slot], static_cast<uint32_t>(nu * kRowsPerUnit) * row_bytes);
+    __syncwarp();
+    const int j = lane % R, half = lane / R;
+    if (lane < kStageRows && j < nu) {
+      const int64_t row = kPairs ? pair_row<OUT>(args, first + j, half) : first + j;
+      ring_copy(ring + slot * stage_elems + static_cast<int64_t>(lane) * k,
+                static_cast<const T*>(args.w) + row * args.ldw, row_bytes, &full[slot], policy);
+    }
+  };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) ring_barrier_init(&full[s]);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == 0)
+    for (int i = 0; i < min(stages, n_stage); ++i) issue(i);
+  if (ra.early_trigger) pdl_launch_dependents();
+  pdl_wait();
+  if (!ra.early_trigger) pdl_launch_dependents();
+
+  // The input row: lane chunks c = part * 32 + lane + j * 32 * W, normalised where kRmsNorm.
+  const T* a = static_cast<const T*>(args.a);
+  uint4 xr[kRingX];
+#pragma unroll
+  for (int j = 0; j < kRingX; ++j) {
+    const int64_t c = part * 32 + lane + j * 32 * W;
+    if (c < nv) xr[j] = *reinterpret_cast<const uint4*>(a + c * kGemvVec);
+  }
+  if constexpr (IN == GemvIn::kRmsNorm) {
+    // Every chunk once: the sum over unit 0's warps.
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRingX; ++j) {
+      const int64_t c = part * 32 + lane + j * 32 * W;
+      if (unit == 0 && c < nv) {
+        float f[kGemvVec];
+        unpack16<T>(xr[j], f);
+#pragma unroll
+        for (int i = 0; i < kGemvVec; ++i) ss += f[i] * f[i];
+      }
+    }
+    const float rstd = rsqrtf(block_sum(ss, red) / static_cast<float>(k) + args.eps);
+#pragma unroll
+    for (int j = 0; j < kRingX; ++j) {
+      const int64_t c = part * 32 + lane + j * 32 * W;
+      if (c < nv) {
+        float f[kGemvVec], nwf[kGemvVec];
+        unpack16<T>(xr[j], f);
+        load_norm_w<T>(args, c * kGemvVec, nwf);
+#pragma unroll
+        for (int i = 0; i < kGemvVec; ++i) f[i] = f[i] * rstd * nwf[i];
+        xr[j] = pack16<T>(f);
+      }
+    }
+  }
+
+  for (int i = 0; i < n_stage; ++i) {
+    const int slot = i % stages;
+    ring_wait(&full[slot], static_cast<uint32_t>((i / stages) & 1));
+    const T* st = ring + slot * stage_elems;
+    const int64_t u = u0 + static_cast<int64_t>(i) * R + unit;
+    const bool live = u < u1;
+    float acc[kRowsPerUnit];
+#pragma unroll
+    for (int h = 0; h < kRowsPerUnit; ++h) acc[h] = 0.0f;
+    if (live) {
+#pragma unroll
+      for (int j = 0; j < kRingX; ++j) {
+        const int64_t c = part * 32 + lane + j * 32 * W;
+        if (c < nv) {
+          float xf[kGemvVec];
+          unpack16<T>(xr[j], xf);
+#pragma unroll
+          for (int h = 0; h < kRowsPerUnit; ++h) {
+            const uint4 wv =
+                *reinterpret_cast<const uint4*>(st + (h * R + unit) * k + c * kGemvVec);
+            float wf[kGemvVec];
+            unpack16<T>(wv, wf);
+#pragma unroll
+            for (int e = 0; e < kGemvVec; ++e) acc[h] += wf[e] * xf[e];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kRowsPerUnit; ++h) acc[h] = warp_sum(acc[h]);
+    if constexpr (W == 1) {
+      if (live && lane == 0) ring_store<T, TC, OUT>(args, u, acc[0], acc[kRowsPerUnit - 1]);
+    } else if (lane == 0) {
+#pragma unroll
+      for (int h = 0; h < kRowsPerUnit; ++h) partial[i & 1][warp][h] = acc[h];
+    }
+    // Every warp is done with the slot (and the partials are in): refill it.
+    __syncthreads();
+    if (warp == 0 && i + stages < n_stage) issue(i + stages);
+    if constexpr (W > 1) {
+      if (live && part == 0 && lane == 0) {
+        float res[kRowsPerUnit];
+#pragma unroll
+        for (int h = 0; h < kRowsPerUnit; ++h) {
+          res[h] = 0.0f;
+#pragma unroll
+          for (int p = 0; p < W; ++p) res[h] += partial[i & 1][warp + p][h];
+        }
+        ring_store<T, TC, OUT>(args, u, res[0], res[kRowsPerUnit - 1]);
+      }
+    }
+  }
+#else
+  __trap();  // launch_ring checks for sm_90
+#endif
+}
+
+// Whether the one-row GEMVs take the ring (sm_90+, VELA_GEMV_RING not "0", or the test
+// override), and whether it lets its dependent launch before its wait (VELA_GEMV_RING_EARLY).
+bool gemv_ring_enabled();
+bool gemv_ring_early();
+
+// Launches the ring form of the GEMV for args (args.m == 1); false (nothing launched) when it
+// does not take them: the SiLU*up input form, a row too long for the registers or the ring,
+// copies not 16-byte aligned.
+template <typename T, typename TC, GemvIn IN, GemvOut OUT>
+bool launch_ring(const GemvArgs& args) {
+  if constexpr (IN == GemvIn::kSiluMul) {
+    return false;
+  } else {
+    constexpr bool kPairs = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary;
+    if (args.m != 1 || !gemv_ring_enabled()) return false;
+    const int64_t k = args.k, nv = k / kGemvVec;
+    const int w = ring_parts(k), r = kGemvWarps / w;
+    if (nv > static_cast<int64_t>(kRingX) * 32 * w) return false;
+    if ((args.ldw * static_cast<int64_t>(sizeof(T))) % 16 != 0 || !is_aligned(args.w, 16) ||
+        !is_aligned(args.a, 16))
+      return false;
+    const size_t stage_bytes = static_cast<size_t>(r) * (kPairs ? 2 : 1) * k * sizeof(T);
+    const int stages = static_cast<int>(std::min<size_t>(kRingMaxStages, kRingBytes / stage_bytes));
+    if (stages < 2) return false;
+    const RingArgs ra{args, stages, gemv_ring_early()};
+    const size_t smem = static_cast<size_t>(stages) * stage_bytes;
+    int64_t grid = std::min<int64_t>(n_sms(), args.n);
+    if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)
+      grid = std::min<int64_t>(grid, cap);
+    auto go = [&](auto kernel) {
+      opt_in_smem(kernel, smem);
+      launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);
+    };
+    switch (w) {
+      case 1:
+        go(gemv_ring_kernel<T, TC, 1, IN, OUT>);
+        break;
+      case 2:
+        go(gemv_ring_kernel<T, TC, 2, IN, OUT>);
+        break;
+      case 4:
+        go(gemv_ring_kernel<T, TC, 4, IN, OUT>);
+        break;
+      default:
+        go(gemv_ring_kernel<T, TC, 8, IN, OUT>);
+        break;
+    }
+    return true;
+  }
+}
+
+}  // namespace vela::ops::cuda::gemv_detail

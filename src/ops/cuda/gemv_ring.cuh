@@ -33,7 +33,7 @@ constexpr int kRingX = 8;                 // input chunks a lane holds (K <= 204
 
 struct RingArgs {
   GemvArgs g;
-  int stages;          // S: stage buffers in the ring (2..8)
+  int stages;          // S: stage buffers in the ring (1..8)
   bool early_trigger;  // pdl_launch_dependents() before pdl_wait() (VELA_GEMV_RING_EARLY)
 };
 
@@ -272,13 +272,16 @@ bool launch_ring(const GemvArgs& args) {
         !is_aligned(args.a, 16))
       return false;
     const size_t stage_bytes = static_cast<size_t>(r) * (kPairs ? 2 : 1) * k * sizeof(T);
-    const int stages = static_cast<int>(std::min<size_t>(kRingMaxStages, kRingBytes / stage_bytes));
+    int stages = static_cast<int>(std::min<size_t>(kRingMaxStages, kRingBytes / stage_bytes));
     if (stages < 2) return false;
-    const RingArgs ra{args, stages, gemv_ring_early()};
-    const size_t smem = static_cast<size_t>(stages) * stage_bytes;
     int64_t grid = std::min<int64_t>(n_sms(), args.n);
     if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)
       grid = std::min<int64_t>(grid, cap);
+    // No more buffers than a block has stages (q|k|v and o at bench-1b's shapes: 2 and 3), so
+    // the shared memory left over takes the kernels launched beside it.
+    stages = static_cast<int>(std::min<int64_t>(stages, ceil_div(ceil_div(args.n, grid), r)));
+    const RingArgs ra{args, stages, gemv_ring_early()};
+    const size_t smem = static_cast<size_t>(stages) * stage_bytes;
     auto go = [&](auto kernel) {
       opt_in_smem(kernel, smem);
       launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include "ops/cuda/gemv_kernel.cuh"
+#include "ops/cuda/tma.cuh"
 
 namespace vela::ops::cuda::gemv_detail {
 
@@ -44,45 +45,6 @@ inline int ring_parts(int64_t k) {
   while (w < kGemvWarps && row_bytes / (2 * w) >= 1536) w *= 2;
   return w;
 }
-
-__device__ __forceinline__ uint32_t ring_smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void ring_barrier_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(ring_smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void ring_expect(uint64_t* bar, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ring_smem_addr(bar)),
-      "r"(bytes)
-      : "memory");
-}
-__device__ __forceinline__ void ring_wait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = ring_smem_addr(bar);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// `bytes` (a multiple of 16) from global `src` to shared `dst`, both 16-byte aligned, completing
-// on `bar`; the lines are marked first to leave L2 (weights are read once a step).
-__device__ __forceinline__ void ring_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                          uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1], %2, [%3], %4;\n" ::"r"(ring_smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(ring_smem_addr(bar)), "l"(policy)
-      : "memory");
-}
-#endif
 
 // Epilogue of unit u (row 0 of a): r0, r1 = the unit's one or two dot products.
 template <typename T, typename TC, GemvOut OUT>
@@ -129,26 +91,26 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
   const int n_stage = static_cast<int>((u1 - u0 + R - 1) / R);
 
   uint64_t policy = 0;
-  if (warp == 0)
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  if (warp == 0) policy = tma::evict_first_policy();
   // Warp 0: stage i's rows into slot i % S (lane r issues stage row r).
   auto issue = [&](int i) {
     const int slot = i % stages;
     const int64_t first = u0 + static_cast<int64_t>(i) * R;
     const int nu = static_cast<int>(min(static_cast<int64_t>(R), u1 - first));
-    if (lane == 0) ring_expect(&full[slot], static_cast<uint32_t>(nu * kRowsPerUnit) * row_bytes);
+    if (lane == 0)
+      tma::arrive_expect_tx(&full[slot], static_cast<uint32_t>(nu * kRowsPerUnit) * row_bytes);
     __syncwarp();
     const int j = lane % R, half = lane / R;
     if (lane < kStageRows && j < nu) {
       const int64_t row = kPairs ? pair_row<OUT>(args, first + j, half) : first + j;
-      ring_copy(ring + slot * stage_elems + static_cast<int64_t>(lane) * k,
-                static_cast<const T*>(args.w) + row * args.ldw, row_bytes, &full[slot], policy);
+      tma::load_1d(ring + slot * stage_elems + static_cast<int64_t>(lane) * k,
+                   static_cast<const T*>(args.w) + row * args.ldw, row_bytes, &full[slot], policy);
     }
   };
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) ring_barrier_init(&full[s]);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int s = 0; s < stages; ++s) tma::barrier_init(&full[s], 1);
+    tma::fence_barrier_init();
   }
   __syncthreads();
   if (warp == 0)
@@ -195,7 +157,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 
   for (int i = 0; i < n_stage; ++i) {
     const int slot = i % stages;
-    ring_wait(&full[slot], static_cast<uint32_t>((i / stages) & 1));
+    tma::wait(&full[slot], static_cast<uint32_t>((i / stages) & 1));
     const T* st = ring + slot * stage_elems;
     const int64_t u = u0 + static_cast<int64_t>(i) * R + unit;
     const bool live = u < u1;

@@ -1,7 +1,8 @@
-// Hopper tensor memory access (TMA, sm_90) for the kernels of the vela_sm90a object library: the
+// Hopper tensor memory access (TMA, sm_90) for the kernels of the vela_sm90a object library and
+// the one-row GEMV's weight ring (gemv_ring.cuh, which calls these under __CUDA_ARCH__ >= 900): the
 // host-side encoding of a 2-D tensor map (cuTensorMapEncodeTiled, reached through the runtime's
 // driver entry point, so nothing links libcuda), and on the device the mbarrier a stage's copies
-// complete on and the 2-D tile copy global -> shared.
+// complete on, the 2-D tile copy and the plain bulk copy global -> shared.
 //
 // A map describes a row-major [rows, cols] matrix of 16-bit elements (row stride `ld` elements, a
 // multiple of 8; base 16-byte aligned) read in boxes of box_rows x 64 elements (one 128-byte row
@@ -104,6 +105,22 @@ __device__ __forceinline__ void load_2d(void* dst, const CUtensorMap* map, int c
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(smem_addr(bar))
+      : "memory");
+}
+// L2 policy for data read once (the decode GEMV's weights): first to leave.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+// `bytes` (a multiple of 16) from global `src` to shared `dst`, both 16-byte aligned, completing
+// on `bar`, under the L2 `policy` (a plain bulk copy: no tensor map).
+__device__ __forceinline__ void load_1d(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                        uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;\n" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
 }
 // Brings a map's descriptor into the cache before its first copy.

@@ -123,7 +123,7 @@ fi
 if has ring; then
   # The one-row GEMVs on the weight ring or the register kernel, and the ring's early trigger.
   ab_runs ring VELA_GEMV_RING "1 0" decode1k,decode8k,decode32k "${RING_ROUNDS:-2}"
-  ab_runs ring_early VELA_GEMV_RING_EARLY "1 0" decode1k,decode32k "${RING_ROUNDS:-2}"
+  VELA_GEMV_RING=1 ab_runs ring_early VELA_GEMV_RING_EARLY "1 0" decode1k,decode32k "${RING_ROUNDS:-2}"
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

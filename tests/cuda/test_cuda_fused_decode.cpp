@@ -686,32 +686,38 @@ void expect_same_greedy(const std::vector<RequestResult>& xs, const std::vector<
 // bf16 engines with the fused decode path on and off: the same greedy tokens, logprobs within
 // bf16 noise (the fused GEMVs sum in another order).
 TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
-  for (const char* name : {"llama_gqa", "qwen3_qknorm", "llama_hd80_mha", "qwen3_hd256"}) {
-    SCOPED_TRACE(name);
-    const std::string dir = fixture(name);
-    const Request r = greedy_reference_request(dir);
-    EngineConfig cfg;
-    cfg.max_ctx = 64;
-    cfg.max_seqs = 4;
-    Transformer fused_model = Transformer::load(dir, DType::kBF16, gpu());
-    Transformer plain_model = Transformer::load(dir, DType::kBF16, gpu());
-    plain_model.fused_decode = false;
-    fused_model.fused_batch = plain_model.fused_batch = false;  // (FusedBatchEngine...)
-    Engine fused(std::move(fused_model), nullptr, cfg);
-    Engine plain(std::move(plain_model), nullptr, cfg);
-    // One request at a time: the fused blocks run single-row steps (batch-1 decode).
-    std::vector<Request> reqs = {r, r};
-    reqs[1].prompt.resize(reqs[1].prompt.size() / 2);
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      const Completion x = fused.generate({reqs[i]})[0].completions[0];
-      const Completion y = plain.generate({reqs[i]})[0].completions[0];
-      EXPECT_EQ(x.tokens.size(), 12u) << "request " << i;
-      EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
-      for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
-        EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
-            << "request " << i << " token " << t;
+  struct Reset {
+    ~Reset() { ops::cuda::gemv_set_ring(-1); }
+  } reset;
+  // The one-row GEMVs on the register kernel and on the weight ring (sm_90).
+  for (const char* name : {"llama_gqa", "qwen3_qknorm", "llama_hd80_mha", "qwen3_hd256"})
+    for (int ring : {0, 1}) {
+      SCOPED_TRACE(std::string(name) + (ring ? " ring" : " regs"));
+      ops::cuda::gemv_set_ring(ring);
+      const std::string dir = fixture(name);
+      const Request r = greedy_reference_request(dir);
+      EngineConfig cfg;
+      cfg.max_ctx = 64;
+      cfg.max_seqs = 4;
+      Transformer fused_model = Transformer::load(dir, DType::kBF16, gpu());
+      Transformer plain_model = Transformer::load(dir, DType::kBF16, gpu());
+      plain_model.fused_decode = false;
+      fused_model.fused_batch = plain_model.fused_batch = false;  // (FusedBatchEngine...)
+      Engine fused(std::move(fused_model), nullptr, cfg);
+      Engine plain(std::move(plain_model), nullptr, cfg);
+      // One request at a time: the fused blocks run single-row steps (batch-1 decode).
+      std::vector<Request> reqs = {r, r};
+      reqs[1].prompt.resize(reqs[1].prompt.size() / 2);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        const Completion x = fused.generate({reqs[i]})[0].completions[0];
+        const Completion y = plain.generate({reqs[i]})[0].completions[0];
+        EXPECT_EQ(x.tokens.size(), 12u) << "request " << i;
+        EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
+        for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
+          EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
+              << "request " << i << " token " << t;
+      }
     }
-  }
 }
 
 // Multi-row steps (batched decode, prefill) with the fused q|k|v GEMM + qkv_rotary_kv_write
@@ -908,7 +914,7 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
                     r.name, parts, cols, us, r.bytes / us / 1e3);
       }
       ops::cuda::gemv_set_split(0, 0);
-      ops::cuda::gemv_set_ring(-1);
+      ops::cuda::gemv_set_ring(1);
       if (m == 1) {
         const double us = graph_us(r.f, r.bytes > 1e8 ? 4 : 24);
         std::printf("B=%lld %-36s ring      %8.2f us %8.0f GB/s\n", static_cast<long long>(m),
@@ -916,9 +922,9 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
       }
     }
     // One layer's 4 fused GEMVs back to back (what the graph replays, minus attention), on the
-    // register kernel and (one row, the default) the weight ring.
-    for (int ring : {0, -1}) {
-      if (m > 1 && ring == -1) continue;
+    // register kernel and (one row) the weight ring.
+    for (int ring : {0, 1}) {
+      if (m > 1 && ring == 1) continue;
       ops::cuda::gemv_set_ring(ring);
       const char* kind = ring == 0 ? "regs" : "ring";
       const double layer = graph_us([&] {

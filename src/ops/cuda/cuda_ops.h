@@ -104,8 +104,8 @@ bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
 // 1/2, the latter at one row only); 0 = the shape heuristic.
 void gemv_set_split(int parts, int cols);
-// Tests and benchmarks: one-row GEMVs on the weight ring (1), on the register kernel (0), or as
-// VELA_GEMV_RING says (-1, the default).
+// Tests and benchmarks: one-row GEMVs on the weight ring (1, sm_90+), on the register kernel (0),
+// or as VELA_GEMV_RING says (-1, the default; the ring is opt-in).
 void gemv_set_ring(int mode);
 // Tests: cap every GEMV grid at `blocks` (each block then takes many column groups, the
 // persistent path); 0 = the resident blocks.

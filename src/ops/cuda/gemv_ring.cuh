@@ -212,8 +212,9 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 #endif
 }
 
-// Whether the one-row GEMVs take the ring (sm_90+, VELA_GEMV_RING not "0", or the test
-// override), and whether it lets its dependent launch before its wait (VELA_GEMV_RING_EARLY).
+// Whether the one-row GEMVs take the ring (sm_90+ and VELA_GEMV_RING=1, or the test override;
+// off by default until it has run on a GPU), and whether it lets its dependent launch before its
+// wait (VELA_GEMV_RING_EARLY, on unless "0").
 bool gemv_ring_enabled();
 bool gemv_ring_early();
 

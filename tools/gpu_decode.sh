@@ -4,7 +4,7 @@
 # (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off, PDL off, the
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and an nsys kernel
 # summary of decode at 1K context when nsys exists; and, not in the default, `ring` (one-row
-# GEMVs on the weight ring or not, its early trigger or not), `patch` (the request
+# GEMVs on the weight ring or not, its early trigger or not, its buffer size), `patch` (the request
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
 # stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
@@ -124,6 +124,7 @@ if has ring; then
   # The one-row GEMVs on the weight ring or the register kernel, and the ring's early trigger.
   ab_runs ring VELA_GEMV_RING "1 0" decode1k,decode8k,decode32k "${RING_ROUNDS:-2}"
   VELA_GEMV_RING=1 ab_runs ring_early VELA_GEMV_RING_EARLY "1 0" decode1k,decode32k "${RING_ROUNDS:-2}"
+  VELA_GEMV_RING=1 ab_runs ring_kb VELA_GEMV_RING_KB "96 48 160" decode1k,decode32k "${RING_ROUNDS:-2}"
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

@@ -31,6 +31,12 @@ bool gemv_ring_early() {
   return on;
 }
 
+size_t gemv_ring_bytes() {
+  static const size_t bytes =
+      static_cast<size_t>(env_int("VELA_GEMV_RING_KB", kRingBytes / 1024, 16, 200)) * 1024;
+  return bytes;
+}
+
 }  // namespace gemv_detail
 
 using namespace gemv_detail;

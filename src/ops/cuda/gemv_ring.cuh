@@ -29,7 +29,7 @@
 namespace vela::ops::cuda::gemv_detail {
 
 constexpr int kRingMaxStages = 8;
-constexpr size_t kRingBytes = 96 * 1024;  // the stage buffers of one block
+constexpr size_t kRingBytes = 96 * 1024;  // the stage buffers of one block (VELA_GEMV_RING_KB)
 constexpr int kRingX = 8;                 // input chunks a lane holds (K <= 2048 * W)
 
 struct RingArgs {
@@ -217,6 +217,9 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 // wait (VELA_GEMV_RING_EARLY, on unless "0").
 bool gemv_ring_enabled();
 bool gemv_ring_early();
+// The stage buffers' bytes a block may take: kRingBytes, or VELA_GEMV_RING_KB (16..200) for the
+// A/B of co-residency (two 96 KB rings fit an SM, one 160 KB ring does not).
+size_t gemv_ring_bytes();
 
 // Launches the ring form of the GEMV for args (args.m == 1); false (nothing launched) when it
 // does not take them: the SiLU*up input form, a row too long for the registers or the ring,
@@ -235,7 +238,8 @@ bool launch_ring(const GemvArgs& args) {
         !is_aligned(args.a, 16))
       return false;
     const size_t stage_bytes = static_cast<size_t>(r) * (kPairs ? 2 : 1) * k * sizeof(T);
-    int stages = static_cast<int>(std::min<size_t>(kRingMaxStages, kRingBytes / stage_bytes));
+    int stages =
+        static_cast<int>(std::min<size_t>(kRingMaxStages, gemv_ring_bytes() / stage_bytes));
     if (stages < 2) return false;
     int64_t grid = std::min<int64_t>(n_sms(), args.n);
     if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)

@@ -60,6 +60,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
   VELA_DISPATCH(c.device(), gemm, a, b, c, trans_a, trans_b, alpha, beta);
 }
 
+bool cpu_bf16_native() { return cpu::bf16_native(); }
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   check_defined("matmul", "a", a);
   check_defined("matmul", "b", b);

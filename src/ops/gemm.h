@@ -19,6 +19,12 @@ namespace vela::ops {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a = false, bool trans_b = false,
           float alpha = 1.0f, float beta = 0.0f);
 
+// Whether the CPU backend multiplies bf16 natively on this machine: built with AVX-512 BF16
+// (VELA_NATIVE on such a CPU) and running on a CPU that has it. bf16 weights then stream at half
+// of f32's bytes through the vdpbf16ps / AMX kernels, and `--dtype auto` keeps a bf16 checkpoint
+// in bf16 on the CPU (cli/model_dtype.h); elsewhere bf16 GEMMs convert panels to f32 for OpenBLAS.
+bool cpu_bf16_native();
+
 // Convenience: returns a new c = op(a) @ op(b) of dtype `out_dtype` (default: a's dtype).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 

@@ -74,6 +74,14 @@ assert r["choices"][0]["finish_reason"] == "stop", r["choices"][0]
 assert r["usage"]["completion_tokens"] <= 4, r["usage"]
 PY
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
+# --dtype auto on the CPU: the bf16 checkpoint stays bf16 where this build and the CPU multiply bf16
+# natively (AVX-512 BF16, as `vela info` reports), f32 elsewhere; the start-up line says which.
+want=$("$VELA" info --json | python3 -c 'import json, sys
+i = json.load(sys.stdin)
+native = "avx512bf16" in i["build"]["compiled_cpu_features"] and i["cpu"]["features"]["avx512bf16"]
+print("bf16" if native else "f32")')
+grep -q "vela-demo ($want on cpu)" "$dir/serve.log" ||
+  { echo "expected the demo served in $want on the CPU:"; head -3 "$dir/serve.log"; exit 1; }
 
 # Held-out accuracy by `vela eval` vs the model card's numbers (README).
 for task in book novel; do

@@ -34,12 +34,13 @@ assert len(lines[1]["choices"]) == 2 and len(lines[1]["logprobs"]) == 4
 print("generate --batch: results in input order")
 PY
 
-# --dtype auto (the default) computes in f32 on the CPU: the same tokens as --dtype f32.
+# --dtype auto (the default) computes an f32 checkpoint in f32 on the CPU: the same tokens as
+# --dtype f32 (a bf16 checkpoint's rule is checked by test_demo_model.sh).
 for dt in auto f32; do
   got=$("$VELA" generate --model "$M" --prompt-ids "$PROMPT" --max-tokens 8 --ignore-eos --json --dtype $dt)
   python3 -c "import json,sys; assert json.loads(sys.argv[1])['tokens'] == json.loads(sys.argv[2]), sys.argv[1]" "$got" "$EXPECT"
 done
-echo "generate --dtype auto: f32 on the CPU"
+echo "generate --dtype auto: an f32 checkpoint in f32 on the CPU"
 
 # Bad input: clear errors, exit code 1, no crash.
 for args in "--prompt-ids 1,x" "--prompt-ids 1,999" "--prompt hello" "--prompt-ids 1 --temperature -1" \

@@ -11,6 +11,8 @@ namespace vela::ops::cpu {
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
           float beta);
+// ops::cpu_bf16_native (gemm.cpp): the bf16 GEMM kernels are compiled in and the CPU runs them.
+bool bf16_native();
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void mul(const Tensor& a, const Tensor& b, Tensor& out);
 void scale(const Tensor& x, float s, Tensor& out);

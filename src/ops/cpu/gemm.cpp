@@ -627,6 +627,15 @@ void gemm_typed(const Tensor& a, const Tensor& b, Tensor& c, Dims d) {
 
 }  // namespace
 
+bool bf16_native() {
+#if defined(__AVX512BF16__)
+  static const bool on = __builtin_cpu_supports("avx512bf16");
+  return on;
+#else
+  return false;
+#endif
+}
+
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha,
           float beta) {
   Dims d{c.size(-2), c.size(-1), trans_a ? a.size(-2) : a.size(-1), trans_a, trans_b, alpha, beta};

@@ -7,6 +7,7 @@
 // Softmax in fp32, sums in double.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
@@ -169,6 +170,115 @@ bool attend_one_query_fast(const float*, int64_t, int64_t, int64_t, KeyFn, ValFn
 constexpr int64_t kQueryBlock = 16;  // query tokens of one sequence per paged block item
 constexpr int64_t kKeyBlock = 64;    // keys per score tile (K^T[i][p0 .. p0 + 64) stays in L1)
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// The query block's two inner products with their accumulators in registers (the loops below them
+// in attend_query_block keep theirs in memory, one load and store per multiply-add, and left
+// prefill at 1024 tokens 2.3x slower per token than at 128). Each sum runs in the same order as
+// those loops, as fused multiply-adds as they compile, so the results are the same bits.
+
+// Scores of NR query rows (q rows of d floats) against the 64 keys p0 .. p0 + 63 of K^T [d, ld]:
+// acc[j][pp] = sum over i of q[j][i] * kt[i][p0 + pp], in i order.
+template <int NR>
+void score_tile64(const float* q, int64_t d, const float* kt, int64_t ld, int64_t p0,
+                  float (*acc)[kKeyBlock]) {
+  __m512 a[NR][4];
+  for (int j = 0; j < NR; ++j)
+    for (int c = 0; c < 4; ++c) a[j][c] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < d; ++i) {
+    const float* kr = kt + i * ld + p0;
+    __m512 k[4];
+    for (int c = 0; c < 4; ++c) k[c] = _mm512_loadu_ps(kr + 16 * c);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 qv = _mm512_set1_ps(q[j * d + i]);
+      for (int c = 0; c < 4; ++c) a[j][c] = _mm512_fmadd_ps(qv, k[c], a[j][c]);
+    }
+  }
+  for (int j = 0; j < NR; ++j)
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[j] + 16 * c, a[j][c]);
+}
+
+inline void score_tile64(int nr, const float* q, int64_t d, const float* kt, int64_t ld, int64_t p0,
+                         float (*acc)[kKeyBlock]) {
+  switch (nr) {
+    case 1:
+      return score_tile64<1>(q, d, kt, ld, p0, acc);
+    case 2:
+      return score_tile64<2>(q, d, kt, ld, p0, acc);
+    case 3:
+      return score_tile64<3>(q, d, kt, ld, p0, acc);
+    default:
+      return score_tile64<4>(q, d, kt, ld, p0, acc);
+  }
+}
+
+// One output row, opaque to the optimizer (noipa: not inlined, not cloned for a constant
+// length): GCC 12 warns spuriously about store_f32's loops (its intrinsics'
+// "uninitialized" operands, an "undefined" iteration count) when it inlines them with the
+// constant head dim below.
+template <typename T>
+[[gnu::noipa]] void store_row(const float* src, T* dst, int64_t n) {
+  store_f32(src, dst, n);
+}
+
+// P @ V of query rows r0 .. r0 + nr - 1 (nr <= RC = 16 / D16) with the head dim in D16 registers:
+// row r sums P[r][p] * V[p] over its visible keys p < first_pos + r / n_rep + 1, in p order.
+template <int D16, typename OutFn>
+void pv_rows(const float* sc, int64_t n_keys, const float* vf, int64_t r0, int64_t nr,
+             int64_t first_pos, int64_t n_rep, OutFn out) {
+  constexpr int64_t d = 16 * D16, RC = D16 >= 16 ? 1 : 16 / D16;
+  __m512 acc[RC][D16];
+  for (int64_t j = 0; j < RC; ++j)
+    for (int v = 0; v < D16; ++v) acc[j][v] = _mm512_setzero_ps();
+  const int64_t all = first_pos + r0 / n_rep + 1;             // every row of the group sees these
+  const int64_t any = first_pos + (r0 + nr - 1) / n_rep + 1;  // the group's last row sees these
+  for (int64_t p = 0; p < any; ++p) {
+    const float* vp = vf + p * d;
+    __m512 vv[D16];
+    for (int v = 0; v < D16; ++v) vv[v] = _mm512_loadu_ps(vp + 16 * v);
+    for (int64_t j = 0; j < nr; ++j) {
+      if (p >= all && p >= first_pos + (r0 + j) / n_rep + 1) continue;  // past this row's keys
+      const __m512 w = _mm512_set1_ps(sc[(r0 + j) * n_keys + p]);
+      for (int v = 0; v < D16; ++v) acc[j][v] = _mm512_fmadd_ps(w, vv[v], acc[j][v]);
+    }
+  }
+  alignas(64) float row[d];
+  for (int64_t j = 0; j < nr; ++j) {
+    for (int v = 0; v < D16; ++v) _mm512_store_ps(row + 16 * v, acc[j][v]);
+    store_row(row, out(r0 + j), d);
+  }
+}
+
+// P @ V of every query row with pv_rows where the head dim has a register layout (32, 64, 80, 96,
+// 128, 256); false for the rest.
+template <typename OutFn>
+bool pv_all_rows(const float* sc, int64_t rows, int64_t n_keys, const float* vf, int64_t d,
+                 int64_t first_pos, int64_t n_rep, OutFn out) {
+  auto run = [&](auto d16) {
+    constexpr int D16 = decltype(d16)::value;
+    constexpr int64_t RC = D16 >= 16 ? 1 : 16 / D16;
+    for (int64_t r0 = 0; r0 < rows; r0 += RC)
+      pv_rows<D16>(sc, n_keys, vf, r0, std::min(RC, rows - r0), first_pos, n_rep, out);
+    return true;
+  };
+  switch (d) {
+    case 32:
+      return run(std::integral_constant<int, 2>{});
+    case 64:
+      return run(std::integral_constant<int, 4>{});
+    case 80:
+      return run(std::integral_constant<int, 5>{});
+    case 96:
+      return run(std::integral_constant<int, 6>{});
+    case 128:
+      return run(std::integral_constant<int, 8>{});
+    case 256:
+      return run(std::integral_constant<int, 16>{});
+    default:
+      return false;
+  }
+}
+#endif
+
 // Attends the f32 query rows q [rows = n_q * n_rep, d] (row r: query token r / n_rep, which sees
 // keys 0 .. first_pos + r / n_rep) to keys / values 0 .. first_pos + n_q - 1 given by key(p) /
 // value(p), writing row r to out(r) (d elements of T). Same math as attend(): fp32 scores and
@@ -191,12 +301,19 @@ void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, i
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
       const int64_t nr = std::min<int64_t>(4, rows - r0);
       float acc[4][kKeyBlock] = {};
-      for (int64_t i = 0; i < d; ++i) {
-        const float* kr = kt + i * n_keys + p0;
-        for (int64_t j = 0; j < nr; ++j) {
-          const float qv = q[(r0 + j) * d + i];
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+      if (np == kKeyBlock) {
+        score_tile64(static_cast<int>(nr), q + r0 * d, d, kt, n_keys, p0, acc);
+      } else
+#endif
+      {
+        for (int64_t i = 0; i < d; ++i) {
+          const float* kr = kt + i * n_keys + p0;
+          for (int64_t j = 0; j < nr; ++j) {
+            const float qv = q[(r0 + j) * d + i];
 #pragma omp simd
-          for (int64_t pp = 0; pp < np; ++pp) acc[j][pp] += qv * kr[pp];
+            for (int64_t pp = 0; pp < np; ++pp) acc[j][pp] += qv * kr[pp];
+          }
         }
       }
       for (int64_t j = 0; j < nr; ++j) {
@@ -215,6 +332,9 @@ void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, i
     const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
     for (int64_t p = 0; p < visible; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
   }
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (pv_all_rows(sc, rows, n_keys, vf, d, first_pos, n_rep, out)) return;
+#endif
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int64_t nr = std::min<int64_t>(4, rows - r0);
     float* acc = tmp + d;

@@ -7,9 +7,9 @@
 // row slices of a bigger matrix work). CPU: OpenBLAS (bf16/f16 inputs converted in panels);
 // CUDA: cuBLASLt with the algorithm choice cached per shape, except a @ b^T of a few bf16/f16 rows
 // (1..2: the GEMV, 3..64 on sm_90: the wgmma GEMM, 3..8 elsewhere: the skinny GEMM). Those
-// kernels start reading b before the kernel launched just before them has finished
-// (programmatic dependent launch), so b must not be that kernel's output: weights, as in every
-// current caller.
+// kernels start reading b before the kernels launched before them have finished (programmatic
+// dependent launch, pdl.cuh), so b must not be written by a kernel still in flight: weights, as in
+// every current caller.
 #pragma once
 
 #include "core/tensor.h"

@@ -160,10 +160,13 @@ TEST_F(CudaFusedDecodeTest, PersistentGroupsGiveTheSameBits) {
 
 // The one-row GEMVs on the weight ring (gemv_ring.cuh) against the register kernel and the CPU
 // twins: the four fused forms at bench-1b's shapes, rows long enough for 8 chunks a lane (K =
-// 16384, 3 stages) and too long for the ring (K = 20000: the register kernel takes it), a grid of
-// 2 blocks (the ring wraps many times); and a two-layer chain of the decode block's GEMVs (each
-// lets the next launch before its own wait) as a CUDA graph, replayed: the same bits as eager.
+// 16384, 3 stages; the pair form falls back there) and too long for the ring (K = 20000: the
+// register kernel takes it), W = 1 / 2 / 4 / 8 (K = 512 / 1536 / 4096 / 6912), a grid of 2 blocks
+// (the ring wraps many times), with the ring's launches counted; and a two-layer chain of the
+// decode block's GEMVs (each lets the next launch before its own wait) against the register
+// kernel and as a CUDA graph, replayed: the same bits as eager.
 TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
+  if (cuda::device_properties().major < 9) GTEST_SKIP() << "the weight ring needs sm_90";
   struct Reset {
     ~Reset() {
       ops::cuda::gemv_set_ring(-1);
@@ -175,7 +178,9 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
                       {1536, 6912},
                       {300, 16384},
                       {40, 20000},
-                      {6912, 1536}}) {
+                      {6912, 1536},
+                      {700, 512},
+                      {500, 4096}}) {
     for (int cap : {0, 2}) {
       const std::string what =
           "n" + std::to_string(n) + " k" + std::to_string(k) + " cap" + std::to_string(cap);
@@ -200,7 +205,14 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
         for (Tensor* t : {&normed, &act, &r, &logits}) outs.push_back(t->to(Device::cpu()));
         return outs;
       };
-      const std::vector<Tensor> ring = run(1), regs = run(0);
+      const int64_t launches0 = ops::cuda::gemv_ring_launches();
+      const std::vector<Tensor> ring = run(1);
+      const int64_t ring_launches = ops::cuda::gemv_ring_launches() - launches0;
+      // Every form on the ring; at K = 16384 the SiLU * up pairs (64 KB a stage) fall back, at
+      // K = 20000 everything does.
+      EXPECT_EQ(ring_launches, k == 20000 ? 0 : k == 16384 ? 3 : 4);
+      const std::vector<Tensor> regs = run(0);
+      EXPECT_EQ(ops::cuda::gemv_ring_launches() - launches0, ring_launches);
       Tensor want_n = Tensor::empty({1, n}, dt), want_a = want_n.clone(), want_r = r0.clone();
       Tensor want_l = Tensor::empty({1, n}, DType::kF32);
       ops::rms_norm_gemm(x, nw, 1e-5f, w, want_n);
@@ -216,8 +228,10 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
     }
   }
 
-  // The decode block's chain at bench-1b's shapes, two layers, eager and as a replayed graph.
-  ops::cuda::gemv_set_ring(1);
+  // The decode block's chain at bench-1b's shapes, two layers, on the register kernel, then on
+  // the ring eagerly and as a replayed graph (the resident grid: each block's share of q|k|v and
+  // o fits its ring).
+  ops::cuda::gemv_set_max_grid(0);
   const int64_t hidden = 1536, inter = 6912, h = 24, hkv = 4, d = 64;
   Tensor w_qkv = test::random_cpu({(h + 2 * hkv) * d, hidden}, dt, 11, -0.05, 0.05).to(gpu());
   Tensor w_o = test::random_cpu({hidden, hidden}, dt, 12, -0.05, 0.05).to(gpu());
@@ -241,10 +255,22 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
       ops::gemm_add(act, w_down, resid);
     }
   };
+  auto outputs = [&] {
+    return std::vector<Tensor>{resid.to(Device::cpu()), q.to(Device::cpu()), kc.to(Device::cpu()),
+                               vc.to(Device::cpu()), act.to(Device::cpu())};
+  };
+  ops::cuda::gemv_set_ring(0);
   chain();
-  const std::vector<Tensor> eager = {resid.to(Device::cpu()), q.to(Device::cpu()),
-                                     kc.to(Device::cpu()), vc.to(Device::cpu()),
-                                     act.to(Device::cpu())};
+  const std::vector<Tensor> regs = outputs();
+  ops::cuda::gemv_set_ring(1);
+  resid.copy_(resid0);
+  const int64_t launches0 = ops::cuda::gemv_ring_launches();
+  chain();
+  EXPECT_EQ(ops::cuda::gemv_ring_launches() - launches0, 8);
+  const std::vector<Tensor> eager = outputs();
+  // Two layers of bf16 roundings in another summation order: close, not equal.
+  for (size_t i = 0; i < eager.size(); ++i)
+    test::expect_close(eager[i], regs[i], {0.05, 0.05}, "chain output " + std::to_string(i));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   {
@@ -576,7 +602,10 @@ TEST_F(CudaFusedDecodeTest, NormPieceGemmsMatchUnfused) {
 // grid capped at 3 blocks, and partial rotary (the unfused fallback inside the op).
 TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
   struct CapReset {
-    ~CapReset() { ops::cuda::gemv_set_max_grid(0); }
+    ~CapReset() {
+      ops::cuda::gemv_set_max_grid(0);
+      ops::cuda::gemv_set_ring(-1);
+    }
   } reset;
   struct Case {
     int64_t n_heads, n_kv, d, rotary_dim;
@@ -589,13 +618,18 @@ TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
   for (DType dt : test::kCudaFloatDTypes) {
     for (const Case& c : cases) {
       for (int64_t m : {1, 2, 3, 8, 9}) {
-        for (int cap : {0, 3}) {
+        for (int cap_ring : {0, 1, 2, 3}) {
+          // cap 0 / 3 blocks, each with the one-row GEMVs on the register kernel and the ring.
+          const int cap = cap_ring / 2 == 0 ? 0 : 3, ring = cap_ring % 2;
+          if (ring == 1 && m != 1) continue;
           const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) + " H" +
                                    std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
                                    " d" + std::to_string(c.d) + " rot" +
-                                   std::to_string(c.rotary_dim) + " cap" + std::to_string(cap);
+                                   std::to_string(c.rotary_dim) + " cap" + std::to_string(cap) +
+                                   (ring ? " ring" : "");
           SCOPED_TRACE(what);
           ops::cuda::gemv_set_max_grid(cap);
+          ops::cuda::gemv_set_ring(ring);
           rc.rotary_dim = c.rotary_dim;
           Tensor table = ops::make_rope_table(rc, 512);
           const int64_t width = (c.n_heads + 2 * c.n_kv) * c.d, n_slots = 2 * m + 3;

@@ -38,7 +38,7 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sm_count);
 // GEMM and cuBLASLt; VELA_WGMMA_ROWS=N caps its rows at N); false when the problem does not have
 // that shape or the device is not sm_90. It and the two fused forms below load their first weight
 // chunks before waiting for the previous kernel (programmatic dependent launch): the weight must
-// not be written by the kernel launched just before. The fused forms take the wgmma GEMM's rows
+// not be written by a kernel still in flight (pdl.cuh). The fused forms take the wgmma GEMM's rows
 // (VELA_WGMMA_GEMM, VELA_WGMMA_ROWS) and always run the TMA kernel (VELA_WGMMA_TMA is the plain
 // GEMM's switch).
 inline constexpr int kWgmmaDefaultRows = 64;
@@ -107,6 +107,8 @@ void gemv_set_split(int parts, int cols);
 // Tests and benchmarks: one-row GEMVs on the weight ring (1, sm_90+), on the register kernel (0),
 // or as VELA_GEMV_RING says (-1, the default; the ring is opt-in).
 void gemv_set_ring(int mode);
+// Tests: ring GEMVs launched so far in this process (all devices).
+int64_t gemv_ring_launches();
 // Tests: cap every GEMV grid at `blocks` (each block then takes many column groups, the
 // persistent path); 0 = the resident blocks.
 void gemv_set_max_grid(int blocks);

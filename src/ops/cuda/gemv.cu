@@ -16,6 +16,7 @@ bool gemv_persistent() {
 }
 
 std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
+std::atomic<int64_t> g_ring_launches{0};
 
 // Opt-in (VELA_GEMV_RING=1) until it has run on a GPU: written in session 47 with none lent.
 bool gemv_ring_enabled() {
@@ -64,6 +65,8 @@ void gemv_set_ring(int mode) {
   VELA_CHECK(mode >= -1 && mode <= 1, "gemv_set_ring: mode must be -1, 0 or 1, got ", mode);
   g_ring_mode = mode;
 }
+
+int64_t gemv_ring_launches() { return g_ring_launches.load(std::memory_order_relaxed); }
 
 void gemv_set_max_grid(int blocks) {
   VELA_CHECK(blocks >= 0, "gemv_set_max_grid: blocks must be >= 0, got ", blocks);

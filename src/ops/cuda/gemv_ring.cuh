@@ -16,12 +16,16 @@
 // kernel, capped at one block per SM to make room, kept too few loads in flight: session 29).
 //
 // Warps split each unit's K as the register kernel's W parts do (lane l of part p takes the
-// 16-byte chunks p * 32 + l + j * 32 * W), so a column's sum has that kernel's order at the same W;
-// here W depends on K alone (about 1.5 KB of a row per warp), so every form at one K sums alike
-// and the fused rotary GEMV gives the bits of the plain one plus the rotary op. The input row is
-// held in registers (up to 8 chunks per lane: K <= 2048 W), normalised first where the form has
-// the RMSNorm prologue (the block's sum of squares; round(x * rstd * w) as rms_norm stores it).
+// 16-byte chunks p * 32 + l + j * 32 * W). W depends on K alone here (the most warps that still
+// get 1.5 KB of a row each), so every ring form at one K sums alike and the fused rotary GEMV gives
+// the bits of the plain one plus the rotary op; against the register kernel, whose W depends on
+// the output width too and whose RMSNorm sum is per warp, results differ in fp32 summation order.
+// The input row is held in registers (up to 8 chunks per lane: K <= 2048 W), normalised first
+// where the form has the RMSNorm prologue (the block's sum of squares; round(x * rstd * w) as
+// rms_norm stores it).
 #pragma once
+
+#include <vector>
 
 #include "ops/cuda/gemv_kernel.cuh"
 #include "ops/cuda/tma.cuh"
@@ -221,9 +225,48 @@ bool gemv_ring_early();
 // A/B of co-residency (two 96 KB rings fit an SM, one 160 KB ring does not).
 size_t gemv_ring_bytes();
 
+extern std::atomic<int64_t> g_ring_launches;  // gemv.cu: gemv_ring_launches (tests)
+
+// Once per ring kernel and device: whether its loaded code is sm_90 (a build without compute_90
+// code would run the JIT-compiled __trap() body) and the dynamic shared memory it may take (the
+// device's opt-in limit less its static arrays); also asks for the largest shared-memory
+// carveout, so that two rings share an SM.
+struct RingKernelInfo {
+  bool sm90 = false;
+  size_t smem_cap = 0;
+};
+inline RingKernelInfo ring_kernel_info(void (*kernel)(RingArgs)) {
+  struct Entry {
+    const void* kernel;
+    int device;
+    RingKernelInfo info;
+  };
+  static thread_local std::vector<Entry> cache;
+  const void* key = reinterpret_cast<const void*>(kernel);
+  const int device = vela::cuda::current_device();
+  for (const Entry& e : cache)
+    if (e.kernel == key && e.device == device) return e.info;
+  RingKernelInfo info;
+  cudaFuncAttributes attr{};
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) {
+    info.sm90 = attr.ptxVersion >= 90 && prop.major >= 9;
+    const size_t optin = prop.sharedMemPerBlockOptin;
+    info.smem_cap = optin > attr.sharedSizeBytes ? optin - attr.sharedSizeBytes : 0;
+  } else {
+    (void)cudaGetLastError();  // no code for this device: the register kernel takes the GEMV
+  }
+  if (info.sm90)
+    VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared));
+  cache.push_back({key, device, info});
+  return info;
+}
+
 // Launches the ring form of the GEMV for args (args.m == 1); false (nothing launched) when it
-// does not take them: the SiLU*up input form, a row too long for the registers or the ring,
-// copies not 16-byte aligned.
+// does not take them: the SiLU*up input form, no sm_90 code, a row too long for the registers or
+// for two stages in the ring (plain forms K <= 16384, pair forms K <= 12288 at 96 KB), copies not
+// 16-byte aligned.
 template <typename T, typename TC, GemvIn IN, GemvOut OUT>
 bool launch_ring(const GemvArgs& args) {
   if constexpr (IN == GemvIn::kSiluMul) {
@@ -237,9 +280,27 @@ bool launch_ring(const GemvArgs& args) {
     if ((args.ldw * static_cast<int64_t>(sizeof(T))) % 16 != 0 || !is_aligned(args.w, 16) ||
         !is_aligned(args.a, 16))
       return false;
+    if (args.n <= 0) return false;
+    void (*kernel)(RingArgs);
+    switch (w) {
+      case 1:
+        kernel = gemv_ring_kernel<T, TC, 1, IN, OUT>;
+        break;
+      case 2:
+        kernel = gemv_ring_kernel<T, TC, 2, IN, OUT>;
+        break;
+      case 4:
+        kernel = gemv_ring_kernel<T, TC, 4, IN, OUT>;
+        break;
+      default:
+        kernel = gemv_ring_kernel<T, TC, 8, IN, OUT>;
+        break;
+    }
+    const RingKernelInfo info = ring_kernel_info(kernel);
+    if (!info.sm90) return false;
     const size_t stage_bytes = static_cast<size_t>(r) * (kPairs ? 2 : 1) * k * sizeof(T);
-    int stages =
-        static_cast<int>(std::min<size_t>(kRingMaxStages, gemv_ring_bytes() / stage_bytes));
+    const size_t budget = std::min(gemv_ring_bytes(), info.smem_cap);
+    int stages = static_cast<int>(std::min<size_t>(kRingMaxStages, budget / stage_bytes));
     if (stages < 2) return false;
     int64_t grid = std::min<int64_t>(n_sms(), args.n);
     if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)
@@ -249,24 +310,9 @@ bool launch_ring(const GemvArgs& args) {
     stages = static_cast<int>(std::min<int64_t>(stages, ceil_div(ceil_div(args.n, grid), r)));
     const RingArgs ra{args, stages, gemv_ring_early()};
     const size_t smem = static_cast<size_t>(stages) * stage_bytes;
-    auto go = [&](auto kernel) {
-      opt_in_smem(kernel, smem);
-      launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);
-    };
-    switch (w) {
-      case 1:
-        go(gemv_ring_kernel<T, TC, 1, IN, OUT>);
-        break;
-      case 2:
-        go(gemv_ring_kernel<T, TC, 2, IN, OUT>);
-        break;
-      case 4:
-        go(gemv_ring_kernel<T, TC, 4, IN, OUT>);
-        break;
-      default:
-        go(gemv_ring_kernel<T, TC, 8, IN, OUT>);
-        break;
-    }
+    opt_in_smem(kernel, smem);
+    launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);
+    g_ring_launches.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 }

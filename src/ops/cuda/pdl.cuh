@@ -6,9 +6,13 @@
 // Both instructions are no-ops when the kernel was launched without the attribute (or on an
 // older architecture), so a kernel written this way is correct under either launch.
 //
-// Rule: every kernel launched with launch_pdl() calls pdl_wait() before it reads anything the
-// previous kernel writes, or writes anything the previous kernel reads. CUDA graphs capture the
-// attribute as a programmatic edge. VELA_PDL=0 turns it off (plain launches).
+// Rule: every kernel launched with launch_pdl() calls pdl_wait() before it reads anything an
+// earlier kernel writes, or writes anything an earlier kernel reads: before its wait it may read
+// only weights, host-written metadata and cache entries of earlier steps, and write only shared
+// memory. Not only the previous kernel may still be running then: the one-row ring GEMV
+// (gemv_ring.cuh) lets its dependent launch before its own wait, so several kernels back can be in
+// flight. CUDA graphs capture the attribute as a programmatic edge. VELA_PDL=0 turns it off
+// (plain launches).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -123,6 +123,28 @@ std::vector<Row> bench_cpu(bool quick) {
                     "GB/s", static_cast<double>(kc.nbytes() + vc.nbytes()) / t_attn / 1e9,
                     read_gbps, "memory read bandwidth"});
   }
+  // Prefill attention: one sequence's T query tokens (a prompt) against its own keys, causal, the
+  // same heads over the paged bf16 cache; GF/s of the causal multiply-adds (QK^T and P @ V), its
+  // work being fp32 FMAs, against OpenBLAS's sgemm rate.
+  {
+    const int64_t t_len = quick ? 512 : 1024, n_kv = 4, n_heads = 12, d = 64;
+    Tensor kc = random_tensor({t_len, n_kv, d}, DType::kBF16, 11);
+    Tensor vc = random_tensor({t_len, n_kv, d}, DType::kBF16, 12);
+    Tensor q = random_tensor({t_len, n_heads, d}, DType::kBF16, 13);
+    std::vector<int32_t> slots(static_cast<size_t>(t_len));
+    for (int64_t i = 0; i < t_len; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    Tensor table = Tensor::from_vector(slots, {1, t_len});
+    Tensor rows_t = Tensor::from_vector(std::vector<int32_t>{0});
+    Tensor lens = Tensor::from_vector(std::vector<int32_t>{static_cast<int32_t>(t_len)});
+    Tensor qo = Tensor::from_vector(std::vector<int32_t>{0, static_cast<int32_t>(t_len)});
+    Tensor o = Tensor::empty({t_len, n_heads, d}, DType::kBF16);
+    const double t_pre = time_median(
+        [&] { ops::paged_attention(q, kc, vc, table, rows_t, lens, qo, 0.125f, o); }, 2, reps);
+    const double pairs = static_cast<double>(t_len) * static_cast<double>(t_len + 1) / 2.0;
+    const double flops = 2.0 * 2.0 * static_cast<double>(n_heads * d) * pairs;
+    rows.push_back({"prefill attention bf16 " + std::to_string(t_len) + " tokens, causal", "GF/s",
+                    flops / t_pre / 1e9, blas_gflops, "OpenBLAS sgemm"});
+  }
   return rows;
 }
 

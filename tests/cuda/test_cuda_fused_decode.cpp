@@ -717,6 +717,21 @@ void expect_same_greedy(const std::vector<RequestResult>& xs, const std::vector<
   }
 }
 
+// The engine tests' two copies of a fixture in bf16 on the GPU, multi-row fused blocks off (their
+// own test is FusedBatchEngineMatchesUnfused), and their small engine.
+std::pair<Transformer, Transformer> load_bf16_pair(const std::string& dir) {
+  std::pair<Transformer, Transformer> m{Transformer::load(dir, DType::kBF16, Device::cuda(0)),
+                                        Transformer::load(dir, DType::kBF16, Device::cuda(0))};
+  m.first.fused_batch = m.second.fused_batch = false;
+  return m;
+}
+EngineConfig small_engine() {
+  EngineConfig cfg;
+  cfg.max_ctx = 64;
+  cfg.max_seqs = 4;
+  return cfg;
+}
+
 // bf16 engines with the fused decode path on and off: the same greedy tokens, logprobs within
 // bf16 noise (the fused GEMVs sum in another order).
 TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
@@ -730,15 +745,10 @@ TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
       ops::cuda::gemv_set_ring(ring);
       const std::string dir = fixture(name);
       const Request r = greedy_reference_request(dir);
-      EngineConfig cfg;
-      cfg.max_ctx = 64;
-      cfg.max_seqs = 4;
-      Transformer fused_model = Transformer::load(dir, DType::kBF16, gpu());
-      Transformer plain_model = Transformer::load(dir, DType::kBF16, gpu());
+      auto [fused_model, plain_model] = load_bf16_pair(dir);
       plain_model.fused_decode = false;
-      fused_model.fused_batch = plain_model.fused_batch = false;  // (FusedBatchEngine...)
-      Engine fused(std::move(fused_model), nullptr, cfg);
-      Engine plain(std::move(plain_model), nullptr, cfg);
+      Engine fused(std::move(fused_model), nullptr, small_engine());
+      Engine plain(std::move(plain_model), nullptr, small_engine());
       // One request at a time: the fused blocks run single-row steps (batch-1 decode).
       std::vector<Request> reqs = {r, r};
       reqs[1].prompt.resize(reqs[1].prompt.size() / 2);
@@ -762,16 +772,11 @@ TEST_F(CudaFusedDecodeTest, FusedQkvEngineMatchesUnfused) {
     SCOPED_TRACE(name);
     const std::string dir = fixture(name);
     const Request r = greedy_reference_request(dir);
-    EngineConfig cfg;
-    cfg.max_ctx = 64;
-    cfg.max_seqs = 4;
-    Transformer fused_model = Transformer::load(dir, DType::kBF16, gpu());
-    Transformer plain_model = Transformer::load(dir, DType::kBF16, gpu());
-    fused_model.fused_batch = plain_model.fused_batch = false;  // (FusedBatchEngineMatchesUnfused)
+    auto [fused_model, plain_model] = load_bf16_pair(dir);
     for (DecoderBlock& b : plain_model.blocks) b.attn.fused_qkv = false;
     for (DecoderBlock& b : fused_model.blocks) ASSERT_TRUE(b.attn.fused_qkv);
-    Engine fused(std::move(fused_model), nullptr, cfg);
-    Engine plain(std::move(plain_model), nullptr, cfg);
+    Engine fused(std::move(fused_model), nullptr, small_engine());
+    Engine plain(std::move(plain_model), nullptr, small_engine());
     std::vector<Request> reqs = {r, r, r, r};  // four sequences at once: multi-row steps
     for (size_t i = 1; i < reqs.size(); ++i) reqs[i].prompt.resize(reqs[i].prompt.size() - 2 * i);
     expect_same_greedy(fused.generate(reqs), plain.generate(reqs), reqs);

@@ -93,6 +93,38 @@ inline void prefetch_row(const T* row, int64_t d) {
     _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
+// Output rows whose head dim (D16 registers) accumulates in registers at once: 16 registers.
+template <int D16>
+constexpr int64_t kRowsPerPass = D16 >= 16 ? 1 : 16 / D16;
+
+// Calls f(std::integral_constant<int, D16>) for the head dims that have a register layout (d = 16 *
+// D16 = 32, 64, 80, 96, 128, 256) and returns true; false for the rest.
+template <typename F>
+bool with_d16(int64_t d, F&& f) {
+  switch (d) {
+    case 32:
+      f(std::integral_constant<int, 2>{});
+      return true;
+    case 64:
+      f(std::integral_constant<int, 4>{});
+      return true;
+    case 80:
+      f(std::integral_constant<int, 5>{});
+      return true;
+    case 96:
+      f(std::integral_constant<int, 6>{});
+      return true;
+    case 128:
+      f(std::integral_constant<int, 8>{});
+      return true;
+    case 256:
+      f(std::integral_constant<int, 16>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Decode attention of one (query token, KV head): the n_rep query rows q (f32 [n_rep, 16 * D16])
 // against keys / values 0 .. n_keys - 1, the head dim held in D16 registers. A key row is loaded
 // and widened once for all rows, each score is D16 FMAs and one horizontal sum, and the output
@@ -101,7 +133,7 @@ inline void prefetch_row(const T* row, int64_t d) {
 template <int D16, typename T, typename KeyFn, typename ValFn>
 void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, ValFn value,
                       float scale, T* out, int64_t out_row_stride) {
-  constexpr int64_t d = 16 * D16, RC = D16 >= 16 ? 1 : 16 / D16;
+  constexpr int64_t d = 16 * D16, RC = kRowsPerPass<D16>;
   float* scores = scratch(static_cast<size_t>(n_rep * n_keys + 1), 1);
   for (int64_t p = 0; p < n_keys; ++p) {
     if (p + kAhead < n_keys) prefetch_row(key(p + kAhead), d);
@@ -144,20 +176,15 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
   }
 }
 
-// attend_one_query for the head dims that have a register layout (32, 64, 80, 96, 128, 256);
-// false for the rest (attend() takes them).
+// attend_one_query for the head dims that have a register layout (with_d16); false for the rest
+// (attend() takes them).
 template <typename T, typename KeyFn, typename ValFn>
 bool attend_one_query_fast(const float* q, int64_t n_rep, int64_t d, int64_t n_keys, KeyFn key,
                            ValFn value, float scale, T* out, int64_t out_row_stride) {
-  switch (d) {
-    case 32: attend_one_query<2>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
-    case 64: attend_one_query<4>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
-    case 80: attend_one_query<5>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
-    case 96: attend_one_query<6>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
-    case 128: attend_one_query<8>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
-    case 256: attend_one_query<16>(q, n_rep, n_keys, key, value, scale, out, out_row_stride); return true;
-    default: return false;
-  }
+  return with_d16(d, [&](auto d16) {
+    attend_one_query<decltype(d16)::value>(q, n_rep, n_keys, key, value, scale, out,
+                                           out_row_stride);
+  });
 }
 #else
 template <typename T, typename KeyFn, typename ValFn>
@@ -220,12 +247,13 @@ template <typename T>
   store_f32(src, dst, n);
 }
 
-// P @ V of query rows r0 .. r0 + nr - 1 (nr <= RC = 16 / D16) with the head dim in D16 registers:
-// row r sums P[r][p] * V[p] over its visible keys p < first_pos + r / n_rep + 1, in p order.
+// P @ V of query rows r0 .. r0 + nr - 1 (nr <= kRowsPerPass<D16>) with the head dim in D16
+// registers: row r sums P[r][p] * V[p] over its visible keys p < first_pos + r / n_rep + 1, in p
+// order.
 template <int D16, typename OutFn>
 void pv_rows(const float* sc, int64_t n_keys, const float* vf, int64_t r0, int64_t nr,
              int64_t first_pos, int64_t n_rep, OutFn out) {
-  constexpr int64_t d = 16 * D16, RC = D16 >= 16 ? 1 : 16 / D16;
+  constexpr int64_t d = 16 * D16, RC = kRowsPerPass<D16>;
   __m512 acc[RC][D16];
   for (int64_t j = 0; j < RC; ++j)
     for (int v = 0; v < D16; ++v) acc[j][v] = _mm512_setzero_ps();
@@ -248,34 +276,17 @@ void pv_rows(const float* sc, int64_t n_keys, const float* vf, int64_t r0, int64
   }
 }
 
-// P @ V of every query row with pv_rows where the head dim has a register layout (32, 64, 80, 96,
-// 128, 256); false for the rest.
+// P @ V of every query row with pv_rows where the head dim has a register layout (with_d16); false
+// for the rest.
 template <typename OutFn>
 bool pv_all_rows(const float* sc, int64_t rows, int64_t n_keys, const float* vf, int64_t d,
                  int64_t first_pos, int64_t n_rep, OutFn out) {
-  auto run = [&](auto d16) {
+  return with_d16(d, [&](auto d16) {
     constexpr int D16 = decltype(d16)::value;
-    constexpr int64_t RC = D16 >= 16 ? 1 : 16 / D16;
-    for (int64_t r0 = 0; r0 < rows; r0 += RC)
-      pv_rows<D16>(sc, n_keys, vf, r0, std::min(RC, rows - r0), first_pos, n_rep, out);
-    return true;
-  };
-  switch (d) {
-    case 32:
-      return run(std::integral_constant<int, 2>{});
-    case 64:
-      return run(std::integral_constant<int, 4>{});
-    case 80:
-      return run(std::integral_constant<int, 5>{});
-    case 96:
-      return run(std::integral_constant<int, 6>{});
-    case 128:
-      return run(std::integral_constant<int, 8>{});
-    case 256:
-      return run(std::integral_constant<int, 16>{});
-    default:
-      return false;
-  }
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerPass<D16>)
+      pv_rows<D16>(sc, n_keys, vf, r0, std::min(kRowsPerPass<D16>, rows - r0), first_pos, n_rep,
+                   out);
+  });
 }
 #endif
 

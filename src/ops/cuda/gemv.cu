@@ -19,8 +19,8 @@ std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
 std::atomic<int64_t> g_ring_launches{0};
 
 // Opt-in (VELA_GEMV_RING=1) until it has run on a GPU: written in session 47 with none lent.
+// (Whether the device and the loaded code are sm_90 is launch_ring's ring_kernel_info.)
 bool gemv_ring_enabled() {
-  if (vela::cuda::device_properties().major < 9) return false;  // bulk copies: sm_90
   const int mode = g_ring_mode.load(std::memory_order_relaxed);
   if (mode >= 0) return mode == 1;
   static const bool on = env_opted_in("VELA_GEMV_RING");

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -274,23 +275,39 @@ inline RowLayout row_layout(const Tensor& t) {
   return r;
 }
 
-// Lets `kernel` launch with `bytes` of dynamic shared memory on the current device (needed above
-// the 48 KiB default; nothing to do below). The attribute is per device: it is set once per kernel,
-// device and thread and remembered, so launchers call this before every launch.
+// Lets `kernel` launch with `bytes` of dynamic shared memory on the current device. A kernel's
+// default limit is 48 KiB less its static shared memory, so a launch just under 48 KiB may need
+// the opt-in too (the weight ring's q|k|v at bench-1b's shapes: 48 KiB of stages plus its
+// barriers failed with "invalid argument"). The limit in force is read once per kernel and
+// device and only ever raised (process-wide, under a lock: the attribute belongs to the function,
+// so a thread must not lower what another set), so launchers call this before every launch.
 inline void opt_in_smem_bytes(const void* kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return;
+  if (bytes == 0) return;
   struct Opted {
     const void* kernel;
     int device;
-    size_t bytes;
+    size_t limit;  // the kernel's dynamic shared-memory limit now
   };
-  static thread_local std::vector<Opted> opted;
+  static std::mutex mu;
+  static std::vector<Opted> opted;
   const int device = vela::cuda::current_device();
-  for (const Opted& o : opted)
-    if (o.kernel == kernel && o.device == device && o.bytes >= bytes) return;
+  std::lock_guard<std::mutex> lock(mu);
+  Opted* entry = nullptr;
+  for (Opted& o : opted)
+    if (o.kernel == kernel && o.device == device) {
+      entry = &o;
+      break;
+    }
+  if (entry == nullptr) {
+    cudaFuncAttributes attr{};
+    VELA_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    opted.push_back({kernel, device, static_cast<size_t>(attr.maxDynamicSharedSizeBytes)});
+    entry = &opted.back();
+  }
+  if (bytes <= entry->limit) return;
   VELA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes)));
-  opted.push_back({kernel, device, bytes});
+  entry->limit = bytes;
 }
 template <typename... KArgs>
 void opt_in_smem(void (*kernel)(KArgs...), size_t bytes) {

@@ -195,6 +195,13 @@ bool attend_one_query_fast(const float*, int64_t, int64_t, int64_t, KeyFn, ValFn
 #endif
 
 constexpr int64_t kQueryBlock = 16;  // query tokens of one sequence per paged block item
+constexpr int64_t kWideChunk = 256;  // keys per item of the prefill's widening pass
+// The most floats of widened keys and values a prefill step keeps (64 MiB); sequences past it
+// widen per query block.
+constexpr int64_t kWideMaxFloats = int64_t{16} << 20;
+struct WideFill {  // keys p_begin .. p_end - 1 of sequence seq, KV head g
+  int32_t seq, g, p_begin, p_end;
+};
 constexpr int64_t kKeyBlock = 64;    // keys per score tile (K^T[i][p0 .. p0 + 64) stays in L1)
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -290,23 +297,44 @@ bool pv_all_rows(const float* sc, int64_t rows, int64_t n_keys, const float* vf,
 }
 #endif
 
-// Attends the f32 query rows q [rows = n_q * n_rep, d] (row r: query token r / n_rep, which sees
-// keys 0 .. first_pos + r / n_rep) to keys / values 0 .. first_pos + n_q - 1 given by key(p) /
-// value(p), writing row r to out(r) (d elements of T). Same math as attend(): fp32 scores and
-// P @ V, the softmax sum in double, P normalised before P @ V.
-template <typename T, typename KeyFn, typename ValFn, typename OutFn>
-void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, int64_t first_pos,
-                        KeyFn key, ValFn value, float scale, OutFn out) {
-  const int64_t rows = n_q * n_rep, n_keys = first_pos + n_q;
-  float* tmp = scratch(static_cast<size_t>(5 * d), 0);  // a key row, then 4 output rows
-  float* kt = scratch(static_cast<size_t>(d * n_keys), 1);     // K^T [d, n_keys]
-  float* vf = scratch(static_cast<size_t>(n_keys * d), 2);     // V [n_keys, d]
-  float* sc = scratch(static_cast<size_t>(rows * n_keys), 3);  // scores, then P [rows, n_keys]
-  for (int64_t p = 0; p < n_keys; ++p) {
+// Keys p_begin .. p_end - 1 as f32: K^T into kt [d, ld] (column p), V into vf [.., d] (row p).
+template <typename KeyFn, typename ValFn>
+void widen_keys(KeyFn key, ValFn value, int64_t p_begin, int64_t p_end, int64_t d, float* kt,
+                int64_t ld, float* vf) {
+  float* tmp = scratch(static_cast<size_t>(d), 0);
+  for (int64_t p = p_begin; p < p_end; ++p) {
     load_f32(key(p), tmp, d);
-    for (int64_t i = 0; i < d; ++i) kt[i * n_keys + p] = tmp[i];
+    for (int64_t i = 0; i < d; ++i) kt[i * ld + p] = tmp[i];
     load_f32(value(p), vf + p * d, d);
   }
+}
+
+// A sequence's keys and values as f32 (K^T [d, ld], V [ld, d]): widened once per prefill and
+// shared by its query blocks, or null for a block to widen its own.
+struct WideKeys {
+  const float* kt = nullptr;
+  int64_t ld = 0;
+  const float* vf = nullptr;
+};
+
+// Attends the f32 query rows q [rows = n_q * n_rep, d] (row r: query token r / n_rep, which sees
+// keys 0 .. first_pos + r / n_rep) to keys / values 0 .. first_pos + n_q - 1 given by key(p) /
+// value(p) (or already widened in `wide`), writing row r to out(r) (d elements of T). Same math as
+// attend(): fp32 scores and P @ V, the softmax sum in double, P normalised before P @ V.
+template <typename T, typename KeyFn, typename ValFn, typename OutFn>
+void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, int64_t first_pos,
+                        KeyFn key, ValFn value, WideKeys wide, float scale, OutFn out) {
+  const int64_t rows = n_q * n_rep, n_keys = first_pos + n_q;
+  if (wide.kt == nullptr) {
+    float* kt = scratch(static_cast<size_t>(d * n_keys), 1);  // K^T [d, n_keys]
+    float* vf = scratch(static_cast<size_t>(n_keys * d), 2);  // V [n_keys, d]
+    widen_keys(key, value, 0, n_keys, d, kt, n_keys, vf);
+    wide = {kt, n_keys, vf};
+  }
+  const float* kt = wide.kt;
+  const float* vf = wide.vf;
+  const int64_t ld = wide.ld;
+  float* sc = scratch(static_cast<size_t>(rows * n_keys), 3);  // scores, then P [rows, n_keys]
   for (int64_t p0 = 0; p0 < n_keys; p0 += kKeyBlock) {
     const int64_t np = std::min(kKeyBlock, n_keys - p0);
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
@@ -314,12 +342,12 @@ void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, i
       float acc[4][kKeyBlock] = {};
 #if defined(__AVX512F__) && defined(__AVX512BW__)
       if (np == kKeyBlock) {
-        score_tile64(static_cast<int>(nr), q + r0 * d, d, kt, n_keys, p0, acc);
+        score_tile64(static_cast<int>(nr), q + r0 * d, d, kt, ld, p0, acc);
       } else
 #endif
       {
         for (int64_t i = 0; i < d; ++i) {
-          const float* kr = kt + i * n_keys + p0;
+          const float* kr = kt + i * ld + p0;
           for (int64_t j = 0; j < nr; ++j) {
             const float qv = q[(r0 + j) * d + i];
 #pragma omp simd
@@ -348,7 +376,7 @@ void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, i
 #endif
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int64_t nr = std::min<int64_t>(4, rows - r0);
-    float* acc = tmp + d;
+    float* acc = scratch(static_cast<size_t>(4 * d), 0);  // 4 output rows
     std::fill(acc, acc + 4 * d, 0.f);
     const int64_t visible = first_pos + (r0 + nr - 1) / n_rep + 1;  // of the block's last row
     for (int64_t p = 0; p < visible; ++p) {
@@ -453,6 +481,46 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
       const TK* kc = static_cast<const TK*>(k_cache.data_ptr());
       const TK* vc = static_cast<const TK*>(v_cache.data_ptr());
       TQ* op = static_cast<TQ*>(out.data_ptr());
+      // A prompt's keys and values widened to f32 (K transposed) once per KV head, shared by its
+      // query blocks instead of widened by each of them (a 1024-token prompt has 64 blocks).
+      // (This thread's buffers, by reference: a worker naming a thread_local gets its own.)
+      thread_local std::vector<int64_t> wide_off_storage;  // per sequence: offset in wide, or -1
+      thread_local std::vector<float> wide_storage;
+      thread_local std::vector<WideFill> fills_storage;
+      std::vector<int64_t>& wide_off = wide_off_storage;
+      std::vector<float>& wide = wide_storage;
+      std::vector<WideFill>& fills = fills_storage;
+      wide_off.assign(static_cast<size_t>(n_seqs), -1);
+      fills.clear();
+      int64_t wide_size = 0;
+      for (int64_t s = 0; s < n_seqs; ++s) {
+        const int64_t len = lens[s], need = 2 * n_kv * len * d;
+        if (qo[s + 1] - qo[s] <= kQueryBlock || wide_size + need > kWideMaxFloats) continue;
+        wide_off[static_cast<size_t>(s)] = wide_size;
+        for (int64_t g = 0; g < n_kv; ++g)
+          for (int64_t p = 0; p < len; p += kWideChunk)
+            fills.push_back({static_cast<int32_t>(s), static_cast<int32_t>(g),
+                             static_cast<int32_t>(p),
+                             static_cast<int32_t>(std::min<int64_t>(len, p + kWideChunk))});
+        wide_size += need;
+      }
+      if (static_cast<int64_t>(wide.size()) < wide_size)
+        wide.resize(static_cast<size_t>(wide_size));
+      // (s, g)'s block: K^T [d, len] then V [len, d].
+      auto wide_at = [&](int64_t s, int64_t g) {
+        return wide.data() + wide_off[static_cast<size_t>(s)] + 2 * g * lens[s] * d;
+      };
+      parallel_for(static_cast<int64_t>(fills.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const WideFill& f = fills[static_cast<size_t>(i)];
+          const int32_t* slots = r2t + rows[f.seq] * max_ctx;
+          const int64_t len = lens[f.seq];
+          auto key = [&](int64_t p) { return kc + (slots[p] * n_kv + f.g) * d; };
+          auto val = [&](int64_t p) { return vc + (slots[p] * n_kv + f.g) * d; };
+          float* kt = wide_at(f.seq, f.g);
+          widen_keys(key, val, f.p_begin, f.p_end, d, kt, len, kt + len * d);
+        }
+      });
       // Items differ in cost (a causal block's keys grow with its position): taken one at a time.
       parallel_for_dynamic(static_cast<int64_t>(blocks.size()) * n_kv, 1,
                            [&](int64_t begin, int64_t end) {
@@ -481,7 +549,12 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
             auto dst = [&](int64_t r) {
               return op + ((b.t0 + r / n_rep) * n_heads + g * n_rep + r % n_rep) * d;
             };
-            attend_query_block<TQ>(qbuf.data(), b.n_q, n_rep, d, first_pos, key, val, scale,
+            WideKeys wk;
+            if (wide_off[static_cast<size_t>(b.seq)] >= 0) {
+              const float* kt = wide_at(b.seq, g);
+              wk = {kt, lens[b.seq], kt + lens[b.seq] * d};
+            }
+            attend_query_block<TQ>(qbuf.data(), b.n_q, n_rep, d, first_pos, key, val, wk, scale,
                                    dst);
           }
         }

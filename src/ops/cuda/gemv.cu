@@ -18,7 +18,8 @@ bool gemv_persistent() {
 std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
 std::atomic<int64_t> g_ring_launches{0};
 
-// Opt-in (VELA_GEMV_RING=1) until it has run on a GPU: written in session 47 with none lent.
+// Opt-in (VELA_GEMV_RING=1): measured slower than the register kernel on an H100 (decode1k 1.425
+// vs 1.146 ms, bench/results/gemv_ring_h100.txt).
 // (Whether the device and the loaded code are sm_90 is launch_ring's ring_kernel_info.)
 bool gemv_ring_enabled() {
   const int mode = g_ring_mode.load(std::memory_order_relaxed);

@@ -218,8 +218,8 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 }
 
 // Whether the one-row GEMVs may take the ring (VELA_GEMV_RING=1, or the test override; off by
-// default until it has run on a GPU; launch_ring still checks for sm_90), and whether it lets its
-// dependent launch before its wait (VELA_GEMV_RING_EARLY, on unless "0").
+// default: slower than the register kernel on the H100; launch_ring still checks for sm_90), and
+// whether it lets its dependent launch before its wait (VELA_GEMV_RING_EARLY, on unless "0").
 bool gemv_ring_enabled();
 bool gemv_ring_early();
 // The stage buffers' bytes a block may take: kRingBytes, or VELA_GEMV_RING_KB (16..200) for the

@@ -9,6 +9,9 @@
 namespace vela::ops::cpu {
 
 namespace {
+// Heads per thread at least: a decode step's 16 tokens of a few heads take microseconds, less than
+// waking a second thread (see swiglu.cpp's kSwigluGrain).
+constexpr int64_t kRotGrain = 256;
 
 // x1 = v[0, half), x2 = v[half, 2*half): v1 = x1*cos - x2*sin, v2 = x2*cos + x1*sin.
 inline void rotate(float* v, const float* cos, const float* sin, int64_t half) {
@@ -28,7 +31,7 @@ void rotary_typed(Tensor& x, const Tensor& positions, const Tensor& table) {
   T* px = static_cast<T*>(x.data_ptr());
   const int32_t* pos = positions.data<int32_t>();
   const float* tab = table.data<float>();
-  parallel_for(n_tokens, std::max<int64_t>(1, 64 / std::max<int64_t>(n_heads, 1)),
+  parallel_for(n_tokens, std::max<int64_t>(1, kRotGrain / std::max<int64_t>(n_heads, 1)),
                [&](int64_t t0, int64_t t1) {
                  float* buf = scratch(static_cast<size_t>(rotary_dim), 0);
                  for (int64_t t = t0; t < t1; ++t) {

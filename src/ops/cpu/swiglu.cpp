@@ -9,6 +9,12 @@
 namespace vela::ops::cpu {
 
 namespace {
+// Elements per thread at least (~15-30 us of SiLU): below that a second thread's wake-up and the
+// region's barrier cost more than they save. The demo's decode step at 16 rows (16 x 1024) runs on
+// one thread: `vela serve` of the demo under 16 streams with the client on the same 2 vCPUs,
+// 2,541-2,688 -> 2,945-3,072 output tok/s together with rotary's grain (8192 and 64 before;
+// bench/results/serve_threads_cpu.txt).
+constexpr int64_t kSwigluGrain = 16384;
 
 // out[i] = silu(g[i]) * u[i]; out may alias g or u.
 inline void silu_mul_span(const float* g, const float* u, float* out, int64_t n) {
@@ -32,7 +38,7 @@ void silu_mul_typed(const Tensor& gate, const Tensor& up, Tensor& out) {
   const T* pg = static_cast<const T*>(gate.data_ptr());
   const T* pu = static_cast<const T*>(up.data_ptr());
   T* po = static_cast<T*>(out.data_ptr());
-  parallel_for(rg.n_rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)),
+  parallel_for(rg.n_rows, std::max<int64_t>(1, kSwigluGrain / std::max<int64_t>(n, 1)),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
                    const float* g = row_as_f32(pg + r * rg.row_stride, n, 0);

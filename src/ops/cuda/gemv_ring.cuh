@@ -25,7 +25,6 @@
 // rms_norm stores it).
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "ops/cuda/gemv_kernel.cuh"
@@ -312,22 +311,7 @@ bool launch_ring(const GemvArgs& args) {
     const RingArgs ra{args, stages, gemv_ring_early()};
     const size_t smem = static_cast<size_t>(stages) * stage_bytes;
     opt_in_smem(kernel, smem);
-    try {
-      launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);
-    } catch (const CudaError& e) {
-      cudaFuncAttributes attr{};
-      (void)cudaFuncGetAttributes(&attr, kernel);
-      (void)cudaGetLastError();
-      throw CudaError(std::string(e.what()) + " (weight ring: n " + std::to_string(args.n) + " k " +
-                      std::to_string(k) + " W " + std::to_string(w) + " grid " +
-                      std::to_string(grid) + " stages " + std::to_string(stages) + " smem " +
-                      std::to_string(smem) + "; kernel: regs " + std::to_string(attr.numRegs) +
-                      " max threads " + std::to_string(attr.maxThreadsPerBlock) + " static smem " +
-                      std::to_string(attr.sharedSizeBytes) + " max dynamic smem " +
-                      std::to_string(attr.maxDynamicSharedSizeBytes) + " local " +
-                      std::to_string(attr.localSizeBytes) + " ptx " +
-                      std::to_string(attr.ptxVersion) + ")");
-    }
+    launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);
     g_ring_launches.fetch_add(1, std::memory_order_relaxed);
     return true;
   }

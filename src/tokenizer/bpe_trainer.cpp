@@ -1,8 +1,6 @@
 // BpeTrainer (see bpe_trainer.h).
 #include "tokenizer/bpe_trainer.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -61,7 +59,7 @@ void BpeTrainer::add_text(std::string_view text) {
   int nt = num_threads();
   std::vector<std::unordered_map<std::string, int64_t>> local(static_cast<size_t>(nt));
   parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t b, int64_t e) {
-    auto& m = local[static_cast<size_t>(omp_get_thread_num())];
+    auto& m = local[static_cast<size_t>(thread_index())];
     std::vector<std::pair<size_t, size_t>> ranges;
     for (int64_t c = b; c < e; ++c) {
       ranges.clear();

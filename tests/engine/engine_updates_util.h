@@ -104,7 +104,10 @@ inline void concurrent_generation_and_updates(Device device, bool all_policies, 
     });
   }
   std::vector<double> wait_ms;
-  int64_t worst_steps = 0;
+  // worst_steps: steps between the call and its effect, which on a loaded machine include steps
+  // run while this thread was descheduled before reaching the step gate; worst_wait_steps: from
+  // the gate (EngineStats::update_wait_steps), what the engine bounds.
+  int64_t worst_steps = 0, worst_wait_steps = 0;
   while (engine.stats().steps < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (int k = 1; k <= kUpdates; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -117,7 +120,9 @@ inline void concurrent_generation_and_updates(Device device, bool all_policies, 
     engine.update_weights(models[v]);
     wait_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    worst_steps = std::max(worst_steps, engine.stats().steps - s0);
+    const EngineStats after = engine.stats();
+    worst_steps = std::max(worst_steps, after.steps - s0);
+    worst_wait_steps = std::max(worst_wait_steps, after.update_wait_steps);
   }
   // A loaded machine (the CPU run beside other tests) may finish few samples during the updates:
   // generation goes on until enough have (bounded), so the checks below see a real population.
@@ -172,16 +177,17 @@ inline void concurrent_generation_and_updates(Device device, bool all_policies, 
   std::printf(
       "[updates, %s] %s: %d samples (%d mixed, marked; %d from a prompt's KV written across an "
       "update), %d updates: wait p50 %.3f ms, "
-      "p99 %.3f ms, max %.3f ms, at most %lld steps between call and effect; max |logprob "
-      "err| %.2e; graphs %zu -> %zu; restarts %lld\n",
+      "p99 %.3f ms, max %.3f ms, at most %lld steps between the step gate and effect (%lld "
+      "from the call); max |logprob err| %.2e; graphs %zu -> %zu; restarts %lld\n",
       device.is_cuda() ? "cuda" : "cpu", all_policies ? "all policies" : "mixed only", n, mixed,
       stale_first, kUpdates, wait_ms[wait_ms.size() / 2], wait_ms[wait_ms.size() * 99 / 100],
-      wait_ms.back(), static_cast<long long>(worst_steps), worst, graphs_at_start,
-      engine.n_cuda_graphs(), static_cast<long long>(engine.stats().restarts));
+      wait_ms.back(), static_cast<long long>(worst_wait_steps), static_cast<long long>(worst_steps),
+      worst, graphs_at_start, engine.n_cuda_graphs(),
+      static_cast<long long>(engine.stats().restarts));
   EXPECT_GT(n, 40);
   if (!all_policies) {
     // The step in flight (and, with overlapped steps, the one launched before it was read).
-    EXPECT_LE(worst_steps, engine.config().overlap_steps == 1 ? 3 : 2)
+    EXPECT_LE(worst_wait_steps, engine.config().overlap_steps == 1 ? 2 : 1)
         << "an update must take effect at the next step boundary";
   }
   EXPECT_LT(worst, 2e-3) << "f32: a recorded version does not match its weights";

@@ -207,8 +207,10 @@ try {
   const secondText = await evaluate(`document.querySelector("#log .msg:last-child .answer").textContent`);
 
   // 6. Regenerate the last reply (same seed: the same text), then edit the last question.
+  // The status is cleared first: five tokens can start and finish between two polls, so waiting
+  // for "running" raced the reply; after the clear, only the regenerated reply sets "done".
+  await evaluate(`document.getElementById("status").dataset.state = ""; true`);
   await click("#log .msg:last-child .regen");
-  await waitFor("regenerate to start", `document.getElementById("status").dataset.state === "running"`);
   const regen = await waitDone("regenerated reply");
   assert.equal(regen.state, "done", regen.text);
   assert.equal(await nMsgs(), 4);

@@ -13,6 +13,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/env.h"
@@ -37,6 +38,7 @@ struct ThreadPool::State {
   std::mutex region_mu;  // one region at a time (try_lock: a second caller runs its tasks itself)
   std::mutex start_mu;   // guards workers
   std::vector<std::thread> workers;
+  std::atomic<int> n_workers{0};  // workers.size(), read without start_mu
   std::atomic<int> size{1};
   int64_t spin_ns = 100'000;
 
@@ -105,12 +107,14 @@ struct ThreadPool::State {
   }
 
   void ensure_workers(int n) {
+    if (n_workers.load(std::memory_order_acquire) >= n) return;  // every region but the first
     std::lock_guard<std::mutex> lock(start_mu);
     while (static_cast<int>(workers.size()) < n) {
       const int idx = static_cast<int>(workers.size()) + 1;
       workers.emplace_back(
           [this, idx, seen = epoch.load(std::memory_order_acquire)] { worker_main(idx, seen); });
     }
+    n_workers.store(static_cast<int>(workers.size()), std::memory_order_release);
   }
 };
 
@@ -171,8 +175,7 @@ void ThreadPool::run(int64_t n_tasks, int width, TaskFn fn, void* ctx) {
   }
   t_in_region = false;
   if (s.error) {
-    std::exception_ptr err = s.error;
-    s.error = nullptr;
+    std::exception_ptr err = std::exchange(s.error, nullptr);
     region.unlock();
     std::rethrow_exception(err);
   }

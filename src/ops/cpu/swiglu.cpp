@@ -10,10 +10,10 @@ namespace vela::ops::cpu {
 
 namespace {
 // Elements per thread at least (~15-30 us of SiLU): below that a second thread's wake-up and the
-// region's barrier cost more than they save. The demo's decode step at 16 rows (16 x 1024) runs on
-// one thread: `vela serve` of the demo under 16 streams with the client on the same 2 vCPUs,
-// 2,541-2,688 -> 2,945-3,072 output tok/s together with rotary's grain (8192 and 64 before;
-// bench/results/serve_threads_cpu.txt).
+// region's hand-off cost more than they save (measured under OpenMP, kept on the pool). The
+// demo's decode step at 16 rows (16 x 1024) runs on one thread: `vela serve` of the demo under 16
+// streams with the client on the same 2 vCPUs, 2,541-2,688 -> 2,945-3,072 output tok/s together
+// with rotary's grain (8192 and 64 before; bench/results/serve_threads_cpu.txt).
 constexpr int64_t kSwigluGrain = 16384;
 
 // out[i] = silu(g[i]) * u[i]; out may alias g or u.

@@ -12,13 +12,14 @@
 # selects or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV
 # decode at large batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks
 # per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes), `detail` (ncu's
-# stall and memory sections of a few of them) and `base` (an older commit's vela, packed by
+# stall and memory sections of a few of them), `timeline` (one batch-64 step's graph nodes as the GPU
+# runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
-#         kernels detail base
+#         kernels detail timeline trace base
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -191,6 +192,45 @@ if has detail && command -v ncu > /dev/null; then
   }
   ncu_detail batch64 batch64 "wgmma_tma_gemm|decode_mma" 600 10
   ncu_detail decode1k decode1k "gemv|decode_mma|merge_splits" 1200 12
+fi
+if has timeline && command -v nsys > /dev/null; then
+  # One batch-64 decode step as the GPU runs it (graph nodes, overlaps under programmatic dependent
+  # launch included): tools/nsys_decode_step.py on an nsys trace of `vela bench engine`.
+  for c in ${TIMELINE_CASES:-batch64}; do
+    timeout 150 nsys profile -t cuda --cuda-graph-trace=node --force-overwrite true -o "$OUT/tl_$c" \
+      "$B/vela" bench engine --cases "$c" --decode 128 > "$OUT/tl_${c}_run.log" 2>&1
+    echo "nsys $c rc=$?"
+    nsys export --type sqlite --force-overwrite true -o "$OUT/tl_$c.sqlite" "$OUT/tl_$c.nsys-rep" > /dev/null 2>&1
+    python3 tools/nsys_decode_step.py "$OUT/tl_$c.sqlite" 64 > "$OUT/timeline_$c.txt" 2>&1
+    head -60 "$OUT/timeline_$c.txt"
+    rm -f "$OUT/tl_$c.sqlite" "$OUT/tl_$c.nsys-rep"
+  done
+fi
+if has trace; then
+  # The same with CUPTI's kernel records (tools/cupti_trace), for machines without nsys.
+  CUPTI_H=$(find /usr/local/cuda/ /usr/local/cuda/extras -name cupti.h 2>/dev/null | head -1)
+  if [ -n "$CUPTI_H" ]; then
+    CUPTI_INC=$(dirname "$CUPTI_H")
+    CUPTI_LIB=$(dirname "$(find /usr/local/cuda/ -name 'libcupti.so*' 2>/dev/null | head -1)")
+    g++ -O2 -shared -fPIC -I"$CUPTI_INC" -I/usr/local/cuda/include tools/cupti_trace/kernel_trace.cpp \
+      -L"$CUPTI_LIB" -Wl,-rpath,"$CUPTI_LIB" -lcupti -o "$B/libkernel_trace.so" > "$OUT/trace_build.log" 2>&1
+    echo "kernel_trace build rc=$?"
+    # TRACE_ENVS: one run per entry, "-" for the defaults, else VAR=VALUE[,VAR=VALUE].
+    for c in ${TIMELINE_CASES:-batch64}; do
+      for e in ${TRACE_ENVS:--}; do
+        n="${c}_${e//[=,]/_}"
+        env $( [ "$e" = - ] || echo "${e//,/ }" ) CUDA_INJECTION64_PATH="$B/libkernel_trace.so" \
+          VELA_KERNEL_TRACE="$OUT/trace_$n.csv" \
+          timeout 150 "$B/vela" bench engine --cases "$c" --decode 128 > "$OUT/trace_${n}_run.log" 2>&1
+        echo "trace $c $e rc=$?"; grep -E "^(decode|batch)" "$OUT/trace_${n}_run.log"
+        python3 tools/kernel_trace_step.py "$OUT/trace_$n.csv" 64 > "$OUT/trace_$n.txt" 2>&1
+        head -14 "$OUT/trace_$n.txt"
+        xz -f "$OUT/trace_$n.csv"
+      done
+    done
+  else
+    echo "no cupti.h under /usr/local/cuda"
+  fi
 fi
 if has minrows; then
   # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS).

@@ -95,10 +95,15 @@ def main():
     # The graph by kernel name and by position.
     per_name = defaultdict(list)
     per_pos = [[] for _ in range(n_kernels)]
+    per_gap = [[] for _ in range(n_kernels)]  # start minus the previous kernel's end (< 0: overlap)
     for c in steps:
         acc = defaultdict(int)
+        prev_end = None
         for i, (s, e, n) in enumerate(by_launch[c]):
             per_pos[i].append(e - s)
+            if prev_end is not None:
+                per_gap[i].append(s - prev_end)
+            prev_end = e
             acc[short(n)] += e - s
         for n, t in acc.items():
             per_name[n].append(t)
@@ -108,9 +113,10 @@ def main():
     total = med(busy)
     for n, ts in sorted(per_name.items(), key=lambda x: -statistics.median(x[1])):
         print(f"  {med(ts):8.1f} us  x{cnt[n]:4d}  {100 * med(ts) / total:5.1f}%  {n}")
-    print("\ngraph kernels by position (median us); first 40 and last 6:")
+    print("\ngraph kernels by position (median us; start after the previous kernel's end, < 0 =")
+    print("overlap under programmatic dependent launch); first 40 and last 6:")
     for i in list(range(min(40, n_kernels))) + list(range(max(40, n_kernels - 6), n_kernels)):
-        print(f"  {i:4d} {med(per_pos[i]):8.2f} us  {names[i]}")
+        print(f"  {i:4d} {med(per_pos[i]):8.2f} us  {med(per_gap[i]):+7.2f} us  {names[i]}")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,24 @@ def main():
         per_name[(name, grid)][0] += d
         per_name[(name, grid)][1] += d + g
         per_name[(name, grid)][2] += 1
+    # What runs between two timed graphs (kernels, copies and memsets launched outside them), in
+    # order, with its start after the earlier graph's end (median over the steps; each step's
+    # items matched by position, so steps with another count of items are left out).
+    flat = sorted((int(r["start_ns"]), int(r["end_ns"]), short(names[r["name"]]))
+                  for r in rows if int(r["graph_id"]) == 0)
+    between = []
+    for a, b in zip(steps, steps[1:]):
+        end_a, start_b = by_corr[a][-1][1], by_corr[b][0][0]
+        between.append([(s - end_a, e - s, n) for s, e, n in flat if end_a <= s < start_b])
+    if between:
+        common = Counter(len(x) for x in between).most_common(1)[0][0]
+        same = [x for x in between if len(x) == common]
+        gaps = [by_corr[b][0][0] - by_corr[a][-1][1] for a, b in zip(steps, steps[1:])]
+        print(f"\nbetween two graphs: {med(gaps):.1f} us from one graph's end to the next one's start; "
+              f"{common} items in {len(same)} of {len(between)} gaps:")
+        for i in range(common):
+            print(f"  +{med([x[i][0] for x in same]):7.2f} us  {med([x[i][1] for x in same]):7.2f} us  "
+                  f"{same[-1][i][2]}")
     print("\nby kernel (summed over the step: duration, end-to-end share = duration + start after the")
     print("previous kernel's end, launches):")
     for (name, grid), (d, m, cnt) in sorted(per_name.items(), key=lambda x: -x[1][1]):

@@ -371,9 +371,12 @@ int Scheduler::launch_sampling(const Tensor& logits) {
       dst.copy_(logits.select(0, sample_src_[static_cast<size_t>(j)]));
     }
   }
-  if (masks_ && masks_->size() > 0) masks_->apply(rows);  // in place: one forward row per row here
+  const bool masked = masks_ && masks_->size() > 0;
+  if (masked) masks_->apply(rows);  // in place: one forward row per row here
   sampler_.stage(sample_rows_);
-  sampler_.launch(rows);
+  // The LM head's argmax pieces (decode steps on CUDA) hold while the rows are its rows, unmasked.
+  Tensor chunk_max = identity && !masked ? executor_.decode_chunk_max() : Tensor();
+  sampler_.launch(rows, chunk_max.defined() && chunk_max.size(0) >= n ? chunk_max : Tensor());
   return sampler_.download();
 }
 
@@ -696,7 +699,8 @@ void Scheduler::launch_overlapped(const std::vector<Task*>& tasks, const int32_t
   const Tensor ids = sampler_.device_tokens();
   Tensor logits = executor_.forward(batch, &ids, id_rows);
   timeline_.mark(StepTimeline::kForward);
-  sampler_.launch(logits);
+  // Its rows are the logits' rows, no mask touched them: the LM head's argmax pieces hold.
+  sampler_.launch(logits, executor_.decode_chunk_max());
   timeline_.mark(StepTimeline::kSampled);
   flight_.ticket = sampler_.download();
   timeline_.mark(StepTimeline::kDownloaded);

@@ -121,7 +121,8 @@ bool Transformer::use_fused_packed(int64_t n_tokens) const {
 }
 
 Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
-                                   const KVCacheView& kv, const Tensor& logits_indices) const {
+                                   const KVCacheView& kv, const Tensor& logits_indices,
+                                   Tensor* chunk_max) const {
   VELA_CHECK(ids.dim() == 1 && ids.dtype() == DType::kI32,
              "forward_packed: ids must be [n_tokens] i32, got ", ids.str());
   VELA_CHECK(positions.shape() == ids.shape() && positions.dtype() == DType::kI32,
@@ -178,7 +179,10 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   }
   Tensor logits =
       scratch_tensor({logits_indices.size(0), config.vocab_size}, DType::kF32, device());
-  ops::gemm(selected, lm_head.weight, logits, false, true);
+  if (chunk_max != nullptr)
+    ops::gemm_argmax_chunks(selected, lm_head.weight, logits, *chunk_max);
+  else
+    ops::gemm(selected, lm_head.weight, logits, false, true);
   return logits;
 }
 

@@ -50,9 +50,11 @@ class Transformer {
 
   // ids, positions: [n_tokens] i32; logits_indices: [n_out] i32 rows of the batch to score, in
   // increasing order (n_out = n_tokens: every row, read in order without the indices).
-  // Returns logits [n_out, vocab] f32.
+  // Returns logits [n_out, vocab] f32. chunk_max, when given: [>= n_out, >= ceil(vocab / 128)]
+  // i64, filled with the sampler's argmax pieces of the logits (ops::argmax_chunks; from the LM
+  // head's epilogue where the GEMM allows, ops::gemm_argmax_chunks).
   Tensor forward_packed(const Tensor& ids, const Tensor& positions, const KVCacheView& kv,
-                        const Tensor& logits_indices) const;
+                        const Tensor& logits_indices, Tensor* chunk_max = nullptr) const;
 
   // The rotary table serving positions < n_positions (dynamic NTK depends on it; other scalings
   // return the table built at load).

@@ -10,6 +10,7 @@
 #include "ops/gemm.h"
 #include "ops/qkv_rotary.h"
 #include "ops/rms_norm.h"
+#include "ops/sampling.h"
 #include "ops/swiglu.h"
 #if defined(VELA_HAS_CUDA)
 #include "ops/cuda/cuda_ops.h"
@@ -183,6 +184,26 @@ void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& 
 #endif
   gemm_add(a, w, residual);
   norm_pieces(residual, next_norm_w, next);
+}
+
+void gemm_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max) {
+  const char* op = "gemm_argmax_chunks";
+  check_input_and_weight(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w);
+  check_defined(op, "logits", logits);
+  check_dtype(op, "logits", logits, DType::kF32);
+  VELA_CHECK(logits.dim() == 2 && logits.size(0) == a.size(0) && logits.size(1) == w.size(0), op,
+             ": logits ", logits.str(), " must be [", a.size(0), ", ", w.size(0), "]");
+  check_defined(op, "chunk_max", chunk_max);
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  // (argmax_chunks checks chunk_max's shape on the other path; the kernel needs the same.)
+  if (a.device().is_cuda() && chunk_max.dim() == 2 && chunk_max.dtype() == DType::kI64 &&
+      chunk_max.stride(1) == 1 && chunk_max.size(0) >= a.size(0) &&
+      chunk_max.size(1) >= argmax_chunk_count(w.size(0)) && chunk_max.device() == a.device() &&
+      cuda::gemm_wgmma_argmax_chunks(a, w, logits, chunk_max))
+    return;
+#endif
+  gemm(a, w, logits, false, true);
+  argmax_chunks(logits, chunk_max);
 }
 
 void silu_mul_gemm_add(const Tensor& h, const Tensor& w, Tensor& residual) {

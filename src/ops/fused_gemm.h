@@ -7,6 +7,7 @@
 //   silu_mul_gemm_add: residual += silu_and_mul(h) @ w^T      (h = [gate | up])
 //   rms_norm_gemm_rotary_kv_write: the q|k|v projection of a decode layer without QK-norm,
 //                      qkv_rotary_kv_write(rms_norm(x, norm_w, eps) @ w^T, ...) (ops/qkv_rotary.h)
+//   gemm_argmax_chunks: logits = a @ w^T and the sampler's argmax pieces of them (the LM head)
 // Each is defined as the unfused ops compose it, including where they round to the storage dtype
 // (the normed / activated input and the projection are rounded before use, the residual after the
 // add), so fused and unfused results differ only in fp32 summation order.
@@ -77,6 +78,12 @@ void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor&
                                    const Tensor& q_norm, const Tensor& k_norm, float qk_eps,
                                    const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                                    Tensor& v_cache);
+// The LM head with the sampler's argmax pieces: logits = a @ w^T (f32 [n_rows, vocab], as
+// ops::gemm) and chunk_max = argmax_chunks(logits) (ops/sampling.h). On sm_90 the wgmma GEMM's
+// rows (3..64 bf16/f16) write the pieces in its epilogue from the values it stores (one kernel,
+// when the columns fill the SMs without split-K); anything else is the GEMM and then the op.
+void gemm_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max);
+
 // Whether n_rows rows of `dtype` on `device` take the single-kernel norm-piece forms above (sm_90,
 // the wgmma GEMM's rows): the multi-row fused decode layer (model/transformer.cpp) runs then.
 bool norm_piece_gemms_take(int64_t n_rows, DType dtype, Device device);

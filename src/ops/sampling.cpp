@@ -7,8 +7,39 @@
 
 namespace vela::ops {
 
+namespace {
+
+void check_chunk_max(const char* op, const Tensor& logits, const Tensor& chunk_max) {
+  check_rank(op, "chunk_max", chunk_max, 2);
+  check_dtype(op, "chunk_max", chunk_max, DType::kI64);
+  VELA_CHECK(chunk_max.stride(1) == 1, op, ": chunk_max ", chunk_max.str(),
+             " must have unit column stride");
+  const int64_t chunks = argmax_chunk_count(logits.size(1));
+  VELA_CHECK(chunk_max.size(0) >= logits.size(0) && chunk_max.size(1) >= chunks, op, ": chunk_max ",
+             chunk_max.str(), " must be [>= ", logits.size(0), ", >= ", chunks, "] for logits ",
+             logits.str());
+  check_same_device(op, "chunk_max", chunk_max, "logits", logits);
+}
+
+}  // namespace
+
+void argmax_chunks(const Tensor& logits, Tensor& chunk_max) {
+  const char* op = "argmax_chunks";
+  check_defined(op, "logits", logits);
+  check_rank(op, "logits", logits, 2);
+  check_dtype(op, "logits", logits, DType::kF32);
+  VELA_CHECK(logits.size(1) >= 1 && logits.size(1) <= (int64_t{1} << 30) &&
+                 (logits.size(1) == 1 || logits.stride(1) == 1),
+             op, ": logits ", logits.str(),
+             " must have between 1 and 2^30 columns and unit column stride");
+  check_defined(op, "chunk_max", chunk_max);
+  check_chunk_max(op, logits, chunk_max);
+  if (logits.size(0) == 0) return;
+  VELA_DISPATCH(logits.device(), argmax_chunks, logits, chunk_max);
+}
+
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out) {
+            Tensor& work, Tensor& out, const Tensor& chunk_max) {
   const char* op = "sample";
   check_defined(op, "logits", logits);
   check_rank(op, "logits", logits, 2);
@@ -51,8 +82,9 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   check_same_device(op, "counts", counts, "logits", logits);
   check_same_device(op, "work", work, "logits", logits);
   check_same_device(op, "out", out, "logits", logits);
+  if (chunk_max.defined()) check_chunk_max(op, logits, chunk_max);
   if (n_rows == 0) return;
-  VELA_DISPATCH(logits.device(), sample, logits, params, entries, counts, work, out);
+  VELA_DISPATCH(logits.device(), sample, logits, params, entries, counts, work, out, chunk_max);
 }
 
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,

@@ -99,11 +99,27 @@ VELA_HOST_DEVICE VELA_INLINE uint64_t sample_rank(uint32_t key, int32_t id) {
   return (static_cast<uint64_t>(key) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
 }
 
+// The greedy argmax in pieces: chunk_max[r][j] is the largest sample_rank(sample_key(v), i) over
+// the columns i of chunk j (kArgmaxChunkCols columns each, the last one shorter) of logits row r,
+// NaN read as -inf; a row's argmax (ties to the lower id) is rank_id of the largest of its chunks.
+//   logits [n_rows, vocab] f32, unit column stride   chunk_max [>= n_rows, >= argmax_chunk_count]
+//   i64 (the u64 ranks' bits), contiguous rows
+// The LM head can write them in its GEMM's epilogue (ops::gemm_argmax_chunks, fused_gemm.h), so
+// the sampler need not read the logits row again for a greedy token (sample's chunk_max).
+inline constexpr int64_t kArgmaxChunkCols = 128;
+inline int64_t argmax_chunk_count(int64_t vocab) {
+  return (vocab + kArgmaxChunkCols - 1) / kArgmaxChunkCols;
+}
+void argmax_chunks(const Tensor& logits, Tensor& chunk_max);
+
 // Samples logits.size(0) rows (see the file comment for shapes). Throws InvalidArgument on a
 // shape, dtype or device mismatch; per-row params and entries are trusted (the engine's Sampler
 // validates them). Stream-ordered on CUDA (no host sync, no allocation: graph-capturable).
+// chunk_max, when defined, must hold argmax_chunks(logits) (rows [0, n_rows)): the CUDA kernel
+// then takes the argmax of the rows without penalties or bias from it instead of a pass over the
+// row (the same token; the CPU scans its rows either way).
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out);
+            Tensor& work, Tensor& out, const Tensor& chunk_max = Tensor());
 
 // Rewrites slots of the count table: for each i < n_resets, zeroes counts[slots[i]] and then
 // sets counts[slots[i], entries[j, 0]] = entries[j, 1] for j in [begin[i], end[i]).

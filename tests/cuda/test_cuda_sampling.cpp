@@ -23,6 +23,9 @@
 #include "cuda/cuda_test_util.h"
 #include "engine/runtime/sampler.h"
 #include "engine/sampler_test_util.h"
+#include "ops/fused_gemm.h"
+#include "ops/gemm.h"
+#include "ops/sampling.h"
 #include "ops/softmax.h"
 
 namespace vela {
@@ -618,6 +621,64 @@ TEST_F(CudaSamplingTest, DISABLED_Bench) {
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
       }
+    }
+  }
+}
+
+// The LM head writing the sampler's argmax pieces (ops::gemm_argmax_chunks: the wgmma GEMM's
+// epilogue at 3..64 rows on sm_90 when the vocabulary fills the SMs without split-K; the GEMM and
+// ops::argmax_chunks elsewhere): the logits equal ops::gemm's bit for bit, every piece equals the
+// CPU op's over those logits (a tie across the first chunk boundary included), and a Sampler fed
+// the pieces picks each greedy row's argmax (a biased row still scans its processed row).
+TEST_F(CudaSamplingTest, LmHeadArgmaxChunksMatchCpuAndFeedTheGreedyToken) {
+  const int64_t k = 256;
+  for (int64_t vocab : {100000L, 151936L, 5000L}) {
+    Tensor w_host = test::random_cpu({vocab, k}, DType::kBF16, 31 + vocab);
+    for (int32_t m : {1, 3, 16, 64, 65}) {
+      Tensor a_host = test::random_cpu({m, k}, DType::kBF16, 7 + m);
+      // Row 0's largest logit sits on ids 127 and 128 alike: the pieces must keep the lower id.
+      for (int64_t i = 0; i < k; ++i) {
+        const float s =
+            static_cast<float>(static_cast<const bf16*>(a_host.data_ptr())[i]) < 0 ? -1.0f : 1.0f;
+        static_cast<bf16*>(w_host.data_ptr())[127 * k + i] = bf16(s);
+        static_cast<bf16*>(w_host.data_ptr())[128 * k + i] = bf16(s);
+      }
+      Tensor a = a_host.to(gpu()), w = w_host.to(gpu());
+      const int64_t chunks = ops::argmax_chunk_count(vocab);
+      Tensor logits = Tensor::zeros({m, vocab}, DType::kF32, gpu());
+      Tensor plain = Tensor::zeros({m, vocab}, DType::kF32, gpu());
+      Tensor pieces = Tensor::zeros({m + 1, chunks + 1}, DType::kI64, gpu());
+      ops::gemm_argmax_chunks(a, w, logits, pieces);
+      ops::gemm(a, w, plain, false, true);
+      Tensor got_logits = logits.to(Device::cpu()), want_logits = plain.to(Device::cpu());
+      ASSERT_EQ(std::memcmp(got_logits.data_ptr(), want_logits.data_ptr(), want_logits.nbytes()), 0)
+          << "vocab " << vocab << " rows " << m;
+      Tensor want = Tensor::zeros({m, chunks}, DType::kI64);
+      ops::argmax_chunks(got_logits, want);
+      Tensor got = pieces.to(Device::cpu());
+      for (int32_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < chunks; ++j)
+          ASSERT_EQ(static_cast<const int64_t*>(got.data_ptr())[r * got.stride(0) + j],
+                    static_cast<const int64_t*>(want.data_ptr())[r * chunks + j])
+              << "vocab " << vocab << " rows " << m << " row " << r << " chunk " << j;
+
+      SamplingParams greedy, biased;
+      greedy.temperature = 0.0f;
+      biased.temperature = 0.0f;
+      biased.logit_bias = {{5, 1000.0f}};
+      std::vector<SamplerRow> rows(m, SamplerRow{&greedy, nullptr, nullptr, 0, 0});
+      if (m > 2) rows[2].params = &biased;
+      Sampler dev(vocab, m, gpu());
+      std::vector<SampleResult> out;
+      dev.stage(rows);
+      dev.launch(logits, pieces);
+      dev.finish(out);
+      const float* x = got_logits.data<float>();
+      for (int32_t r = 0; r < m; ++r)
+        EXPECT_EQ(out[r].token,
+                  rows[r].params == &biased ? 5 : argmax_lower_id(x + r * vocab, vocab))
+            << "vocab " << vocab << " rows " << m << " row " << r;
+      EXPECT_EQ(out[0].token, 127) << "vocab " << vocab << " rows " << m;
     }
   }
 }

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "model/lora_adapter.h"
 #include "ops/attention.h"
+#include "ops/sampling.h"
 
 namespace vela {
 
@@ -55,6 +56,14 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
     else
       stream_ = std::make_unique<CudaGraphRunner>(model->device());
     buckets_ = CudaGraphRunner::buckets(ws.max_seqs());
+    // The LM head of decode steps writes the sampler's argmax pieces (the sampler then skips
+    // its pass over the logits for greedy rows). VELA_LM_HEAD_ARGMAX=0: the sampler's pre-pass.
+    static const bool lm_head_argmax = env_enabled("VELA_LM_HEAD_ARGMAX");
+    if (lm_head_argmax) {
+      const int64_t rows = std::max<int64_t>(ws.max_seqs(), buckets_.empty() ? 0 : buckets_.back());
+      chunk_max_ = Tensor::zeros({rows, ops::argmax_chunk_count(model->config.vocab_size)},
+                                 DType::kI64, model->device());
+    }
     sm_count_ = cuda::sm_count(model->device().index);
     decode_tensor_cores_ = ops::decode_on_tensor_cores(
         model->dtype(), model->config.n_heads, model->config.n_kv_heads, model->config.head_dim);
@@ -119,10 +128,14 @@ BoundBatch Executor::resized(const BoundBatch& batch, int32_t n_tokens, int32_t 
   return b;
 }
 
-Tensor Executor::run(const BoundBatch& b) {
+Tensor Executor::run(const BoundBatch& b, Tensor* chunk_max) {
   arena_.reset();
   ScratchScope scope(&arena_);
-  return model_->forward_packed(b.input_ids, b.positions, b.kv, b.logits_indices);
+  return model_->forward_packed(b.input_ids, b.positions, b.kv, b.logits_indices, chunk_max);
+}
+
+Tensor Executor::decode_chunk_max() const {
+  return chunk_max_rows_ > 0 ? chunk_max_.slice(0, 0, chunk_max_rows_) : Tensor();
 }
 
 Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device,
@@ -142,6 +155,7 @@ Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device,
                  ": rows must ascend within the ", ids_on_device->numel(), " device ids");
   ids_on_device_ = ids_on_device;
   id_rows_ = id_rows;
+  chunk_max_rows_ = 0;  // decode_bucket sets it when its forward writes the pieces
   struct Clear {  // a later capture_bucket() must not copy them again
     Executor& e;
     ~Clear() {
@@ -259,16 +273,18 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
   ws_.upload(bucket, bucket);
   copy_device_ids(n);  // after the upload, which carries the host's (stale) ids
   Tensor logits;
+  Tensor* cm = chunk_max_.defined() ? &chunk_max_ : nullptr;
   if (!graphs_) {
-    logits = run(b);
+    logits = run(b, cm);
   } else if (graphs_->has(key)) {
     logits = graphs_->replay(key);
   } else {
-    logits = run(b);  // this step's result; also warms plans and kernels up for the capture
+    logits = run(b, cm);  // this step's result; also warms plans and kernels up for the capture
     VELA_LOG_DEBUG("[executor] capturing the decode graph of ", key.first, " rows, ", key.second,
                    " splits (max_len ", batch.kv.max_len, ", ", n, " live rows)");
-    graphs_->capture(key, [&] { return run(b); });
+    graphs_->capture(key, [&] { return run(b, cm); });
   }
+  chunk_max_rows_ = cm != nullptr ? n : 0;
   return logits.slice(0, 0, n);
 }
 

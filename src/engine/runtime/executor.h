@@ -59,6 +59,10 @@ class Executor {
   bool capture_queued_graph();
   // Makes the engine's CUDA stream current on the calling thread (the scheduler loop); no-op on CPU.
   void enter_thread() const;
+  // The sampler's argmax pieces (ops::argmax_chunks) of the last forward's logits rows, written
+  // by the LM head (ops::gemm_argmax_chunks) when that forward was a decode step on CUDA
+  // (VELA_LM_HEAD_ARGMAX=0: never); undefined otherwise. Valid until the next forward.
+  Tensor decode_chunk_max() const;
 
   void set_model(const Transformer* model);
   const Transformer& model() const { return *model_; }
@@ -83,7 +87,7 @@ class Executor {
                                   int64_t n_seqs);
 
  private:
-  Tensor run(const BoundBatch& b);
+  Tensor run(const BoundBatch& b, Tensor* chunk_max = nullptr);
   Tensor forward_decode(const BoundBatch& batch);
   // Pads rows [n, bucket) and runs (or replays) the bucket's decode forward with `splits` KV
   // splits (0: graph_splits at the batch's max_len, or a captured neighbour: see above).
@@ -126,6 +130,8 @@ class Executor {
   int timed_at_ = 0;
   DeviceTime device_time_;
   void count_time(TimedForward& f);
+  Tensor chunk_max_;            // [>= the largest bucket, ceil(vocab / 128)] i64 (CUDA decode)
+  int32_t chunk_max_rows_ = 0;  // rows of chunk_max_ the last forward wrote (0: none)
   const Tensor* ids_on_device_ = nullptr;  // forward()'s arguments, for decode_bucket
   const int32_t* id_rows_ = nullptr;
   void copy_device_ids(int32_t n);

@@ -261,7 +261,7 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
   n_staged_ = n_rows;
 }
 
-void Sampler::launch(const Tensor& logits) {
+void Sampler::launch(const Tensor& logits, const Tensor& chunk_max) {
   VELA_CHECK(n_staged_ >= 0, "Sampler::launch: no rows staged");
   VELA_CHECK(logits.defined() && logits.dim() == 2 && logits.dtype() == DType::kF32,
              "Sampler: logits must be f32 [n_rows, vocab], got ",
@@ -271,7 +271,7 @@ void Sampler::launch(const Tensor& logits) {
              " rows (the staged rows)");
   VELA_CHECK(logits.device() == device_, "Sampler: logits on ", logits.device().str(),
              ", sampler on ", device_.str());
-  ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_);
+  ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_, chunk_max);
 }
 
 void Sampler::finish(std::vector<SampleResult>& out) { collect(download(), out); }

@@ -89,8 +89,10 @@ class Sampler {
   // `slots`, penalized rows take their penalties from their prompt / output.
   void stage(const std::vector<SamplerRow>& rows, const std::vector<int32_t>* slots = nullptr);
   // logits: [n_rows, vocab] f32 on this sampler's device, unit column stride (rows may be
-  // strided), n_rows == the staged row count; read only. Graph-capturable.
-  void launch(const Tensor& logits);
+  // strided), n_rows == the staged row count; read only. Graph-capturable. chunk_max (optional):
+  // ops::argmax_chunks of these logits (the LM head's, Executor::decode_chunk_max), so greedy
+  // rows need no pass over the logits.
+  void launch(const Tensor& logits, const Tensor& chunk_max = Tensor());
   // Reads back the ids (+ logprobs for rows that asked) of the staged rows, once the launch (or
   // the replay of a graph that captured it) is enqueued; waits for the stream.
   void finish(std::vector<SampleResult>& out);

@@ -495,7 +495,7 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* entrie
 }  // namespace
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out) {
+            Tensor& work, Tensor& out, const Tensor& /*chunk_max: the rows are scanned here*/) {
   const int64_t n_rows = logits.size(0), n = logits.size(1);
   const auto* rows = reinterpret_cast<const SampleRowParams*>(params.data_ptr());
   const float* base = logits.data<float>();
@@ -515,6 +515,26 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
       int32_t* counts_row =
           (p.slot >= 0 && c != nullptr) ? c + static_cast<int64_t>(p.slot) * n : nullptr;
       sample_row(base + r * stride, p, e, counts_row, w + r * n, n, o, out_stride, r, scratch);
+    }
+  });
+}
+
+void argmax_chunks(const Tensor& logits, Tensor& chunk_max) {
+  const int64_t n_rows = logits.size(0), n = logits.size(1);
+  const int64_t n_chunks = argmax_chunk_count(n);
+  const float* base = logits.data<float>();
+  auto* cm = reinterpret_cast<uint64_t*>(chunk_max.data_ptr());
+  parallel_for(n_rows * n_chunks, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = i / n_chunks, j = i % n_chunks;
+      const float* row = base + r * logits.stride(0);
+      const int64_t hi = std::min(n, (j + 1) * kArgmaxChunkCols);
+      uint64_t best = 0;
+      for (int64_t col = j * kArgmaxChunkCols; col < hi; ++col) {
+        const float v = std::isnan(row[col]) ? kNegInf : row[col];
+        best = std::max(best, sample_rank(sample_key(v), static_cast<int32_t>(col)));
+      }
+      cm[r * chunk_max.stride(0) + j] = best;
     }
   });
 }

@@ -73,6 +73,11 @@ bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& 
 // split-K reduction; false unless the projection is split over K. Operands checked by the caller.
 bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_w,
                     Tensor& scaled, Tensor& row_sq);
+// logits = a @ w^T (f32) with ops::argmax_chunks(logits) written from the epilogue's values into
+// chunk_max (i64 [>= m, >= ceil(n / 128)], checked by the caller), for the wgmma GEMM's rows in
+// one kernel; false when the columns would need split-K (fewer 128-column tiles than SMs) or the
+// operands do not suit the kernel.
+bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max);
 // The most rows the wgmma GEMM takes now (0 when it is off).
 int wgmma_max_rows();
 // Whether n_rows rows are the wgmma GEMM's (gemv_max_rows() < n_rows <= wgmma_max_rows()) on
@@ -186,7 +191,8 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out);
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out);
+            Tensor& work, Tensor& out, const Tensor& chunk_max);
+void argmax_chunks(const Tensor& logits, Tensor& chunk_max);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);
 // Tests and benchmarks: 1 runs the sampler's one-pass draw and unrolled candidate compaction, 0

@@ -43,6 +43,7 @@
 #include "ops/cuda/tma.cuh"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/rms_norm.h"
+#include "ops/sampling.h"
 
 namespace vela::ops::cuda {
 
@@ -235,12 +236,14 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
 // their rotate_half partners j + kD / 2 .. (rotary_epilogue). kAddRes (split-K only): c is the
 // residual, the reduction adds to it and writes the next norm's pieces (add_residual_epilogue).
 // kRowScale (with kSiluMul or kRotaryKv): each output row times its rstd, summed from the norm
-// pieces' row sums of squares after the wait, where the epilogue applies alpha. Two warpgroups
+// pieces' row sums of squares after the wait, where the epilogue applies alpha. kArgmaxOut (no
+// split-K, f32 out: the LM head): each row's largest sample_rank over the tile's 128 columns, the
+// sampler's argmax piece (ops::argmax_chunks), from the values stored. Two warpgroups
 // per block (256
 // columns) and a producer warp with empty barriers were measured and dropped: even or slower on
 // most bench-1b and Qwen3-1.7B projections (docs/kernels.md).
 
-enum TmaEpilogue : int { kPlainOut = 0, kSiluMul = 1, kRotaryKv = 2, kAddRes = 3 };
+enum TmaEpilogue : int { kPlainOut = 0, kSiluMul = 1, kRotaryKv = 2, kAddRes = 3, kArgmaxOut = 4 };
 
 // qkv_rotary_kv_write's operands (ops/qkv_rotary.h) for the kRotaryKv epilogue.
 struct RotaryKv {
@@ -288,7 +291,11 @@ struct TmaArgs {
   int64_t ld_scaled;
   const void* next_w;
   bool next_w_f32;
+  // kArgmaxOut: ops::argmax_chunks of the f32 output, [m, n_tiles] u64 (row stride ld_chunk_max).
+  uint64_t* chunk_max;
+  int64_t ld_chunk_max;
 };
+static_assert(kBN == kArgmaxChunkCols, "kArgmaxOut: a column tile is one argmax chunk");
 
 template <typename TC>
 __device__ __forceinline__ float silu_mul_rounded(float g, float u, float alpha) {
@@ -560,13 +567,35 @@ static __global__ void __launch_bounds__(kThreads)
             silu_mul_rounded<TC>(acc[j >> 2][(j & 3) + 1], acc[8 + (j >> 2)][(j & 3) + 1], ra)};
         if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
       }
-    } else if constexpr (kEpi == kPlainOut) {
+    } else if constexpr (kEpi == kPlainOut || kEpi == kArgmaxOut) {
+      uint64_t best[2] = {0, 0};  // kArgmaxOut: rows row_base and row_base + 8
 #pragma unroll
       for (int j = 0; j < 64; j += 2) {
         const int row = row_base + ((j >> 1) & 1) * 8;
         const int col = tile * kBN + (j >> 2) * 8 + 2 * (lane & 3);
         const float v[2] = {acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]};
         if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
+        if constexpr (kEpi == kArgmaxOut) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float x = sp.alpha * v[e];  // the value store_cols wrote (TC is float)
+            const uint64_t r = sample_rank(sample_key(x != x ? -INFINITY : x), col + e);
+            if (col + e < p.n && r > best[(j >> 1) & 1]) best[(j >> 1) & 1] = r;
+          }
+        }
+      }
+      if constexpr (kEpi == kArgmaxOut) {  // a row's 128 columns are on the 4 lanes of a quad
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int o = 1; o <= 2; o <<= 1) {
+            const uint64_t other = __shfl_xor_sync(0xffffffffu, best[h], o);
+            best[h] = other > best[h] ? other : best[h];
+          }
+          const int row = row_base + 8 * h;
+          if ((lane & 3) == 0 && row < p.m)
+            p.chunk_max[static_cast<int64_t>(row) * p.ld_chunk_max + tile] = best[h];
+        }
       }
     }
     return;
@@ -717,7 +746,8 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   const int64_t m = a.size(0), k = a.size(1);
   p.splits = wgmma_gemm_splits(w.size(0), k, n_sms(), resident_cluster_limit());
   if ((kEpi == kRotaryKv || kEpi == kAddRes) && p.splits == 1) return false;
-  if (kEpi != kPlainOut && out_dtype != a.dtype()) return false;  // epilogues store a's dtype
+  if (kEpi != kPlainOut && out_dtype != (kEpi == kArgmaxOut ? DType::kF32 : a.dtype()))
+    return false;  // the epilogues store a's dtype (kArgmaxOut: f32)
   if (!tma::encode_2d(&p.w_map, w.data_ptr(), w.dtype(), w.size(0), k, w.stride(0), 64) ||
       !tma::encode_2d(&p.a_map, a.data_ptr(), a.dtype(), m, k, a.stride(0), 64))
     return false;
@@ -730,7 +760,8 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   gemm_pipeline::dispatch_dtypes(a.dtype(), out_dtype, [&](auto t, auto tc) {
     using T = decltype(t);
     using TC = decltype(tc);
-    if constexpr (kEpi == kPlainOut || std::is_same_v<T, TC>)  // (else: refused)
+    if constexpr (kEpi == kPlainOut ||
+                  std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>)
       launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles,
              p.stages * kStageBytes + 1024);
   });
@@ -829,6 +860,22 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 }
 
 void gemm_wgmma_set_tma(int on) { g_tma_override = on < 0 ? -1 : (on != 0); }
+
+bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max) {
+  if (!wgmma_operands_ok(a, w)) return false;
+  if (logits.dim() != 2 || logits.dtype() != DType::kF32 || logits.stride(1) != 1) return false;
+  DeviceGuard guard(a.device().index);
+  // The pieces come from one block's tile: no split-K (a vocabulary of >= 128 x SMs columns).
+  if (wgmma_gemm_splits(w.size(0), a.size(1), n_sms(), resident_cluster_limit()) != 1) return false;
+  TmaArgs p{};
+  p.c = logits.data_ptr();
+  p.ldc = logits.stride(0);
+  p.n = static_cast<int>(w.size(0));
+  p.pairs = logits.stride(0) % 2 == 0 && is_aligned(logits.data_ptr(), 8);
+  p.chunk_max = reinterpret_cast<uint64_t*>(chunk_max.data_ptr());
+  p.ld_chunk_max = chunk_max.stride(0);
+  return run_tma<kArgmaxOut>(a, w, 1.0f, DType::kF32, p);
+}
 
 bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act, const Tensor& row_sq,
                          float norm_eps) {

@@ -58,6 +58,10 @@ struct SampleArgs {
   int32_t* out;
   int64_t out_stride;
   int32_t argmax_chunks;  // > 0: argmax_chunks_kernel left each unprocessed row's partial maxima
+  // ops::argmax_chunks of the logits, given by the caller (the LM head's epilogue), or nullptr.
+  const uint64_t* chunk_max;
+  int64_t chunk_max_stride;
+  int32_t n_chunk_max;
 };
 
 struct ResetArgs {
@@ -547,6 +551,37 @@ static __global__ void __launch_bounds__(kArgmaxThreads) argmax_chunks_kernel(Sa
   }
 }
 
+// ops::argmax_chunks: warp w of block (x, row) takes chunk 8x + w (kArgmaxChunkCols = 128
+// columns: four a lane, one 16-byte load where the row allows).
+constexpr int kChunkWarps = 8;
+static_assert(kArgmaxChunkCols == 4 * 32, "a lane takes four columns of a chunk");
+static __global__ void __launch_bounds__(kChunkWarps * 32)
+    chunk_max_kernel(const float* logits, int64_t stride, int64_t n, uint64_t* out,
+                     int64_t out_stride) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.y, chunk = blockIdx.x * kChunkWarps + (threadIdx.x >> 5);
+  const int64_t col = chunk * kArgmaxChunkCols + 4 * lane;
+  if (chunk * kArgmaxChunkCols >= n) return;
+  const float* p = logits + row * stride;
+  float v[4];
+  if (col + 4 <= n && (reinterpret_cast<uintptr_t>(p + col) % 16) == 0) {
+    const float4 q = *reinterpret_cast<const float4*>(p + col);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = col + e < n ? p[col + e] : -INFINITY;
+  }
+  uint64_t best = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if (col + e >= n) continue;
+    const uint64_t r = sample_rank(sample_key(sanitize(v[e])), static_cast<int32_t>(col + e));
+    best = r > best ? r : best;
+  }
+  best = warp_max_u64(best);
+  if (lane == 0) out[row * out_stride + chunk] = best;
+}
+
 // kFast: ordered_select_fast and the unrolled compaction (VELA_SAMPLE_FAST, the default); kRadix:
 // the exact path's radix selects (VELA_SAMPLE_RADIX). Separate instantiations: each keeps the
 // registers its own paths need.
@@ -624,7 +659,10 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   // 3. Argmax (ties to the lower id): the greedy token and the row max; from the partial maxima
   // of argmax_chunks_kernel when it ran for this row.
   uint64_t best = 0;
-  if (a.argmax_chunks > 0 && argmax_on_raw(p)) {
+  if (a.chunk_max != nullptr && argmax_on_raw(p)) {
+    const uint64_t* cm = a.chunk_max + row * a.chunk_max_stride;
+    for (int j = tid; j < a.n_chunk_max; j += kThreads) best = cm[j] > best ? cm[j] : best;
+  } else if (a.argmax_chunks > 0 && argmax_on_raw(p)) {
     if (tid < a.argmax_chunks) {
       const auto* partial = reinterpret_cast<const uint32_t*>(a.work + row * n);
       best = (static_cast<uint64_t>(partial[2 * tid + 1]) << 32) | partial[2 * tid];
@@ -976,8 +1014,19 @@ bool sample_radix() {
 void sample_set_fast(int fast) { set_override(g_fast_override, fast); }
 void sample_set_radix(int radix) { set_override(g_radix_override, radix); }
 
+void argmax_chunks(const Tensor& logits, Tensor& chunk_max) {
+  DeviceGuard guard(logits.device().index);
+  const int64_t n_chunks = argmax_chunk_count(logits.size(1));
+  const dim3 grid(static_cast<unsigned>((n_chunks + kChunkWarps - 1) / kChunkWarps),
+                  static_cast<unsigned>(logits.size(0)));
+  chunk_max_kernel<<<grid, kChunkWarps * 32, 0, current_stream()>>>(
+      logits.data<float>(), logits.stride(0), logits.size(1),
+      reinterpret_cast<uint64_t*>(chunk_max.data_ptr()), chunk_max.stride(0));
+  VELA_CUDA_CHECK_LAUNCH();
+}
+
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out) {
+            Tensor& work, Tensor& out, const Tensor& chunk_max) {
   DeviceGuard guard(logits.device().index);
   // The instantiation: plain / fast walks x bisection / radix selects.
   using Kernel = void (*)(SampleArgs);
@@ -1005,6 +1054,15 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   const int64_t by_sms = (per_sm * sm_count + n_rows - 1) / std::max<int64_t>(n_rows, 1);
   const int64_t chunks = std::min<int64_t>({by_sms, a.n / kMinArgmaxChunk, kMaxArgmaxChunks});
   a.argmax_chunks = chunks > 1 && n_rows > 0 ? static_cast<int32_t>(chunks) : 0;
+  a.chunk_max = nullptr;
+  a.chunk_max_stride = 0;
+  a.n_chunk_max = 0;
+  if (chunk_max.defined()) {  // the argmax pieces are given: no pre-pass
+    a.chunk_max = reinterpret_cast<const uint64_t*>(chunk_max.data_ptr());
+    a.chunk_max_stride = chunk_max.stride(0);
+    a.n_chunk_max = static_cast<int32_t>(argmax_chunk_count(a.n));
+    a.argmax_chunks = 0;
+  }
   if (a.argmax_chunks > 0) {
     argmax_chunks_kernel<<<dim3(static_cast<unsigned>(a.argmax_chunks), n_rows), kArgmaxThreads, 0,
                            current_stream()>>>(a);

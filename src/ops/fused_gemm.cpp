@@ -292,6 +292,16 @@ void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor&
                        k_cache, v_cache);
 }
 
+bool gemm_argmax_chunks_fused(int64_t n_rows, int64_t n, int64_t k, DType dtype, Device device) {
+#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
+  if (!device.is_cuda() || (dtype != DType::kBF16 && dtype != DType::kF16)) return false;
+  return cuda::wgmma_takes_rows(n_rows, device) && cuda::gemm_wgmma_splits_on(device, n, k) == 1;
+#else
+  (void)n_rows, (void)n, (void)k, (void)dtype, (void)device;
+  return false;
+#endif
+}
+
 bool norm_piece_gemms_take(int64_t n_rows, DType dtype, Device device) {
 #if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
   if (!device.is_cuda() || (dtype != DType::kBF16 && dtype != DType::kF16)) return false;

@@ -83,6 +83,10 @@ void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor&
 // rows (3..64 bf16/f16) write the pieces in its epilogue from the values it stores (one kernel,
 // when the columns fill the SMs without split-K); anything else is the GEMM and then the op.
 void gemm_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max);
+// Whether gemm_argmax_chunks of n_rows rows against a [n, k] weight of `dtype` on `device` is the
+// one kernel (the pieces then cost the LM head next to nothing; elsewhere they are a pass over the
+// logits, no cheaper than the sampler's own).
+bool gemm_argmax_chunks_fused(int64_t n_rows, int64_t n, int64_t k, DType dtype, Device device);
 
 // Whether n_rows rows of `dtype` on `device` take the single-kernel norm-piece forms above (sm_90,
 // the wgmma GEMM's rows): the multi-row fused decode layer (model/transformer.cpp) runs then.

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "model/lora_adapter.h"
 #include "ops/attention.h"
+#include "ops/fused_gemm.h"
 #include "ops/sampling.h"
 
 namespace vela {
@@ -273,7 +274,14 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
   ws_.upload(bucket, bucket);
   copy_device_ids(n);  // after the upload, which carries the host's (stale) ids
   Tensor logits;
-  Tensor* cm = chunk_max_.defined() ? &chunk_max_ : nullptr;
+  // The pieces where the LM head writes them in its own kernel (not the one- or two-row GEMV:
+  // there they are a pass over the logits, no cheaper than the sampler's pre-pass).
+  const ModelConfig& mc = model_->config;
+  Tensor* cm =
+      chunk_max_.defined() && ops::gemm_argmax_chunks_fused(bucket, mc.vocab_size, mc.hidden_size,
+                                                            model_->dtype(), model_->device())
+          ? &chunk_max_
+          : nullptr;
   if (!graphs_) {
     logits = run(b, cm);
   } else if (graphs_->has(key)) {

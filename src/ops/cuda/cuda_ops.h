@@ -78,6 +78,8 @@ bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Te
 // one kernel; false when the columns would need split-K (fewer 128-column tiles than SMs) or the
 // operands do not suit the kernel.
 bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max);
+// The K ranges (split-K cluster size) the wgmma GEMM uses for a [n, k] weight on `device`.
+int gemm_wgmma_splits_on(Device device, int64_t n, int64_t k);
 // The most rows the wgmma GEMM takes now (0 when it is off).
 int wgmma_max_rows();
 // Whether n_rows rows are the wgmma GEMM's (gemv_max_rows() < n_rows <= wgmma_max_rows()) on

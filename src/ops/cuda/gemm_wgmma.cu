@@ -861,6 +861,11 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 
 void gemm_wgmma_set_tma(int on) { g_tma_override = on < 0 ? -1 : (on != 0); }
 
+int gemm_wgmma_splits_on(Device device, int64_t n, int64_t k) {
+  DeviceGuard guard(device.index);
+  return wgmma_gemm_splits(n, k, n_sms(), resident_cluster_limit());
+}
+
 bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max) {
   if (!wgmma_operands_ok(a, w)) return false;
   if (logits.dim() != 2 || logits.dtype() != DType::kF32 || logits.stride(1) != 1) return false;

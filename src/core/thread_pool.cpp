@@ -1,8 +1,9 @@
 // The CPU worker team (thread_pool.h). A region is published as an epoch: the caller writes the
-// job, then the claim word (epoch << 32 | next task) and the epoch itself; a worker claims tasks
-// by compare-and-swap on the claim word, so a worker that wakes after its region ended (the epoch
-// in the claim word moved on) claims nothing, and the job's fields cannot change under a claimed
-// task (the caller waits for every claimed task before it publishes the next region).
+// job (its task count tagged with the epoch), then the claim word (epoch << 32 | next task) and
+// the epoch itself; a worker claims tasks by compare-and-swap on the claim word, bounded by the
+// count of the same epoch, so a worker that wakes after its region ended (the epoch in the claim
+// word moved on) claims nothing, and the job's fields cannot change under a claimed task (the
+// caller waits for every claimed task before it publishes the next region).
 #include "core/thread_pool.h"
 
 #include <omp.h>
@@ -45,12 +46,16 @@ struct ThreadPool::State {
   // The region, written by its caller before the epoch is published.
   std::atomic<TaskFn> fn{nullptr};
   std::atomic<void*> ctx{nullptr};
-  std::atomic<int64_t> n_tasks{0};
   std::atomic<int> width{0};
   std::mutex error_mu;
   std::exception_ptr error;
 
   alignas(64) std::atomic<uint64_t> claim{0};  // epoch << 32 | next task to claim
+  // epoch << 32 | the region's task count. Tagged with the epoch like the claim word: a worker
+  // still holding the previous region's claim word must not read the next region's count (its
+  // compare-and-swap on the old word succeeds until the caller publishes the new one, and it then
+  // ran a task of the new region that the new claim word hands out again).
+  std::atomic<uint64_t> limit{0};
   alignas(64) std::atomic<int64_t> done{0};    // tasks finished in this region
   alignas(64) std::atomic<uint32_t> epoch{0};  // futex word the idle workers sleep on
   std::atomic<int> sleepers{0};
@@ -68,12 +73,14 @@ struct ThreadPool::State {
   // Claims and runs tasks of region `e` until none is left or the region is over.
   void participate(uint32_t e) {
     uint64_t c = claim.load(std::memory_order_acquire);
+    // Region e's task count, published before its claim word (or a later region's: then leave).
+    const uint64_t lim = limit.load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(lim >> 32) != e) return;
+    const int64_t n = static_cast<int64_t>(lim & 0xffffffffu);
     for (;;) {
       if (static_cast<uint32_t>(c >> 32) != e) return;
       const int64_t i = static_cast<int64_t>(c & 0xffffffffu);
-      // n_tasks may already be a later region's, but then the claim word moved on and the
-      // exchange below fails.
-      if (i >= n_tasks.load(std::memory_order_relaxed)) return;
+      if (i >= n) return;
       if (!claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
                                        std::memory_order_acquire))
         continue;
@@ -149,14 +156,15 @@ void ThreadPool::run(int64_t n_tasks, int width, TaskFn fn, void* ctx) {
   if (!region.owns_lock()) return serial();
   s.ensure_workers(width - 1);
 
+  uint32_t e = s.epoch.load(std::memory_order_relaxed) + 1;  // only a region's caller writes it
+  if (e == 0) e = 1;                                         // 0: no region yet
   s.fn.store(fn, std::memory_order_relaxed);
   s.ctx.store(ctx, std::memory_order_relaxed);
-  s.n_tasks.store(n_tasks, std::memory_order_relaxed);
+  s.limit.store(static_cast<uint64_t>(e) << 32 | static_cast<uint64_t>(n_tasks),
+                std::memory_order_relaxed);
   s.width.store(width, std::memory_order_relaxed);
   s.done.store(0, std::memory_order_relaxed);
   s.error = nullptr;
-  uint32_t e = s.epoch.load(std::memory_order_relaxed) + 1;  // only a region's caller writes it
-  if (e == 0) e = 1;                                         // 0: no region yet
   // Task 0 is the caller's (the first share stays on one thread region after region).
   s.claim.store(static_cast<uint64_t>(e) << 32 | 1, std::memory_order_release);
   s.epoch.store(e, std::memory_order_seq_cst);

@@ -92,6 +92,29 @@ TEST(ThreadPool, EveryItemOnceInEachForm) {
   }
 }
 
+// Back-to-back regions of different sizes: every task of every region runs exactly once, and on
+// the region it belongs to. A worker that has claimed nothing yet may still hold the previous
+// region's claim word when the caller publishes the next one; it must not claim a task of the new
+// region through the old word (seen once on a 16-core machine as a GEMM share run twice: one
+// 128-column block of a CPU reference doubled). Oversubscribed on purpose (more threads than
+// cores), so workers get descheduled mid-claim.
+TEST(ThreadPool, BackToBackRegionsRunEachTaskOnce) {
+  Threads threads(6);
+  constexpr int kRegions = 20000;
+  const int64_t sizes[] = {2, 9, 3, 16, 5, 12, 4, 7};
+  std::vector<std::atomic<int>> runs(16);
+  for (int r = 0; r < kRegions; ++r) {
+    const int64_t n = sizes[r % 8];
+    for (int64_t i = 0; i < 16; ++i) runs[static_cast<size_t>(i)].store(0);
+    parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) runs[static_cast<size_t>(i)].fetch_add(1);
+    });
+    for (int64_t i = 0; i < 16; ++i)
+      ASSERT_EQ(runs[static_cast<size_t>(i)].load(), i < n ? 1 : 0)
+          << "region " << r << " of " << n << " tasks, task " << i;
+  }
+}
+
 TEST(ThreadPool, NestedRegionsRunInline) {
   Threads threads(3);
   std::vector<std::atomic<int>> hits(64 * 64);

@@ -20,7 +20,9 @@
 #include "engine/char_tokenizer.h"
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "engine/runtime/executor.h"
 #include "ops/attention.h"
+#include "ops/fused_gemm.h"
 
 namespace vela {
 namespace {
@@ -375,6 +377,49 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineHeadDim,
                          ::testing::Values("llama_gqa", "qwen3_qknorm", "llama_hd80_mha",
                                            "qwen3_hd256"),
                          [](const auto& info) { return std::string(info.param); });
+
+// The LM head's argmax pieces inside the engine (ops::gemm_argmax_chunks; a vocabulary wide
+// enough that the wgmma GEMM runs the LM head without split-K): six greedy sequences decoding
+// together, overlapped steps included, give the same tokens and logprobs with the pieces as with
+// the sampler's pre-pass (the logits are the same bits; only where the argmax is read differs).
+TEST_F(CudaEngine, LmHeadArgmaxPiecesGiveThePrePassTokens) {
+  ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
+    "vocab_size": 20480, "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096})"));
+  if (!ops::gemm_argmax_chunks_fused(8, mc.vocab_size, mc.hidden_size, DType::kBF16, gpu()))
+    GTEST_SKIP() << "the LM head does not write the pieces here (not sm_90, or > 160 SMs)";
+  std::vector<Request> reqs;
+  for (int len : {5, 12, 3, 20, 9, 16}) {
+    Request r;
+    for (int i = 0; i < len; ++i) r.prompt.push_back((i * 7919 + len * 31) % 20480);
+    r.params.temperature = 0;
+    r.params.max_tokens = 40;
+    r.params.ignore_eos = true;
+    r.params.logprobs = true;
+    reqs.push_back(r);
+  }
+  EngineConfig c;
+  c.max_ctx = 256;
+  c.max_seqs = 8;
+  std::vector<std::vector<Completion>> got;
+  int64_t overlapped = 0;
+  for (int on : {1, 0}) {
+    Executor::set_lm_head_argmax(on);
+    Engine e(Transformer::random(mc, DType::kBF16, gpu(), 3), nullptr, c);
+    std::vector<Completion> out;
+    for (const RequestResult& g : run_together(e, reqs)) out.push_back(g.completions[0]);
+    got.push_back(out);
+    if (on) overlapped = e.stats().overlapped_steps;
+  }
+  Executor::set_lm_head_argmax(-1);
+  EXPECT_GT(overlapped, 0) << "the overlapped steps hand the pieces to the sampler";
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(got[0][i].tokens, got[1][i].tokens) << "request " << i;
+    for (size_t t = 0; t < got[0][i].logprobs.size(); ++t)
+      EXPECT_EQ(got[0][i].logprobs[t].logprob, got[1][i].logprobs[t].logprob)
+          << "request " << i << " token " << t;
+  }
+}
 
 }  // namespace
 }  // namespace vela

@@ -3,6 +3,7 @@
 #include "engine/runtime/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstring>
@@ -38,6 +39,12 @@ int64_t Executor::activation_bytes(const ModelConfig& c, DType dtype, int64_t n_
   return residual + block + head + slack;
 }
 
+namespace {
+std::atomic<int> g_lm_head_argmax{-1};  // Executor::set_lm_head_argmax
+}  // namespace
+
+void Executor::set_lm_head_argmax(int on) { g_lm_head_argmax.store(on < 0 ? -1 : (on != 0)); }
+
 Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const ExecutorOptions& opts)
     : model_(model),
       ws_(ws),
@@ -60,7 +67,8 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
     // The LM head of decode steps writes the sampler's argmax pieces (the sampler then skips
     // its pass over the logits for greedy rows). VELA_LM_HEAD_ARGMAX=0: the sampler's pre-pass.
     static const bool lm_head_argmax = env_enabled("VELA_LM_HEAD_ARGMAX");
-    if (lm_head_argmax) {
+    const int forced = g_lm_head_argmax.load(std::memory_order_relaxed);
+    if (forced >= 0 ? forced != 0 : lm_head_argmax) {
       const int64_t rows = std::max<int64_t>(ws.max_seqs(), buckets_.empty() ? 0 : buckets_.back());
       chunk_max_ = Tensor::zeros({rows, ops::argmax_chunk_count(model->config.vocab_size)},
                                  DType::kI64, model->device());

@@ -63,6 +63,9 @@ class Executor {
   // by the LM head (ops::gemm_argmax_chunks) when that forward was a decode step on CUDA
   // (VELA_LM_HEAD_ARGMAX=0: never); undefined otherwise. Valid until the next forward.
   Tensor decode_chunk_max() const;
+  // Tests: 1 / 0 makes executors built from now on ask for the pieces or not, -1 back to
+  // VELA_LM_HEAD_ARGMAX (default on).
+  static void set_lm_head_argmax(int on);
 
   void set_model(const Transformer* model);
   const Transformer& model() const { return *model_; }

@@ -68,10 +68,18 @@ Executor::Executor(const Transformer* model, InferenceWorkspace& ws, const Execu
     // its pass over the logits for greedy rows). VELA_LM_HEAD_ARGMAX=0: the sampler's pre-pass.
     static const bool lm_head_argmax = env_enabled("VELA_LM_HEAD_ARGMAX");
     const int forced = g_lm_head_argmax.load(std::memory_order_relaxed);
+    // Only where the GEMM writes them itself (not the one- or two-row GEMV: there they would be a
+    // pass over the logits, no cheaper than the sampler's pre-pass); decided once per row count.
     if (forced >= 0 ? forced != 0 : lm_head_argmax) {
+      const ModelConfig& mc = model->config;
       const int64_t rows = std::max<int64_t>(ws.max_seqs(), buckets_.empty() ? 0 : buckets_.back());
-      chunk_max_ = Tensor::zeros({rows, ops::argmax_chunk_count(model->config.vocab_size)},
-                                 DType::kI64, model->device());
+      pieces_for_rows_.assign(static_cast<size_t>(rows) + 1, 0);
+      for (int64_t r = 1; r <= rows; ++r)
+        pieces_for_rows_[static_cast<size_t>(r)] = ops::gemm_argmax_chunks_fused(
+            r, mc.vocab_size, mc.hidden_size, model->dtype(), model->device());
+      if (std::find(pieces_for_rows_.begin(), pieces_for_rows_.end(), 1) != pieces_for_rows_.end())
+        chunk_max_ = Tensor::zeros({rows, ops::argmax_chunk_count(mc.vocab_size)}, DType::kI64,
+                                   model->device());
     }
     sm_count_ = cuda::sm_count(model->device().index);
     decode_tensor_cores_ = ops::decode_on_tensor_cores(
@@ -282,14 +290,9 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
   ws_.upload(bucket, bucket);
   copy_device_ids(n);  // after the upload, which carries the host's (stale) ids
   Tensor logits;
-  // The pieces where the LM head writes them in its own kernel (not the one- or two-row GEMV:
-  // there they are a pass over the logits, no cheaper than the sampler's pre-pass).
-  const ModelConfig& mc = model_->config;
-  Tensor* cm =
-      chunk_max_.defined() && ops::gemm_argmax_chunks_fused(bucket, mc.vocab_size, mc.hidden_size,
-                                                            model_->dtype(), model_->device())
-          ? &chunk_max_
-          : nullptr;
+  Tensor* cm = chunk_max_.defined() && pieces_for_rows_[static_cast<size_t>(bucket)] != 0
+                   ? &chunk_max_
+                   : nullptr;
   if (!graphs_) {
     logits = run(b, cm);
   } else if (graphs_->has(key)) {

@@ -133,7 +133,8 @@ class Executor {
   int timed_at_ = 0;
   DeviceTime device_time_;
   void count_time(TimedForward& f);
-  Tensor chunk_max_;            // [>= the largest bucket, ceil(vocab / 128)] i64 (CUDA decode)
+  Tensor chunk_max_;  // [>= the largest bucket, ceil(vocab / 128)] i64 (CUDA decode), or none
+  std::vector<char> pieces_for_rows_;  // [bucket]: whether its LM head writes chunk_max_ itself
   int32_t chunk_max_rows_ = 0;  // rows of chunk_max_ the last forward wrote (0: none)
   const Tensor* ids_on_device_ = nullptr;  // forward()'s arguments, for decode_bucket
   const int32_t* id_rows_ = nullptr;

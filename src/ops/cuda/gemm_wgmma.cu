@@ -746,6 +746,7 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   const int64_t m = a.size(0), k = a.size(1);
   p.splits = wgmma_gemm_splits(w.size(0), k, n_sms(), resident_cluster_limit());
   if ((kEpi == kRotaryKv || kEpi == kAddRes) && p.splits == 1) return false;
+  if (kEpi == kArgmaxOut && p.splits != 1) return false;  // the pieces come from one block's tile
   if (kEpi != kPlainOut && out_dtype != (kEpi == kArgmaxOut ? DType::kF32 : a.dtype()))
     return false;  // the epilogues store a's dtype (kArgmaxOut: f32)
   if (!tma::encode_2d(&p.w_map, w.data_ptr(), w.dtype(), w.size(0), k, w.stride(0), 64) ||
@@ -870,8 +871,6 @@ bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, 
   if (!wgmma_operands_ok(a, w)) return false;
   if (logits.dim() != 2 || logits.dtype() != DType::kF32 || logits.stride(1) != 1) return false;
   DeviceGuard guard(a.device().index);
-  // The pieces come from one block's tile: no split-K (a vocabulary of >= 128 x SMs columns).
-  if (wgmma_gemm_splits(w.size(0), a.size(1), n_sms(), resident_cluster_limit()) != 1) return false;
   TmaArgs p{};
   p.c = logits.data_ptr();
   p.ldc = logits.stride(0);

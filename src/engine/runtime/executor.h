@@ -60,8 +60,9 @@ class Executor {
   // Makes the engine's CUDA stream current on the calling thread (the scheduler loop); no-op on CPU.
   void enter_thread() const;
   // The sampler's argmax pieces (ops::argmax_chunks) of the last forward's logits rows, written
-  // by the LM head (ops::gemm_argmax_chunks) when that forward was a decode step on CUDA
-  // (VELA_LM_HEAD_ARGMAX=0: never); undefined otherwise. Valid until the next forward.
+  // by the LM head (ops::gemm_argmax_chunks) when that forward was a decode step on CUDA whose
+  // row count the GEMM writes them for itself (ops::gemm_argmax_chunks_fused;
+  // VELA_LM_HEAD_ARGMAX=0: never); undefined otherwise. Valid until the next forward.
   Tensor decode_chunk_max() const;
   // Tests: 1 / 0 makes executors built from now on ask for the pieces or not, -1 back to
   // VELA_LM_HEAD_ARGMAX (default on).

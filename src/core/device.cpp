@@ -54,6 +54,7 @@ SideStream::~SideStream() = default;
 void SideStream::enter() { no_cuda(); }
 void SideStream::leave() { no_cuda(); }
 void SideStream::join() { no_cuda(); }
+bool current_stream_capturing(int) { return false; }
 SideStream::Scope::~Scope() = default;
 void strided_copy(void*, const void*, size_t, int, const int64_t*, const int64_t*, int) {
   no_cuda();

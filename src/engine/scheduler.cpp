@@ -61,6 +61,7 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
   prefix_policy_ = cfg.prefill_policy == "prefix";
   // Resolved by the Engine (auto: CUDA; never dynamic NTK, speculation or LoRA).
   overlap_ = cfg.overlap_steps == 1;
+  if (overlap_) next_ids_ = executor_.next_decode_ids();
 }
 
 bool Scheduler::submit(const std::shared_ptr<const Request>& req, const RequestHandlePtr& handle) {
@@ -376,7 +377,11 @@ int Scheduler::launch_sampling(const Tensor& logits) {
   sampler_.stage(sample_rows_);
   // The LM head's argmax pieces (decode steps on CUDA) hold while the rows are its rows, unmasked.
   Tensor chunk_max = identity && !masked ? executor_.decode_chunk_max() : Tensor();
-  sampler_.launch(rows, chunk_max.defined() && chunk_max.size(0) >= n ? chunk_max : Tensor());
+  // The tokens also go where an overlapped step after this one reads its input ids (that step's
+  // rows are these rows, in this order: launch_overlapped(sample_tasks_)).
+  Tensor* next = next_ids_.defined() && n <= next_ids_.numel() ? &next_ids_ : nullptr;
+  sampler_.launch(rows, chunk_max.defined() && chunk_max.size(0) >= n ? chunk_max : Tensor(), next);
+  ids_ahead_ = next != nullptr;
   return sampler_.download();
 }
 
@@ -695,12 +700,16 @@ void Scheduler::launch_overlapped(const std::vector<Task*>& tasks, const int32_t
   // bench-1b: batch64 1.641-1.645 -> 1.631-1.639 ms, batch16 1.423-1.428 -> 1.415-1.421 ms).
   sampler_.stage(flight_rows_);
   timeline_.mark(StepTimeline::kStaged);
-  // The input ids are the tokens just sampled, on the device (the host's staging is stale).
-  const Tensor ids = sampler_.device_tokens();
-  Tensor logits = executor_.forward(batch, &ids, id_rows);
+  // The input ids are the tokens just sampled, on the device (the host's staging is stale): in
+  // place where the sampler wrote them (every row continues, in order), else gathered from its
+  // output rows.
+  const bool in_place = ids_ahead_ && id_rows == nullptr;
+  const Tensor ids = in_place ? next_ids_ : sampler_.device_tokens();
+  Tensor logits = executor_.forward(batch, &ids, in_place ? nullptr : id_rows);
   timeline_.mark(StepTimeline::kForward);
   // Its rows are the logits' rows, no mask touched them: the LM head's argmax pieces hold.
-  sampler_.launch(logits, executor_.decode_chunk_max());
+  ids_ahead_ = next_ids_.defined();
+  sampler_.launch(logits, executor_.decode_chunk_max(), ids_ahead_ ? &next_ids_ : nullptr);
   timeline_.mark(StepTimeline::kSampled);
   flight_.ticket = sampler_.download();
   timeline_.mark(StepTimeline::kDownloaded);

@@ -243,6 +243,10 @@ class Scheduler {
   };
   Flight flight_;
   bool overlap_ = false;  // EngineConfig::overlap_steps resolved for this device
+  // CUDA overlap: where the sampler also writes its tokens (Executor::next_decode_ids), and
+  // whether the last sampler launch did (an overlapped step then reads them in place).
+  Tensor next_ids_;
+  bool ids_ahead_ = false;
   int64_t n_overlapped_ = 0;
   // Finished while a step in flight may still hold them; freed once it has been read.
   std::vector<std::unique_ptr<Task>> retired_;

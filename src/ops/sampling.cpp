@@ -39,7 +39,7 @@ void argmax_chunks(const Tensor& logits, Tensor& chunk_max) {
 }
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, const Tensor& chunk_max) {
+            Tensor& work, Tensor& out, const Tensor& chunk_max, Tensor* next_ids) {
   const char* op = "sample";
   check_defined(op, "logits", logits);
   check_rank(op, "logits", logits, 2);
@@ -83,8 +83,19 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   check_same_device(op, "work", work, "logits", logits);
   check_same_device(op, "out", out, "logits", logits);
   if (chunk_max.defined()) check_chunk_max(op, logits, chunk_max);
+  int32_t* ids = nullptr;
+  if (next_ids != nullptr) {
+    check_defined(op, "next_ids", *next_ids);
+    check_dtype(op, "next_ids", *next_ids, DType::kI32);
+    check_contiguous(op, "next_ids", *next_ids);
+    check_same_device(op, "next_ids", *next_ids, "logits", logits);
+    VELA_CHECK(next_ids->numel() >= n_rows, "sample: next_ids ", next_ids->str(),
+               " hold fewer than ", n_rows, " rows");
+    ids = next_ids->data<int32_t>();
+  }
   if (n_rows == 0) return;
-  VELA_DISPATCH(logits.device(), sample, logits, params, entries, counts, work, out, chunk_max);
+  VELA_DISPATCH(logits.device(), sample, logits, params, entries, counts, work, out, chunk_max,
+                ids);
 }
 
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,

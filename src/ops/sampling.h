@@ -117,9 +117,12 @@ void argmax_chunks(const Tensor& logits, Tensor& chunk_max);
 // validates them). Stream-ordered on CUDA (no host sync, no allocation: graph-capturable).
 // chunk_max, when defined, must hold argmax_chunks(logits) (rows [0, n_rows)): the CUDA kernel
 // then takes the argmax of the rows without penalties or bias from it instead of a pass over the
-// row (the same token; the CPU scans its rows either way).
+// row (the same token; the CPU scans its rows either way). next_ids (optional, i32, contiguous,
+// >= n_rows entries, on the logits' device): each row's token is also written to next_ids[row],
+// the next decode step's input ids (engine: no copy between the sampler and the forward).
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, const Tensor& chunk_max = Tensor());
+            Tensor& work, Tensor& out, const Tensor& chunk_max = Tensor(),
+            Tensor* next_ids = nullptr);
 
 // Rewrites slots of the count table: for each i < n_resets, zeroes counts[slots[i]] and then
 // sets counts[slots[i], entries[j, 0]] = entries[j, 1] for j in [begin[i], end[i]).

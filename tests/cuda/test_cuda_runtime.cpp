@@ -1,7 +1,8 @@
 // CUDA runtime: device discovery, the caching allocator's counters and reuse, OOM, host/device
 // copies (to, copy_, strided gather, zero_), current-stream handling, and device Philox == host;
 // the request table's entry-wise asynchronous sync (engine/cache/req_to_token_pool.h) and its
-// patch op (ops/write_ranges.h).
+// patch op (ops/write_ranges.h); the workspace's packed decode metadata and its side-stream
+// uploads (engine/runtime/inference_workspace.h).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "core/rng.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/cache/req_to_token_pool.h"
+#include "engine/runtime/inference_workspace.h"
 #include "ops/elementwise.h"
 #include "ops/write_ranges.h"
 
@@ -112,6 +114,64 @@ TEST_F(CudaRuntimeTest, RequestTableSyncPatchesShortRunsOfManyRows) {
 
 // CUDA write_ranges equals the CPU twin, and a range outside the table is skipped (device
 // metadata is trusted, not checked).
+// A decode step's metadata (InferenceWorkspace::decode_meta / upload_decode): packed right before
+// the input ids, each tensor equal to the host's first rows after the (side-stream) upload, the
+// ids left alone when the device holds them already; the full upload still carries every tensor.
+TEST_F(CudaRuntimeTest, WorkspaceDecodeUploadPacksTheRows) {
+  InferenceWorkspace ws(WorkspaceConfig{8, 64, 100, gpu()});
+  auto fill = [&](int32_t base) {
+    ws.wait_staging();
+    auto [ids, pos, loc, rows, lens, qo, kvp, last] = ws.host_pointers();
+    for (int32_t i = 0; i < 64; ++i) {
+      ids[i] = base + i;
+      pos[i] = base + 100 + i;
+      loc[i] = base + 200 + i;
+    }
+    for (int32_t i = 0; i <= 8; ++i) {
+      if (i < 8) {
+        rows[i] = base + 300 + i;
+        lens[i] = base + 400 + i;
+        last[i] = base + 500 + i;
+      }
+      qo[i] = base + 600 + i;
+      kvp[i] = base + 700 + i;
+    }
+  };
+  auto expect_head = [](const Tensor& dev, const Tensor& host, int64_t n, const char* what) {
+    std::vector<int32_t> got = dev.to(Device::cpu()).to_vector<int32_t>();
+    ASSERT_EQ(static_cast<int64_t>(got.size()), n) << what;
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[i], host.data<int32_t>()[i]) << what << " " << i;
+  };
+  fill(1000);
+  ws.upload(64, 8);
+  expect_head(ws.positions, ws.host.positions, 64, "full upload: positions");
+  expect_head(ws.kv_indptr, ws.host.kv_indptr, 9, "full upload: kv_indptr");
+  for (int32_t rows : {1, 5, 8}) {
+    fill(rows * 10000);
+    ws.upload_decode(rows, /*with_ids=*/true);
+    InferenceWorkspace::DecodeMeta m = ws.decode_meta(rows);
+    EXPECT_EQ(m.input_ids.data_ptr(), ws.input_ids.data_ptr());
+    // One copy: the packed tensors end where the input ids begin.
+    EXPECT_EQ(static_cast<const int32_t*>(m.logits_indices.data_ptr()) + rows,
+              static_cast<const int32_t*>(ws.input_ids.data_ptr()));
+    expect_head(m.input_ids, ws.host.input_ids, rows, "input_ids");
+    expect_head(m.positions, ws.host.positions, rows, "positions");
+    expect_head(m.out_cache_loc, ws.host.out_cache_loc, rows, "out_cache_loc");
+    expect_head(m.req_pool_indices, ws.host.req_pool_indices, rows, "req_pool_indices");
+    expect_head(m.seq_lens, ws.host.seq_lens, rows, "seq_lens");
+    expect_head(m.qo_indptr, ws.host.qo_indptr, rows + 1, "qo_indptr");
+    expect_head(m.kv_indptr, ws.host.kv_indptr, rows + 1, "kv_indptr");
+    expect_head(m.logits_indices, ws.host.logits_indices, rows, "logits_indices");
+    ws.mark_consumed();
+  }
+  fill(777);
+  ws.upload_decode(4, /*with_ids=*/false);
+  std::vector<int32_t> ids = ws.decode_meta(4).input_ids.to(Device::cpu()).to_vector<int32_t>();
+  for (int32_t i = 0; i < 4; ++i) EXPECT_EQ(ids[i], 80000 + i) << "ids kept " << i;
+  expect_head(ws.decode_meta(4).seq_lens, ws.host.seq_lens, 4, "seq_lens without ids");
+  EXPECT_THROW(ws.decode_meta(9), InternalError);
+}
+
 TEST_F(CudaRuntimeTest, WriteRangesMatchesCpu) {
   const int64_t rows = 9, cols = 700;
   Rng rng(3);

@@ -512,6 +512,53 @@ TEST_F(CudaSamplingTest, EmpiricalDistributionOfTopKTopP) {
 
 // launch() captured once in a CUDA graph, replayed with freshly staged params each step, gives
 // the tokens of plain launches.
+// The engine's overlapped pattern: stage, launch and download of step k + 1 enqueued before step
+// k is collected, so the params upload and the read-back (side streams, VELA_SIDE_COPIES) run
+// while another launch is in flight. Every step's tokens equal a CPU sampler's on the same
+// logits, and each launch's next_ids hold its tokens (the next step's input ids in the engine).
+TEST_F(CudaSamplingTest, OverlappedStepsKeepTheirParamsAndTokens) {
+  const int64_t vocab = 151936;
+  const int32_t n = 64, steps = 12;
+  std::vector<Tensor> host_logits, dev_logits;
+  for (int32_t k = 0; k < steps; ++k) {
+    host_logits.push_back(sampling_logits(n, vocab, 100 + k));
+    dev_logits.push_back(host_logits.back().to(gpu()));
+  }
+  SamplingParams greedy, top;
+  greedy.temperature = 0.0f;
+  top.top_k = 40;
+  top.temperature = 0.8f;
+  auto rows_at = [&](int32_t k) {  // each step flips which rows are greedy: params must not mix
+    std::vector<SamplerRow> rows;
+    for (int32_t r = 0; r < n; ++r)
+      rows.push_back({(r + k) % 3 ? &top : &greedy, nullptr, nullptr, 9, static_cast<uint64_t>(k),
+                      static_cast<uint64_t>(r)});
+    return rows;
+  };
+  Sampler dev(vocab, n, gpu()), cpu(vocab, n, Device::cpu());
+  Tensor next = Tensor::zeros({n}, DType::kI32, gpu());
+  std::vector<SampleResult> got, want;
+  int prev = -1;
+  for (int32_t k = 0; k <= steps; ++k) {
+    int cur = -1;
+    if (k < steps) {
+      dev.stage(rows_at(k));
+      dev.launch(dev_logits[static_cast<size_t>(k)], Tensor(), &next);
+      cur = dev.download();
+    }
+    if (prev >= 0) {  // step k - 1, collected after step k was enqueued
+      dev.collect(prev, got);
+      cpu.sample(host_logits[static_cast<size_t>(k - 1)], rows_at(k - 1), want);
+      int32_t same = 0;
+      for (int32_t r = 0; r < n; ++r) same += got[r].token == want[r].token;
+      EXPECT_GE(same, n - 1) << "step " << k - 1;  // exp rounding at a CDF boundary at most
+    }
+    prev = cur;
+  }
+  std::vector<int32_t> last = next.to(Device::cpu()).to_vector<int32_t>();
+  for (int32_t r = 0; r < n; ++r) EXPECT_EQ(last[r], got[r].token) << "next_ids row " << r;
+}
+
 TEST_F(CudaSamplingTest, GraphCaptureAndReplay) {
   const int64_t vocab = 100000;
   const int32_t n = 8;

@@ -258,6 +258,33 @@ TEST(SamplerOpCpu, EmpiricalDistributionMatchesFilteredProbabilities) {
   EXPECT_LT(tv, 0.02);  // expected ~ sqrt(k / n) / 2 ~ 0.006
 }
 
+// Sampler::launch's next_ids: every row's token also lands there (the next decode step's input
+// ids in the engine), the rows past the batch untouched; a short or mistyped next_ids is refused.
+TEST(SamplerOpCpu, NextIdsGetEachRowsToken) {
+  const int64_t vocab = 500;
+  Sampler dev(vocab, 8, Device::cpu());
+  SamplingParams greedy, sampled;
+  greedy.temperature = 0.0f;
+  sampled.top_k = 20;
+  std::vector<SamplerRow> rows;
+  for (int32_t r = 0; r < 6; ++r)
+    rows.push_back({r % 2 ? &sampled : &greedy, nullptr, nullptr, 3, 1, static_cast<uint64_t>(r)});
+  Tensor logits = sampling_logits(6, vocab, 5);
+  Tensor next = Tensor::from_vector(std::vector<int32_t>(8, -1));
+  std::vector<SampleResult> out;
+  dev.stage(rows);
+  dev.launch(logits, Tensor(), &next);
+  dev.finish(out);
+  std::vector<int32_t> ids = next.to_vector<int32_t>();
+  for (int32_t r = 0; r < 6; ++r) EXPECT_EQ(ids[r], out[r].token) << r;
+  EXPECT_EQ(ids[6], -1);
+  EXPECT_EQ(ids[7], -1);
+  Tensor short_ids = Tensor::zeros({5}, DType::kI32), f32_ids = Tensor::zeros({8}, DType::kF32);
+  dev.stage(rows);
+  EXPECT_THROW(dev.launch(logits, Tensor(), &short_ids), InvalidArgument);
+  EXPECT_THROW(dev.launch(logits, Tensor(), &f32_ids), InvalidArgument);
+}
+
 TEST(SamplerOpCpu, RejectsBadInput) {
   const int64_t vocab = 100;
   Sampler dev(vocab, 4, Device::cpu(), 4);

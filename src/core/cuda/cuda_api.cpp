@@ -152,6 +152,16 @@ StreamEvent::StreamEvent(int device, bool timing) : device_(device) {
   event_ = e;
 }
 
+bool current_stream_capturing(int device) {
+  DeviceGuard guard(device);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(current_stream(), &status) != cudaSuccess) {
+    (void)cudaGetLastError();  // the legacy stream while another captures globally: not this one
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 StreamEvent::~StreamEvent() {
   if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
 }
@@ -169,7 +179,11 @@ void StreamEvent::synchronize() const {
 void StreamEvent::make_current_stream_wait() const {
   if (!recorded_) return;
   DeviceGuard guard(device_);
-  VELA_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), static_cast<cudaEvent_t>(event_), 0));
+  // In a capture, a wait on an event recorded outside it is an external wait node: each replay
+  // waits for the event's latest record.
+  const unsigned flags =
+      current_stream_capturing(device_) ? cudaEventWaitExternal : cudaEventWaitDefault;
+  VELA_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), static_cast<cudaEvent_t>(event_), flags));
 }
 
 double StreamEvent::elapsed_ms(const StreamEvent& start, const StreamEvent& end) {

@@ -53,6 +53,9 @@ void strided_copy(void* dst, const void* src, size_t elem_bytes, int rank, const
                   const int64_t* src_strides, int device);
 // Waits for all work on the current stream of `device`.
 void synchronize(int device = 0);
+// Whether the calling thread's current stream on `device` is capturing a CUDA graph (cross-stream
+// event waits and host-visible event records are then left out: a replay would not honour them).
+bool current_stream_capturing(int device);
 
 // Page-locked host memory, which lets copy_bytes_async overlap the host; freed by host_free_pinned.
 void* host_alloc_pinned(size_t bytes);
@@ -74,7 +77,8 @@ class StreamEvent {
   void synchronize() const;  // waits until the stream passed the last record(); no-op if none
   // Orders the calling thread's current stream after the last record() (cudaStreamWaitEvent: the
   // host does not wait); no-op if never recorded. Orders work across streams, e.g. weights
-  // written on a trainer's stream before the engine's stream reads them.
+  // written on a trainer's stream before the engine's stream reads them. In a graph capture it
+  // is an external wait: each replay waits for the latest record().
   void make_current_stream_wait() const;
   bool recorded() const { return recorded_; }
   // Milliseconds of stream time from `start` to `end` (both recorded with timing, end reached).

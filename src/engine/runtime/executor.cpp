@@ -129,20 +129,23 @@ int32_t Executor::bucket_for(int32_t n) const {
   return n;
 }
 
-BoundBatch Executor::resized(const BoundBatch& batch, int32_t n_tokens, int32_t n_seqs) const {
+BoundBatch Executor::decode_batch(const BoundBatch& batch, int32_t rows) const {
+  InferenceWorkspace::DecodeMeta m = ws_.decode_meta(rows);
   BoundBatch b = batch;
-  b.kv.req_pool_indices = ws_.req_pool_indices.slice(0, 0, n_seqs);
-  b.kv.seq_lens = ws_.seq_lens.slice(0, 0, n_seqs);
-  b.kv.qo_indptr = ws_.qo_indptr.slice(0, 0, n_seqs + 1);
-  b.kv.kv_indptr = ws_.kv_indptr.slice(0, 0, n_seqs + 1);
-  b.kv.out_cache_loc = ws_.out_cache_loc.slice(0, 0, n_tokens);
-  b.input_ids = ws_.input_ids.slice(0, 0, n_tokens);
-  b.positions = ws_.positions.slice(0, 0, n_tokens);
-  b.logits_indices = ws_.logits_indices.slice(0, 0, n_seqs);
-  b.n_tokens = n_tokens;
-  b.n_seqs = n_seqs;
-  b.n_logits = n_seqs;
+  b.kv.req_pool_indices = m.req_pool_indices;
+  b.kv.seq_lens = m.seq_lens;
+  b.kv.qo_indptr = m.qo_indptr;
+  b.kv.kv_indptr = m.kv_indptr;
+  b.kv.out_cache_loc = m.out_cache_loc;
+  b.input_ids = m.input_ids;
+  b.positions = m.positions;
+  b.logits_indices = m.logits_indices;
+  b.n_tokens = b.n_seqs = b.n_logits = rows;
   return b;
+}
+
+Tensor Executor::next_decode_ids() const {
+  return ws_.has_host_mirror() ? ws_.input_ids.slice(0, 0, ws_.max_seqs()) : Tensor();
 }
 
 Tensor Executor::run(const BoundBatch& b, Tensor* chunk_max) {
@@ -164,6 +167,9 @@ Tensor Executor::forward(const BoundBatch& batch, const Tensor* ids_on_device,
                    ids_on_device->numel() >= batch.n_seqs,
                "Executor::forward: device input ids need a decode batch and >= ", batch.n_seqs,
                " contiguous i32 on ", model_->device().str(), ", got ", ids_on_device->str());
+  VELA_CHECK(ids_on_device == nullptr || id_rows == nullptr ||
+                 ids_on_device->data_ptr() != ws_.input_ids.data_ptr(),
+             "Executor::forward: the workspace's own input ids are read in place, not by id_rows");
   if (ids_on_device != nullptr && id_rows != nullptr)
     for (int32_t i = 0; i < batch.n_seqs; ++i)
       VELA_CHECK(id_rows[i] >= 0 && id_rows[i] < ids_on_device->numel() &&
@@ -207,6 +213,7 @@ void Executor::copy_device_ids(int32_t n) {
   if (ids_on_device_ == nullptr) return;
   const auto* src = static_cast<const int32_t*>(ids_on_device_->data_ptr());
   auto* dst = static_cast<int32_t*>(ws_.input_ids.data_ptr());
+  if (src == dst && id_rows_ == nullptr) return;  // the sampler wrote them in place
   for (int32_t i = 0; i < n;) {  // one copy per run of consecutive source rows
     const int32_t from = id_rows_ ? id_rows_[i] : i;
     int32_t len = 1;
@@ -281,14 +288,15 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
     for (int32_t i = n; i < bucket; ++i) slots[i] = -1;
     lora->rows->upload(bucket);
   }
-  BoundBatch b = resized(batch, bucket, bucket);
+  BoundBatch b = decode_batch(batch, bucket);
   b.kv.mode = AttentionMode::kDecode;
   b.kv.n_splits = key.second;
   b.kv.o_part = ws_.o_part;
   b.kv.lse_part = ws_.lse_part;
   b.kv.split_tickets = ws_.split_tickets;
-  ws_.upload(bucket, bucket);
-  copy_device_ids(n);  // after the upload, which carries the host's (stale) ids
+  // Ids from the device: in place already (the sampler wrote them), or copied after the upload.
+  ws_.upload_decode(bucket, /*with_ids=*/ids_on_device_ == nullptr);
+  copy_device_ids(n);
   Tensor logits;
   Tensor* cm = chunk_max_.defined() && pieces_for_rows_[static_cast<size_t>(bucket)] != 0
                    ? &chunk_max_
@@ -303,6 +311,7 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
                    " splits (max_len ", batch.kv.max_len, ", ", n, " live rows)");
     graphs_->capture(key, [&] { return run(b, cm); });
   }
+  ws_.mark_consumed();
   chunk_max_rows_ = cm != nullptr ? n : 0;
   return logits.slice(0, 0, n);
 }
@@ -346,7 +355,9 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
   b.kv.n_tiles = n_tiles;
   b.kv.tile_q = tile_q;
   ws_.upload(batch.n_tokens, batch.n_seqs);
-  return run(b);
+  Tensor logits = run(b);
+  ws_.mark_consumed();
+  return logits;
 }
 
 void Executor::capture_bucket(const KVCacheView& cache, int32_t max_len, int32_t bucket,

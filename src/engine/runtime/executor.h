@@ -42,9 +42,14 @@ class Executor {
   // it, copied on the stream after the metadata upload, instead of from the host staging (an
   // overlapped step feeds the tokens its predecessor sampled, which the host has not seen yet):
   // row i's id is ids_on_device[id_rows[i]] when `id_rows` is given (ascending: one copy per run
-  // of consecutive rows), else ids_on_device[i].
+  // of consecutive rows), else ids_on_device[i]. ids_on_device may be next_decode_ids() itself,
+  // which the sampler wrote in place (Sampler::launch's next_ids): then nothing is copied.
   Tensor forward(const BoundBatch& batch, const Tensor* ids_on_device = nullptr,
                  const int32_t* id_rows = nullptr);
+  // Where a decode step's input ids live on the device ([max_seqs] i32, row i's id at i), for the
+  // sampler to write the tokens of the rows it samples in place; undefined on the CPU (there the
+  // host staging is the device buffer, and binding a step rewrites it).
+  Tensor next_decode_ids() const;
   // Captures the decode graph of every batch bucket for sequences up to `max_len` long (engine
   // start; `cache` gives the KV storage and request table); returns the seconds it took. Other
   // split counts and buckets not captured yet: a step runs a stand-in (stand_in_graph) and queues
@@ -105,8 +110,8 @@ class Executor {
   void queue_capture(const KVCacheView& cache, CudaGraphRunner::Key key);
   Tensor forward_prefill(const BoundBatch& batch);
   int32_t bucket_for(int32_t n) const;
-  // Re-slices the batch's metadata views to `n_seqs` sequences / `n_tokens` tokens.
-  BoundBatch resized(const BoundBatch& batch, int32_t n_tokens, int32_t n_seqs) const;
+  // The batch's metadata views as a decode step of `rows` rows (InferenceWorkspace::decode_meta).
+  BoundBatch decode_batch(const BoundBatch& batch, int32_t rows) const;
 
   const Transformer* model_;
   InferenceWorkspace& ws_;

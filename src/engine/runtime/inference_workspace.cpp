@@ -1,7 +1,10 @@
 // InferenceWorkspace: one-time allocation of the per-step buffers and the host -> device upload.
 #include "engine/runtime/inference_workspace.h"
 
+#include <cstring>
+
 #include "core/cuda/cuda_api.h"
+#include "core/env.h"
 #include "ops/attention.h"
 
 namespace vela {
@@ -20,15 +23,17 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
              c.max_seqs, ")");
   const int64_t n_logit = c.max_logit_rows > 0 ? c.max_logit_rows : n_seq;
   // All int32 metadata lives in one buffer (and one host mirror), so a step uploads it with a
-  // single copy: [input_ids | positions | out_cache_loc | req_pool_indices | seq_lens | qo_indptr |
-  // kv_indptr | logits_indices | tile_seq_idx | tile_q_start].
+  // single copy: [decode area | input_ids | positions | out_cache_loc | req_pool_indices | seq_lens
+  // | qo_indptr | kv_indptr | logits_indices | tile_seq_idx | tile_q_start]. The decode area (CUDA
+  // only) holds a decode step's packed metadata (decode_meta), right before the input ids.
   const int64_t n_tiles = ops::prefill_max_tiles(n_tok, n_seq);
   const int64_t sizes[10] = {n_tok,     n_tok,     n_tok, n_seq,   n_seq,
                              n_seq + 1, n_seq + 1, n_logit, n_tiles, n_tiles};
-  int64_t total = 0;
+  decode_area_ = c.device.is_cpu() ? 0 : 7 * n_seq + 2;
+  int64_t total = decode_area_;
   for (int64_t n : sizes) total += n;
   auto carve = [&](const Tensor& buf, Tensor* out[10]) {
-    int64_t off = 0;
+    int64_t off = decode_area_;
     for (int i = 0; i < 10; ++i) {
       *out[i] = buf.slice(0, off, off + sizes[i]);
       off += sizes[i];
@@ -52,6 +57,11 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
   } else {
     host_meta_ = Tensor::zeros_pinned({total}, DType::kI32);
     upload_done_ = std::make_unique<cuda::StreamEvent>(c.device.index);
+    static const bool side = env_int("VELA_SIDE_COPIES", 1, 0, 1) != 0;
+    if (side) {
+      side_ = std::make_unique<cuda::SideStream>(c.device.index);
+      consumed_ = std::make_unique<cuda::StreamEvent>(c.device.index);
+    }
   }
   Tensor* hst[10] = {&host.input_ids,      &host.positions,    &host.out_cache_loc,
                      &host.req_pool_indices, &host.seq_lens,     &host.qo_indptr,
@@ -65,11 +75,78 @@ void InferenceWorkspace::upload(int32_t n_tokens, int32_t n_seqs) {
               "InferenceWorkspace::upload: ", n_tokens, " tokens / ", n_seqs, " sequences exceed ",
               "the workspace");
   if (!has_host_mirror()) return;
-  // One asynchronous copy of every entry (unused tails are harmless), ordered before the forward
-  // on the same stream; wait_staging() keeps the next step's host writes behind it.
-  cuda::copy_bytes_async(meta_.data_ptr(), meta_.device(), host_meta_.data_ptr(), Device::cpu(),
-                         host_meta_.nbytes());
-  upload_done_->record();
+  // One asynchronous copy of every entry but the decode area (unused tails are harmless);
+  // wait_staging() keeps the next step's host writes behind it.
+  copy_up(decode_area_, host_meta_.numel());
+}
+
+InferenceWorkspace::DecodeMeta InferenceWorkspace::decode_meta(int32_t rows) const {
+  VELA_ASSERT(rows >= 0 && rows <= max_seqs(), "InferenceWorkspace::decode_meta: ", rows,
+              " rows exceed the workspace");
+  if (decode_area_ == 0)
+    return {input_ids.slice(0, 0, rows),     positions.slice(0, 0, rows),
+            out_cache_loc.slice(0, 0, rows), req_pool_indices.slice(0, 0, rows),
+            seq_lens.slice(0, 0, rows),      qo_indptr.slice(0, 0, rows + 1),
+            kv_indptr.slice(0, 0, rows + 1), logits_indices.slice(0, 0, rows)};
+  // [positions | out_cache_loc | req_pool_indices | seq_lens | qo_indptr | kv_indptr |
+  //  logits_indices], 7 * rows + 2 ints ending at the input ids.
+  int64_t at = decode_area_ - (7 * int64_t{rows} + 2);
+  auto next = [&](int64_t n) {
+    Tensor t = meta_.slice(0, at, at + n);
+    at += n;
+    return t;
+  };
+  DecodeMeta m;
+  m.input_ids = input_ids.slice(0, 0, rows);
+  m.positions = next(rows);
+  m.out_cache_loc = next(rows);
+  m.req_pool_indices = next(rows);
+  m.seq_lens = next(rows);
+  m.qo_indptr = next(rows + 1);
+  m.kv_indptr = next(rows + 1);
+  m.logits_indices = next(rows);
+  return m;
+}
+
+void InferenceWorkspace::upload_decode(int32_t rows, bool with_ids) {
+  VELA_ASSERT(rows >= 0 && rows <= max_seqs(), "InferenceWorkspace::upload_decode: ", rows,
+              " rows exceed the workspace");
+  if (decode_area_ == 0) return;
+  const int64_t begin = decode_area_ - (7 * int64_t{rows} + 2);
+  int32_t* dst = host_meta_.data<int32_t>() + begin;
+  auto pack = [&](const Tensor& src, int64_t n) {
+    std::memcpy(dst, src.data<int32_t>(), static_cast<size_t>(n) * sizeof(int32_t));
+    dst += n;
+  };
+  pack(host.positions, rows);
+  pack(host.out_cache_loc, rows);
+  pack(host.req_pool_indices, rows);
+  pack(host.seq_lens, rows);
+  pack(host.qo_indptr, rows + 1);
+  pack(host.kv_indptr, rows + 1);
+  pack(host.logits_indices, rows);
+  copy_up(begin, decode_area_ + (with_ids ? rows : 0));
+}
+
+void InferenceWorkspace::copy_up(int64_t begin, int64_t end) {
+  const auto offset = static_cast<size_t>(begin) * sizeof(int32_t);
+  auto copy = [&] {
+    cuda::copy_bytes_async(static_cast<char*>(meta_.data_ptr()) + offset, meta_.device(),
+                           static_cast<const char*>(host_meta_.data_ptr()) + offset, Device::cpu(),
+                           static_cast<size_t>(end - begin) * sizeof(int32_t));
+    upload_done_->record();
+  };
+  if (!side_) return copy();
+  {
+    cuda::SideStream::Scope on_side(*side_);
+    consumed_->make_current_stream_wait();  // the last forward has read the old metadata
+    copy();
+  }
+  upload_done_->make_current_stream_wait();
+}
+
+void InferenceWorkspace::mark_consumed() {
+  if (consumed_) consumed_->record();
 }
 
 void InferenceWorkspace::wait_staging() const {

@@ -3,7 +3,12 @@
 // place and hand out `.slice(0, 0, n)` views, so addresses never change (CUDA graphs capture them).
 // On the CPU the `host` mirrors are the device tensors themselves; on CUDA they are one pinned host
 // buffer that upload() copies asynchronously, and wait_staging() must precede the next step's
-// writes to it. Owned by the scheduler loop thread; not thread-safe.
+// writes to it. A decode step on CUDA uses decode_meta(rows) instead: its metadata packed into
+// 8 * rows + 2 ints (upload_decode), so it copies ~2 KB rather than the whole buffer. The copies
+// run on a side stream that waits for the last forward to have read the metadata (mark_consumed)
+// and that the engine's stream then waits for: their start latency overlaps the sampler's kernel
+// instead of following it (VELA_SIDE_COPIES=0: on the current stream). Owned by the scheduler
+// loop thread; not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +19,7 @@
 namespace vela {
 
 namespace cuda {
+class SideStream;
 class StreamEvent;
 }
 
@@ -85,19 +91,44 @@ class InferenceWorkspace {
             host.kv_indptr.data<int32_t>(),  host.logits_indices.data<int32_t>()};
   }
 
-  // Copies the host metadata (input ids included) to the device in one asynchronous copy on the
-  // current stream; a no-op on the CPU. n_tokens / n_seqs are checked against the limits (entries
-  // past them are stale but unread).
+  // Copies the host metadata (input ids included) to the device in one asynchronous copy ordered
+  // before the current stream's next work; a no-op on the CPU. n_tokens / n_seqs are checked
+  // against the limits (entries past them are stale but unread).
   void upload(int32_t n_tokens, int32_t n_seqs);
+
+  // A decode step's metadata (one token per row): on CUDA `rows` rows of each tensor packed
+  // together, ending where input_ids begins (input_ids is the full tensor's head), so one copy
+  // carries them; on the CPU the full tensors' heads. The addresses depend only on `rows` (a CUDA
+  // graph of a bucket captures them).
+  struct DecodeMeta {
+    Tensor input_ids, positions, out_cache_loc, req_pool_indices, seq_lens, qo_indptr, kv_indptr,
+        logits_indices;
+  };
+  DecodeMeta decode_meta(int32_t rows) const;
+  // Packs the host metadata's first `rows` rows (as a decode step's bind and padding left them)
+  // into decode_meta(rows) and uploads it in one copy, with the input ids or without (the device
+  // holds them already: the sampler wrote them in place, or the caller copies them after this).
+  // The CPU: nothing to do.
+  void upload_decode(int32_t rows, bool with_ids);
+  // After a forward is enqueued: the next upload may overwrite the metadata once the current
+  // stream has passed this point.
+  void mark_consumed();
   // Waits until the last upload has left the host buffer (usually long done: the step's sampling
   // read-back synchronized); call before writing the host metadata of a new step.
   void wait_staging() const;
 
  private:
   WorkspaceConfig config_;
-  Tensor meta_;       // i32: every metadata tensor (and the prefill work list) is a slice of it
+  // Copies host_meta_[begin, end) (ints) to the device: on the side stream after `consumed_`, the
+  // current stream ordered after it; without side copies on the current stream.
+  void copy_up(int64_t begin, int64_t end);
+
+  Tensor meta_;       // i32: [decode area | input_ids | the full tensors ...]; all are slices of it
   Tensor host_meta_;  // its host mirror (== meta_ on the CPU; pinned on CUDA)
+  int64_t decode_area_ = 0;  // ints before input_ids: 7 * max_seqs + 2 on CUDA, 0 on the CPU
   std::unique_ptr<cuda::StreamEvent> upload_done_;  // CUDA: recorded after each upload
+  std::unique_ptr<cuda::SideStream> side_;          // CUDA side copies (null without)
+  std::unique_ptr<cuda::StreamEvent> consumed_;     // the last forward has read the metadata
 };
 
 }  // namespace vela

@@ -15,7 +15,10 @@
 // then collect(ticket, out) (waits for it): between the two the engine launches its next step
 // (engine/scheduler.h, overlapped steps). Two steps can be in flight: the host staging and
 // read-back buffers are double, so stage() and download() of step N + 1 never wait for step N's
-// forward.
+// forward. On CUDA the upload and the read-back run on two side streams (events order them after
+// the launch that last read the params / wrote the ids, and a launch after both), so between two
+// forwards on the engine's stream there is only the sampling kernel; VELA_SIDE_COPIES=0 keeps
+// them on the current stream.
 //
 // Penalties (repetition over prompt + output, frequency / presence over output) come from:
 //  - the rows' histories (the default, what the engine uses): stage() packs one (token, (output
@@ -41,6 +44,7 @@
 #include "engine/sampling_params.h"
 
 namespace vela::cuda {
+class SideStream;
 class StreamEvent;
 }
 
@@ -91,8 +95,9 @@ class Sampler {
   // logits: [n_rows, vocab] f32 on this sampler's device, unit column stride (rows may be
   // strided), n_rows == the staged row count; read only. Graph-capturable. chunk_max (optional):
   // ops::argmax_chunks of these logits (the LM head's, Executor::decode_chunk_max), so greedy
-  // rows need no pass over the logits.
-  void launch(const Tensor& logits, const Tensor& chunk_max = Tensor());
+  // rows need no pass over the logits. next_ids (optional, i32 on this device, >= n_rows): each
+  // row's token is also written there (the next decode step's input ids, in place).
+  void launch(const Tensor& logits, const Tensor& chunk_max = Tensor(), Tensor* next_ids = nullptr);
   // Reads back the ids (+ logprobs for rows that asked) of the staged rows, once the launch (or
   // the replay of a graph that captured it) is enqueued; waits for the stream.
   void finish(std::vector<SampleResult>& out);
@@ -162,6 +167,12 @@ class Sampler {
   // buffer (null on the CPU).
   std::array<std::unique_ptr<cuda::StreamEvent>, kBuffers> upload_done_;
   std::unique_ptr<cuda::StreamEvent> reset_done_;
+  // CUDA side copies (null without): the params upload waits on up_ for `launched_` (the last
+  // launch has read them), the read-back waits on down_ for it (the ids are written), and a launch
+  // waits for its upload and for `read_back_` (the last read-back has left out_dev_).
+  std::unique_ptr<cuda::SideStream> up_, down_;
+  std::unique_ptr<cuda::StreamEvent> launched_;   // on the launch's stream, after each launch
+  std::unique_ptr<cuda::StreamEvent> read_back_;  // on down_, after each read-back
   // One read-back: the out table's rows it needs, and what collect() needs about its rows.
   struct Readback {
     Tensor host;                               // like out_dev_ (pinned on CUDA)

@@ -65,7 +65,7 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
                              int64_t n_tiles, int tile_q, float scale, Tensor& out);
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, const Tensor& chunk_max);
+            Tensor& work, Tensor& out, const Tensor& chunk_max, int32_t* next_ids);
 void argmax_chunks(const Tensor& logits, Tensor& chunk_max);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);

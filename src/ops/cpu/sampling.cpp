@@ -495,7 +495,8 @@ void sample_row(const float* in, const SampleRowParams& p, const int32_t* entrie
 }  // namespace
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, const Tensor& /*chunk_max: the rows are scanned here*/) {
+            Tensor& work, Tensor& out, const Tensor& /*chunk_max: the rows are scanned here*/,
+            int32_t* next_ids) {
   const int64_t n_rows = logits.size(0), n = logits.size(1);
   const auto* rows = reinterpret_cast<const SampleRowParams*>(params.data_ptr());
   const float* base = logits.data<float>();
@@ -515,6 +516,7 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
       int32_t* counts_row =
           (p.slot >= 0 && c != nullptr) ? c + static_cast<int64_t>(p.slot) * n : nullptr;
       sample_row(base + r * stride, p, e, counts_row, w + r * n, n, o, out_stride, r, scratch);
+      if (next_ids != nullptr) next_ids[r] = o[kSampleOutToken * out_stride + r];
     }
   });
 }

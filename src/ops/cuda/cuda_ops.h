@@ -193,7 +193,7 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out);
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, const Tensor& chunk_max);
+            Tensor& work, Tensor& out, const Tensor& chunk_max, int32_t* next_ids);
 void argmax_chunks(const Tensor& logits, Tensor& chunk_max);
 void sample_reset_counts(Tensor& counts, const Tensor& resets, int32_t n_resets,
                          const Tensor& entries);

@@ -62,6 +62,7 @@ struct SampleArgs {
   const uint64_t* chunk_max;
   int64_t chunk_max_stride;
   int32_t n_chunk_max;
+  int32_t* next_ids;  // or nullptr: each row's token also goes to next_ids[row]
 };
 
 struct ResetArgs {
@@ -681,6 +682,7 @@ static __global__ void __launch_bounds__(kThreads, 1) sample_kernel(SampleArgs a
   auto write_result = [&](float lp_tok) {
     if (tid != 0) return;
     out[kSampleOutToken * os + row] = token;
+    if (a.next_ids != nullptr) a.next_ids[row] = token;
     out[kSampleOutLogprob * os + row] =
         want_lp ? __float_as_int(
                       __fsub_rn(__fsub_rn(__fmul_rn(lp_tok, lp_scale), lp_max), lp_log_sum))
@@ -1026,7 +1028,7 @@ void argmax_chunks(const Tensor& logits, Tensor& chunk_max) {
 }
 
 void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, Tensor& counts,
-            Tensor& work, Tensor& out, const Tensor& chunk_max) {
+            Tensor& work, Tensor& out, const Tensor& chunk_max, int32_t* next_ids) {
   DeviceGuard guard(logits.device().index);
   // The instantiation: plain / fast walks x bisection / radix selects.
   using Kernel = void (*)(SampleArgs);
@@ -1057,6 +1059,7 @@ void sample(const Tensor& logits, const Tensor& params, const Tensor& entries, T
   a.chunk_max = nullptr;
   a.chunk_max_stride = 0;
   a.n_chunk_max = 0;
+  a.next_ids = next_ids;
   if (chunk_max.defined()) {  // the argmax pieces are given: no pre-pass
     a.chunk_max = reinterpret_cast<const uint64_t*>(chunk_max.data_ptr());
     a.chunk_max_stride = chunk_max.stride(0);

@@ -12,14 +12,14 @@
 # selects or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV
 # decode at large batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks
 # per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes), `detail` (ncu's
-# stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `timeline` (one batch-64 step's graph nodes as the GPU
+# stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `cluster` (split-K clusters of up to 16), `timeline` (one batch-64 step's graph nodes as the GPU
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
-#         kernels detail timeline trace base side
+#         kernels detail timeline trace base side cluster
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -231,6 +231,13 @@ if has trace; then
   else
     echo "no cupti.h under /usr/local/cuda"
   fi
+fi
+if has cluster; then
+  # Split-K clusters past the portable 8 (VELA_WGMMA_MAX_CLUSTER): the GEMM tests, then A/B.
+  (cd tests && VELA_WGMMA_MAX_CLUSTER=16 timeout 200 "$B/tests/test_cuda" \
+    --gtest_filter='CudaGemm*:CudaFusedDecode*:CudaEngine.*' > "$OUT/test_cluster16.log" 2>&1)
+  echo "test_cuda (clusters of up to 16) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cluster16.log" | tr '\n' ' ')"
+  ab_runs cluster VELA_WGMMA_MAX_CLUSTER "8 16" "${CLUSTER_CASES:-batch64,batch32,batch16}" 3
 fi
 if has side; then
   # The step's uploads and read-back on side streams or on the engine stream (VELA_SIDE_COPIES).

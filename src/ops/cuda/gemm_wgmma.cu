@@ -58,7 +58,10 @@ constexpr int kRows = 64;                // wgmma M: rows of a per block (past M
 // reason). The TMA kernel launches fewer where a split has fewer chunks (tma_stages).
 constexpr int kStages = 4;
 constexpr int kThreads = 128;   // one warpgroup
-constexpr int kMaxCluster = 8;  // splits = cluster size: at most the portable 8
+// splits = cluster size: at most the portable 8 (VELA_WGMMA_MAX_CLUSTER, up to the non-portable
+// 16, for A/B runs: more blocks stream the weights of a GEMM of few column tiles).
+constexpr int kPortableCluster = 8;
+constexpr int kMaxCluster = 16;
 constexpr int kWBytes = kBN * kBK * 2;
 constexpr int kABytes = kRows * kBK * 2;
 constexpr int kStageBytes = kWBytes + kABytes;  // a multiple of 1024: every tile stays aligned
@@ -121,18 +124,21 @@ __device__ __forceinline__ void cluster_sum4(cooperative_groups::cluster_group& 
                                              const float* red, int splits, int row, int col4,
                                              float (&r)[4]) {
   const float4* local = reinterpret_cast<const float4*>(red + row * kRedStride + col4);
-  float4 part[kMaxCluster];
-#pragma unroll
-  for (int s = 0; s < kMaxCluster; ++s)
-    if (s < splits) part[s] = *cluster.map_shared_rank(local, s);
   r[0] = r[1] = r[2] = r[3] = 0.0f;
+  // Eight ranks at a time (the registers of a portable cluster), in rank order.
+  for (int s0 = 0; s0 < splits; s0 += kPortableCluster) {
+    float4 part[kPortableCluster];
 #pragma unroll
-  for (int s = 0; s < kMaxCluster; ++s) {
-    if (s < splits) {
-      r[0] += part[s].x;
-      r[1] += part[s].y;
-      r[2] += part[s].z;
-      r[3] += part[s].w;
+    for (int s = 0; s < kPortableCluster; ++s)
+      if (s0 + s < splits) part[s] = *cluster.map_shared_rank(local, s0 + s);
+#pragma unroll
+    for (int s = 0; s < kPortableCluster; ++s) {
+      if (s0 + s < splits) {
+        r[0] += part[s].x;
+        r[1] += part[s].y;
+        r[2] += part[s].z;
+        r[3] += part[s].w;
+      }
     }
   }
 }
@@ -644,17 +650,33 @@ bool wgmma_env_enabled() {
   return on;
 }
 
-// The largest cluster size (kMaxCluster, halved down to 2; 1 when none fits) whose clusters of
-// this kernel can be resident on the current device: a MIG slice or another partition of the GPU
-// may not hold 8 blocks of 97 KiB in one GPC. Queried once per device and thread (every
-// instantiation has the same resources); a query that fails keeps kMaxCluster.
+// The cluster size splits may use: VELA_WGMMA_MAX_CLUSTER (2..16, default the portable 8).
+int max_cluster() {
+  static const int n =
+      static_cast<int>(env_int("VELA_WGMMA_MAX_CLUSTER", kPortableCluster, 2, kMaxCluster));
+  return n;
+}
+
+// Clusters past the portable 8 need the kernel's permission.
+template <typename Kernel>
+void allow_cluster(Kernel kernel, int size) {
+  if (size > kPortableCluster)
+    VELA_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+}
+
+// The largest cluster size (max_cluster(), then 8 and halved down to 2; 1 when none fits) whose
+// clusters of this kernel can be resident on the current device: a MIG slice or another
+// partition of the GPU may not hold 8 blocks of 97 KiB in one GPC. Queried once per device and
+// thread (every instantiation has the same resources); a query that fails keeps max_cluster().
 int resident_cluster_limit() {
-  static thread_local int cached_device = -1, cached = kMaxCluster;
+  static thread_local int cached_device = -1, cached = kPortableCluster;
   const int device = vela::cuda::current_device();
   if (cached_device == device) return cached;
   opt_in_smem(wgmma_gemm_kernel<bf16, bf16>, kSmemBytes);
+  allow_cluster(wgmma_gemm_kernel<bf16, bf16>, max_cluster());
   int limit = 1;
-  for (int s = kMaxCluster; s >= 2; s /= 2) {
+  for (int s = max_cluster(); s >= 2; s = s > kPortableCluster ? kPortableCluster : s / 2) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(1, static_cast<unsigned>(s));
     cfg.blockDim = dim3(kThreads);
@@ -672,8 +694,8 @@ int resident_cluster_limit() {
     if (err != cudaSuccess) {
       (void)cudaGetLastError();  // not sticky: clear it
       VELA_LOG_DEBUG("[gemm] cluster occupancy query failed (", cudaGetErrorString(err),
-                     "); assuming clusters of ", kMaxCluster, " fit");
-      limit = kMaxCluster;
+                     "); assuming clusters of ", max_cluster(), " fit");
+      limit = max_cluster();
       break;
     }
     if (clusters > 0) {
@@ -691,6 +713,7 @@ int resident_cluster_limit() {
 template <typename Kernel, typename Args>
 void launch(Kernel kernel, const Args& p, int n_tiles, int smem_bytes = kSmemBytes) {
   opt_in_smem(kernel, kSmemBytes);
+  allow_cluster(kernel, p.splits);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
   cfg.blockDim = dim3(kThreads);

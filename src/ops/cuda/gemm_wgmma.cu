@@ -17,7 +17,7 @@
 // chunk accumulate the 64 x 128 tile in fp32 registers. The loads are TMA copies issued by one
 // thread onto the stage's mbarrier (wgmma_tma_gemm_kernel, the default), or cp.async copies from
 // every thread (wgmma_gemm_kernel, VELA_WGMMA_TMA=0). When the column tiles alone would leave SMs
-// idle (q|k|v, o, down), K is split over the blocks of a thread-block cluster (at most 8): each
+// idle (q|k|v, o, down), K is split over the blocks of a thread-block cluster (at most 16): each
 // block stages its partial tile in its shared memory and, after a cluster barrier, sums every
 // splits-th row of the tile over the cluster's blocks in rank order through distributed shared
 // memory (no global round trip; the same bits whichever block finishes first, so graph replays
@@ -58,8 +58,10 @@ constexpr int kRows = 64;                // wgmma M: rows of a per block (past M
 // reason). The TMA kernel launches fewer where a split has fewer chunks (tma_stages).
 constexpr int kStages = 4;
 constexpr int kThreads = 128;   // one warpgroup
-// splits = cluster size: at most the portable 8 (VELA_WGMMA_MAX_CLUSTER, up to the non-portable
-// 16, for A/B runs: more blocks stream the weights of a GEMM of few column tiles).
+// splits = cluster size: up to the non-portable 16 where the device holds such clusters
+// (VELA_WGMMA_MAX_CLUSTER, 2..16), so a GEMM of few column tiles still has about a block per SM
+// (bench-1b's o and down at 64 rows: 12 tiles x 11 splits, not x 8: H100, batch16 / 32 / 64
+// -2.2 / -1.5 / -0.6% a step, docs/kernels.md).
 constexpr int kPortableCluster = 8;
 constexpr int kMaxCluster = 16;
 constexpr int kWBytes = kBN * kBK * 2;
@@ -650,10 +652,10 @@ bool wgmma_env_enabled() {
   return on;
 }
 
-// The cluster size splits may use: VELA_WGMMA_MAX_CLUSTER (2..16, default the portable 8).
+// The cluster size splits may use: VELA_WGMMA_MAX_CLUSTER (2..16, default 16).
 int max_cluster() {
   static const int n =
-      static_cast<int>(env_int("VELA_WGMMA_MAX_CLUSTER", kPortableCluster, 2, kMaxCluster));
+      static_cast<int>(env_int("VELA_WGMMA_MAX_CLUSTER", kMaxCluster, 2, kMaxCluster));
   return n;
 }
 

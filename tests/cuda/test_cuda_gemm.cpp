@@ -128,6 +128,11 @@ TEST_F(CudaGemmTest, SmallBatchShapesMatchCpu) {
   // A device that cannot hold clusters of 8 (a MIG slice) gets fewer K ranges, never more.
   EXPECT_EQ(ops::cuda::wgmma_gemm_splits(2048, 1536, 132, 2), 2);
   EXPECT_EQ(ops::cuda::wgmma_gemm_splits(2048, 1536, 132, 1), 1);
+  // Clusters past the portable 8: about a block per SM, never more blocks than SMs past 8.
+  EXPECT_EQ(ops::cuda::wgmma_gemm_splits(1536, 6912, 132, 16), 11);  // bench-1b's down: 12 x 11
+  EXPECT_EQ(ops::cuda::wgmma_gemm_splits(1536, 1536, 132, 16), 11);  // o
+  EXPECT_EQ(ops::cuda::wgmma_gemm_splits(2048, 1536, 132, 16), 8);   // q|k|v: 16 x 8, not x 9
+  EXPECT_EQ(ops::cuda::wgmma_gemm_splits(1536, 6912, 132, 8), 8);
 #endif
   check_small_m({3, 16, 37, 64},
                 {{13, 1536}, {1000, 264}, {2048, 1536}, {1536, 6912}, {20000, 256}, {5000, 520}},

@@ -847,6 +847,9 @@ int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster) {
   const int64_t n_chunks = (k + kBK - 1) / kBK;
   if (n_tiles >= sm_count) return 1;
   int64_t splits = (sm_count + n_tiles - 1) / n_tiles;  // about one block per SM (two: slower)
+  // Past the portable 8, no more blocks than SMs (16 tiles: 8 splits, not 9 = 144 blocks; traced
+  // on an H100, bench-1b's q|k|v at 9 took 0.5 us longer in the chain than at 8).
+  if (splits > kPortableCluster) splits = std::max<int64_t>(kPortableCluster, sm_count / n_tiles);
   // Every split keeps at least two chunks where K allows (one chunk has no pipeline).
   splits = std::min<int64_t>(
       {splits, std::clamp(max_cluster, 1, kMaxCluster), std::max<int64_t>(1, n_chunks / 2)});

@@ -216,7 +216,10 @@ TEST_F(CudaRuntimeTest, AllocatorCountersAndReuse) {
   ASSERT_NE(p, nullptr);
   cuda::AllocatorStats s1 = cuda::allocator_stats(0);
   EXPECT_EQ(s1.n_allocs, s0.n_allocs + 1);
-  EXPECT_EQ(s1.bytes_in_use, s0.bytes_in_use + bytes);
+  // A cached free block left by earlier tests may serve it whole: a large-pool block is split
+  // only when more than kSmallRequestBytes would remain.
+  EXPECT_GE(s1.bytes_in_use, s0.bytes_in_use + bytes);
+  EXPECT_LE(s1.bytes_in_use, s0.bytes_in_use + bytes + cuda::CachingAllocator::kSmallRequestBytes);
   EXPECT_GE(s1.peak_bytes_in_use, s1.bytes_in_use);
   EXPECT_LE(s1.n_device_mallocs, s0.n_device_mallocs + 1);
   EXPECT_GE(s1.bytes_reserved, s1.bytes_in_use);

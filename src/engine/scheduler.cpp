@@ -382,6 +382,7 @@ int Scheduler::launch_sampling(const Tensor& logits) {
   Tensor* next = next_ids_.defined() && n <= next_ids_.numel() ? &next_ids_ : nullptr;
   sampler_.launch(rows, chunk_max.defined() && chunk_max.size(0) >= n ? chunk_max : Tensor(), next);
   ids_ahead_ = next != nullptr;
+  if (ids_ahead_) ws_.mark_ids_written();
   return sampler_.download();
 }
 
@@ -710,6 +711,7 @@ void Scheduler::launch_overlapped(const std::vector<Task*>& tasks, const int32_t
   // Its rows are the logits' rows, no mask touched them: the LM head's argmax pieces hold.
   ids_ahead_ = next_ids_.defined();
   sampler_.launch(logits, executor_.decode_chunk_max(), ids_ahead_ ? &next_ids_ : nullptr);
+  if (ids_ahead_) ws_.mark_ids_written();
   timeline_.mark(StepTimeline::kSampled);
   flight_.ticket = sampler_.download();
   timeline_.mark(StepTimeline::kDownloaded);

@@ -112,8 +112,6 @@ TEST_F(CudaRuntimeTest, RequestTableSyncPatchesShortRunsOfManyRows) {
   expect_mirror("largest run and wipes");
 }
 
-// CUDA write_ranges equals the CPU twin, and a range outside the table is skipped (device
-// metadata is trusted, not checked).
 // A decode step's metadata (InferenceWorkspace::decode_meta / upload_decode): packed right before
 // the input ids, each tensor equal to the host's first rows after the (side-stream) upload, the
 // ids left alone when the device holds them already; the full upload still carries every tensor.
@@ -172,6 +170,8 @@ TEST_F(CudaRuntimeTest, WorkspaceDecodeUploadPacksTheRows) {
   EXPECT_THROW(ws.decode_meta(9), InternalError);
 }
 
+// CUDA write_ranges equals the CPU twin, and a range outside the table is skipped (device
+// metadata is trusted, not checked).
 TEST_F(CudaRuntimeTest, WriteRangesMatchesCpu) {
   const int64_t rows = 9, cols = 700;
   Rng rng(3);

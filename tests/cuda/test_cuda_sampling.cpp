@@ -510,8 +510,6 @@ TEST_F(CudaSamplingTest, EmpiricalDistributionOfTopKTopP) {
   EXPECT_LT(tv, 0.02);
 }
 
-// launch() captured once in a CUDA graph, replayed with freshly staged params each step, gives
-// the tokens of plain launches.
 // The engine's overlapped pattern: stage, launch and download of step k + 1 enqueued before step
 // k is collected, so the params upload and the read-back (side streams, VELA_SIDE_COPIES) run
 // while another launch is in flight. Every step's tokens equal a CPU sampler's on the same
@@ -559,6 +557,8 @@ TEST_F(CudaSamplingTest, OverlappedStepsKeepTheirParamsAndTokens) {
   for (int32_t r = 0; r < n; ++r) EXPECT_EQ(last[r], got[r].token) << "next_ids row " << r;
 }
 
+// launch() captured once in a CUDA graph, replayed with freshly staged params each step, gives
+// the tokens of plain launches.
 TEST_F(CudaSamplingTest, GraphCaptureAndReplay) {
   const int64_t vocab = 100000;
   const int32_t n = 8;

@@ -61,6 +61,8 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
     if (side) {
       side_ = std::make_unique<cuda::SideStream>(c.device.index);
       consumed_ = std::make_unique<cuda::StreamEvent>(c.device.index);
+      ids_written_ = std::make_unique<cuda::StreamEvent>(c.device.index);
+      cuda::synchronize(c.device.index);  // the zero-fills (current stream) before any side copy
     }
   }
   Tensor* hst[10] = {&host.input_ids,      &host.positions,    &host.out_cache_loc,
@@ -140,6 +142,7 @@ void InferenceWorkspace::copy_up(int64_t begin, int64_t end) {
   {
     cuda::SideStream::Scope on_side(*side_);
     consumed_->make_current_stream_wait();  // the last forward has read the old metadata
+    if (end > decode_area_) ids_written_->make_current_stream_wait();  // the range holds ids
     copy();
   }
   upload_done_->make_current_stream_wait();
@@ -147,6 +150,10 @@ void InferenceWorkspace::copy_up(int64_t begin, int64_t end) {
 
 void InferenceWorkspace::mark_consumed() {
   if (consumed_) consumed_->record();
+}
+
+void InferenceWorkspace::mark_ids_written() {
+  if (ids_written_) ids_written_->record();
 }
 
 void InferenceWorkspace::wait_staging() const {

@@ -113,14 +113,19 @@ class InferenceWorkspace {
   // After a forward is enqueued: the next upload may overwrite the metadata once the current
   // stream has passed this point.
   void mark_consumed();
+  // After a launch that writes the input ids in place (Sampler::launch's next_ids): an upload
+  // that carries ids waits for it too (the engine's steps read that launch's tokens on the host
+  // first anyway; this keeps an error path or another caller from racing the kernel).
+  void mark_ids_written();
   // Waits until the last upload has left the host buffer (usually long done: the step's sampling
   // read-back synchronized); call before writing the host metadata of a new step.
   void wait_staging() const;
 
  private:
   WorkspaceConfig config_;
-  // Copies host_meta_[begin, end) (ints) to the device: on the side stream after `consumed_`, the
-  // current stream ordered after it; without side copies on the current stream.
+  // Copies host_meta_[begin, end) (ints) to the device: on the side stream after `consumed_` (and
+  // `ids_written_` when the range holds input ids), the current stream ordered after it; without
+  // side copies on the current stream.
   void copy_up(int64_t begin, int64_t end);
 
   Tensor meta_;       // i32: [decode area | input_ids | the full tensors ...]; all are slices of it
@@ -129,6 +134,7 @@ class InferenceWorkspace {
   std::unique_ptr<cuda::StreamEvent> upload_done_;  // CUDA: recorded after each upload
   std::unique_ptr<cuda::SideStream> side_;          // CUDA side copies (null without)
   std::unique_ptr<cuda::StreamEvent> consumed_;     // the last forward has read the metadata
+  std::unique_ptr<cuda::StreamEvent> ids_written_;  // the last in-place write of the input ids
 };
 
 }  // namespace vela

@@ -67,6 +67,7 @@ Sampler::Sampler(int64_t vocab_size, int32_t max_rows, Device device, int32_t ma
       down_ = std::make_unique<cuda::SideStream>(device.index);
       launched_ = std::make_unique<cuda::StreamEvent>(device.index);
       read_back_ = std::make_unique<cuda::StreamEvent>(device.index);
+      staged_ = std::make_unique<cuda::StreamEvent>(device.index);
     }
   }
   alloc_upload(max_entries > 0 ? max_entries
@@ -100,6 +101,9 @@ void Sampler::alloc_upload(int64_t max_entries) {
   entries_dev_ = Tensor::alias(upload_dev_.storage(), p_bytes, {max_entries_, 2}, DType::kI32);
   for (Tensor& h : upload_host_)
     h = device_.is_cpu() ? upload_dev_ : Tensor::zeros_pinned({up_bytes}, DType::kU8);
+  // The zero-fill and whatever last used the new block ran on the current stream; the side
+  // stream's first copy into it must not overtake them (rare: start and growth only).
+  if (up_) cuda::synchronize(device_.index);
 }
 
 void Sampler::ensure_counts() {
@@ -272,6 +276,7 @@ void Sampler::stage(const std::vector<SamplerRow>& rows, const std::vector<int32
     launched_->make_current_stream_wait();  // the last launch has read the old params
     upload(upload_host_[u], upload_dev_, bytes);
     upload_done_[u]->record();
+    staged_->record();
   } else {
     upload(upload_host_[u], upload_dev_, bytes);
     if (upload_done_[u]) upload_done_[u]->record();
@@ -290,7 +295,8 @@ void Sampler::launch(const Tensor& logits, const Tensor& chunk_max, Tensor* next
   VELA_CHECK(logits.device() == device_, "Sampler: logits on ", logits.device().str(),
              ", sampler on ", device_.str());
   if (up_) {
-    upload_done_[static_cast<size_t>(upload_at_)]->make_current_stream_wait();
+    // One event for every upload: a captured launch's external wait then follows the latest.
+    staged_->make_current_stream_wait();
     read_back_->make_current_stream_wait();
   }
   ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_, chunk_max, next_ids);
@@ -359,6 +365,8 @@ void Sampler::abandon() {
     if (rb.n >= 0 && rb.ready) rb.ready->synchronize();
     rb.n = -1;
   }
+  // A launch not yet downloaded may still write its ids (next_ids) and read its params.
+  if (launched_) launched_->synchronize();
   n_staged_ = -1;
 }
 

@@ -87,7 +87,7 @@ int wgmma_max_rows();
 bool wgmma_takes_rows(int64_t n_rows, Device device);
 // K ranges (= thread-block cluster size, at most max_cluster, up to 16) per 128-column tile of
 // the wgmma GEMM for an [n, k] weight on sm_count SMs.
-int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster = 8);
+int wgmma_gemm_splits(int64_t n, int64_t k, int sm_count, int max_cluster = 16);
 // The skinny GEMM's scratch on the current stream: the cuBLASLt workspace for split-K partials
 // (stream-ordered, so never in use by a matmul at the same time) and tickets that are zero
 // between launches (gemm_cublaslt.cpp).

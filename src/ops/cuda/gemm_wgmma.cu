@@ -31,6 +31,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "core/env.h"
 #include "core/log.h"
@@ -659,12 +661,28 @@ int max_cluster() {
   return n;
 }
 
-// Clusters past the portable 8 need the kernel's permission.
+// Clusters past the portable 8 need the kernel's permission, asked once per kernel and device;
+// false when the driver refuses it (its error cleared).
 template <typename Kernel>
-void allow_cluster(Kernel kernel, int size) {
-  if (size > kPortableCluster)
-    VELA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+bool allow_cluster(Kernel kernel, int size) {
+  if (size <= kPortableCluster) return true;
+  struct Allowed {
+    const void* kernel;
+    int device;
+    bool ok;
+  };
+  static std::mutex mu;
+  static std::vector<Allowed> allowed;
+  const void* key = reinterpret_cast<const void*>(kernel);
+  const int device = vela::cuda::current_device();
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Allowed& a : allowed)
+    if (a.kernel == key && a.device == device) return a.ok;
+  const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+                  cudaSuccess;
+  if (!ok) (void)cudaGetLastError();  // not sticky: clear it
+  allowed.push_back({key, device, ok});
+  return ok;
 }
 
 // The largest cluster size (max_cluster(), then 8 and halved down to 2; 1 when none fits) whose
@@ -676,9 +694,12 @@ int resident_cluster_limit() {
   const int device = vela::cuda::current_device();
   if (cached_device == device) return cached;
   opt_in_smem(wgmma_gemm_kernel<bf16, bf16>, kSmemBytes);
-  allow_cluster(wgmma_gemm_kernel<bf16, bf16>, max_cluster());
+  // A driver that refuses clusters past 8 to this kernel refuses them to its siblings too.
+  const int top = allow_cluster(wgmma_gemm_kernel<bf16, bf16>, max_cluster())
+                      ? max_cluster()
+                      : std::min(max_cluster(), kPortableCluster);
   int limit = 1;
-  for (int s = max_cluster(); s >= 2; s = s > kPortableCluster ? kPortableCluster : s / 2) {
+  for (int s = top; s >= 2; s = s > kPortableCluster ? kPortableCluster : s / 2) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(1, static_cast<unsigned>(s));
     cfg.blockDim = dim3(kThreads);
@@ -696,8 +717,8 @@ int resident_cluster_limit() {
     if (err != cudaSuccess) {
       (void)cudaGetLastError();  // not sticky: clear it
       VELA_LOG_DEBUG("[gemm] cluster occupancy query failed (", cudaGetErrorString(err),
-                     "); assuming clusters of ", max_cluster(), " fit");
-      limit = max_cluster();
+                     "); assuming clusters of ", std::min(top, kPortableCluster), " fit");
+      limit = std::min(top, kPortableCluster);  // the portable size, never the opt-in one
       break;
     }
     if (clusters > 0) {
@@ -715,7 +736,8 @@ int resident_cluster_limit() {
 template <typename Kernel, typename Args>
 void launch(Kernel kernel, const Args& p, int n_tiles, int smem_bytes = kSmemBytes) {
   opt_in_smem(kernel, kSmemBytes);
-  allow_cluster(kernel, p.splits);
+  VELA_CHECK(allow_cluster(kernel, p.splits), "wgmma GEMM: the driver refuses clusters of ",
+             p.splits, " blocks (VELA_WGMMA_MAX_CLUSTER=8 keeps the portable size)");
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
   cfg.blockDim = dim3(kThreads);

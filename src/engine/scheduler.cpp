@@ -379,10 +379,7 @@ int Scheduler::launch_sampling(const Tensor& logits) {
   Tensor chunk_max = identity && !masked ? executor_.decode_chunk_max() : Tensor();
   // The tokens also go where an overlapped step after this one reads its input ids (that step's
   // rows are these rows, in this order: launch_overlapped(sample_tasks_)).
-  Tensor* next = next_ids_.defined() && n <= next_ids_.numel() ? &next_ids_ : nullptr;
-  sampler_.launch(rows, chunk_max.defined() && chunk_max.size(0) >= n ? chunk_max : Tensor(), next);
-  ids_ahead_ = next != nullptr;
-  if (ids_ahead_) ws_.mark_ids_written();
+  launch_sampler(rows, chunk_max.defined() && chunk_max.size(0) >= n ? chunk_max : Tensor());
   return sampler_.download();
 }
 
@@ -709,15 +706,19 @@ void Scheduler::launch_overlapped(const std::vector<Task*>& tasks, const int32_t
   Tensor logits = executor_.forward(batch, &ids, in_place ? nullptr : id_rows);
   timeline_.mark(StepTimeline::kForward);
   // Its rows are the logits' rows, no mask touched them: the LM head's argmax pieces hold.
-  ids_ahead_ = next_ids_.defined();
-  sampler_.launch(logits, executor_.decode_chunk_max(), ids_ahead_ ? &next_ids_ : nullptr);
-  if (ids_ahead_) ws_.mark_ids_written();
+  launch_sampler(logits, executor_.decode_chunk_max());
   timeline_.mark(StepTimeline::kSampled);
   flight_.ticket = sampler_.download();
   timeline_.mark(StepTimeline::kDownloaded);
   flight_.tasks.assign(tasks.begin(), tasks.end());
   flight_.active = true;
   ++n_overlapped_;
+}
+
+void Scheduler::launch_sampler(const Tensor& rows, const Tensor& chunk_max) {
+  ids_ahead_ = next_ids_.defined() && rows.size(0) <= next_ids_.numel();
+  sampler_.launch(rows, chunk_max, ids_ahead_ ? &next_ids_ : nullptr);
+  if (ids_ahead_) ws_.mark_ids_written();
 }
 
 bool Scheduler::step_in_flight(double t_step) {

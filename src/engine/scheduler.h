@@ -272,6 +272,9 @@ class Scheduler {
   // tokens of the step just launched: row id_rows[i] for task i, or row i when null); no-op when
   // their KV cannot be reserved.
   void launch_overlapped(const std::vector<Task*>& tasks, const int32_t* id_rows = nullptr);
+  // Sampler::launch on these logits rows, the tokens also written into next_ids_ where there is
+  // one (CUDA overlap) and they fit: sets ids_ahead_ and marks the workspace's ids written.
+  void launch_sampler(const Tensor& rows, const Tensor& chunk_max);
   // step() while a step is in flight: maybe launches the next, then reads and processes it.
   bool step_in_flight(double t_step);
 

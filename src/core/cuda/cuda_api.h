@@ -53,8 +53,8 @@ void strided_copy(void* dst, const void* src, size_t elem_bytes, int rank, const
                   const int64_t* src_strides, int device);
 // Waits for all work on the current stream of `device`.
 void synchronize(int device = 0);
-// Whether the calling thread's current stream on `device` is capturing a CUDA graph (cross-stream
-// event waits and host-visible event records are then left out: a replay would not honour them).
+// Whether the calling thread's current stream on `device` is capturing a CUDA graph (an event
+// recorded then is a capture dependency, not a point the host or another stream can wait for).
 bool current_stream_capturing(int device);
 
 // Page-locked host memory, which lets copy_bytes_async overlap the host; freed by host_free_pinned.

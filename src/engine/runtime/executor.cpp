@@ -213,7 +213,7 @@ void Executor::copy_device_ids(int32_t n) {
   if (ids_on_device_ == nullptr) return;
   const auto* src = static_cast<const int32_t*>(ids_on_device_->data_ptr());
   auto* dst = static_cast<int32_t*>(ws_.input_ids.data_ptr());
-  if (src == dst && id_rows_ == nullptr) return;  // the sampler wrote them in place
+  if (src == dst) return;        // the sampler wrote them in place (forward() refuses id_rows then)
   for (int32_t i = 0; i < n;) {  // one copy per run of consecutive source rows
     const int32_t from = id_rows_ ? id_rows_[i] : i;
     int32_t len = 1;

@@ -29,7 +29,9 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
   const int64_t n_tiles = ops::prefill_max_tiles(n_tok, n_seq);
   const int64_t sizes[10] = {n_tok,     n_tok,     n_tok, n_seq,   n_seq,
                              n_seq + 1, n_seq + 1, n_logit, n_tiles, n_tiles};
-  decode_area_ = c.device.is_cpu() ? 0 : 7 * n_seq + 2;
+  decode_area_ = 0;
+  if (!c.device.is_cpu())
+    for (int extra : kDecodeExtra) decode_area_ += n_seq + extra;
   int64_t total = decode_area_;
   for (int64_t n : sizes) total += n;
   auto carve = [&](const Tensor& buf, Tensor* out[10]) {
@@ -90,23 +92,17 @@ InferenceWorkspace::DecodeMeta InferenceWorkspace::decode_meta(int32_t rows) con
             out_cache_loc.slice(0, 0, rows), req_pool_indices.slice(0, 0, rows),
             seq_lens.slice(0, 0, rows),      qo_indptr.slice(0, 0, rows + 1),
             kv_indptr.slice(0, 0, rows + 1), logits_indices.slice(0, 0, rows)};
-  // [positions | out_cache_loc | req_pool_indices | seq_lens | qo_indptr | kv_indptr |
-  //  logits_indices], 7 * rows + 2 ints ending at the input ids.
-  int64_t at = decode_area_ - (7 * int64_t{rows} + 2);
-  auto next = [&](int64_t n) {
-    Tensor t = meta_.slice(0, at, at + n);
-    at += n;
-    return t;
-  };
   DecodeMeta m;
   m.input_ids = input_ids.slice(0, 0, rows);
-  m.positions = next(rows);
-  m.out_cache_loc = next(rows);
-  m.req_pool_indices = next(rows);
-  m.seq_lens = next(rows);
-  m.qo_indptr = next(rows + 1);
-  m.kv_indptr = next(rows + 1);
-  m.logits_indices = next(rows);
+  Tensor* sections[kDecodeSections] = {&m.positions,     &m.out_cache_loc, &m.req_pool_indices,
+                                       &m.seq_lens,      &m.qo_indptr,     &m.kv_indptr,
+                                       &m.logits_indices};
+  int64_t at = decode_begin(rows);
+  for (int i = 0; i < kDecodeSections; ++i) {
+    const int64_t n = rows + kDecodeExtra[i];
+    *sections[i] = meta_.slice(0, at, at + n);
+    at += n;
+  }
   return m;
 }
 
@@ -114,20 +110,23 @@ void InferenceWorkspace::upload_decode(int32_t rows, bool with_ids) {
   VELA_ASSERT(rows >= 0 && rows <= max_seqs(), "InferenceWorkspace::upload_decode: ", rows,
               " rows exceed the workspace");
   if (decode_area_ == 0) return;
-  const int64_t begin = decode_area_ - (7 * int64_t{rows} + 2);
+  const Tensor* sections[kDecodeSections] = {
+      &host.positions, &host.out_cache_loc, &host.req_pool_indices, &host.seq_lens,
+      &host.qo_indptr, &host.kv_indptr,     &host.logits_indices};
+  const int64_t begin = decode_begin(rows);
   int32_t* dst = host_meta_.data<int32_t>() + begin;
-  auto pack = [&](const Tensor& src, int64_t n) {
-    std::memcpy(dst, src.data<int32_t>(), static_cast<size_t>(n) * sizeof(int32_t));
+  for (int i = 0; i < kDecodeSections; ++i) {
+    const int64_t n = rows + kDecodeExtra[i];
+    std::memcpy(dst, sections[i]->data<int32_t>(), static_cast<size_t>(n) * sizeof(int32_t));
     dst += n;
-  };
-  pack(host.positions, rows);
-  pack(host.out_cache_loc, rows);
-  pack(host.req_pool_indices, rows);
-  pack(host.seq_lens, rows);
-  pack(host.qo_indptr, rows + 1);
-  pack(host.kv_indptr, rows + 1);
-  pack(host.logits_indices, rows);
+  }
   copy_up(begin, decode_area_ + (with_ids ? rows : 0));
+}
+
+int64_t InferenceWorkspace::decode_begin(int32_t rows) const {
+  int64_t n = 0;
+  for (int extra : kDecodeExtra) n += rows + extra;
+  return decode_area_ - n;
 }
 
 void InferenceWorkspace::copy_up(int64_t begin, int64_t end) {

@@ -127,10 +127,17 @@ class InferenceWorkspace {
   // `ids_written_` when the range holds input ids), the current stream ordered after it; without
   // side copies on the current stream.
   void copy_up(int64_t begin, int64_t end);
+  // The decode area's sections before the input ids, in order: positions, out_cache_loc,
+  // req_pool_indices, seq_lens, qo_indptr, kv_indptr, logits_indices; each holds rows + extra.
+  static constexpr int kDecodeSections = 7;
+  static constexpr int kDecodeExtra[kDecodeSections] = {0, 0, 0, 0, 1, 1, 0};
+  // Where decode_meta(rows)'s sections start (they end at decode_area_).
+  int64_t decode_begin(int32_t rows) const;
 
   Tensor meta_;       // i32: [decode area | input_ids | the full tensors ...]; all are slices of it
   Tensor host_meta_;  // its host mirror (== meta_ on the CPU; pinned on CUDA)
-  int64_t decode_area_ = 0;  // ints before input_ids: 7 * max_seqs + 2 on CUDA, 0 on the CPU
+  int64_t decode_area_ =
+      0;  // ints before input_ids: the sections at max_seqs on CUDA, 0 on the CPU
   std::unique_ptr<cuda::StreamEvent> upload_done_;  // CUDA: recorded after each upload
   std::unique_ptr<cuda::SideStream> side_;          // CUDA side copies (null without)
   std::unique_ptr<cuda::StreamEvent> consumed_;     // the last forward has read the metadata

@@ -92,7 +92,6 @@ Sampler::~Sampler() = default;
 void Sampler::alloc_upload(int64_t max_entries) {
   for (auto& e : upload_done_)
     if (e) e->synchronize();  // the old host buffers have left
-  if (launched_) launched_->synchronize();  // and no launch reads the old device buffer
   max_entries_ = max_entries;
   const int64_t p_bytes = params_bytes(max_rows_);
   const int64_t up_bytes = p_bytes + max_entries_ * 2 * 4;
@@ -101,8 +100,9 @@ void Sampler::alloc_upload(int64_t max_entries) {
   entries_dev_ = Tensor::alias(upload_dev_.storage(), p_bytes, {max_entries_, 2}, DType::kI32);
   for (Tensor& h : upload_host_)
     h = device_.is_cpu() ? upload_dev_ : Tensor::zeros_pinned({up_bytes}, DType::kU8);
-  // The zero-fill and whatever last used the new block ran on the current stream; the side
-  // stream's first copy into it must not overtake them (rare: start and growth only).
+  // The launches that read the old buffer, the zero-fill and whatever last used the new block ran
+  // on the current stream; the side stream's first copy must not overtake them (rare: start and
+  // growth only).
   if (up_) cuda::synchronize(device_.index);
 }
 
@@ -301,7 +301,8 @@ void Sampler::launch(const Tensor& logits, const Tensor& chunk_max, Tensor* next
   }
   ops::sample(logits, params_dev_, entries_dev_, counts_, work_, out_dev_, chunk_max, next_ids);
   // Not in a capture (a replay is marked by the download() after it).
-  if (launched_ && !cuda::current_stream_capturing(device_.index)) launched_->record();
+  launch_marked_ = launched_ && !cuda::current_stream_capturing(device_.index);
+  if (launch_marked_) launched_->record();
 }
 
 void Sampler::finish(std::vector<SampleResult>& out) { collect(download(), out); }
@@ -316,7 +317,9 @@ int Sampler::download() {
   // Ids only: the first n of row 0; with logprobs: every row of the table.
   const size_t bytes = any_logprobs_ ? out_dev_.nbytes() : sizeof(int32_t) * static_cast<size_t>(n);
   if (down_) {
-    launched_->record();  // the launch (or a graph replaying one) is enqueued before this call
+    // A captured launch's replay is enqueued before this call, unmarked: mark it here.
+    if (!launch_marked_) launched_->record();
+    launch_marked_ = false;
     cuda::SideStream::Scope on_side(*down_);
     launched_->make_current_stream_wait();
     cuda::copy_bytes_async(rb.host.data_ptr(), Device::cpu(), out_dev_.data_ptr(), device_, bytes);

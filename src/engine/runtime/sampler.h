@@ -174,6 +174,7 @@ class Sampler {
   std::unique_ptr<cuda::StreamEvent> launched_;   // on the launch's stream, after each launch
   std::unique_ptr<cuda::StreamEvent> read_back_;  // on down_, after each read-back
   std::unique_ptr<cuda::StreamEvent> staged_;     // on up_, after each params upload
+  bool launch_marked_ = false;  // launched_ was recorded after the last launch (not captured)
   // One read-back: the out table's rows it needs, and what collect() needs about its rows.
   struct Readback {
     Tensor host;                               // like out_dev_ (pinned on CUDA)

@@ -171,7 +171,7 @@ class Sampler {
   // launch has read them), the read-back waits on down_ for it (the ids are written), and a launch
   // waits for its upload and for `read_back_` (the last read-back has left out_dev_).
   std::unique_ptr<cuda::SideStream> up_, down_;
-  std::unique_ptr<cuda::StreamEvent> launched_;   // on the launch's stream, after each launch
+  std::unique_ptr<cuda::StreamEvent> launched_;   // after each launch (a captured one: at download)
   std::unique_ptr<cuda::StreamEvent> read_back_;  // on down_, after each read-back
   std::unique_ptr<cuda::StreamEvent> staged_;     // on up_, after each params upload
   bool launch_marked_ = false;  // launched_ was recorded after the last launch (not captured)

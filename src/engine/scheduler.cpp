@@ -47,7 +47,7 @@ Scheduler::Scheduler(const EngineConfig& cfg, TaskCacheManager& cache, Executor&
       tokenizer_(tokenizer),
       eos_ids_(std::move(eos_ids)),
       timeline_(ws.device()),
-      overlap_min_rows_(static_cast<int32_t>(env_int("VELA_OVERLAP_MIN_ROWS", 2, 1, 1024))) {
+      overlap_min_rows_(static_cast<int32_t>(env_int("VELA_OVERLAP_MIN_ROWS", 1, 1, 1024))) {
   // Every per-step scratch list holds at most one entry per row: sized once, never grown.
   [n = static_cast<size_t>(cfg.max_seqs)](auto&... v) { (v.reserve(n), ...); }(
       items_, item_tasks_, sample_rows_, sample_out_, sample_tasks_, sample_src_, token_events_,

@@ -256,12 +256,11 @@ class Scheduler {
   std::vector<BindItem> flight_items_;  // launch_overlapped() scratch
   std::vector<SamplerRow> flight_rows_;
   StepTimeline timeline_;  // VELA_TIME_STEP_OPS=1: the GPU time of launch_overlapped's operations
-  // Single-row steps do not overlap: on the H200 (bench-1b, 1K context) they measured 1.025-1.030
-  // ms with overlap against 1.020-1.021 ms without (the forward itself read ~0.02 ms longer,
-  // more than the ~0.04 ms of host time it hides at one row), while 4 rows gained 2-4%. Session 39
-  // read the same 0.02 ms between two runs of one code path (overlap on, never engaged: 1.045 vs
-  // 1.026 ms), so it may be noise; the rule stays until a timeline settles it.
-  // VELA_OVERLAP_MIN_ROWS=N (1..1024) moves it for that A/B.
+  // The fewest rows an overlapped step has: 1 (single-row steps overlap too). Until session 51
+  // it was 2: on the H200 a lone row measured 1.025-1.030 ms overlapped against 1.020-1.021 not.
+  // With the step's copies on side streams and the tokens written in place (session 51), session
+  // 52 measured 1.116 / 1.115 against 1.136 / 1.132 ms at 1K and 1.214 / 1.203 against 1.235 /
+  // 1.235 at 8K (H100, alternating rounds). VELA_OVERLAP_MIN_ROWS=N (1..1024) moves it.
   const int32_t overlap_min_rows_;
   bool overlap_allowed() const;  // nothing outside the running decode rows needs a normal step
   // The next decode step of `tasks` may go to the GPU before their tokens are read: enough rows,

@@ -500,6 +500,115 @@ TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
                InvalidArgument);
 }
 
+// The tensor-core kernel's splits merged in a thread-block cluster (decode_cluster_merge_set):
+// against the CPU within rounding, repeated calls bit for bit, padding rows zero, a policy's 32
+// splits run as the device's cluster size; a captured graph has one kernel node and its replays
+// after the lengths grow equal eager calls bit for bit.
+TEST_F(CudaAttentionTest, DecodeClusterMergeMatchesCpu) {
+  if (cuda::device_properties().major < 9) GTEST_SKIP() << "thread-block clusters need sm_90";
+  struct Reset {
+    ~Reset() { ops::cuda::decode_cluster_merge_set(-1); }
+  } reset;
+  struct Case {
+    DType dt;
+    int64_t n_heads, n_kv, d;
+  };
+  const std::vector<Case> cases = {{DType::kBF16, 24, 4, 64},
+                                   {DType::kBF16, 32, 2, 64},
+                                   {DType::kF16, 12, 2, 32},
+                                   {DType::kBF16, 24, 4, 48},
+                                   {DType::kBF16, 16, 1, 16}};
+  std::vector<int> lens = random_lens(9, 1, 3000, 171);
+  lens[0] = 1;
+  lens[4] = 0;  // a padding row: zero output
+  lens[6] = 4096;
+  auto poison = [](Tensor& t) {
+    ASSERT_EQ(cudaMemset(t.data_ptr(), 0xff, t.nbytes()), cudaSuccess);
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Case& k = cases[c];
+    std::vector<int> q_lens(lens.size(), 1);
+    Batch b = make_batch(k.dt, lens, q_lens, k.n_heads, k.n_kv, k.d, 16, 1950 + c);
+    b.q = test::random_cpu({static_cast<int64_t>(lens.size()), k.n_heads, k.d}, k.dt, 111);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(k.d));
+    const Tensor want = cpu_decode(b, scale);
+    Batch g = to_gpu(b, gpu());
+    for (int n_splits : {2, 7, 16, 32}) {
+      SCOPED_TRACE(std::string(dtype_name(k.dt)) + " case " + std::to_string(c) + " splits " +
+                   std::to_string(n_splits));
+      ops::cuda::decode_cluster_merge_set(ops::kMaxDecodeSplits);
+      DecodeWorkspace w(g, n_splits);
+      Tensor first;
+      for (int run = 0; run < 2; ++run) {
+        poison(w.out);
+        ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out);
+        test::expect_close(w.out, want, attn_tol(k.dt), "cluster merge");
+        Tensor host = w.out.to(Device::cpu());
+        if (run == 0) {
+          first = host;
+        } else {
+          EXPECT_EQ(std::memcmp(first.data_ptr(), host.data_ptr(), host.nbytes()), 0);
+        }
+      }
+      ops::cuda::decode_cluster_merge_set(0);  // the merge kernel agrees within rounding
+      test::expect_close(gpu_decode(g, scale, n_splits), want, attn_tol(k.dt), "merge kernel");
+    }
+  }
+
+  const int64_t n_heads = 24, n_kv = 4, d = 64;
+  const DType dt = DType::kBF16;
+  const std::vector<int> lens0 = {1, 300, 0, 2000};
+  Batch b = make_batch(dt, lens0, {1, 1, 1, 1}, n_heads, n_kv, d, 16, 1990, 3000);
+  b.k_cache = test::random_cpu(b.k_cache.shape(), dt, 1991);  // the spare slots hold finite values
+  b.v_cache = test::random_cpu(b.v_cache.shape(), dt, 1992);
+  Batch g = to_gpu(b, gpu());
+  const float scale = 0.125f;
+  const int n_splits = 16;
+  DecodeWorkspace w(g, n_splits);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ops::cuda::decode_cluster_merge_set(ops::kMaxDecodeSplits);
+  cudaGraphExec_t exec = nullptr;
+  {
+    cuda::StreamGuard sg(stream);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    EXPECT_EQ(graph_kernel_nodes(graph), 1u);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    cudaGraphDestroy(graph);
+  }
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::vector<int> grow = {round * 1000 + 7, round * 37 + 1, round, round * 450};
+    std::vector<int32_t> now;
+    for (size_t s = 0; s < lens0.size(); ++s) now.push_back(lens0[s] + grow[s]);
+    Tensor lens_h = Tensor::from_vector(now);
+    g.seq_lens.copy_(lens_h);
+    g.q.copy_(test::random_cpu(b.q.shape(), dt, 1993 + round));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    poison(w.out);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    Tensor eager = Tensor::empty(b.q.shape(), dt, gpu());
+    poison(eager);
+    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, eager);
+    test::expect_equal(w.out, eager, "graph replay vs eager (cluster merge)");
+    Batch h = b;
+    h.q = g.q.to(Device::cpu());
+    h.seq_lens = lens_h;
+    test::expect_close(w.out, cpu_decode(h, scale), attn_tol(dt), "graph vs cpu");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
+  EXPECT_THROW(ops::cuda::decode_cluster_merge_set(ops::kMaxDecodeSplits + 1), InvalidArgument);
+}
+
 struct PrefillCase {
   std::vector<int> lens;    // cached tokens after this step
   std::vector<int> q_lens;  // queries (the last q_lens of lens)

@@ -37,6 +37,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/cluster_launch.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_pipeline.cuh"
@@ -63,9 +64,7 @@ constexpr int kThreads = 128;   // one warpgroup
 // splits = cluster size: up to the non-portable 16 where the device holds such clusters
 // (VELA_WGMMA_MAX_CLUSTER, 2..16), so a GEMM of few column tiles still has about a block per SM
 // (bench-1b's o and down at 64 rows: 12 tiles x 11 splits, not x 8: H100, batch16 / 32 / 64
-// -2.2 / -1.5 / -0.6% a step, docs/kernels.md).
-constexpr int kPortableCluster = 8;
-constexpr int kMaxCluster = 16;
+// -2.2 / -1.5 / -0.6% a step, docs/kernels.md). kPortableCluster / kMaxCluster: cluster_launch.cuh.
 constexpr int kWBytes = kBN * kBK * 2;
 constexpr int kABytes = kRows * kBK * 2;
 constexpr int kStageBytes = kWBytes + kABytes;  // a multiple of 1024: every tile stays aligned
@@ -661,74 +660,19 @@ int max_cluster() {
   return n;
 }
 
-// Clusters past the portable 8 need the kernel's permission, asked once per kernel and device;
-// false when the driver refuses it (its error cleared).
-template <typename Kernel>
-bool allow_cluster(Kernel kernel, int size) {
-  if (size <= kPortableCluster) return true;
-  struct Allowed {
-    const void* kernel;
-    int device;
-    bool ok;
-  };
-  static std::mutex mu;
-  static std::vector<Allowed> allowed;
-  const void* key = reinterpret_cast<const void*>(kernel);
-  const int device = vela::cuda::current_device();
-  std::lock_guard<std::mutex> lock(mu);
-  for (const Allowed& a : allowed)
-    if (a.kernel == key && a.device == device) return a.ok;
-  const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-                  cudaSuccess;
-  if (!ok) (void)cudaGetLastError();  // not sticky: clear it
-  allowed.push_back({key, device, ok});
-  return ok;
-}
-
 // The largest cluster size (max_cluster(), then 8 and halved down to 2; 1 when none fits) whose
-// clusters of this kernel can be resident on the current device: a MIG slice or another
-// partition of the GPU may not hold 8 blocks of 97 KiB in one GPC. Queried once per device and
-// thread (every instantiation has the same resources); a query that fails keeps max_cluster().
+// clusters of this kernel can be resident on the current device (largest_resident_cluster).
+// Queried once per device and thread (every instantiation has the same resources).
 int resident_cluster_limit() {
   static thread_local int cached_device = -1, cached = kPortableCluster;
   const int device = vela::cuda::current_device();
   if (cached_device == device) return cached;
   opt_in_smem(wgmma_gemm_kernel<bf16, bf16>, kSmemBytes);
   // A driver that refuses clusters past 8 to this kernel refuses them to its siblings too.
-  const int top = allow_cluster(wgmma_gemm_kernel<bf16, bf16>, max_cluster())
-                      ? max_cluster()
-                      : std::min(max_cluster(), kPortableCluster);
-  int limit = 1;
-  for (int s = top; s >= 2; s = s > kPortableCluster ? kPortableCluster : s / 2) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(1, static_cast<unsigned>(s));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = static_cast<unsigned>(s);
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    const cudaError_t err =
-        cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<bf16, bf16>, &cfg);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();  // not sticky: clear it
-      VELA_LOG_DEBUG("[gemm] cluster occupancy query failed (", cudaGetErrorString(err),
-                     "); assuming clusters of ", std::min(top, kPortableCluster), " fit");
-      limit = std::min(top, kPortableCluster);  // the portable size, never the opt-in one
-      break;
-    }
-    if (clusters > 0) {
-      limit = s;
-      break;
-    }
-  }
+  cached = largest_resident_cluster(wgmma_gemm_kernel<bf16, bf16>, max_cluster(), kThreads,
+                                    kSmemBytes, 1);
   cached_device = device;
-  cached = limit;
-  return limit;
+  return cached;
 }
 
 // Launches `kernel` (either GEMM kernel) over n_tiles x p.splits blocks, the splits of a tile one
@@ -738,28 +682,8 @@ void launch(Kernel kernel, const Args& p, int n_tiles, int smem_bytes = kSmemByt
   opt_in_smem(kernel, kSmemBytes);
   VELA_CHECK(allow_cluster(kernel, p.splits), "wgmma GEMM: the driver refuses clusters of ",
              p.splits, " blocks (VELA_WGMMA_MAX_CLUSTER=8 keeps the portable size)");
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  cfg.stream = current_stream();
-  cudaLaunchAttribute attr[2];
-  int n_attr = 0;
-  if (p.splits > 1) {
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = 1;
-    attr[n_attr].val.clusterDim.y = static_cast<unsigned>(p.splits);
-    attr[n_attr].val.clusterDim.z = 1;
-    ++n_attr;
-  }
-  if (pdl_enabled()) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = static_cast<unsigned>(n_attr);
-  VELA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+  launch_cluster_pdl(kernel, dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(p.splits)),
+                     dim3(kThreads), static_cast<size_t>(smem_bytes), cluster_dims(p.splits, 1), p);
 }
 
 std::atomic<int> g_tma_override{-1};  // gemm_wgmma_set_tma (benchmarks, tests)

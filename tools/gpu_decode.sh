@@ -12,14 +12,14 @@
 # selects or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV
 # decode at large batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks
 # per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes), `detail` (ncu's
-# stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `mergecluster` (decode attention's splits merged in a cluster or by the merge kernel), `cluster` (split-K clusters of up to 16), `timeline` (one batch-64 step's graph nodes as the GPU
+# stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `cluster` (split-K clusters of up to 16), `timeline` (one batch-64 step's graph nodes as the GPU
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
-#         kernels detail timeline trace base side cluster mergecluster
+#         kernels detail timeline trace base side cluster
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -238,16 +238,6 @@ if has cluster; then
     --gtest_filter='CudaGemm*:CudaFusedDecode*:CudaEngine.*' > "$OUT/test_cluster16.log" 2>&1)
   echo "test_cuda (clusters of up to 16) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_cluster16.log" | tr '\n' ' ')"
   ab_runs cluster VELA_WGMMA_MAX_CLUSTER "8 16" "${CLUSTER_CASES:-batch64,batch32,batch16}" 3
-fi
-if has mergecluster; then
-  # Decode attention's splits merged in a thread-block cluster (VELA_DECODE_CLUSTER_MERGE: the
-  # largest policy split count that takes it; 0 = the merge kernel): engine tests with it on for
-  # every split count, then A/B.
-  (cd tests && VELA_DECODE_CLUSTER_MERGE=128 timeout 200 "$B/tests/test_cuda" \
-    --gtest_filter='CudaAttention*:CudaFusedDecode*:CudaEngine.*:CudaSpec*' > "$OUT/test_mergecluster.log" 2>&1)
-  echo "test_cuda (cluster merge) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_mergecluster.log" | tr '\n' ' ')"
-  ab_runs mergecluster VELA_DECODE_CLUSTER_MERGE "${MERGECLUSTER_VALUES:-0 32 128}" \
-    "${MERGECLUSTER_CASES:-decode1k,decode8k,decode32k,batch16}" 2
 fi
 if has side; then
   # The step's uploads and read-back on side streams or on the engine stream (VELA_SIDE_COPIES).

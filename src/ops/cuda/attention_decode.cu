@@ -12,24 +12,18 @@
 // count from seq_lens on the device; splits past the end exit at once and the merge kernel only
 // combines live splits (graph replay with growing lengths). Given split tickets (a zeroed i32
 // workspace), up to VELA_DECODE_FUSED_MERGE splits are merged by the kernel itself instead: the
-// last live split of each (row, head block) to finish combines them (merge_splits_if_last). With
-// VELA_DECODE_CLUSTER_MERGE, the tensor-core kernel's splits of a (row, KV head) are one
-// thread-block cluster of up to 16 blocks and merge through distributed shared memory
-// (cluster_merge_splits): one kernel, no partials in global memory.
+// last live split of each (row, head block) to finish combines them (merge_splits_if_last).
 //
 // Head sizes: every kernel is compiled for a tile width D (16, 32, 64, 128, 256) and kExact; a
 // head_dim that is not a tile width runs the next wider tile with its columns past head_dim
 // zero-filled and never stored (attention_common.cuh, dispatch_head_dim). Global rows, o_part and
 // the outputs are addressed by the runtime head_dim.
-#include <cooperative_groups.h>
-
 #include <atomic>
 #include <type_traits>
 
 #include "core/env.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
-#include "ops/cuda/cluster_launch.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/pdl.cuh"
@@ -448,78 +442,14 @@ constexpr int kMmaThreads = 128;
 template <int D, int kS>
 struct MmaDecodeCfg {
   static constexpr int kPipeBytes = (16 * D + 2 * kS * kMmaKeys * D) * 2;  // Q + kS x (K, V)
-  // The block's merge of its 4 warps: [4][16][D] partial outputs, [4][16] (m, l); and the cluster
-  // merge's [16] lse, [16][16] weights and [16] inverse sums after them.
   static constexpr int kMergeBytes = (4 * 16 * D + 4 * 16 * 2) * 4;
-  static constexpr int kClusterBytes = kMergeBytes + (16 + 16 * 16 + 16) * 4;
-  static constexpr int kSlotsOffset = kPipeBytes > kClusterBytes ? kPipeBytes : kClusterBytes;
+  static constexpr int kSlotsOffset = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static constexpr int kSmemBytes = kSlotsOffset + kSlotWindow * 4;
   static_assert(kS >= 2 && kSmemBytes <= 96 * 1024, "mma decode pipeline");
 };
 
-// The split merge of decode_mma_kernel<kCluster>: every block of the cluster holds its split's
-// normalised partial outputs s_o[h][d] (h < group, row stride D) and s_lse[h] (log2 domain, -inf
-// for an empty split). After a cluster barrier, block `split` combines its share of the group's
-// group * hd outputs: the weights 2^(lse_j - max) of each head from every rank's lse, then each
-// output sums its ranks' partials in rank order (so the bits do not depend on timing), read
-// through distributed shared memory. A second barrier keeps every block's shared memory alive
-// until the others have read it.
-template <typename T, int D, bool kExact>
-__device__ void cluster_merge_splits(const RowsArgs& a, int row, int head0, int group, int hd,
-                                     int split, float* s_o, float* s_lse) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int n_c = a.n_splits, tid = threadIdx.x;
-  float* s_w = s_lse + 16;       // [16 heads][16 ranks]
-  float* s_inv = s_w + 16 * 16;  // [16 heads]
-  cluster.sync();                // every split's partials are in its shared memory
-  for (int i = tid; i < group * n_c; i += kMmaThreads) {
-    const int h = i / n_c, j = i % n_c;
-    s_w[h * 16 + j] = *cluster.map_shared_rank(s_lse + h, j);
-  }
-  __syncthreads();
-  if (tid < group) {
-    float* w = s_w + tid * 16;
-    float mx = -INFINITY;
-    for (int j = 0; j < n_c; ++j) mx = fmaxf(mx, w[j]);
-    float sum = 0.0f;
-    for (int j = 0; j < n_c; ++j) {
-      w[j] = mx == -INFINITY ? 0.0f : exp2f(w[j] - mx);
-      sum += w[j];
-    }
-    s_inv[tid] = sum > 0.0f ? 1.0f / sum : 0.0f;
-  }
-  __syncthreads();
-  const int total = group * hd, per = (total + n_c - 1) / n_c;
-  const int e_end = min(total, (split + 1) * per);
-  const int64_t rh0 = static_cast<int64_t>(row) * a.n_heads + head0;
-  for (int e = split * per + tid; e < e_end; e += kMmaThreads) {
-    const int h = e / hd, d = e % hd;
-    const float* w = s_w + h * 16;
-    float* local = s_o + h * D + d;
-    float part[16];
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      if (j < n_c) part[j] = *cluster.map_shared_rank(local, j);
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      if (j < n_c) acc = fmaf(w[j], part[j], acc);
-    static_cast<T*>(a.out)[(rh0 + h) * hd + d] = from_float<T>(acc * s_inv[h]);
-  }
-  cluster.sync();  // no block leaves while another still reads its shared memory
-#else
-  __trap();  // launched only on sm_90 devices with code built for them (cluster_merge_limit)
-#endif
-}
-
-// kCluster (sm_90, with the default arguments): the splits of a (row, KV head) are one thread-block
-// cluster (dims (1, 1, n_splits)) and merge through distributed shared memory
-// (cluster_merge_splits) instead of o_part / lse_part and the merge kernel.
-template <typename T, int D, bool kExact, int kS, bool kOptIn, bool kCluster = false>
+template <typename T, int D, bool kExact, int kS, bool kOptIn>
 static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgsFor<kOptIn> a) {
-  static_assert(!(kCluster && kOptIn), "the cluster merge takes the default arguments");
   using Cfg = MmaDecodeCfg<D, kS>;
   constexpr int kChunks = D / 8;
   const int hd = kExact ? D : a.head_dim;
@@ -541,8 +471,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   const int chunk = split_chunk(n_keys, a.n_splits);
   const int begin = split * chunk;
   const int end = min(begin + chunk, n_keys);
-  // A cluster's empty splits stay: they take part in its barriers with an empty partial.
-  if (!kCluster && begin >= end) {
+  if (begin >= end) {
     if (direct || fused_merge_writes_empty_row(a, n_keys, split)) {
       pdl_wait();
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
@@ -670,7 +599,6 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
     }
     cp_async_wait<0>();
   }
-  if constexpr (kCluster) cp_async_wait<0>();  // an empty split's q copy, landed before s_o
   __syncthreads();  // the pipeline buffers become the merge buffers
 
   float* s_o = reinterpret_cast<float*>(smem_raw);  // [4 warps][16 rows][D]
@@ -710,11 +638,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
     }
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head0 + r;
-    if constexpr (kCluster) {
-      // Warp 0's slot of (r, d): only this thread reads or writes it.
-      s_o[r * D + d] = acc * inv;
-      if (d == 0) s_ml[4 * 16 * 2 + r] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
-    } else if (direct) {
+    if (direct) {
       static_cast<T*>(a.out)[rh * hd + d] = from_float<T>(acc * inv);
     } else {
       a.o_part[(rh * a.n_splits + split) * hd + d] = acc * inv;
@@ -722,8 +646,6 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
     }
   }
   static_assert(Cfg::kSmemBytes >= kFusedMergeSmemBytes, "fused merge scratch");
-  if constexpr (kCluster)
-    cluster_merge_splits<T, D, kExact>(a, row, head0, group, hd, split, s_o, s_ml + 4 * 16 * 2);
   if constexpr (kOptIn) {
     if (!direct && a.split_tickets != nullptr)
       merge_splits_if_last<T, D, kExact, kMmaThreads>(a, row, head0, group, n_keys, smem_raw);
@@ -825,20 +747,6 @@ int fused_merge_max_splits() {
   return env;
 }
 
-// The largest split count (from the policy, ops::decode_num_splits) whose splits the tensor-core
-// decode kernel merges through a thread-block cluster (decode_mma_kernel<kCluster>): the override,
-// else VELA_DECODE_CLUSTER_MERGE (0..kMaxDecodeSplits, 0 = the merge kernel), default 0. Past the
-// device's cluster size the splits are fewer: a policy's 32 splits run as 16.
-std::atomic<int> g_cluster_merge_override{-1};  // decode_cluster_merge_set
-
-int cluster_merge_max_splits() {
-  const int o = g_cluster_merge_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o;
-  static const int env =
-      static_cast<int>(env_int("VELA_DECODE_CLUSTER_MERGE", 0, 0, kMaxDecodeSplits));
-  return env;
-}
-
 // Blocks of the 4-tile kernel that are resident on the device at once (its 71.7 KiB of shared
 // memory at D = 64 allow 3 an SM, the 2-tile kernel's 37.6 KiB 5), queried once per instantiation.
 template <typename T, int D, bool kExact>
@@ -869,25 +777,6 @@ int decode_mma_stages(int64_t n_blocks) {
   return n_blocks <= mma4_resident_blocks<T, D, kExact>() ? 4 : 2;
 }
 
-// The largest cluster of the tensor-core decode kernel's splits the current device keeps resident
-// (up to 16; the 4-tile kernel, whose shared memory bounds the others'): 1 before sm_90. Queried
-// once per device and thread.
-template <typename T, int D, bool kExact>
-int cluster_merge_limit() {
-  static thread_local int cached_device = -1, cached = 1;
-  const int device = vela::cuda::current_device();
-  if (cached_device == device) return cached;
-  cached = 1;
-  if (vela::cuda::device_properties().major >= 9) {
-    auto* kernel = decode_mma_kernel<T, D, kExact, 4, false, true>;
-    constexpr int kSmem = MmaDecodeCfg<D, 4>::kSmemBytes;
-    opt_in_smem(kernel, kSmem);
-    cached = largest_resident_cluster(kernel, kMaxCluster, kMmaThreads, kSmem, 2);
-  }
-  cached_device = device;
-  return cached;
-}
-
 // A kernel launched with its dynamic shared memory opted in.
 template <typename Args>
 void launch_smem(void (*kernel)(Args), dim3 grid, dim3 block, int smem, const Args& args) {
@@ -904,23 +793,13 @@ void launch_merge_if_split(const RowsArgsOptIn& a, int64_t n_rows) {
              static_cast<const RowsArgs&>(a));
 }
 
-// cluster: the a.n_splits splits of a (row, KV head) are one cluster and merge in it.
 template <typename T, int D, bool kExact, int kS>
-void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows, bool cluster) {
+void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows) {
   RowsArgsOptIn a = args;
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
   constexpr int kSmem = MmaDecodeCfg<D, kS>::kSmemBytes;
-  if (cluster) {
-    auto* kernel = decode_mma_kernel<T, D, kExact, kS, false, true>;
-    opt_in_smem(kernel, kSmem);
-    VELA_CHECK(allow_cluster(kernel, a.n_splits),
-               "decode attention: the driver refuses clusters of ", a.n_splits, " blocks");
-    launch_cluster_pdl(kernel, grid, dim3(kMmaThreads), kSmem, cluster_dims(a.n_splits, 2),
-                       static_cast<const RowsArgs&>(a));
-    return;
-  }
   if (a.split_tickets != nullptr || a.early_tiles > 1)
     launch_smem(decode_mma_kernel<T, D, kExact, kS, true>, grid, dim3(kMmaThreads), kSmem, a);
   else
@@ -998,19 +877,14 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
       if constexpr (sizeof(T) == 2 && D <= 64) {
         // Decode of a GQA group on tensor cores.
         if (qo_indptr == nullptr && decode_on_tensor_cores(q.dtype(), a.n_heads, a.n_kv_heads, d)) {
-          // The splits merged in a cluster: no more of them than a cluster holds.
-          const bool cluster = a.n_splits > 1 && a.split_tickets == nullptr && a.early_tiles <= 1 &&
-                               a.n_splits <= cluster_merge_max_splits() &&
-                               cluster_merge_limit<T, D, kExact>() > 1;
-          if (cluster) a.n_splits = std::min(a.n_splits, cluster_merge_limit<T, D, kExact>());
           const int stages =
               decode_mma_stages<T, D, kExact>(n_rows * a.n_kv_heads * int64_t{a.n_splits});
           if (stages == 2) {
-            launch_decode_mma<T, D, kExact, 2>(a, n_rows, cluster);
+            launch_decode_mma<T, D, kExact, 2>(a, n_rows);
           } else if (stages == 3) {
-            launch_decode_mma<T, D, kExact, 3>(a, n_rows, cluster);
+            launch_decode_mma<T, D, kExact, 3>(a, n_rows);
           } else {
-            launch_decode_mma<T, D, kExact, 4>(a, n_rows, cluster);
+            launch_decode_mma<T, D, kExact, 4>(a, n_rows);
           }
           return;
         }
@@ -1046,12 +920,6 @@ void decode_fused_merge_set(int max_splits) {
   VELA_CHECK(max_splits <= kFusedMergeMaxSplits, "decode_fused_merge_set: at most ",
              kFusedMergeMaxSplits, " splits, got ", max_splits);
   g_fused_merge_override = max_splits < 0 ? -1 : max_splits;
-}
-
-void decode_cluster_merge_set(int max_splits) {
-  VELA_CHECK(max_splits <= kMaxDecodeSplits, "decode_cluster_merge_set: at most ", kMaxDecodeSplits,
-             " splits, got ", max_splits);
-  g_cluster_merge_override = max_splits < 0 ? -1 : max_splits;
 }
 
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -1,7 +1,7 @@
-// Thread-block clusters (sm_90) for the kernels that reduce over one: the wgmma GEMM's split-K
-// (gemm_wgmma.cu) and decode attention's split merge (attention_decode.cu). The permission for the
-// non-portable sizes past 8, the largest cluster a kernel keeps resident on the current device, and
-// a launch with a cluster shape under programmatic dependent launch (pdl.cuh).
+// Thread-block clusters (sm_90) for kernels that reduce over one (the wgmma GEMM's split-K,
+// gemm_wgmma.cu): the permission for the non-portable sizes past 8, the largest cluster a kernel
+// keeps resident on the current device, and a launch with a cluster shape under programmatic
+// dependent launch (pdl.cuh).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -170,10 +170,6 @@ void decode_mma_set_early_tiles(int tiles);
 // kFusedMergeMaxSplits); -1 back to VELA_DECODE_FUSED_MERGE (default 0).
 void decode_fused_merge_set(int max_splits);
 constexpr int kFusedMergeMaxSplits = 32;
-// Tests and benchmarks: the largest policy split count whose splits the tensor-core decode kernel
-// merges in a thread-block cluster (0: the merge kernel; at most kMaxDecodeSplits); -1 back to
-// VELA_DECODE_CLUSTER_MERGE (default 0).
-void decode_cluster_merge_set(int max_splits);
 #ifdef VELA_HAS_SM90A
 // Whether the Hopper wgmma prefill kernel (attention_prefill_wgmma.cu) runs 128-row tiles of these
 // operands on the current device: bf16/f16, head_dim 64 or 128, sm_90, not turned off

@@ -664,14 +664,28 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
   __shared__ float s_w[kMergeThreads];
   __shared__ float s_red[2][kMergeThreads / 32];
   __shared__ float4 s_acc[kMergeThreads];
-  pdl_wait();  // the partials of the split kernel
-  pdl_launch_dependents();
   const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
+  // The key count is host-written metadata: read before the wait (pdl.cuh's rule).
   int seq, n_keys;
   row_info(a, row, seq, n_keys);
   const int n_live = live_splits(n_keys, a.n_splits);
   const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head;
+  const int dl = tid % kLanesD, way = tid / kLanesD;
+  const bool live_d = kExact || dl * 4 < hd;
+  const int n_mine = live_d ? n_live : 0;  // this thread sums splits way, way + kWays, ...
+  const float* op = a.o_part + rh * a.n_splits * hd + dl * 4;
+  pdl_wait();  // the partials of the split kernel
+  pdl_launch_dependents();
+  // The first kPre partials this thread sums load together with the lse (one L2 round trip
+  // instead of two before the weighted sum; the sum's order is unchanged).
+  constexpr int kPre = 4;
+  float4 pre[kPre];
+#pragma unroll
+  for (int p = 0; p < kPre; ++p) {
+    const int i = way + p * kWays;
+    if (i < n_mine) pre[p] = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
+  }
   const float lse = tid < n_live ? a.lse_part[rh * a.n_splits + tid] : -INFINITY;
   const float wmax = warp_max(lse);
   if (lane == 0) s_red[0][warp] = wmax;
@@ -687,12 +701,14 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kMergeThreads / 32; ++i) sum += s_red[1][i];
-  const int dl = tid % kLanesD, way = tid / kLanesD;
-  const bool live_d = kExact || dl * 4 < hd;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const float* op = a.o_part + rh * a.n_splits * hd + dl * 4;
+#pragma unroll
+  for (int p = 0; p < kPre; ++p) {
+    const int i = way + p * kWays;
+    if (i < n_mine) fma4(s_w[i], pre[p], acc);
+  }
 #pragma unroll 4
-  for (int i = way; i < (live_d ? n_live : 0); i += kWays) {
+  for (int i = way + kPre * kWays; i < n_mine; i += kWays) {
     const float4 o = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
     const float wi = s_w[i];
     fma4(wi, o, acc);

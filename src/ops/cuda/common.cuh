@@ -104,6 +104,14 @@ __device__ __forceinline__ uint4 pack16(const float (&f)[kVec16<T>]) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// Brings the line holding p into this SM's L1 without waiting for it (no register holds it). Only
+// for data no kernel of the stream writes (weights, host-written metadata, constant tables): L1 is
+// not coherent, so a line fetched before pdl_wait() of something the previous kernel writes would
+// be stale.
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 // Loads N elements at p (aligned to N * sizeof(T)) as floats; 16- and 32-byte groups use vector
 // instructions.
 template <int N, typename T>

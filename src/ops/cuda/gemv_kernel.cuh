@@ -124,6 +124,22 @@ __device__ __forceinline__ void store_rotary(const GemvRotary& r, int mi, int64_
   dst[i + r.half] = from_float<T>(g1);
 }
 
+// store_rotary's reads for row mi and pair p, fetched into L1 ahead of it: the position, the two
+// table entries it rotates by, the cache slot.
+__device__ __forceinline__ void prefetch_rotary(const GemvRotary& r, int mi, int64_t p) {
+  const int h = static_cast<int>(p / r.half), i = static_cast<int>(p % r.half);
+  const bool is_q = h < r.n_heads, is_v = h >= r.n_heads + r.n_kv_heads;
+  if (!is_v) {
+    const int64_t pos = r.positions[mi];
+    if (pos >= 0 && pos < r.max_positions) {
+      const float* tab = r.table + pos * 2 * r.half;
+      prefetch_l1(tab + i);
+      prefetch_l1(tab + r.half + i);
+    }
+  }
+  if (!is_q) prefetch_l1(r.loc + mi);
+}
+
 __device__ __forceinline__ uint4 load_w(const void* p) {
   // Weights are read once per step: keep them out of L1.
   return __ldcs(reinterpret_cast<const uint4*>(p));
@@ -207,6 +223,19 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
 
   // Weights do not depend on the previous kernel: start streaming them before waiting on it.
   start_group(group);
+  // So do the norm weight, and the rotary's position, table row and cache slot (host-written
+  // metadata): into L1 now, so the staged norm and the epilogue after the wait do not each pay a
+  // round trip to L2 or DRAM.
+  if constexpr (kNorm) {
+    if (args.norm_staged) {
+      const int64_t esz = args.norm_f32 ? 4 : static_cast<int64_t>(sizeof(T));
+      for (int64_t v = threadIdx.x; v < k / kGemvVec; v += kGemvWarps * 32)
+        prefetch_l1(static_cast<const char*>(args.norm_w) + v * kGemvVec * esz);
+    }
+  }
+  if constexpr (OUT == GemvOut::kRotary) {
+    if (part == 0 && lane < m && col0 < n) prefetch_rotary(args.rot, lane, col0);
+  }
   pdl_wait();
   pdl_launch_dependents();
 

@@ -1,7 +1,6 @@
 // Thread-block clusters (sm_90) for kernels that reduce over one (the wgmma GEMM's split-K,
 // gemm_wgmma.cu): the permission for the non-portable sizes past 8, the largest cluster a kernel
-// keeps resident on the current device, and a launch with a cluster shape under programmatic
-// dependent launch (pdl.cuh).
+// keeps resident on the current device; pdl.cuh's launch_cluster_pdl() launches in clusters.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -82,36 +81,6 @@ int largest_resident_cluster(Kernel kernel, int top, int threads, int smem, int 
     if (clusters > 0) return s;
   }
   return 1;
-}
-
-// kernel<<<grid, block, smem, current_stream()>>>(args...) in clusters of `cluster` blocks (a
-// shape of 1 block launches without the attribute), with programmatic dependent launch where
-// pdl_enabled(). The caller has the permission for non-portable sizes (allow_cluster).
-template <typename... KArgs, typename... Args>
-void launch_cluster_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, dim3 cluster,
-                        Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = current_stream();
-  cudaLaunchAttribute attr[2];
-  int n_attr = 0;
-  if (cluster.x * cluster.y * cluster.z > 1) {
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = cluster.x;
-    attr[n_attr].val.clusterDim.y = cluster.y;
-    attr[n_attr].val.clusterDim.z = cluster.z;
-    ++n_attr;
-  }
-  if (pdl_enabled()) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = static_cast<unsigned>(n_attr);
-  VELA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
 }
 
 }  // namespace vela::ops::cuda

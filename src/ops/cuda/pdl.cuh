@@ -17,6 +17,8 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "core/cuda/stream.h"
 #include "core/env.h"
 #include "ops/cuda/common.cuh"
@@ -41,21 +43,41 @@ inline bool pdl_enabled() {
   return on;
 }
 
-// kernel<<<grid, block, smem, current_stream()>>>(args...) with the programmatic-serialization
-// attribute when pdl_enabled().
+// kernel<<<grid, block, smem, current_stream()>>>(args...) in clusters of `cluster` blocks (a
+// shape of 1 block launches without the cluster attribute), with the programmatic-serialization
+// attribute when pdl_enabled(). Sizes past 8 need the kernel's permission (cluster_launch.cuh).
 template <typename... KArgs, typename... Args>
-void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+void launch_cluster_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, dim3 cluster,
+                        Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = current_stream();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n_attr = 0;
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = cluster.x;
+    attr[n_attr].val.clusterDim.y = cluster.y;
+    attr[n_attr].val.clusterDim.z = cluster.z;
+    ++n_attr;
+  }
+  if (pdl_enabled()) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = static_cast<unsigned>(n_attr);
   VELA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
+// kernel<<<grid, block, smem, current_stream()>>>(args...) with the programmatic-serialization
+// attribute when pdl_enabled().
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  launch_cluster_pdl(kernel, grid, block, smem, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
 }  // namespace vela::ops::cuda

@@ -256,7 +256,7 @@ class Scheduler {
   std::vector<BindItem> flight_items_;  // launch_overlapped() scratch
   std::vector<SamplerRow> flight_rows_;
   StepTimeline timeline_;  // VELA_TIME_STEP_OPS=1: the GPU time of launch_overlapped's operations
-  // The fewest rows an overlapped step has: 1 (single-row steps overlap too). Until session 51
+  // The fewest rows an overlapped step has: 1 (single-row steps overlap too). Through session 51
   // it was 2: on the H200 a lone row measured 1.025-1.030 ms overlapped against 1.020-1.021 not.
   // With the step's copies on side streams and the tokens written in place (session 51), session
   // 52 measured 1.116 / 1.115 against 1.136 / 1.132 ms at 1K and 1.214 / 1.203 against 1.235 /

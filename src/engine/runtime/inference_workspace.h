@@ -136,8 +136,8 @@ class InferenceWorkspace {
 
   Tensor meta_;       // i32: [decode area | input_ids | the full tensors ...]; all are slices of it
   Tensor host_meta_;  // its host mirror (== meta_ on the CPU; pinned on CUDA)
-  int64_t decode_area_ =
-      0;  // ints before input_ids: the sections at max_seqs on CUDA, 0 on the CPU
+  // Ints before input_ids: the decode sections at max_seqs rows on CUDA, 0 on the CPU.
+  int64_t decode_area_ = 0;
   std::unique_ptr<cuda::StreamEvent> upload_done_;  // CUDA: recorded after each upload
   std::unique_ptr<cuda::SideStream> side_;          // CUDA side copies (null without)
   std::unique_ptr<cuda::StreamEvent> consumed_;     // the last forward has read the metadata

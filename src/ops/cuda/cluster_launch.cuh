@@ -58,13 +58,13 @@ template <typename Kernel>
 int largest_resident_cluster(Kernel kernel, int top, int threads, int smem, int dim) {
   if (top > kPortableCluster && !allow_cluster(kernel, top)) top = kPortableCluster;
   for (int s = top; s >= 2; s = s > kPortableCluster ? kPortableCluster : s / 2) {
+    const dim3 c = cluster_dims(s, dim);  // one cluster's grid
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = cluster_dims(s, dim);
+    cfg.gridDim = c;
     cfg.blockDim = dim3(static_cast<unsigned>(threads));
     cfg.dynamicSmemBytes = static_cast<size_t>(smem);
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeClusterDimension;
-    const dim3 c = cluster_dims(s, dim);
     attr.val.clusterDim.x = c.x;
     attr.val.clusterDim.y = c.y;
     attr.val.clusterDim.z = c.z;

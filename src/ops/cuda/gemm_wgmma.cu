@@ -31,8 +31,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
-#include <vector>
 
 #include "core/env.h"
 #include "core/log.h"

@@ -91,6 +91,16 @@ __device__ __forceinline__ int64_t pair_row(const GemvArgs& args, int64_t p, int
   }
 }
 
+// Pair p of the fused q|k|v output: head h (q heads, then k, then v) and dimension i < half.
+struct RotaryPair {
+  int h, i;
+  bool is_q, is_v;
+};
+__device__ __forceinline__ RotaryPair rotary_pair(const GemvRotary& r, int64_t p) {
+  const int h = static_cast<int>(p / r.half);
+  return {h, static_cast<int>(p % r.half), h < r.n_heads, h >= r.n_heads + r.n_kv_heads};
+}
+
 // kRotary epilogue of row mi: g0, g1 are dimensions i and i + half of head h (already rounded to
 // T as the projection is stored); rotary as qkv_rotary_kv_write computes it, then q to q_out,
 // k / v to the row's cache slot. Positions outside the table are not rotated and slots outside
@@ -98,9 +108,8 @@ __device__ __forceinline__ int64_t pair_row(const GemvArgs& args, int64_t p, int
 template <typename T>
 __device__ __forceinline__ void store_rotary(const GemvRotary& r, int mi, int64_t p, float g0,
                                              float g1) {
-  const int h = static_cast<int>(p / r.half), i = static_cast<int>(p % r.half);
+  const auto [h, i, is_q, is_v] = rotary_pair(r, p);
   const int d = 2 * r.half;
-  const bool is_q = h < r.n_heads, is_v = h >= r.n_heads + r.n_kv_heads;
   if (!is_v) {
     const int64_t pos = r.positions[mi];
     if (pos >= 0 && pos < r.max_positions) {
@@ -127,17 +136,16 @@ __device__ __forceinline__ void store_rotary(const GemvRotary& r, int mi, int64_
 // store_rotary's reads for row mi and pair p, fetched into L1 ahead of it: the position, the two
 // table entries it rotates by, the cache slot.
 __device__ __forceinline__ void prefetch_rotary(const GemvRotary& r, int mi, int64_t p) {
-  const int h = static_cast<int>(p / r.half), i = static_cast<int>(p % r.half);
-  const bool is_q = h < r.n_heads, is_v = h >= r.n_heads + r.n_kv_heads;
-  if (!is_v) {
+  const RotaryPair pr = rotary_pair(r, p);
+  if (!pr.is_v) {
     const int64_t pos = r.positions[mi];
     if (pos >= 0 && pos < r.max_positions) {
       const float* tab = r.table + pos * 2 * r.half;
-      prefetch_l1(tab + i);
-      prefetch_l1(tab + r.half + i);
+      prefetch_l1(tab + pr.i);
+      prefetch_l1(tab + r.half + pr.i);
     }
   }
-  if (!is_q) prefetch_l1(r.loc + mi);
+  if (!pr.is_q) prefetch_l1(r.loc + mi);
 }
 
 __device__ __forceinline__ uint4 load_w(const void* p) {

@@ -84,14 +84,14 @@ void Attention::forward_packed(const Tensor& x, const Tensor& positions, const T
 }
 
 void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const KVCacheView& kv, Tensor& attn) const {
+                       const KVCacheView& kv, Tensor& attn, const ops::L2Warm& warm) const {
   float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   switch (kv.mode) {
     case AttentionMode::kDecode: {
       Tensor o_part = kv.o_part, lse_part = kv.lse_part;
       ops::paged_decode_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
                                   kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn,
-                                  kv.split_tickets);
+                                  kv.split_tickets, warm);
       break;
     }
     case AttentionMode::kPrefill:
@@ -122,7 +122,8 @@ bool Attention::fusable_packed() const {
 void Attention::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
                                      const Tensor& input_norm, float eps, const Tensor& post_norm,
                                      const Tensor& positions, const Tensor& rope_table,
-                                     const KVCacheView& kv, int64_t layer_idx) const {
+                                     const KVCacheView& kv, int64_t layer_idx,
+                                     const ops::L2Warm& warm) const {
   ScratchMark temporaries;
   const int64_t n = residual.size(0);
   Tensor q = scratch_tensor({n, cfg.n_heads, cfg.head_dim}, residual.dtype(), residual.device());
@@ -143,7 +144,7 @@ void Attention::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
                              kv.out_cache_loc, q, k_cache, v_cache);
   }
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
-  attend(q, k_cache, v_cache, kv, attn);
+  attend(q, k_cache, v_cache, kv, attn, warm);
   Tensor attn_rows = attn.view({n, cfg.q_dim()});
   if (pieces.defined())
     ops::gemm_add(attn_rows, o.weight, residual, post_norm, pieces);  // + post_norm's pieces

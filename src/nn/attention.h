@@ -6,6 +6,7 @@
 #include "core/tensor.h"
 #include "nn/kv_cache_view.h"
 #include "nn/linear.h"
+#include "ops/l2_warm.h"
 #include "ops/rms_norm.h"
 
 namespace vela {
@@ -62,10 +63,11 @@ struct Attention {
   //   residual: [n_tokens, hidden], updated in place
   //   pieces: undefined (single-row steps), or (multi-row steps, ops/rms_norm.h) in: the pieces
   //           of input_norm's input, out: those of post_norm's (the o projection writes them)
+  //   warm: the L2 hint decode attention takes with it (ops/l2_warm.h; the block's next weights)
   void forward_packed_fused(Tensor& residual, ops::NormPieces& pieces, const Tensor& input_norm,
                             float eps, const Tensor& post_norm, const Tensor& positions,
-                            const Tensor& rope_table, const KVCacheView& kv,
-                            int64_t layer_idx) const;
+                            const Tensor& rope_table, const KVCacheView& kv, int64_t layer_idx,
+                            const ops::L2Warm& warm = ops::L2Warm()) const;
   // Dense training path (causal, document boundaries optional).
   //   x: [batch, seq, hidden]   positions: [batch * seq] i32   doc_ids: [batch, seq] i32 or undefined
   //   out: [batch, seq, hidden]
@@ -81,9 +83,10 @@ struct Attention {
                       Tensor& dx, AttentionGrads& grads) const;
 
  private:
-  // Attention of q [n, H, D] over layer caches by kv.mode into attn [n, H, D].
+  // Attention of q [n, H, D] over layer caches by kv.mode into attn [n, H, D] (decode steps pass
+  // `warm` to ops::paged_decode_attention).
   void attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const KVCacheView& kv,
-              Tensor& attn) const;
+              Tensor& attn, const ops::L2Warm& warm = ops::L2Warm()) const;
   // Projects x [n, hidden] into contiguous q [n, H, D], k and v [n, Hkv, D], applies QK-norm and
   // rotary to q and k.
   void project_qkv(const Tensor& x, const Tensor& positions, const Tensor& rope_table, Tensor& q,

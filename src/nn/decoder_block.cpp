@@ -2,6 +2,9 @@
 // packed path also the closing one, into the next block's input norm).
 #include "nn/decoder_block.h"
 
+#include <algorithm>
+
+#include "core/env.h"
 #include "core/scratch_arena.h"
 #include "ops/elementwise.h"
 #include "ops/fused_gemm.h"
@@ -27,12 +30,31 @@ bool DecoderBlock::fusable_packed() const {
   return !moe.defined() && attn.fusable_packed() && plain(mlp.gate_up) && plain(mlp.down);
 }
 
+// Single-row decode: what the attention's split merge pulls into L2 for the GEMVs after it
+// (ops/l2_warm.h). VELA_DECODE_L2_WARM_O=1 names the o projection's weight first;
+// VELA_DECODE_L2_WARM_MB (default 0) the leading bytes of gate|up, half from its gate rows and
+// half from its up rows, the order the one-row GEMV reads them (both read once).
+ops::L2Warm DecoderBlock::decode_l2_warm() const {
+  static const bool with_o = env_int("VELA_DECODE_L2_WARM_O", 0, 0, 1) != 0;
+  static const int64_t bytes = env_int("VELA_DECODE_L2_WARM_MB", 0, 0, 1024) << 20;
+  ops::L2Warm warm;
+  if (with_o) warm.ranges[0] = attn.o.weight;
+  const Tensor& w = mlp.gate_up.weight;
+  const int64_t inter = mlp.inter(), row_bytes = w.size(1) * w.element_size();
+  const int64_t rows = std::min(inter, bytes / (2 * row_bytes));
+  if (rows > 0) {
+    warm.ranges[1] = w.slice(0, 0, rows);
+    warm.ranges[2] = w.slice(0, inter, inter + rows);
+  }
+  return warm;
+}
+
 void DecoderBlock::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
                                         const Tensor& positions, const Tensor& rope_table,
                                         const KVCacheView& kv, int64_t layer_idx,
                                         const Tensor& next_norm) const {
   attn.forward_packed_fused(residual, pieces, input_norm, eps, post_norm, positions, rope_table, kv,
-                            layer_idx);
+                            layer_idx, pieces.defined() ? ops::L2Warm() : decode_l2_warm());
   ScratchMark temporaries;
   Tensor act = scratch_tensor({residual.size(0), mlp.inter()}, residual.dtype(), residual.device());
   if (!pieces.defined()) {

@@ -218,7 +218,8 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets) {
+                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets,
+                            const L2Warm& warm) {
   const char* op = "paged_decode_attention";
   check_paged(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, out);
   VELA_CHECK(q.size(0) == seq_lens.size(0), op, ": q has ", q.size(0), " rows for ",
@@ -246,9 +247,11 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                split_tickets.str());
     check_devices(op, q, {&split_tickets});
   }
+  check_l2_warm(op, q, warm);
   if (q.is_cpu()) check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, nullptr);
   VELA_DISPATCH(q.device(), paged_decode_attention, q, k_cache, v_cache, req_to_token,
-                req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, out, split_tickets);
+                req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, out, split_tickets,
+                warm);
 }
 
 int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/l2_warm.h"
 
 namespace vela::ops {
 
@@ -139,10 +140,13 @@ inline int64_t decode_split_tickets_numel(int64_t n_seqs, int64_t n_heads) {
 //     allocated and left zero by every call. Given one, the CUDA kernels may merge the splits
 //     themselves (the last split of each (sequence, head block) to finish combines them, instead
 //     of a second kernel; VELA_DECODE_FUSED_MERGE); the CPU ignores it.
+//   warm (optional, ops/l2_warm.h): memory the ops after this one read (a single-row decode
+//     layer's next weights); the CUDA merge kernel pulls it into L2. Results do not depend on it.
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets = Tensor());
+                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets = Tensor(),
+                            const L2Warm& warm = L2Warm());
 
 // Upper bound of plan_prefill_tiles's tile count for n_tokens query rows in n_seqs sequences
 // (the default tile_q gives a bound for every tile size >= kPrefillTileQ).

@@ -308,6 +308,57 @@ TEST_F(CudaAttentionTest, DecodeMatchesCpu) {
   }
 }
 
+// The L2 hint (ops/l2_warm.h) the split merge takes with it: the outputs are the same bits with
+// and without it, for ranges of any size and alignment (a weight's leading rows, an odd byte
+// count at an odd offset, an empty one), eagerly and in a captured graph; a range on another
+// device is an error.
+TEST_F(CudaAttentionTest, DecodeL2WarmLeavesResultsUnchanged) {
+  const DType dt = DType::kBF16;
+  Batch b = make_batch(dt, {1000}, {1}, 24, 4, 64, 16, 120);
+  Batch g = to_gpu(b, gpu());
+  const float scale = 0.125f;
+  const int n_splits = 16;
+  const Tensor plain = gpu_decode(g, scale, n_splits);
+  Tensor weight = test::random_cpu({2 * 700, 256}, dt, 121).to(gpu());
+  Tensor bytes = Tensor::zeros({1000003}, DType::kU8, gpu());
+  ops::L2Warm warm;
+  warm.ranges[0] = weight.slice(0, 0, 300);
+  warm.ranges[1] = bytes.slice(0, 7, 1000003);
+  warm.ranges[2] = weight.slice(0, 700, 700);  // empty
+  DecodeWorkspace w(g, n_splits);
+  ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                              g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, Tensor(),
+                              warm);
+  test::expect_equal(w.out, plain, "decode with the L2 hint");
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  {
+    cuda::StreamGuard sg(stream);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, Tensor(),
+                                warm);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  }
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemset(w.out.data_ptr(), 0xff, w.out.nbytes()), cudaSuccess);  // NaN
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  test::expect_equal(w.out, plain, "graph replay with the L2 hint");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  ops::L2Warm host;
+  host.ranges[1] = Tensor::zeros({64}, DType::kU8);
+  EXPECT_THROW(ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                           g.req_pool_indices, g.seq_lens, scale, n_splits,
+                                           w.o_part, w.lse_part, w.out, Tensor(), host),
+               InvalidArgument);
+}
+
 // The tensor-core decode kernel with 2, 3 and 4 K/V tiles in flight (VELA_DECODE_MMA_STAGES picks
 // one per process) and 1 or 3 of them loaded early (VELA_DECODE_EARLY_TILES): long unsplit rows
 // cross several slot windows and many tiles, split rows few.

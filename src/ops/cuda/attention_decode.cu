@@ -26,6 +26,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/l2_warm.cuh"
 #include "ops/cuda/pdl.cuh"
 
 namespace vela::ops::cuda {
@@ -658,7 +659,8 @@ constexpr int kMergeThreads = 256;
 static_assert(kMaxDecodeSplits <= kMergeThreads, "one lse per merge thread");
 
 template <typename T, int D, bool kExact>
-static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(RowsArgs a) {
+static __global__ void __launch_bounds__(kMergeThreads)
+    merge_splits_kernel(RowsArgs a, L2WarmArgs warm) {
   constexpr int kLanesD = D / 4, kWays = kMergeThreads / kLanesD;
   const int hd = kExact ? D : a.head_dim;
   __shared__ float s_w[kMergeThreads];
@@ -675,6 +677,10 @@ static __global__ void __launch_bounds__(kMergeThreads) merge_splits_kernel(Rows
   const bool live_d = kExact || dl * 4 < hd;
   const int n_mine = live_d ? n_live : 0;  // this thread sums splits way, way + kWays, ...
   const float* op = a.o_part + rh * a.n_splits * hd + dl * 4;
+  // The caller's L2 hint (the layer's next weights) goes out before the wait: at one row the split
+  // kernel's last keys and this kernel read L2, so DRAM would idle until the next GEMV.
+  warm_l2(warm, (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kMergeThreads + tid,
+          static_cast<int64_t>(gridDim.x) * gridDim.y * kMergeThreads);
   pdl_wait();  // the partials of the split kernel
   pdl_launch_dependents();
   // The first kPre partials this thread sums load together with the lse (one L2 round trip
@@ -802,15 +808,15 @@ void launch_smem(void (*kernel)(Args), dim3 grid, dim3 block, int smem, const Ar
 
 // The merge kernel after a split launch whose splits the attention kernel did not merge itself.
 template <typename T, int D, bool kExact>
-void launch_merge_if_split(const RowsArgsOptIn& a, int64_t n_rows) {
+void launch_merge_if_split(const RowsArgsOptIn& a, int64_t n_rows, const L2WarmArgs& warm) {
   if (a.n_splits <= 1 || a.split_tickets != nullptr) return;
   const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
   launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0,
-             static_cast<const RowsArgs&>(a));
+             static_cast<const RowsArgs&>(a), warm);
 }
 
 template <typename T, int D, bool kExact, int kS>
-void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows) {
+void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows, const L2WarmArgs& warm) {
   RowsArgsOptIn a = args;
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
@@ -821,11 +827,11 @@ void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows) {
   else
     launch_smem(decode_mma_kernel<T, D, kExact, kS, false>, grid, dim3(kMmaThreads), kSmem,
                 static_cast<const RowsArgs&>(a));
-  launch_merge_if_split<T, D, kExact>(a, n_rows);
+  launch_merge_if_split<T, D, kExact>(a, n_rows, warm);
 }
 
 template <typename T, int D, int kG, bool kExact>
-void launch_rows(const RowsArgsOptIn& args, int64_t n_rows) {
+void launch_rows(const RowsArgsOptIn& args, int64_t n_rows, const L2WarmArgs& warm) {
   using Cfg = RowsCfg<T, D, kG>;
   RowsArgsOptIn a = args;
   a.n_group_chunks = (a.group + kG - 1) / kG;
@@ -840,14 +846,14 @@ void launch_rows(const RowsArgsOptIn& args, int64_t n_rows) {
   else
     launch_smem(rows_attention_kernel<T, D, kG, kExact, false>, grid, dim3(kRowThreads), kSmem,
                 static_cast<const RowsArgs&>(a));
-  launch_merge_if_split<T, D, kExact>(a, n_rows);
+  launch_merge_if_split<T, D, kExact>(a, n_rows, warm);
 }
 
 // Runs the row kernel (and merge) for n_rows rows; qo_indptr null for decode.
 void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& req_to_token, const Tensor& req_pool_indices, const Tensor& seq_lens,
               const int32_t* qo_indptr, float scale, int n_splits, Tensor& o_part, Tensor& lse_part,
-              Tensor& out, const Tensor& split_tickets) {
+              Tensor& out, const Tensor& split_tickets, const L2Warm& l2_warm) {
   const int64_t n_rows = q.size(0), d = q.size(2);
   if (n_rows == 0) return;
   VELA_CHECK(n_rows <= 0x7fffffff, op, ": too many rows (", n_rows, ")");
@@ -884,6 +890,7 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
                           n_splits <= fused_merge_max_splits();
   a.split_tickets = fuse_merge ? static_cast<int32_t*>(split_tickets.data_ptr()) : nullptr;
   a.early_tiles = decode_early_tiles();
+  const L2WarmArgs warm = l2_warm_args(l2_warm);
   DeviceGuard guard(q.device().index);
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -896,23 +903,23 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
           const int stages =
               decode_mma_stages<T, D, kExact>(n_rows * a.n_kv_heads * int64_t{a.n_splits});
           if (stages == 2) {
-            launch_decode_mma<T, D, kExact, 2>(a, n_rows);
+            launch_decode_mma<T, D, kExact, 2>(a, n_rows, warm);
           } else if (stages == 3) {
-            launch_decode_mma<T, D, kExact, 3>(a, n_rows);
+            launch_decode_mma<T, D, kExact, 3>(a, n_rows, warm);
           } else {
-            launch_decode_mma<T, D, kExact, 4>(a, n_rows);
+            launch_decode_mma<T, D, kExact, 4>(a, n_rows, warm);
           }
           return;
         }
       }
       if (a.group == 1) {
-        launch_rows<T, D, 1, kExact>(a, n_rows);
+        launch_rows<T, D, 1, kExact>(a, n_rows, warm);
       } else if (a.group == 2) {
-        launch_rows<T, D, 2, kExact>(a, n_rows);
+        launch_rows<T, D, 2, kExact>(a, n_rows, warm);
       } else if (a.group <= 4) {
-        launch_rows<T, D, 4, kExact>(a, n_rows);
+        launch_rows<T, D, 4, kExact>(a, n_rows, warm);
       } else {
-        launch_rows<T, D, 8, kExact>(a, n_rows);
+        launch_rows<T, D, 8, kExact>(a, n_rows, warm);
       }
     });
   });
@@ -941,9 +948,10 @@ void decode_fused_merge_set(int max_splits) {
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets) {
+                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets,
+                            const L2Warm& warm) {
   run_rows("paged_decode_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
-           nullptr, scale, n_splits, o_part, lse_part, out, split_tickets);
+           nullptr, scale, n_splits, o_part, lse_part, out, split_tickets, warm);
 }
 
 void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -952,7 +960,7 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out) {
   run_rows("paged_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
            static_cast<const int32_t*>(qo_indptr.data_ptr()), scale, n_splits, o_part, lse_part,
-           out, Tensor());
+           out, Tensor(), L2Warm());
 }
 
 // ---- kv_write: one thread per unit (16, 4 or 2 bytes) of a token's K or V row ----

@@ -443,8 +443,9 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
                                q.device());
     }
     if (all_decode) {
-      paged_decode_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, scale,
-                             n_splits, o_part, lse_part, out, Tensor());
+      // Qualified: L2Warm's namespace would also find ops::paged_decode_attention.
+      cuda::paged_decode_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
+                                   scale, n_splits, o_part, lse_part, out, Tensor(), L2Warm());
     } else {
       paged_rows_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr,
                            scale, n_splits, o_part, lse_part, out);

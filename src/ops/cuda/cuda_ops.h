@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/l2_warm.h"
 
 namespace vela::ops::cuda {
 
@@ -150,7 +151,8 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets);
+                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets,
+                            const L2Warm& warm);
 // tile_q: kPrefillTileQ, or kPrefillWideTileQ at head_dim <= kPrefillWideMaxHeadDim (16-bit) or
 // where the wgmma kernel takes the operands (prefill_wgmma_takes); the public op pins
 // prefill_tile_q, this one runs either kernel (tests compare both).

@@ -307,8 +307,7 @@ void DraftModel::propose(std::vector<Job>& jobs) {
       budget -= n_new;
     }
     if (items.empty()) break;
-    ws_->wait_staging();
-    BoundBatch batch = cache_->bind(items);
+    BoundBatch batch = bind_staged(items);
     Tensor logits = executor_->forward(batch);
     ++stats_.forwards;
     job_of_row.clear();
@@ -335,8 +334,7 @@ void DraftModel::propose(std::vector<Job>& jobs) {
       job_of_row.push_back(static_cast<int32_t>(i));
     }
     if (items.empty()) break;  // every job's drafts were cut where its grammar ends
-    ws_->wait_staging();
-    BoundBatch batch = cache_->bind(items);
+    BoundBatch batch = bind_staged(items);
     Tensor logits = executor_->forward(batch);
     ++stats_.forwards;
     draw(logits, job_of_row, j, jobs);
@@ -344,6 +342,20 @@ void DraftModel::propose(std::vector<Job>& jobs) {
   for (size_t i = 0; i < n_jobs; ++i)  // matchers back to the state after `output`
     if (jobs[i].task->matcher) jobs[i].task->matcher->rollback(job_state_[i].n_walked);
   stats_.seconds += now_s() - t0;
+}
+
+BoundBatch DraftModel::bind_staged(std::vector<BindItem>& items) {
+  ws_->wait_staging();  // the last upload has left the host buffer
+  int64_t n_tokens = 0;
+  for (const BindItem& it : items) n_tokens += it.n_new;
+  VELA_ASSERT(n_tokens <= ws_->max_tokens(), "draft step of ", n_tokens, " tokens past the ",
+              ws_->max_tokens(), " its workspace holds");
+  int32_t* staged = ws_->host.input_ids.data<int32_t>();
+  for (BindItem& it : items) {
+    staged = std::copy(it.ids, it.ids + it.n_new, staged);
+    it.ids = nullptr;
+  }
+  return cache_->bind(items);
 }
 
 int32_t DraftModel::verify(const Task& t, const Tensor& target_logits, int32_t first_row,

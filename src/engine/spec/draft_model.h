@@ -118,6 +118,9 @@ class DraftModel {
   // sampled rows also keep q_j (q_).
   void draw(const Tensor& logits, const std::vector<int32_t>& job_of_row, int32_t j,
             std::vector<Job>& jobs);
+  // Binds items whose ids are set: the ids go into the workspace's host staging (packed in item
+  // order) and the items bind without them, so the executor's upload is the step's only one.
+  BoundBatch bind_staged(std::vector<BindItem>& items);
   // The context output + extra[0 .. n) for penalties, in a reused buffer.
   const std::vector<int32_t>* context(const Task& t, const std::vector<int32_t>& extra, int32_t n);
 

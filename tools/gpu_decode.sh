@@ -15,13 +15,12 @@
 # stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `cluster` (split-K clusters of up to 16), `timeline` (one batch-64 step's graph nodes as the GPU
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
-# L2 hint: how many MB of gate|up, how issued, o's weight first), `warmbatch` (its multi-row form
-# in the o GEMM). Logs go to $OUT; the device
+# L2 hint: how many MB of gate|up, how issued, o's weight first). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
-#         kernels detail timeline trace base side cluster warm warmbatch
+#         kernels detail timeline trace base side cluster warm
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -148,10 +147,6 @@ if has warm; then
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"
   VELA_DECODE_L2_WARM_MB=${WARM_AT:-16} ab_runs warm_mode VELA_L2_WARM_MODE "1 2" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"
   VELA_DECODE_L2_WARM_MB=${WARM_AT:-16} ab_runs warm_o VELA_DECODE_L2_WARM_O "1" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"
-fi
-if has warmbatch; then
-  # The multi-row form: the o GEMM prefetches the leading VELA_BATCH_L2_WARM_MB of gate|up's columns.
-  ab_runs warmbatch VELA_BATCH_L2_WARM_MB "${WARMB_MB:-0 8 16 24}" "${WARMB_CASES:-batch64,batch16}" "${WARM_ROUNDS:-2}"
 fi
 if has base; then
   # The same card, two builds: vela from .gpu-base/base.tar.xz (tools/archive_base.sh REV) against

@@ -144,11 +144,10 @@ void Attention::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
                              kv.out_cache_loc, q, k_cache, v_cache);
   }
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
-  // The hint goes with the split merge at one row, with the o GEMM on multi-row steps.
-  attend(q, k_cache, v_cache, kv, attn, pieces.defined() ? ops::L2Warm() : warm);
+  attend(q, k_cache, v_cache, kv, attn, warm);
   Tensor attn_rows = attn.view({n, cfg.q_dim()});
   if (pieces.defined())
-    ops::gemm_add(attn_rows, o.weight, residual, post_norm, pieces, warm);  // + post_norm's pieces
+    ops::gemm_add(attn_rows, o.weight, residual, post_norm, pieces);  // + post_norm's pieces
   else
     ops::gemm_add(attn_rows, o.weight, residual);
 }

@@ -63,8 +63,7 @@ struct Attention {
   //   residual: [n_tokens, hidden], updated in place
   //   pieces: undefined (single-row steps), or (multi-row steps, ops/rms_norm.h) in: the pieces
   //           of input_norm's input, out: those of post_norm's (the o projection writes them)
-  //   warm: an L2 hint (ops/l2_warm.h; the block's next weights), issued by decode attention's
-  //         split merge on single-row steps, by the o GEMM on multi-row ones
+  //   warm: the L2 hint decode attention takes with it (ops/l2_warm.h; the block's next weights)
   void forward_packed_fused(Tensor& residual, ops::NormPieces& pieces, const Tensor& input_norm,
                             float eps, const Tensor& post_norm, const Tensor& positions,
                             const Tensor& rope_table, const KVCacheView& kv, int64_t layer_idx,

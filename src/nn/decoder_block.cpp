@@ -30,26 +30,18 @@ bool DecoderBlock::fusable_packed() const {
   return !moe.defined() && attn.fusable_packed() && plain(mlp.gate_up) && plain(mlp.down);
 }
 
-// What a decode step pulls into L2 for the GEMMs after attention (ops/l2_warm.h), read once:
-// - one row (the split merge issues it): VELA_DECODE_L2_WARM_O=1 names the o projection's weight
-//   first; VELA_DECODE_L2_WARM_MB (default 0) the leading bytes of gate|up, half from its gate
-//   rows and half from its up rows, the order the one-row GEMV reads them;
-// - several rows (the o GEMM issues it): VELA_BATCH_L2_WARM_MB (default 0) the leading 64-column
-//   chunks of every gate|up row, the order the wgmma GEMM's blocks read them.
-ops::L2Warm DecoderBlock::decode_l2_warm(bool multi_row) const {
+// Single-row decode: what the attention's split merge pulls into L2 for the GEMVs after it
+// (ops/l2_warm.h). VELA_DECODE_L2_WARM_O=1 names the o projection's weight first;
+// VELA_DECODE_L2_WARM_MB (default 16) the leading bytes of gate|up, half from its gate rows and
+// half from its up rows, the order the one-row GEMV reads them (both read once).
+ops::L2Warm DecoderBlock::decode_l2_warm() const {
   static const bool with_o = env_int("VELA_DECODE_L2_WARM_O", 0, 0, 1) != 0;
-  static const int64_t one_row = env_int("VELA_DECODE_L2_WARM_MB", 0, 0, 1024) << 20;
-  static const int64_t batch = env_int("VELA_BATCH_L2_WARM_MB", 0, 0, 1024) << 20;
+  static const int64_t bytes = env_int("VELA_DECODE_L2_WARM_MB", 16, 0, 1024) << 20;
   ops::L2Warm warm;
-  const Tensor& w = mlp.gate_up.weight;
-  const int64_t inter = mlp.inter(), es = static_cast<int64_t>(w.element_size());
-  if (multi_row) {
-    const int64_t cols = std::min(w.size(1), batch / (w.size(0) * es) / 64 * 64);
-    if (cols > 0) warm.ranges[0] = w.slice(1, 0, cols);
-    return warm;
-  }
   if (with_o) warm.ranges[0] = attn.o.weight;
-  const int64_t rows = std::min(inter, one_row / (2 * w.size(1) * es));
+  const Tensor& w = mlp.gate_up.weight;
+  const int64_t inter = mlp.inter(), row_bytes = w.size(1) * w.element_size();
+  const int64_t rows = std::min(inter, bytes / (2 * row_bytes));
   if (rows > 0) {
     warm.ranges[1] = w.slice(0, 0, rows);
     warm.ranges[2] = w.slice(0, inter, inter + rows);
@@ -62,7 +54,7 @@ void DecoderBlock::forward_packed_fused(Tensor& residual, ops::NormPieces& piece
                                         const KVCacheView& kv, int64_t layer_idx,
                                         const Tensor& next_norm) const {
   attn.forward_packed_fused(residual, pieces, input_norm, eps, post_norm, positions, rope_table, kv,
-                            layer_idx, decode_l2_warm(pieces.defined()));
+                            layer_idx, pieces.defined() ? ops::L2Warm() : decode_l2_warm());
   ScratchMark temporaries;
   Tensor act = scratch_tensor({residual.size(0), mlp.inter()}, residual.dtype(), residual.device());
   if (!pieces.defined()) {

@@ -67,10 +67,10 @@ struct DecoderBlock {
   void forward_packed_fused(Tensor& residual, ops::NormPieces& pieces, const Tensor& positions,
                             const Tensor& rope_table, const KVCacheView& kv, int64_t layer_idx,
                             const Tensor& next_norm) const;
-  // A decode step's L2 hint for this block's attention (ops/l2_warm.h): the weights its o and
-  // gate|up projections stream next, as VELA_DECODE_L2_WARM_O / _MB (one row) or
-  // VELA_BATCH_L2_WARM_MB (several) ask; default none.
-  ops::L2Warm decode_l2_warm(bool multi_row) const;
+  // The single-row step's L2 hint for this block's attention (ops/l2_warm.h): the weights its
+  // o and gate|up GEMVs stream next, as VELA_DECODE_L2_WARM_O / _MB ask (default: 16 MB of
+  // gate|up).
+  ops::L2Warm decode_l2_warm() const;
   // residual: [batch, seq, hidden], updated in place.
   void forward_dense(Tensor& residual, const Tensor& positions, const Tensor& rope_table,
                      const Tensor& doc_ids) const;

@@ -167,20 +167,19 @@ void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual) {
 }
 
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_norm_w,
-              NormPieces& next, const L2Warm& warm) {
+              NormPieces& next) {
   const char* op = "gemm_add";
   check_projection(op, "a", a, a.dim() == 2 ? a.size(1) : -1, w, "residual", residual);
   check_norm_pieces(op, next, residual);
   check_norm_weight(op, "next_norm_w", next_norm_w, "residual", residual);
   check_contiguous(op, "next_norm_w", next_norm_w);
-  check_l2_warm(op, a, warm);
   // The pieces are written while the residual and a are read: separate memory.
   for (const void* p : {residual.data_ptr(), a.data_ptr()})
     VELA_CHECK(next.scaled.data_ptr() != p && next.row_sq.data_ptr() != p, op,
                ": the norm pieces must not share memory with residual or a");
 #if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
   if (a.device().is_cuda() &&
-      cuda::gemm_wgmma_add(a, w, residual, next_norm_w, next.scaled, next.row_sq, warm))
+      cuda::gemm_wgmma_add(a, w, residual, next_norm_w, next.scaled, next.row_sq))
     return;
 #endif
   gemm_add(a, w, residual);

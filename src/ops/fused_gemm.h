@@ -45,7 +45,6 @@
 #pragma once
 
 #include "core/tensor.h"
-#include "ops/l2_warm.h"
 #include "ops/rms_norm.h"
 
 namespace vela::ops {
@@ -69,10 +68,9 @@ void rms_norm_gemm_rotary_kv_write(const Tensor& x, const Tensor& norm_w, float 
                                    const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                                    Tensor& v_cache);
 
-// With norm pieces (see above). next_norm_w: [n] (residual's width), f32 or its dtype. warm: an
-// L2 hint (ops/l2_warm.h) the wgmma kernel's blocks issue before their wait (the next weights).
+// With norm pieces (see above). next_norm_w: [n] (residual's width), f32 or its dtype.
 void gemm_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_norm_w,
-              NormPieces& next, const L2Warm& warm = L2Warm());
+              NormPieces& next);
 void rms_norm_gemm_silu_mul(const NormPieces& x, float eps, const Tensor& w, Tensor& act);
 //   q_norm, k_norm, qk_eps: QK-norm as qkv_rotary_kv_write (undefined: none).
 void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor& w,

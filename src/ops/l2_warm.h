@@ -12,9 +12,8 @@ namespace vela::ops {
 
 struct L2Warm {
   static constexpr int kMaxRanges = 3;
-  // Tensors on the op's device whose rows are contiguous (1-D, or 2-D with stride(1) == 1: the
-  // leading rows of a weight, or the leading columns of all its rows), prefetched in this order
-  // (the first read first); undefined entries are skipped.
+  // Contiguous tensors on the op's device, prefetched in this order (the first read first);
+  // undefined entries are skipped.
   Tensor ranges[kMaxRanges];
 
   bool empty() const {
@@ -24,7 +23,7 @@ struct L2Warm {
   }
 };
 
-// Throws InvalidArgument when a range's rows are not contiguous or it is not on ref's device.
+// Throws InvalidArgument when a range is not contiguous or not on ref's device.
 void check_l2_warm(const char* op, const Tensor& ref, const L2Warm& warm);
 
 }  // namespace vela::ops

@@ -72,9 +72,8 @@ bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& 
 // residual += a @ w^T, then the next norm's pieces of it (ops/rms_norm.h, norm_pieces with next_w)
 // into scaled and row_sq, for the wgmma GEMM's rows in one kernel: the add and the pieces in the
 // split-K reduction; false unless the projection is split over K. Operands checked by the caller.
-// Its blocks issue warm's L2 prefetches (ops/l2_warm.h) before waiting on the previous kernel.
 bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_w,
-                    Tensor& scaled, Tensor& row_sq, const L2Warm& warm);
+                    Tensor& scaled, Tensor& row_sq);
 // logits = a @ w^T (f32) with ops::argmax_chunks(logits) written from the epilogue's values into
 // chunk_max (i64 [>= m, >= ceil(n / 128)], checked by the caller), for the wgmma GEMM's rows in
 // one kernel; false when the columns would need split-K (fewer 128-column tiles than SMs) or the

@@ -40,7 +40,6 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemm_pipeline.cuh"
 #include "ops/cuda/gemv_kernel.cuh"
-#include "ops/cuda/l2_warm.cuh"
 #include "ops/cuda/pdl.cuh"
 #include "ops/cuda/tma.cuh"
 #include "ops/cuda/wgmma.cuh"
@@ -302,7 +301,6 @@ struct TmaArgs {
   // kArgmaxOut: ops::argmax_chunks of the f32 output, [m, n_tiles] u64 (row stride ld_chunk_max).
   uint64_t* chunk_max;
   int64_t ld_chunk_max;
-  L2WarmArgs warm;  // kAddRes: prefetched into L2 before the wait (the next GEMM's weights)
 };
 static_assert(kBN == kArgmaxChunkCols, "kArgmaxOut: a column tile is one argmax chunk");
 
@@ -520,9 +518,6 @@ static __global__ void __launch_bounds__(kThreads)
       load_w(c_begin + s, s);  // weights never depend on the previous kernel
     }
   }
-  if constexpr (kEpi == kAddRes)
-    warm_l2(p.warm, (static_cast<int64_t>(split) * gridDim.x + tile) * kThreads + tid,
-            static_cast<int64_t>(gridDim.x) * gridDim.y * kThreads);
   pdl_wait();
   pdl_launch_dependents();
   if (tid == 0) {
@@ -916,7 +911,7 @@ bool gemm_wgmma_rotary_kv_write(const Tensor& a, const Tensor& w, const Tensor& 
 }
 
 bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Tensor& next_w,
-                    Tensor& scaled, Tensor& row_sq, const L2Warm& warm) {
+                    Tensor& scaled, Tensor& row_sq) {
   if (!wgmma_operands_ok(a, w)) return false;
   if (residual.dim() != 2 || residual.dtype() != a.dtype() || residual.stride(1) != 1 ||
       residual.size(0) != a.size(0) || residual.size(1) != w.size(0))
@@ -939,7 +934,6 @@ bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Te
   p.ld_scaled = scaled.stride(0);
   p.next_w = next_w.data_ptr();
   p.next_w_f32 = next_w.dtype() == DType::kF32;
-  p.warm = l2_warm_args(warm);
   return run_tma<kAddRes>(a, w, 1.0f, a.dtype(), p);
 }
 

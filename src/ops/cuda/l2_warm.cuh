@@ -1,8 +1,8 @@
 // L2 warming from inside a kernel (ops/l2_warm.h): a latency-bound kernel spreads prefetches of
-// the memory the ops after it read over its threads, so those bytes come from DRAM while the
+// the byte ranges the ops after it read over its threads, so those bytes come from DRAM while the
 // step's dependent chain would leave it idle. How the prefetches are issued is an A/B knob,
 // VELA_L2_WARM_MODE (read once): 0 = prefetch.global.L2 per 128-byte line (the default), 1 = per
-// 32-byte sector, 2 = cp.async.bulk.prefetch.L2 of up to 4 KiB per instruction (sm_90).
+// 32-byte sector, 2 = cp.async.bulk.prefetch.L2 of 4 KiB per instruction (sm_90).
 #pragma once
 
 #include <cstdint>
@@ -11,18 +11,13 @@
 
 namespace vela::ops::cuda {
 
-// A range as rows: `rows` rows of `row_bytes` bytes, `ld` bytes apart (one row: contiguous).
-struct L2WarmRange {
-  const char* ptr;
-  int64_t rows, row_bytes, ld;
-};
-
 struct L2WarmArgs {
-  L2WarmRange r[L2Warm::kMaxRanges];  // rows 0: nothing
-  int mode;                           // VELA_L2_WARM_MODE
+  const char* ptr[L2Warm::kMaxRanges];
+  int64_t bytes[L2Warm::kMaxRanges];
+  int mode;  // VELA_L2_WARM_MODE
 };
 
-// The kernel arguments of a hint.
+// The kernel arguments of a hint (undefined ranges: zero bytes).
 L2WarmArgs l2_warm_args(const L2Warm& warm);
 
 #ifdef __CUDACC__
@@ -31,17 +26,13 @@ L2WarmArgs l2_warm_args(const L2Warm& warm);
 __device__ __forceinline__ void warm_l2(const L2WarmArgs& w, int64_t t, int64_t n_threads) {
   const uint64_t unit = w.mode == 1 ? 32 : w.mode == 2 ? 4096 : 128;
 #pragma unroll
-  for (int ri = 0; ri < L2Warm::kMaxRanges; ++ri) {
-    const L2WarmRange& r = w.r[ri];
-    if (r.rows <= 0 || r.row_bytes <= 0) continue;
-    // Each row is covered by units aligned to their size, the first at or before the row.
-    const int64_t per_row = (r.row_bytes + static_cast<int64_t>(unit) - 1) / unit + 1;
-    for (int64_t i = t; i < r.rows * per_row; i += n_threads) {
-      const int64_t row = i / per_row;
-      const uint64_t start = reinterpret_cast<uint64_t>(r.ptr) + static_cast<uint64_t>(row * r.ld);
-      const uint64_t end = start + static_cast<uint64_t>(r.row_bytes);
-      const uint64_t a = (start & ~(unit - 1)) + static_cast<uint64_t>(i - row * per_row) * unit;
-      if (a >= end) continue;
+  for (int r = 0; r < L2Warm::kMaxRanges; ++r) {
+    if (w.bytes[r] <= 0) continue;
+    const uint64_t start = reinterpret_cast<uint64_t>(w.ptr[r]);
+    const uint64_t end = start + static_cast<uint64_t>(w.bytes[r]);
+    // Units are aligned to their size; the first one starts at or before the range.
+    for (uint64_t a = (start & ~(unit - 1)) + static_cast<uint64_t>(t) * unit; a < end;
+         a += static_cast<uint64_t>(n_threads) * unit) {
       const uint64_t lo = a < start ? start : a;
       if (w.mode == 2) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -142,7 +142,7 @@ if has merge; then
 fi
 if has warm; then
   # Single-row decode's L2 hint (ops/l2_warm.h): the split merge prefetches the leading
-  # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off, the default), issued per line
+  # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16), issued per line
   # (VELA_L2_WARM_MODE 0), per sector (1) or as bulk prefetches (2), with o's weight first or not.
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"
   VELA_DECODE_L2_WARM_MB=${WARM_AT:-16} ab_runs warm_mode VELA_L2_WARM_MODE "1 2" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"

@@ -15,12 +15,6 @@ struct L2Warm {
   // Contiguous tensors on the op's device, prefetched in this order (the first read first);
   // undefined entries are skipped.
   Tensor ranges[kMaxRanges];
-
-  bool empty() const {
-    for (const Tensor& t : ranges)
-      if (t.defined() && t.numel() > 0) return false;
-    return true;
-  }
 };
 
 // Throws InvalidArgument when a range is not contiguous or not on ref's device.

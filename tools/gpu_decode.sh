@@ -15,7 +15,7 @@
 # stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `cluster` (split-K clusters of up to 16), `timeline` (one batch-64 step's graph nodes as the GPU
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
-# L2 hint: how many MB of gate|up, how issued, o's weight first). Logs go to $OUT; the device
+# L2 hint: how many MB of gate|up). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
@@ -142,11 +142,8 @@ if has merge; then
 fi
 if has warm; then
   # Single-row decode's L2 hint (ops/l2_warm.h): the split merge prefetches the leading
-  # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16), issued per line
-  # (VELA_L2_WARM_MODE 0), per sector (1) or as bulk prefetches (2), with o's weight first or not.
-  ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"
-  VELA_DECODE_L2_WARM_MB=${WARM_AT:-16} ab_runs warm_mode VELA_L2_WARM_MODE "1 2" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"
-  VELA_DECODE_L2_WARM_MB=${WARM_AT:-16} ab_runs warm_o VELA_DECODE_L2_WARM_O "1" "${WARM_CASES:-decode1k,decode8k}" "${WARM_ROUNDS:-2}"
+  # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16).
+  ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k,decode32k}" "${WARM_ROUNDS:-2}"
 fi
 if has base; then
   # The same card, two builds: vela from .gpu-base/base.tar.xz (tools/archive_base.sh REV) against

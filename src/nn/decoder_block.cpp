@@ -30,21 +30,19 @@ bool DecoderBlock::fusable_packed() const {
   return !moe.defined() && attn.fusable_packed() && plain(mlp.gate_up) && plain(mlp.down);
 }
 
-// Single-row decode: what the attention's split merge pulls into L2 for the GEMVs after it
-// (ops/l2_warm.h). VELA_DECODE_L2_WARM_O=1 names the o projection's weight first;
-// VELA_DECODE_L2_WARM_MB (default 16) the leading bytes of gate|up, half from its gate rows and
-// half from its up rows, the order the one-row GEMV reads them (both read once).
+// Single-row decode: what the attention's split merge pulls into L2 for the gate|up GEMV
+// (ops/l2_warm.h): VELA_DECODE_L2_WARM_MB (read once, default 16, 0 = none) leading bytes of
+// gate|up, half from its gate rows and half from its up rows, the order the one-row GEMV reads
+// them. (o's weight first was slower: bench/results/decode_l2_warm_h100.txt.)
 ops::L2Warm DecoderBlock::decode_l2_warm() const {
-  static const bool with_o = env_int("VELA_DECODE_L2_WARM_O", 0, 0, 1) != 0;
   static const int64_t bytes = env_int("VELA_DECODE_L2_WARM_MB", 16, 0, 1024) << 20;
   ops::L2Warm warm;
-  if (with_o) warm.ranges[0] = attn.o.weight;
   const Tensor& w = mlp.gate_up.weight;
   const int64_t inter = mlp.inter(), row_bytes = w.size(1) * w.element_size();
   const int64_t rows = std::min(inter, bytes / (2 * row_bytes));
   if (rows > 0) {
-    warm.ranges[1] = w.slice(0, 0, rows);
-    warm.ranges[2] = w.slice(0, inter, inter + rows);
+    warm.ranges[0] = w.slice(0, 0, rows);
+    warm.ranges[1] = w.slice(0, inter, inter + rows);
   }
   return warm;
 }

@@ -67,9 +67,8 @@ struct DecoderBlock {
   void forward_packed_fused(Tensor& residual, ops::NormPieces& pieces, const Tensor& positions,
                             const Tensor& rope_table, const KVCacheView& kv, int64_t layer_idx,
                             const Tensor& next_norm) const;
-  // The single-row step's L2 hint for this block's attention (ops/l2_warm.h): the weights its
-  // o and gate|up GEMVs stream next, as VELA_DECODE_L2_WARM_O / _MB ask (default: 16 MB of
-  // gate|up).
+  // The single-row step's L2 hint for this block's attention (ops/l2_warm.h): the leading
+  // VELA_DECODE_L2_WARM_MB (default 16) of the gate|up weight its MLP streams next.
   ops::L2Warm decode_l2_warm() const;
   // residual: [batch, seq, hidden], updated in place.
   void forward_dense(Tensor& residual, const Tensor& positions, const Tensor& rope_table,

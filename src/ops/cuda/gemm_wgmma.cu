@@ -41,6 +41,7 @@
 #include "ops/cuda/gemm_pipeline.cuh"
 #include "ops/cuda/gemv_kernel.cuh"
 #include "ops/cuda/pdl.cuh"
+#include "ops/cuda/phase_probe.cuh"
 #include "ops/cuda/tma.cuh"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/rms_norm.h"
@@ -242,8 +243,9 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
 // tensor, k and v to the token's cache slot), each thread taking features j .. j + 3 of a head and
 // their rotate_half partners j + kD / 2 .. (rotary_epilogue). kAddRes (split-K only): c is the
 // residual, the reduction adds to it and writes the next norm's pieces (add_residual_epilogue).
-// kRowScale (with kSiluMul or kRotaryKv): each output row times its rstd, summed from the norm
-// pieces' row sums of squares after the wait, where the epilogue applies alpha. kArgmaxOut (no
+// kRowScale (with kSiluMul or kRotaryKv, or f32 kPlainOut / kArgmaxOut: the LM head on the final
+// norm's pieces): each output row times its rstd, summed from the norm pieces' row sums of squares
+// after the wait, where the epilogue applies alpha. kArgmaxOut (no
 // split-K, f32 out: the LM head): each row's largest sample_rank over the tile's 128 columns, the
 // sampler's argmax piece (ops::argmax_chunks), from the values stored. Two warpgroups
 // per block (256
@@ -301,6 +303,7 @@ struct TmaArgs {
   // kArgmaxOut: ops::argmax_chunks of the f32 output, [m, n_tiles] u64 (row stride ld_chunk_max).
   uint64_t* chunk_max;
   int64_t ld_chunk_max;
+  unsigned long long* probe;  // VELA_PHASE_PROBE: this kind's row (phase_probe.h), else null
 };
 static_assert(kBN == kArgmaxChunkCols, "kArgmaxOut: a column tile is one argmax chunk");
 
@@ -508,6 +511,7 @@ static __global__ void __launch_bounds__(kThreads)
   // stage chunk i - 1 used.
   const int n_stages = p.stages;
   const int ahead = n_local <= n_stages ? n_local : n_stages - 1;
+  phase_mark(p.probe, 0);
   if (tid == 0) {
     tma::prefetch_map(&p.w_map);
     tma::prefetch_map(&p.a_map);
@@ -519,6 +523,7 @@ static __global__ void __launch_bounds__(kThreads)
     }
   }
   pdl_wait();
+  phase_mark(p.probe, 1);
   pdl_launch_dependents();
   if (tid == 0) {
     for (int s = 0; s < ahead; ++s) load_a(c_begin + s, s);
@@ -529,6 +534,7 @@ static __global__ void __launch_bounds__(kThreads)
   float res[kEpi == kAddRes ? kAddItems : 1][4];
   if constexpr (kEpi == kAddRes) load_residual<T>(p, split, my_rows, tile, tid, res);
   __syncthreads();  // the barriers are initialised (and rstd set) before anyone uses them
+  phase_mark(p.probe, 2);
 
   float acc[kBN / 8][4];
 #pragma unroll
@@ -544,6 +550,7 @@ static __global__ void __launch_bounds__(kThreads)
     }
     const int st = i % n_stages;
     tma::wait(&full[st], static_cast<uint32_t>((i / n_stages) & 1));
+    if (i == 0) phase_mark(p.probe, 3);
     const uint64_t da = wgmma::desc_k_major(stage_a(st)), db = wgmma::desc_k_major(stage_w(st));
     wgmma::fence();
 #pragma unroll
@@ -552,6 +559,8 @@ static __global__ void __launch_bounds__(kThreads)
     wgmma::commit();
     wgmma::wait_all();
   }
+  if (n_local == 0) phase_mark(p.probe, 3);  // (every block marks every phase)
+  phase_mark(p.probe, 4);
 
   TC* c = static_cast<TC*>(p.c);
   WgmmaArgs sp{};  // store_cols' view of the output
@@ -563,6 +572,7 @@ static __global__ void __launch_bounds__(kThreads)
   // alpha, times the row's rstd with kRowScale (the norm's statistics, applied to the product).
   auto row_alpha = [&](int row) { return kRowScale ? p.alpha * rstd[row] : p.alpha; };
   if (p.splits == 1) {  // (the host sends kRotaryKv and kAddRes only with splits)
+    phase_mark(p.probe, 5);  // (no cluster)
     if constexpr (kEpi == kSiluMul) {
 #pragma unroll
       for (int j = 0; j < 32; j += 2) {  // gate in acc[0..7], up in acc[8..15]
@@ -580,7 +590,8 @@ static __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 64; j += 2) {
         const int row = row_base + ((j >> 1) & 1) * 8;
         const int col = tile * kBN + (j >> 2) * 8 + 2 * (lane & 3);
-        const float v[2] = {acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]};
+        float v[2] = {acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]};
+        if constexpr (kRowScale) v[0] *= rstd[row], v[1] *= rstd[row];  // the LM head's norm
         if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
         if constexpr (kEpi == kArgmaxOut) {
 #pragma unroll
@@ -605,6 +616,8 @@ static __global__ void __launch_bounds__(kThreads)
         }
       }
     }
+    phase_mark(p.probe, 6);
+    phase_mark(p.probe, 7);
     return;
   }
   __syncthreads();  // every wgmma has read its stage: the stages hold the partial tile now
@@ -612,6 +625,7 @@ static __global__ void __launch_bounds__(kThreads)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
+  phase_mark(p.probe, 5);
   const int rank = static_cast<int>(cluster.block_rank());  // = split
   const float* red = reinterpret_cast<const float*>(smem);
   if constexpr (kEpi == kRotaryKv) {
@@ -633,10 +647,14 @@ static __global__ void __launch_bounds__(kThreads)
       const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
       float r[4];
       cluster_sum4(cluster, red, p.splits, row, col4, r);
+      if constexpr (kRowScale)
+        for (float& x : r) x *= rstd[row];
       store_cols<TC, 4>(c, sp, row, tile * kBN + col4, r);
     }
   }
+  phase_mark(p.probe, 6);
   cluster.sync();  // no block leaves while another still reads its shared memory
+  phase_mark(p.probe, 7);
 #endif
 }
 
@@ -706,6 +724,33 @@ int tma_stages(int n_chunks, int splits) {
   return std::clamp(per_split, 2, kStages);
 }
 
+// The phase probe's row of a TMA kernel (VELA_PHASE_PROBE, phase_probe.h): one per epilogue, the
+// residual add split into o (k <= n) and down (k > n); null when the probe is off.
+template <int kEpi>
+unsigned long long* probe_row(int64_t n, int64_t k) {
+  static const char* const kPhases[kProbePhases] = {"",
+                                                    "entry -> wait released (head start)",
+                                                    "-> setup done (a loads issued)",
+                                                    "-> first chunk landed",
+                                                    "-> main loop done",
+                                                    "-> partials staged, cluster synced",
+                                                    "-> epilogue done",
+                                                    "-> cluster synced, exit"};
+  switch (kEpi) {
+    case kSiluMul:
+      return phase_probe_row(1, "wgmma gate|up (SiLU)", kPhases);
+    case kRotaryKv:
+      return phase_probe_row(2, "wgmma q|k|v (rotary, KV)", kPhases);
+    case kAddRes:
+      return k <= n ? phase_probe_row(3, "wgmma o (+ residual)", kPhases)
+                    : phase_probe_row(4, "wgmma down (+ residual)", kPhases);
+    case kArgmaxOut:
+      return phase_probe_row(5, "wgmma LM head (argmax)", kPhases);
+    default:
+      return phase_probe_row(0, "wgmma plain", kPhases);
+  }
+}
+
 // The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
 // each output row) over the 128-row tiles of w for a @ w^T; `p` holds the epilogue's output
 // operands, out_dtype c's dtype. False when the driver cannot make the tensor maps, or kRotaryKv /
@@ -718,9 +763,12 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   if (kEpi == kArgmaxOut && p.splits != 1) return false;  // the pieces come from one block's tile
   if (kEpi != kPlainOut && out_dtype != (kEpi == kArgmaxOut ? DType::kF32 : a.dtype()))
     return false;  // the epilogues store a's dtype (kArgmaxOut: f32)
+  if (kEpi == kPlainOut && kRowScale && out_dtype != DType::kF32)
+    return false;  // the plain form with rstd is the LM head's (f32 logits)
   if (!tma::encode_2d(&p.w_map, w.data_ptr(), w.dtype(), w.size(0), k, w.stride(0), 64) ||
       !tma::encode_2d(&p.a_map, a.data_ptr(), a.dtype(), m, k, a.stride(0), 64))
     return false;
+  p.probe = probe_row<kEpi>(w.size(0), k);
   p.m = static_cast<int>(m);
   p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
   p.stages = tma_stages(p.n_chunks, p.splits);
@@ -730,8 +778,9 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   gemm_pipeline::dispatch_dtypes(a.dtype(), out_dtype, [&](auto t, auto tc) {
     using T = decltype(t);
     using TC = decltype(tc);
-    if constexpr (kEpi == kPlainOut ||
-                  std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>)
+    if constexpr ((kEpi == kPlainOut && (!kRowScale || std::is_same_v<TC, float>)) ||
+                  (kEpi != kPlainOut &&
+                   std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>))
       launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles,
              p.stages * kStageBytes + 1024);
   });
@@ -851,6 +900,23 @@ bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, 
   p.chunk_max = reinterpret_cast<uint64_t*>(chunk_max.data_ptr());
   p.ld_chunk_max = chunk_max.stride(0);
   return run_tma<kArgmaxOut>(a, w, 1.0f, DType::kF32, p);
+}
+
+bool gemm_wgmma_head(const Tensor& a, const Tensor& w, Tensor& out, Tensor* chunk_max,
+                     const Tensor& row_sq, float norm_eps) {
+  if (!wgmma_operands_ok(a, w)) return false;
+  if (out.dim() != 2 || out.dtype() != DType::kF32 || out.stride(1) != 1) return false;
+  DeviceGuard guard(a.device().index);
+  TmaArgs p{};
+  p.c = out.data_ptr();
+  p.ldc = out.stride(0);
+  p.n = static_cast<int>(w.size(0));
+  p.pairs = out.stride(0) % 2 == 0 && is_aligned(out.data_ptr(), 8);
+  if (!fill_scale(a, row_sq, norm_eps, p.scale)) return false;
+  if (chunk_max == nullptr) return run_tma<kPlainOut, 0, true>(a, w, 1.0f, DType::kF32, p);
+  p.chunk_max = reinterpret_cast<uint64_t*>(chunk_max->data_ptr());
+  p.ld_chunk_max = chunk_max->stride(0);
+  return run_tma<kArgmaxOut, 0, true>(a, w, 1.0f, DType::kF32, p);
 }
 
 bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act, const Tensor& row_sq,

@@ -446,6 +446,10 @@ extern std::atomic<int> g_max_grid;  // gemv.cu: gemv_set_max_grid (tests)
 // Whether launch_gemv sizes a multi-wave grid to the resident blocks, each block then taking
 // several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
 bool gemv_persistent();
+// The persistent grid's blocks per SM at most (VELA_GEMV_BLOCKS_PER_SM, 1..8; 0, the default: as
+// many as fit). Fewer leave registers for the next kernel's blocks to become resident under
+// programmatic dependent launch and start their weight loads while this grid drains (A/B runs).
+int gemv_blocks_per_sm();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
@@ -473,6 +477,7 @@ void launch_gemv(const GemvArgs& args) {
       int per_sm = 0;
       VELA_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, smem));
+      if (const int cap = gemv_blocks_per_sm(); cap > 0) per_sm = std::min(per_sm, cap);
       resident = static_cast<unsigned>(std::max(per_sm, 1) * n_sms());
       cached_smem = smem;
     }

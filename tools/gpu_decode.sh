@@ -15,14 +15,13 @@
 # stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `cluster` (split-K clusters of up to 16), `timeline` (one batch-64 step's graph nodes as the GPU
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
-# L2 hint: how many MB of gate|up), `finalnorm` (the final RMSNorm inside the LM head or not),
-# `probe` (the wgmma GEMMs' phases in a batch-64 step, VELA_PHASE_PROBE), `persm` (the one-row
-# GEMVs' persistent grids at one block per SM or as many as fit). Logs go to $OUT; the device
+# L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
+# a probe build). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
-#         kernels detail timeline trace base side cluster warm finalnorm probe persm
+#         kernels detail timeline trace base side cluster warm probe
 #   (default: the first six)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
@@ -147,17 +146,16 @@ if has warm; then
   # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16).
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k,decode32k}" "${WARM_ROUNDS:-2}"
 fi
-if has finalnorm; then
-  # The final RMSNorm inside the LM head (the one-row GEMV's staged norm, the wgmma GEMM on the
-  # last down projection's pieces) against the norm kernel, then the LM head.
-  ab_runs finalnorm VELA_FUSED_FINAL_NORM "1 0" "${FINALNORM_CASES:-decode1k,decode8k,batch64,batch16}" "${FINALNORM_ROUNDS:-2}"
-fi
 if has probe; then
-  # The wgmma GEMMs' phases in a batch-64 step (VELA_PHASE_PROBE, ops/cuda/phase_probe.h): mean
-  # cycles per block from the kernel's entry to its wait's release, the first chunk landed, the
-  # main loop, the cluster reduction and the epilogue. (The atomics perturb the timing a little.)
+  # The wgmma GEMMs' phases in batch-64 / 16 steps (ops/cuda/phase_probe.h): a probe build
+  # (-DVELA_PHASE_PROBE=ON, its marks compiled out of every other build) run with
+  # VELA_PHASE_PROBE=1 prints the mean cycles per block from each kernel's entry to its wait's
+  # release, the first chunk landed, the main loop, the cluster reduction and the epilogue.
+  { cmake -S . -B build-probe -G Ninja -DVELA_CUDA=ON -DVELA_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
+      -DVELA_BUILD_TESTS=OFF -DVELA_PHASE_PROBE=ON && ninja -C build-probe -j16 vela; } \
+    > "$OUT/build_probe.log" 2>&1 || { tail -20 "$OUT/build_probe.log"; exit 1; }
   for c in ${PROBE_CASES:-batch64 batch16}; do
-    VELA_PHASE_PROBE=1 timeout 90 "$B/vela" bench engine --cases "$c" > "$OUT/probe_$c.txt" 2>&1
+    VELA_PHASE_PROBE=1 timeout 90 build-probe/vela bench engine --cases "$c" > "$OUT/probe_$c.txt" 2>&1
     echo "probe $c rc=$?"; grep -E "^(decode|batch)|phase probe|wgmma|->" "$OUT/probe_$c.txt"
   done
 fi
@@ -264,11 +262,6 @@ fi
 if has side; then
   # The step's uploads and read-back on side streams or on the engine stream (VELA_SIDE_COPIES).
   ab_runs side VELA_SIDE_COPIES "1 0" "${SIDE_CASES:-batch64,batch16,decode1k}" "${SIDE_ROUNDS:-3}"
-fi
-if has persm; then
-  # The one-row GEMVs' persistent grids at one block per SM (VELA_GEMV_BLOCKS_PER_SM=1: registers
-  # left for the next kernel's blocks) against as many as fit (0, the default).
-  ab_runs persm VELA_GEMV_BLOCKS_PER_SM "${PERSM_VALUES:-0 1}" "${PERSM_CASES:-decode1k,decode8k}" "${PERSM_ROUNDS:-2}"
 fi
 if has minrows; then
   # Single-row steps overlapped or not (VELA_OVERLAP_MIN_ROWS).

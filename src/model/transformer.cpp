@@ -12,7 +12,6 @@
 #include "ops/gemm.h"
 #include "ops/rms_norm.h"
 #include "ops/rotary.h"
-#include "ops/sampling.h"
 
 namespace vela {
 
@@ -96,23 +95,6 @@ bool Transformer::fused_batch_default() {
   return enabled;
 }
 
-// Whether fused decode steps fold the final RMSNorm into the LM head (VELA_FUSED_FINAL_NORM=0:
-// the norm kernel, then the LM head).
-static bool fused_final_norm() {
-  static const bool enabled = env_enabled("VELA_FUSED_FINAL_NORM");
-  return enabled;
-}
-
-// When every one of the n rows is scored, the indices must be the rows in order (they increase
-// strictly), so there is nothing to gather; the rule, checked where it is cheap to see.
-static void check_logits_indices(const Tensor& logits_indices, int64_t n) {
-  if (!logits_indices.is_cpu() || logits_indices.dtype() != DType::kI32) return;
-  const int32_t* li = logits_indices.data<int32_t>();
-  for (int64_t i = 0; i < n; ++i)
-    VELA_CHECK(li[i] == i, "forward_packed: logits_indices must increase (row ", i, " is ", li[i],
-               ")");
-}
-
 // The most rows a step may have to take the fused blocks (VELA_FUSED_DECODE_ROWS, 1..8; default 1:
 // see use_fused_packed).
 static int64_t fused_decode_max_rows() {
@@ -169,23 +151,6 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
       blocks[l].forward_packed_fused(residual, pieces, positions, table, kv,
                                      static_cast<int64_t>(l), next_norm);
     }
-    // Every row scored (decode steps): the final norm inside the LM head (the one-row GEMV's
-    // staged norm, or the wgmma GEMM on the last down projection's pieces).
-    if (logits_indices.size(0) == n && fused_final_norm()) {
-      check_logits_indices(logits_indices, n);
-      Tensor logits = scratch_tensor({n, config.vocab_size}, DType::kF32, device());
-      const float eps = static_cast<float>(config.rms_norm_eps);
-      if (pieces.defined() && !blocks.empty()) {
-        if (chunk_max != nullptr)
-          ops::rms_norm_gemm_argmax_chunks(pieces, eps, lm_head.weight, logits, *chunk_max);
-        else
-          ops::rms_norm_gemm(pieces, eps, lm_head.weight, logits);
-      } else {
-        ops::rms_norm_gemm(residual, final_norm, eps, lm_head.weight, logits);
-        if (chunk_max != nullptr) ops::argmax_chunks(logits, *chunk_max);
-      }
-      return logits;
-    }
     ops::rms_norm(residual, final_norm, config.rms_norm_eps, normed);
   } else if (!blocks.empty())
     ops::rms_norm(residual, blocks[0].input_norm, blocks[0].eps, normed);
@@ -200,7 +165,14 @@ Tensor Transformer::forward_packed(const Tensor& ids, const Tensor& positions,
   // The final-normed rows to score. When every row is scored (decode steps, verification) they
   // are the rows in order (the indices increase strictly), so there is nothing to gather.
   Tensor selected = normed;
-  if (logits_indices.size(0) == n) check_logits_indices(logits_indices, n);
+  // The rule, checked where it is cheap to see.
+  if (logits_indices.size(0) == n && logits_indices.is_cpu() &&
+      logits_indices.dtype() == DType::kI32) {
+    const int32_t* li = logits_indices.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i)
+      VELA_CHECK(li[i] == i, "forward_packed: logits_indices must increase (row ", i, " is ", li[i],
+                 ")");
+  }
   if (logits_indices.size(0) != n) {
     selected = scratch_tensor({logits_indices.size(0), h}, dtype(), device());
     ops::embedding(normed, logits_indices, selected);

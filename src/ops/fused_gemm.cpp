@@ -49,19 +49,6 @@ void check_projection(const char* op, const char* in_name, const Tensor& in, int
   check_out_rows(op, out_name, out);
 }
 
-// As check_projection, but out may be f32 as well (the LM head's logits).
-void check_head_out(const char* op, const char* in_name, const Tensor& in, int64_t k,
-                    const Tensor& w, const char* out_name, const Tensor& out) {
-  check_input_and_weight(op, in_name, in, k, w);
-  check_defined(op, out_name, out);
-  check_rank(op, out_name, out, 2);
-  VELA_CHECK(out.dtype() == DType::kF32 || out.dtype() == in.dtype(), op, ": ", out_name, " ",
-             out.str(), " must be f32 or the dtype of ", in_name, " ", in.str());
-  check_same_device(op, out_name, out, in_name, in);
-  check_shape(op, out_name, out, {in.size(0), w.size(0)});
-  check_out_rows(op, out_name, out);
-}
-
 // A norm weight of x [n_rows, k]: [k], f32 or x's dtype, on x's device.
 void check_norm_weight(const char* op, const char* name, const Tensor& norm_w, const char* x_name,
                        const Tensor& x) {
@@ -105,44 +92,11 @@ void check_gate_up_act(const char* op, const char* in_name, const Tensor& in, co
   check_out_rows(op, "act", act);
 }
 
-// The LM head on the final norm's pieces: out = rms_norm(x) @ w^T (f32 or x's dtype) and, with
-// chunk_max, the argmax pieces of the f32 logits. On sm_90 the wgmma GEMM's rows run one kernel
-// (rstd applied to the product); elsewhere the normed rows (rms_scale_rows) and the plain forms.
-void rms_norm_gemm_head(const char* op, const NormPieces& x, float eps, const Tensor& w,
-                        Tensor& out, Tensor* chunk_max) {
-  const Tensor& a = x.scaled;
-  check_head_out(op, "scaled", a, a.dim() == 2 ? a.size(1) : -1, w, "out", out);
-  check_norm_pieces(op, x, a);
-  VELA_CHECK(eps >= 0.0f, op, ": eps ", eps, " must be >= 0");
-  if (chunk_max != nullptr) {
-    check_defined(op, "chunk_max", *chunk_max);
-    check_dtype(op, "out", out, DType::kF32);
-  }
-#if defined(VELA_HAS_CUDA) && defined(VELA_HAS_SM90A)
-  if (a.device().is_cuda()) {
-    // (argmax_chunks checks chunk_max's shape on the other path; the kernel needs the same.)
-    const bool pieces_ok =
-        chunk_max == nullptr ||
-        (chunk_max->dim() == 2 && chunk_max->dtype() == DType::kI64 && chunk_max->stride(1) == 1 &&
-         chunk_max->size(0) >= a.size(0) && chunk_max->size(1) >= argmax_chunk_count(w.size(0)) &&
-         chunk_max->device() == a.device());
-    if (pieces_ok && cuda::gemm_wgmma_head(a, w, out, chunk_max, x.row_sq, eps)) return;
-  }
-#endif
-  ScratchMark temporaries;
-  Tensor normed = scratch_tensor(a.shape(), a.dtype(), a.device());
-  rms_scale_rows(x, eps, normed);
-  if (chunk_max != nullptr)
-    gemm_argmax_chunks(normed, w, out, *chunk_max);
-  else
-    gemm(normed, w, out, false, true);
-}
-
 }  // namespace
 
 void rms_norm_gemm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
   const char* op = "rms_norm_gemm";
-  check_head_out(op, "x", x, x.dim() == 2 ? x.size(1) : -1, w, "out", out);
+  check_projection(op, "x", x, x.dim() == 2 ? x.size(1) : -1, w, "out", out);
   check_norm_input(op, x, norm_w, eps, w, w.size(0));
   if (x.device().is_cpu()) return cpu::rms_norm_gemm(x, norm_w, eps, w, out);
 #if defined(VELA_HAS_CUDA)
@@ -336,15 +290,6 @@ void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor&
   rms_scale_rows(x, eps, normed);
   gemm_rotary_kv_write(normed, w, positions, table, q_norm, k_norm, qk_eps, out_cache_loc, q_out,
                        k_cache, v_cache);
-}
-
-void rms_norm_gemm(const NormPieces& x, float eps, const Tensor& w, Tensor& out) {
-  rms_norm_gemm_head("rms_norm_gemm", x, eps, w, out, nullptr);
-}
-
-void rms_norm_gemm_argmax_chunks(const NormPieces& x, float eps, const Tensor& w, Tensor& logits,
-                                 Tensor& chunk_max) {
-  rms_norm_gemm_head("rms_norm_gemm_argmax_chunks", x, eps, w, logits, &chunk_max);
 }
 
 bool gemm_argmax_chunks_fused(int64_t n_rows, int64_t n, int64_t k, DType dtype, Device device) {

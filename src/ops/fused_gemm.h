@@ -12,8 +12,7 @@
 // (the normed / activated input and the projection are rounded before use, the residual after the
 // add), so fused and unfused results differ only in fp32 summation order.
 //   x, a: [n_rows, k]   h: [n_rows, 2k]   w: [n, k] (rows contiguous, row stride free)
-//   out, residual: [n_rows, n] (dtype of x; rms_norm_gemm's out may be f32: the LM head)
-//   norm_w: [k], f32 or the dtype of x
+//   out, residual: [n_rows, n] (dtype of x)   norm_w: [k], f32 or the dtype of x
 //   rms_norm_gemm_silu_mul, gemm_silu_mul: w [2 * inter, k], act [n_rows, inter]
 // On CUDA 1..8 bf16/f16 rows run as one GEMV kernel (ops/cuda/gemv_kernel.cuh: every warp
 // takes the row's rms, every block stages the normalised rows in shared memory; SiLU*up of the
@@ -79,13 +78,6 @@ void rms_norm_gemm_rotary_kv_write(const NormPieces& x, float eps, const Tensor&
                                    const Tensor& q_norm, const Tensor& k_norm, float qk_eps,
                                    const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                                    Tensor& v_cache);
-// The LM head on the final norm's pieces (the last layer's down projection writes them):
-// out = rms_norm(x) @ w^T (f32 or the pieces' dtype), and rms_norm_gemm_argmax_chunks also the
-// argmax pieces of the f32 logits (as gemm_argmax_chunks). On sm_90 the wgmma GEMM's rows run one
-// kernel with rstd applied to the product (within a rounding of the unfused ops, as above).
-void rms_norm_gemm(const NormPieces& x, float eps, const Tensor& w, Tensor& out);
-void rms_norm_gemm_argmax_chunks(const NormPieces& x, float eps, const Tensor& w, Tensor& logits,
-                                 Tensor& chunk_max);
 // The LM head with the sampler's argmax pieces: logits = a @ w^T (f32 [n_rows, vocab], as
 // ops::gemm) and chunk_max = argmax_chunks(logits) (ops/sampling.h). On sm_90 the wgmma GEMM's
 // rows (3..64 bf16/f16) write the pieces in its epilogue from the values it stores (one kernel,

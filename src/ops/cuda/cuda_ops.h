@@ -79,12 +79,6 @@ bool gemm_wgmma_add(const Tensor& a, const Tensor& w, Tensor& residual, const Te
 // one kernel; false when the columns would need split-K (fewer 128-column tiles than SMs) or the
 // operands do not suit the kernel.
 bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, Tensor& chunk_max);
-// The LM head on the final norm's pieces: out = (a @ w^T) * rstd per row (a = the scaled piece,
-// row_sq its sums of squares, as gemm_wgmma_silu_mul), f32 or a's dtype, and with chunk_max (f32
-// out, no split-K) its argmax pieces as gemm_wgmma_argmax_chunks, for the wgmma GEMM's rows in one
-// kernel; false when the operands do not suit it. Operands checked by the caller.
-bool gemm_wgmma_head(const Tensor& a, const Tensor& w, Tensor& out, Tensor* chunk_max,
-                     const Tensor& row_sq, float norm_eps);
 // The K ranges (split-K cluster size) the wgmma GEMM uses for a [n, k] weight on `device`.
 int gemm_wgmma_splits_on(Device device, int64_t n, int64_t k);
 // The most rows the wgmma GEMM takes now (0 when it is off).
@@ -106,8 +100,7 @@ struct SkinnyScratch {
 };
 SkinnyScratch gemm_skinny_scratch(int device);
 // The fused decode GEMVs of ops/fused_gemm.h (gemv.cu); false when the problem is not 1..8
-// aligned bf16/f16 rows (or its staged input exceeds the kernel's shared memory). gemv_rms_norm's
-// out may be f32 (the LM head) at up to gemv_max_rows() rows.
+// aligned bf16/f16 rows (or its staged input exceeds the kernel's shared memory).
 bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out);
 bool gemv_rms_norm_silu(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                         Tensor& act);

@@ -121,25 +121,60 @@ __device__ __forceinline__ void stage_partial(const float (&acc)[kBN / 8][4], fl
 }
 
 // r = columns col4 .. col4 + 3 of `row` summed over the partial tiles of the cluster's `splits`
-// blocks in rank order (every rank's part loaded first, so the loads are in flight together).
+// blocks in rank order (every rank's part loaded first, so the loads are in flight together: one
+// round trip through distributed shared memory for up to 16 ranks, the largest cluster; session
+// 54's phase probe read the epilogues at 64 rows as chains of such round trips).
 __device__ __forceinline__ void cluster_sum4(cooperative_groups::cluster_group& cluster,
                                              const float* red, int splits, int row, int col4,
                                              float (&r)[4]) {
   const float4* local = reinterpret_cast<const float4*>(red + row * kRedStride + col4);
   r[0] = r[1] = r[2] = r[3] = 0.0f;
-  // Eight ranks at a time (the registers of a portable cluster), in rank order.
-  for (int s0 = 0; s0 < splits; s0 += kPortableCluster) {
-    float4 part[kPortableCluster];
+  for (int s0 = 0; s0 < splits; s0 += kMaxCluster) {
+    float4 part[kMaxCluster];
 #pragma unroll
-    for (int s = 0; s < kPortableCluster; ++s)
+    for (int s = 0; s < kMaxCluster; ++s)
       if (s0 + s < splits) part[s] = *cluster.map_shared_rank(local, s0 + s);
 #pragma unroll
-    for (int s = 0; s < kPortableCluster; ++s) {
+    for (int s = 0; s < kMaxCluster; ++s) {
       if (s0 + s < splits) {
         r[0] += part[s].x;
         r[1] += part[s].y;
         r[2] += part[s].z;
         r[3] += part[s].w;
+      }
+    }
+  }
+}
+
+// cluster_sum4 of two column groups of `row` (a and b) with both groups' loads in flight together
+// (8 ranks at a time: one round trip for up to 8 ranks); each sum in rank order, as cluster_sum4.
+__device__ __forceinline__ void cluster_sum4x2(cooperative_groups::cluster_group& cluster,
+                                               const float* red, int splits, int row, int col_a,
+                                               int col_b, float (&ra)[4], float (&rb)[4]) {
+  const float4* la = reinterpret_cast<const float4*>(red + row * kRedStride + col_a);
+  const float4* lb = reinterpret_cast<const float4*>(red + row * kRedStride + col_b);
+  ra[0] = ra[1] = ra[2] = ra[3] = 0.0f;
+  rb[0] = rb[1] = rb[2] = rb[3] = 0.0f;
+  for (int s0 = 0; s0 < splits; s0 += kPortableCluster) {
+    float4 pa[kPortableCluster], pb[kPortableCluster];
+#pragma unroll
+    for (int s = 0; s < kPortableCluster; ++s) {
+      if (s0 + s < splits) {
+        pa[s] = *cluster.map_shared_rank(la, s0 + s);
+        pb[s] = *cluster.map_shared_rank(lb, s0 + s);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kPortableCluster; ++s) {
+      if (s0 + s < splits) {
+        ra[0] += pa[s].x;
+        ra[1] += pa[s].y;
+        ra[2] += pa[s].z;
+        ra[3] += pa[s].w;
+        rb[0] += pb[s].x;
+        rb[1] += pb[s].y;
+        rb[2] += pb[s].z;
+        rb[3] += pb[s].w;
       }
     }
   }
@@ -243,9 +278,8 @@ static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p
 // tensor, k and v to the token's cache slot), each thread taking features j .. j + 3 of a head and
 // their rotate_half partners j + kD / 2 .. (rotary_epilogue). kAddRes (split-K only): c is the
 // residual, the reduction adds to it and writes the next norm's pieces (add_residual_epilogue).
-// kRowScale (with kSiluMul or kRotaryKv, or f32 kPlainOut / kArgmaxOut: the LM head on the final
-// norm's pieces): each output row times its rstd, summed from the norm pieces' row sums of squares
-// after the wait, where the epilogue applies alpha. kArgmaxOut (no
+// kRowScale (with kSiluMul or kRotaryKv): each output row times its rstd, summed from the norm
+// pieces' row sums of squares after the wait, where the epilogue applies alpha. kArgmaxOut (no
 // split-K, f32 out: the LM head): each row's largest sample_rank over the tile's 128 columns, the
 // sampler's argmax piece (ops::argmax_chunks), from the values stored. Two warpgroups
 // per block (256
@@ -303,7 +337,7 @@ struct TmaArgs {
   // kArgmaxOut: ops::argmax_chunks of the f32 output, [m, n_tiles] u64 (row stride ld_chunk_max).
   uint64_t* chunk_max;
   int64_t ld_chunk_max;
-  unsigned long long* probe;  // VELA_PHASE_PROBE: this kind's row (phase_probe.h), else null
+  unsigned long long* probe;  // phase probe builds: this kind's row (phase_probe.h), else null
 };
 static_assert(kBN == kArgmaxChunkCols, "kArgmaxOut: a column tile is one argmax chunk");
 
@@ -327,6 +361,35 @@ __device__ __forceinline__ void store4(T* dst, const float (&v)[4]) {
 // then per head as qkv_rotary_kv_write: QK-norm (the sum of squares over the head's kD / 8 lanes),
 // rotary by the row's position, q stored to q_out, k and v to the row's cache slot (positions
 // outside the table: not rotated; slots outside the cache: k and v not written).
+// kRotaryKv, before the wait: what rotary_epilogue reads besides the partial tiles, for every item
+// of this thread, into L1 (the positions are host-written, so they may be read before the wait;
+// the cos / sin table and the QK-norm weights are constants, the slots host-written).
+template <typename T, int kD>
+__device__ __forceinline__ void prefetch_rotary_epilogue(const TmaArgs& p, int rank, int my_rows,
+                                                         int tile, int tid) {
+  constexpr int kLanes = kD / 8, kPerRow = kBN / 8;
+  const RotaryKv& r = p.rot;
+  for (int idx = tid; idx < my_rows * kPerRow; idx += kThreads) {
+    const int row = rank + (idx / kPerRow) * p.splits, j = idx % kPerRow;
+    const int f = (j % kLanes) * 4;
+    const int kv_head = (tile * kBN) / kD + j / kLanes - r.n_heads;
+    if (kv_head >= 2 * r.n_kv_heads) continue;
+    const bool is_q = kv_head < 0, is_v = kv_head >= r.n_kv_heads;
+    if (!is_q) prefetch_l1(r.loc + row);
+    if (is_v) continue;
+    if (const void* nw = is_q ? r.q_norm : r.k_norm; nw != nullptr) {
+      const int64_t esz = r.norm_f32 ? 4 : static_cast<int64_t>(sizeof(T));
+      prefetch_l1(static_cast<const char*>(nw) + f * esz);
+      prefetch_l1(static_cast<const char*>(nw) + (kD / 2 + f) * esz);
+    }
+    const int64_t pos = r.positions[row];
+    if (pos >= 0 && pos < r.max_positions) {
+      prefetch_l1(r.table + pos * kD + f);
+      prefetch_l1(r.table + pos * kD + kD / 2 + f);
+    }
+  }
+}
+
 template <typename T, int kD>
 __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_group& cluster,
                                                 const float* red, const TmaArgs& p, int rank,
@@ -343,10 +406,7 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
     const int row = rank + (idx / kPerRow) * p.splits, j = idx % kPerRow;
     const int h = j / kLanes, f = (j % kLanes) * 4;  // head in the tile, first feature
     float lo[4] = {0.0f, 0.0f, 0.0f, 0.0f}, hi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (live) {
-      cluster_sum4(cluster, red, p.splits, row, h * kD + f, lo);
-      cluster_sum4(cluster, red, p.splits, row, h * kD + kD / 2 + f, hi);
-    }
+    if (live) cluster_sum4x2(cluster, red, p.splits, row, h * kD + f, h * kD + kD / 2 + f, lo, hi);
     float ss = 0.0f;
     const float alpha = rstd != nullptr && live ? p.alpha * rstd[row] : p.alpha;
 #pragma unroll
@@ -397,14 +457,26 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
 
 // kRowScale: rstd[r] of rows 0 .. 63 from their row sums of squares, as rms_norm computes it from
 // a whole row (rows past M: unused). Two threads a row, each loading up to 8 of its groups at once
-// (every load in flight together).
-__device__ __forceinline__ void row_rstd(const RowScale& rs, int m, float* rstd, int tid) {
+// (every load in flight together): row_sq_first issues a thread's first 8 right after the wait
+// and row_rstd sums them (and any further groups) once the main loop is done, so the main loop
+// does not wait for them (the same order of additions, so the same bits).
+__device__ __forceinline__ void row_sq_first(const RowScale& rs, int m, int tid, float (&v)[8]) {
   static_assert(kThreads == 2 * kRows, "two threads per row");
+  const int row = tid >> 1, part = tid & 1;
+  const float* sq = rs.row_sq + static_cast<int64_t>(row) * rs.groups;
+#pragma unroll
+  for (int u = 0; u < 8; ++u) v[u] = row < m && part + 2 * u < rs.groups ? sq[part + 2 * u] : 0.0f;
+}
+
+__device__ __forceinline__ void row_rstd(const RowScale& rs, int m, float* rstd, int tid,
+                                         const float (&first)[8]) {
   const int row = tid >> 1, part = tid & 1;
   float ss = 0.0f;
   if (row < m) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) ss += first[u];
     const float* sq = rs.row_sq + static_cast<int64_t>(row) * rs.groups;
-    for (int g0 = part; g0 < rs.groups; g0 += 16) {
+    for (int g0 = part + 16; g0 < rs.groups; g0 += 16) {
       float v[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) v[u] = g0 + 2 * u < rs.groups ? sq[g0 + 2 * u] : 0.0f;
@@ -418,13 +490,26 @@ __device__ __forceinline__ void row_rstd(const RowScale& rs, int m, float* rstd,
 
 // kAddRes: the residual elements a thread adds to in the split-K reduction (at most 8 items of 4
 // columns: a block reduces at most 32 rows, splits >= 2), loaded right after the previous kernel
-// finishes so the loads overlap the main loop. Item `it` is idx = tid + it * 128 of the block's
-// my_rows * 32: row rank + (idx / 32) * splits, columns tile * 128 + (idx % 32) * 4 ..
+// finishes so the loads overlap the main loop: kept as loaded (T) and converted only in the
+// epilogue, so nothing waits for them before the loop (a conversion here held every thread about
+// one L2 round trip before its first chunk, session 54's phase probe). Item `it` is
+// idx = tid + it * 128 of the block's my_rows * 32: row rank + (idx / 32) * splits, columns
+// tile * 128 + (idx % 32) * 4 ..
 constexpr int kAddItems = (kRows / 2) * (kBN / 4) / kThreads;
+
+// kAddRes, before the wait: the next norm's weights of this thread's columns into L1 (every item
+// of a thread has the same 4 columns: idx % 32 = tid % 32).
+template <typename T>
+__device__ __forceinline__ void prefetch_next_w(const TmaArgs& p, int tile, int tid) {
+  const int col = tile * kBN + (tid % (kBN / 4)) * 4;
+  if (col >= p.n) return;
+  prefetch_l1(p.next_w_f32 ? static_cast<const void*>(static_cast<const float*>(p.next_w) + col)
+                           : static_cast<const void*>(static_cast<const T*>(p.next_w) + col));
+}
 
 template <typename T>
 __device__ __forceinline__ void load_residual(const TmaArgs& p, int rank, int my_rows, int tile,
-                                              int tid, float (&res)[kAddItems][4]) {
+                                              int tid, T (&res)[kAddItems][4]) {
   const T* c = static_cast<const T*>(p.c);
 #pragma unroll
   for (int it = 0; it < kAddItems; ++it) {
@@ -433,8 +518,8 @@ __device__ __forceinline__ void load_residual(const TmaArgs& p, int rank, int my
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       res[it][e] = idx < my_rows * (kBN / 4) && col + e < p.n
-                       ? to_float(c[static_cast<int64_t>(row) * p.ldc + col + e])
-                       : 0.0f;
+                       ? c[static_cast<int64_t>(row) * p.ldc + col + e]
+                       : from_float<T>(0.0f);
   }
 }
 
@@ -447,7 +532,7 @@ template <typename T>
 __device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluster_group& cluster,
                                                       const float* red, const TmaArgs& p, int rank,
                                                       int my_rows, int tile, int tid,
-                                                      const float (&res)[kAddItems][4]) {
+                                                      const T (&res)[kAddItems][4]) {
   static_assert(kBN / 4 == 32, "a warp per tile row");
   T* c = static_cast<T*>(p.c);
   const int n_tiles = (p.n + kBN - 1) / kBN;
@@ -466,7 +551,7 @@ __device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluste
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (col + e < p.n) {
-        const T sum = from_float<T>(res[it][e] + to_float(from_float<T>(p.alpha * r[e])));
+        const T sum = from_float<T>(to_float(res[it][e]) + to_float(from_float<T>(p.alpha * r[e])));
         dst[e] = sum;
         const float s = to_float(sum);
         ss += s * s;
@@ -522,18 +607,26 @@ static __global__ void __launch_bounds__(kThreads)
       load_w(c_begin + s, s);  // weights never depend on the previous kernel
     }
   }
+  // The rows this block reduces (split-K: its cluster rank is its split, cluster dims
+  // (1, splits, 1)).
+  const int my_rows = p.m > split ? (p.m - split + p.splits - 1) / p.splits : 0;
+  // What the epilogue reads that no kernel of the stream writes, into L1 now, so the epilogue
+  // after the reduction does not pay its round trips: the next norm's weights (kAddRes), and the
+  // rotary's positions, cos / sin rows, cache slots and QK-norm weights (kRotaryKv).
+  if constexpr (kEpi == kAddRes) prefetch_next_w<T>(p, tile, tid);
+  if constexpr (kEpi == kRotaryKv) prefetch_rotary_epilogue<T, kD>(p, split, my_rows, tile, tid);
   pdl_wait();
   phase_mark(p.probe, 1);
   pdl_launch_dependents();
   if (tid == 0) {
     for (int s = 0; s < ahead; ++s) load_a(c_begin + s, s);
   }
-  if constexpr (kRowScale) row_rstd(p.scale, p.m, rstd, tid);
-  // kAddRes: this block's cluster rank is its split (cluster dims (1, splits, 1)).
-  const int my_rows = p.m > split ? (p.m - split + p.splits - 1) / p.splits : 0;
-  float res[kEpi == kAddRes ? kAddItems : 1][4];
+  // kRowScale: the row sums of squares go out now and are summed after the main loop.
+  float sq_first[kRowScale ? 8 : 1];
+  if constexpr (kRowScale) row_sq_first(p.scale, p.m, tid, sq_first);
+  T res[kEpi == kAddRes ? kAddItems : 1][4];
   if constexpr (kEpi == kAddRes) load_residual<T>(p, split, my_rows, tile, tid, res);
-  __syncthreads();  // the barriers are initialised (and rstd set) before anyone uses them
+  __syncthreads();  // the barriers are initialised before anyone uses them
   phase_mark(p.probe, 2);
 
   float acc[kBN / 8][4];
@@ -560,6 +653,10 @@ static __global__ void __launch_bounds__(kThreads)
     wgmma::wait_all();
   }
   if (n_local == 0) phase_mark(p.probe, 3);  // (every block marks every phase)
+  if constexpr (kRowScale) {
+    row_rstd(p.scale, p.m, rstd, tid, sq_first);
+    __syncthreads();  // rstd is set before the epilogue reads it
+  }
   phase_mark(p.probe, 4);
 
   TC* c = static_cast<TC*>(p.c);
@@ -590,8 +687,7 @@ static __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < 64; j += 2) {
         const int row = row_base + ((j >> 1) & 1) * 8;
         const int col = tile * kBN + (j >> 2) * 8 + 2 * (lane & 3);
-        float v[2] = {acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]};
-        if constexpr (kRowScale) v[0] *= rstd[row], v[1] *= rstd[row];  // the LM head's norm
+        const float v[2] = {acc[j >> 2][j & 3], acc[j >> 2][(j & 3) + 1]};
         if (row < p.m) store_cols<TC, 2>(c, sp, row, col, v);
         if constexpr (kEpi == kArgmaxOut) {
 #pragma unroll
@@ -636,8 +732,7 @@ static __global__ void __launch_bounds__(kThreads)
     for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
       const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
       float g[4], u[4], v[4];
-      cluster_sum4(cluster, red, p.splits, row, col4, g);
-      cluster_sum4(cluster, red, p.splits, row, 64 + col4, u);
+      cluster_sum4x2(cluster, red, p.splits, row, col4, 64 + col4, g, u);
 #pragma unroll
       for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], row_alpha(row));
       store_cols<TC, 4>(c, sp, row, tile * 64 + col4, v);
@@ -647,8 +742,6 @@ static __global__ void __launch_bounds__(kThreads)
       const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
       float r[4];
       cluster_sum4(cluster, red, p.splits, row, col4, r);
-      if constexpr (kRowScale)
-        for (float& x : r) x *= rstd[row];
       store_cols<TC, 4>(c, sp, row, tile * kBN + col4, r);
     }
   }
@@ -724,8 +817,8 @@ int tma_stages(int n_chunks, int splits) {
   return std::clamp(per_split, 2, kStages);
 }
 
-// The phase probe's row of a TMA kernel (VELA_PHASE_PROBE, phase_probe.h): one per epilogue, the
-// residual add split into o (k <= n) and down (k > n); null when the probe is off.
+// The phase probe's row of a TMA kernel (phase_probe.h): one per epilogue, the residual add split
+// into o (k <= n) and down (k > n); null unless this is a probe build run with VELA_PHASE_PROBE=1.
 template <int kEpi>
 unsigned long long* probe_row(int64_t n, int64_t k) {
   static const char* const kPhases[kProbePhases] = {"",
@@ -763,8 +856,6 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   if (kEpi == kArgmaxOut && p.splits != 1) return false;  // the pieces come from one block's tile
   if (kEpi != kPlainOut && out_dtype != (kEpi == kArgmaxOut ? DType::kF32 : a.dtype()))
     return false;  // the epilogues store a's dtype (kArgmaxOut: f32)
-  if (kEpi == kPlainOut && kRowScale && out_dtype != DType::kF32)
-    return false;  // the plain form with rstd is the LM head's (f32 logits)
   if (!tma::encode_2d(&p.w_map, w.data_ptr(), w.dtype(), w.size(0), k, w.stride(0), 64) ||
       !tma::encode_2d(&p.a_map, a.data_ptr(), a.dtype(), m, k, a.stride(0), 64))
     return false;
@@ -778,9 +869,8 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
   gemm_pipeline::dispatch_dtypes(a.dtype(), out_dtype, [&](auto t, auto tc) {
     using T = decltype(t);
     using TC = decltype(tc);
-    if constexpr ((kEpi == kPlainOut && (!kRowScale || std::is_same_v<TC, float>)) ||
-                  (kEpi != kPlainOut &&
-                   std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>))
+    if constexpr (kEpi == kPlainOut ||
+                  std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>)
       launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles,
              p.stages * kStageBytes + 1024);
   });
@@ -900,23 +990,6 @@ bool gemm_wgmma_argmax_chunks(const Tensor& a, const Tensor& w, Tensor& logits, 
   p.chunk_max = reinterpret_cast<uint64_t*>(chunk_max.data_ptr());
   p.ld_chunk_max = chunk_max.stride(0);
   return run_tma<kArgmaxOut>(a, w, 1.0f, DType::kF32, p);
-}
-
-bool gemm_wgmma_head(const Tensor& a, const Tensor& w, Tensor& out, Tensor* chunk_max,
-                     const Tensor& row_sq, float norm_eps) {
-  if (!wgmma_operands_ok(a, w)) return false;
-  if (out.dim() != 2 || out.dtype() != DType::kF32 || out.stride(1) != 1) return false;
-  DeviceGuard guard(a.device().index);
-  TmaArgs p{};
-  p.c = out.data_ptr();
-  p.ldc = out.stride(0);
-  p.n = static_cast<int>(w.size(0));
-  p.pairs = out.stride(0) % 2 == 0 && is_aligned(out.data_ptr(), 8);
-  if (!fill_scale(a, row_sq, norm_eps, p.scale)) return false;
-  if (chunk_max == nullptr) return run_tma<kPlainOut, 0, true>(a, w, 1.0f, DType::kF32, p);
-  p.chunk_max = reinterpret_cast<uint64_t*>(chunk_max->data_ptr());
-  p.ld_chunk_max = chunk_max->stride(0);
-  return run_tma<kArgmaxOut, 0, true>(a, w, 1.0f, DType::kF32, p);
 }
 
 bool gemm_wgmma_silu_mul(const Tensor& a, const Tensor& w, Tensor& act, const Tensor& row_sq,

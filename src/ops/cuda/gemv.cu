@@ -15,11 +15,6 @@ bool gemv_persistent() {
   return on;
 }
 
-int gemv_blocks_per_sm() {
-  static const int n = static_cast<int>(env_int("VELA_GEMV_BLOCKS_PER_SM", 0, 0, 8));
-  return n;
-}
-
 std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
 std::atomic<int64_t> g_ring_launches{0};
 

@@ -8,12 +8,11 @@ using namespace gemv_detail;
 
 namespace {
 
-// The arguments of an rms_norm-prologue GEMV writing `out` (x's dtype, or f32 where out_f32 allows
-// it); false when the GEMV does not take these operands.
+// The arguments of an rms_norm-prologue GEMV writing `out` (x's dtype); false when the GEMV does
+// not take these operands.
 bool norm_args(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out,
-               GemvArgs& args, bool out_f32 = false) {
-  if (!gemv_operands_ok(x, x.size(1), w, out)) return false;
-  if (out.dtype() != x.dtype() && !(out_f32 && out.dtype() == DType::kF32)) return false;
+               GemvArgs& args) {
+  if (!gemv_operands_ok(x, x.size(1), w, out) || out.dtype() != x.dtype()) return false;
   if (!norm_w.is_contiguous() || !is_aligned(norm_w.data_ptr(), 16)) return false;
   args = make_args(x, w, out, x.size(1), 1.0f);
   args.norm_w = norm_w.data_ptr();
@@ -25,19 +24,10 @@ bool norm_args(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w
 }  // namespace
 
 bool gemv_rms_norm(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w, Tensor& out) {
-  // f32 out is the LM head's logits: taken at the rows ops::gemm gives the GEMV (gemv_max_rows),
-  // past them the unfused norm + GEMM (cuBLASLt / wgmma) is faster.
-  const bool f32 = out.dtype() == DType::kF32;
-  if (f32 && x.size(0) > gemv_max_rows()) return false;
   GemvArgs args;
-  if (!norm_args(x, norm_w, eps, w, out, args, /*out_f32=*/true)) return false;
+  if (!norm_args(x, norm_w, eps, w, out, args)) return false;
   DeviceGuard guard(out.device().index);
-  constexpr GemvIn N = GemvIn::kRmsNorm;
-  constexpr GemvOut S = GemvOut::kStore;
-  if (x.dtype() == DType::kBF16)
-    f32 ? dispatch_m<bf16, float, N, S>(args) : dispatch_m<bf16, bf16, N, S>(args);
-  else
-    f32 ? dispatch_m<f16, float, N, S>(args) : dispatch_m<f16, f16, N, S>(args);
+  dispatch_fused<GemvIn::kRmsNorm, GemvOut::kStore>(x.dtype(), args);
   return true;
 }
 

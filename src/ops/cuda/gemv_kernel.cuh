@@ -316,13 +316,15 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
     xs = st;
     ldx = k;
   }
-  // kAdd: the residual this lane adds to, read ahead of the reduction that needs it.
-  float resid = 0.0f;
+  // kAdd: the residual this lane adds to, read ahead of the reduction that needs it and kept as
+  // loaded (TC): converted only in the epilogue, so no warp waits for it before its main loop or
+  // the next group's reduction (the conversion at the load cost an L2 round trip there).
+  TC resid = from_float<TC>(0.0f);
   auto load_resid = [&]() {
     if constexpr (OUT == GemvOut::kAdd) {
       const int c = lane / M, mi = lane % M;
       if (part == 0 && lane < C * M && mi < m && col0 + c < n)
-        resid = to_float(static_cast<const TC*>(args.c)[mi * args.ldc + col0 + c]);
+        resid = static_cast<const TC*>(args.c)[mi * args.ldc + col0 + c];
     }
   };
   load_resid();
@@ -379,7 +381,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
 
     // The next group's first loads go out before this group's reduction and store.
     const int64_t out_col0 = col0;
-    const float out_resid = resid;
+    const TC out_resid = resid;
     const int64_t next = group + gridDim.x;
     if (next < n_groups) {
       start_group(next);
@@ -430,7 +432,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
         if constexpr (OUT == GemvOut::kAdd) {
           // residual += round(a @ w^T), rounded again: what gemm + add_rms_norm store.
           const float y = to_float(from_float<T>(args.alpha * result));
-          *out = from_float<TC>(y + out_resid);
+          *out = from_float<TC>(y + to_float(out_resid));
         } else {
           *out = from_float<TC>(args.alpha * result);
         }
@@ -446,10 +448,6 @@ extern std::atomic<int> g_max_grid;  // gemv.cu: gemv_set_max_grid (tests)
 // Whether launch_gemv sizes a multi-wave grid to the resident blocks, each block then taking
 // several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
 bool gemv_persistent();
-// The persistent grid's blocks per SM at most (VELA_GEMV_BLOCKS_PER_SM, 1..8; 0, the default: as
-// many as fit). Fewer leave registers for the next kernel's blocks to become resident under
-// programmatic dependent launch and start their weight loads while this grid drains (A/B runs).
-int gemv_blocks_per_sm();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
@@ -477,7 +475,6 @@ void launch_gemv(const GemvArgs& args) {
       int per_sm = 0;
       VELA_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvWarps * 32, smem));
-      if (const int cap = gemv_blocks_per_sm(); cap > 0) per_sm = std::min(per_sm, cap);
       resident = static_cast<unsigned>(std::max(per_sm, 1) * n_sms());
       cached_smem = smem;
     }

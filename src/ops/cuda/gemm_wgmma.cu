@@ -120,38 +120,20 @@ __device__ __forceinline__ void stage_partial(const float (&acc)[kBN / 8][4], fl
   }
 }
 
-// Rank `rank`'s float4 at this block's shared address `local`: through the generic window
-// (cooperative groups' map_shared_rank, the default), or with VELA_WGMMA_DSMEM_LD=1 as
-// mapa.shared::cluster + ld.shared::cluster (opt-in A/B: the epilogues at 64 rows spend ~3 us
-// on these loads, session 54).
-__device__ __forceinline__ float4 load_rank(cooperative_groups::cluster_group& cluster,
-                                            const float4* local, int rank, bool ptx) {
-  if (!ptx) return *cluster.map_shared_rank(local, rank);
-  const uint32_t laddr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
-  uint32_t raddr;
-  float4 v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(raddr) : "r"(laddr), "r"(rank));
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(raddr)
-               : "memory");
-  return v;
-}
-
 // r = columns col4 .. col4 + 3 of `row` summed over the partial tiles of the cluster's `splits`
 // blocks in rank order (every rank's part loaded first, so the loads are in flight together: one
 // round trip through distributed shared memory for up to 16 ranks, the largest cluster; session
 // 54's phase probe read the epilogues at 64 rows as chains of such round trips).
 __device__ __forceinline__ void cluster_sum4(cooperative_groups::cluster_group& cluster,
                                              const float* red, int splits, int row, int col4,
-                                             float (&r)[4], bool ptx = false) {
+                                             float (&r)[4]) {
   const float4* local = reinterpret_cast<const float4*>(red + row * kRedStride + col4);
   r[0] = r[1] = r[2] = r[3] = 0.0f;
   for (int s0 = 0; s0 < splits; s0 += kMaxCluster) {
     float4 part[kMaxCluster];
 #pragma unroll
     for (int s = 0; s < kMaxCluster; ++s)
-      if (s0 + s < splits) part[s] = load_rank(cluster, local, s0 + s, ptx);
+      if (s0 + s < splits) part[s] = *cluster.map_shared_rank(local, s0 + s);
 #pragma unroll
     for (int s = 0; s < kMaxCluster; ++s) {
       if (s0 + s < splits) {
@@ -168,8 +150,7 @@ __device__ __forceinline__ void cluster_sum4(cooperative_groups::cluster_group& 
 // (8 ranks at a time: one round trip for up to 8 ranks); each sum in rank order, as cluster_sum4.
 __device__ __forceinline__ void cluster_sum4x2(cooperative_groups::cluster_group& cluster,
                                                const float* red, int splits, int row, int col_a,
-                                               int col_b, float (&ra)[4], float (&rb)[4],
-                                               bool ptx) {
+                                               int col_b, float (&ra)[4], float (&rb)[4]) {
   const float4* la = reinterpret_cast<const float4*>(red + row * kRedStride + col_a);
   const float4* lb = reinterpret_cast<const float4*>(red + row * kRedStride + col_b);
   ra[0] = ra[1] = ra[2] = ra[3] = 0.0f;
@@ -179,8 +160,8 @@ __device__ __forceinline__ void cluster_sum4x2(cooperative_groups::cluster_group
 #pragma unroll
     for (int s = 0; s < kPortableCluster; ++s) {
       if (s0 + s < splits) {
-        pa[s] = load_rank(cluster, la, s0 + s, ptx);
-        pb[s] = load_rank(cluster, lb, s0 + s, ptx);
+        pa[s] = *cluster.map_shared_rank(la, s0 + s);
+        pb[s] = *cluster.map_shared_rank(lb, s0 + s);
       }
     }
 #pragma unroll
@@ -357,7 +338,6 @@ struct TmaArgs {
   uint64_t* chunk_max;
   int64_t ld_chunk_max;
   unsigned long long* probe;  // phase probe builds: this kind's row (phase_probe.h), else null
-  bool dsmem_ptx;             // VELA_WGMMA_DSMEM_LD=1: load_rank's explicit cluster loads
 };
 static_assert(kBN == kArgmaxChunkCols, "kArgmaxOut: a column tile is one argmax chunk");
 
@@ -426,9 +406,7 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
     const int row = rank + (idx / kPerRow) * p.splits, j = idx % kPerRow;
     const int h = j / kLanes, f = (j % kLanes) * 4;  // head in the tile, first feature
     float lo[4] = {0.0f, 0.0f, 0.0f, 0.0f}, hi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (live)
-      cluster_sum4x2(cluster, red, p.splits, row, h * kD + f, h * kD + kD / 2 + f, lo, hi,
-                     p.dsmem_ptx);
+    if (live) cluster_sum4x2(cluster, red, p.splits, row, h * kD + f, h * kD + kD / 2 + f, lo, hi);
     float ss = 0.0f;
     const float alpha = rstd != nullptr && live ? p.alpha * rstd[row] : p.alpha;
 #pragma unroll
@@ -566,7 +544,7 @@ __device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluste
     const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
     const int col = tile * kBN + col4;
     float r[4];
-    cluster_sum4(cluster, red, p.splits, row, col4, r, p.dsmem_ptx);
+    cluster_sum4(cluster, red, p.splits, row, col4, r);
     T* dst = c + static_cast<int64_t>(row) * p.ldc + col;
     T* sc = static_cast<T*>(p.scaled) + static_cast<int64_t>(row) * p.ld_scaled + col;
     float ss = 0.0f;
@@ -754,7 +732,7 @@ static __global__ void __launch_bounds__(kThreads)
     for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
       const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
       float g[4], u[4], v[4];
-      cluster_sum4x2(cluster, red, p.splits, row, col4, 64 + col4, g, u, p.dsmem_ptx);
+      cluster_sum4x2(cluster, red, p.splits, row, col4, 64 + col4, g, u);
 #pragma unroll
       for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], row_alpha(row));
       store_cols<TC, 4>(c, sp, row, tile * 64 + col4, v);
@@ -763,7 +741,7 @@ static __global__ void __launch_bounds__(kThreads)
     for (int idx = tid; idx < my_rows * (kBN / 4); idx += kThreads) {
       const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
       float r[4];
-      cluster_sum4(cluster, red, p.splits, row, col4, r, p.dsmem_ptx);
+      cluster_sum4(cluster, red, p.splits, row, col4, r);
       store_cols<TC, 4>(c, sp, row, tile * kBN + col4, r);
     }
   }
@@ -882,8 +860,6 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
       !tma::encode_2d(&p.a_map, a.data_ptr(), a.dtype(), m, k, a.stride(0), 64))
     return false;
   p.probe = probe_row<kEpi>(w.size(0), k);
-  static const bool dsmem_ptx = env_opted_in("VELA_WGMMA_DSMEM_LD");
-  p.dsmem_ptx = dsmem_ptx;
   p.m = static_cast<int>(m);
   p.n_chunks = static_cast<int>((k + kBK - 1) / kBK);
   p.stages = tma_stages(p.n_chunks, p.splits);

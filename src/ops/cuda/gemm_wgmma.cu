@@ -120,6 +120,14 @@ __device__ __forceinline__ void stage_partial(const float (&acc)[kBN / 8][4], fl
   }
 }
 
+// r += v, component by component.
+__device__ __forceinline__ void add4(float (&r)[4], const float4& v) {
+  r[0] += v.x;
+  r[1] += v.y;
+  r[2] += v.z;
+  r[3] += v.w;
+}
+
 // r = columns col4 .. col4 + 3 of `row` summed over the partial tiles of the cluster's `splits`
 // blocks in rank order (every rank's part loaded first, so the loads are in flight together: one
 // round trip through distributed shared memory for up to 16 ranks, the largest cluster; session
@@ -135,14 +143,8 @@ __device__ __forceinline__ void cluster_sum4(cooperative_groups::cluster_group& 
     for (int s = 0; s < kMaxCluster; ++s)
       if (s0 + s < splits) part[s] = *cluster.map_shared_rank(local, s0 + s);
 #pragma unroll
-    for (int s = 0; s < kMaxCluster; ++s) {
-      if (s0 + s < splits) {
-        r[0] += part[s].x;
-        r[1] += part[s].y;
-        r[2] += part[s].z;
-        r[3] += part[s].w;
-      }
-    }
+    for (int s = 0; s < kMaxCluster; ++s)
+      if (s0 + s < splits) add4(r, part[s]);
   }
 }
 
@@ -167,14 +169,8 @@ __device__ __forceinline__ void cluster_sum4x2(cooperative_groups::cluster_group
 #pragma unroll
     for (int s = 0; s < kPortableCluster; ++s) {
       if (s0 + s < splits) {
-        ra[0] += pa[s].x;
-        ra[1] += pa[s].y;
-        ra[2] += pa[s].z;
-        ra[3] += pa[s].w;
-        rb[0] += pb[s].x;
-        rb[1] += pb[s].y;
-        rb[2] += pb[s].z;
-        rb[3] += pb[s].w;
+        add4(ra, pa[s]);
+        add4(rb, pb[s]);
       }
     }
   }

@@ -22,7 +22,8 @@
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
 #         kernels detail timeline trace base side cluster warm probe
-#   (default: the first six)
+#   (default: the first six; they run in this file's order, whatever the order given: put the
+#   cheap ones in a call whose time may run out before the last)
 set -uo pipefail
 OUT="${OUT:-/tmp/vela-gpu}"
 mkdir -p "$OUT"

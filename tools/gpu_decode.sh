@@ -16,12 +16,12 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
-#         kernels detail timeline trace base side cluster warm probe
+#         kernels detail timeline trace base side cluster warm trigger probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
 set -uo pipefail
@@ -146,6 +146,11 @@ if has warm; then
   # Single-row decode's L2 hint (ops/l2_warm.h): the split merge prefetches the leading
   # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16).
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k,decode32k}" "${WARM_ROUNDS:-2}"
+fi
+if has trigger; then
+  # The decode layer's wgmma GEMMs triggering their dependents after the main loop
+  # (VELA_WGMMA_LATE_TRIGGER=1) or right after their wait (0, the default).
+  ab_runs trigger VELA_WGMMA_LATE_TRIGGER "0 1" "${TRIGGER_CASES:-batch64,batch32,batch16,batch4}" "${TRIGGER_ROUNDS:-3}"
 fi
 if has probe; then
   # The wgmma GEMMs' phases in batch-64 / 16 steps (ops/cuda/phase_probe.h): a probe build

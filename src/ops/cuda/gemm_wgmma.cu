@@ -403,6 +403,7 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
     const int h = j / kLanes, f = (j % kLanes) * 4;  // head in the tile, first feature
     float lo[4] = {0.0f, 0.0f, 0.0f, 0.0f}, hi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (live) cluster_sum4x2(cluster, red, p.splits, row, h * kD + f, h * kD + kD / 2 + f, lo, hi);
+    if (base == 0 && live) phase_mark(p.probe, 6);  // thread 0's first sums landed
     float ss = 0.0f;
     const float alpha = rstd != nullptr && live ? p.alpha * rstd[row] : p.alpha;
 #pragma unroll
@@ -541,6 +542,7 @@ __device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluste
     const int col = tile * kBN + col4;
     float r[4];
     cluster_sum4(cluster, red, p.splits, row, col4, r);
+    if (it == 0) phase_mark(p.probe, 6);  // thread 0's first sums landed
     T* dst = c + static_cast<int64_t>(row) * p.ldc + col;
     T* sc = static_cast<T*>(p.scaled) + static_cast<int64_t>(row) * p.ld_scaled + col;
     float ss = 0.0f;
@@ -562,7 +564,7 @@ __device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluste
   }
 }
 
-template <typename T, typename TC, int kEpi, int kD, bool kRowScale>
+template <typename T, typename TC, int kEpi, int kD, bool kRowScale, bool kLateTrigger = false>
 static __global__ void __launch_bounds__(kThreads)
     wgmma_tma_gemm_kernel(const __grid_constant__ TmaArgs p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -613,7 +615,7 @@ static __global__ void __launch_bounds__(kThreads)
   if constexpr (kEpi == kRotaryKv) prefetch_rotary_epilogue<T, kD>(p, split, my_rows, tile, tid);
   pdl_wait();
   phase_mark(p.probe, 1);
-  pdl_launch_dependents();
+  if constexpr (!kLateTrigger) pdl_launch_dependents();
   if (tid == 0) {
     for (int s = 0; s < ahead; ++s) load_a(c_begin + s, s);
   }
@@ -654,6 +656,7 @@ static __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // rstd is set before the epilogue reads it
   }
   phase_mark(p.probe, 4);
+  if constexpr (kLateTrigger) pdl_launch_dependents();
 
   TC* c = static_cast<TC*>(p.c);
   WgmmaArgs sp{};  // store_cols' view of the output
@@ -708,8 +711,9 @@ static __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    phase_mark(p.probe, 6);
+    phase_mark(p.probe, 6);  // (no cluster sums)
     phase_mark(p.probe, 7);
+    phase_mark(p.probe, 8);
     return;
   }
   __syncthreads();  // every wgmma has read its stage: the stages hold the partial tile now
@@ -729,6 +733,7 @@ static __global__ void __launch_bounds__(kThreads)
       const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
       float g[4], u[4], v[4];
       cluster_sum4x2(cluster, red, p.splits, row, col4, 64 + col4, g, u);
+      if (idx == tid) phase_mark(p.probe, 6);
 #pragma unroll
       for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], row_alpha(row));
       store_cols<TC, 4>(c, sp, row, tile * 64 + col4, v);
@@ -738,12 +743,14 @@ static __global__ void __launch_bounds__(kThreads)
       const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
       float r[4];
       cluster_sum4(cluster, red, p.splits, row, col4, r);
+      if (idx == tid) phase_mark(p.probe, 6);
       store_cols<TC, 4>(c, sp, row, tile * kBN + col4, r);
     }
   }
-  phase_mark(p.probe, 6);
-  cluster.sync();  // no block leaves while another still reads its shared memory
+  if (my_rows == 0) phase_mark(p.probe, 6);  // (thread 0 had no item: every block marks 6)
   phase_mark(p.probe, 7);
+  cluster.sync();  // no block leaves while another still reads its shared memory
+  phase_mark(p.probe, 8);
 #endif
 }
 
@@ -823,6 +830,7 @@ unsigned long long* probe_row(int64_t n, int64_t k) {
                                                     "-> first chunk landed",
                                                     "-> main loop done",
                                                     "-> partials staged, cluster synced",
+                                                    "-> first item's cluster sums landed",
                                                     "-> epilogue done",
                                                     "-> cluster synced, exit"};
   switch (kEpi) {
@@ -838,6 +846,16 @@ unsigned long long* probe_row(int64_t n, int64_t k) {
     default:
       return phase_probe_row(0, "wgmma plain", kPhases);
   }
+}
+
+// VELA_WGMMA_LATE_TRIGGER=1: the decode layer's fused forms (q|k|v, o, gate|up, down) let the
+// next kernel launch only after their main loop, not right after their wait. Untested on a GPU
+// when written (session 54): the phase probe found their epilogues at 64 rows ~3 us whatever
+// their loads, and the next kernel's blocks stream their weights beside them from the early
+// trigger on; this A/B says whether the later start costs the next kernel more than it saves.
+bool late_trigger() {
+  static const bool on = env_opted_in("VELA_WGMMA_LATE_TRIGGER");
+  return on;
 }
 
 // The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
@@ -866,9 +884,18 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
     using T = decltype(t);
     using TC = decltype(tc);
     if constexpr (kEpi == kPlainOut ||
-                  std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>)
-      launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles,
-             p.stages * kStageBytes + 1024);
+                  std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>) {
+      // The decode layer's split-K forms may trigger their dependents after the main loop
+      // instead (VELA_WGMMA_LATE_TRIGGER, an A/B: a separate instantiation, so the default
+      // kernels compile as without it).
+      constexpr bool kLayerForm = kEpi == kSiluMul || kEpi == kRotaryKv || kEpi == kAddRes;
+      if (kLayerForm && late_trigger())
+        launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale, kLayerForm>, p, n_tiles,
+               p.stages * kStageBytes + 1024);
+      else
+        launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles,
+               p.stages * kStageBytes + 1024);
+    }
   });
   return true;
 }

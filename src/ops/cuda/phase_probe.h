@@ -13,7 +13,7 @@
 
 namespace vela::ops::cuda {
 
-inline constexpr int kProbePhases = 8;                 // marks per kernel (unused ones left 0)
+inline constexpr int kProbePhases = 9;                 // marks per kernel (unused ones left 0)
 inline constexpr int kProbeRows = 8;                   // kernels (kinds) probed
 inline constexpr int kProbeStride = kProbePhases + 1;  // + the block count
 

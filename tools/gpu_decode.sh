@@ -150,6 +150,13 @@ fi
 if has trigger; then
   # The decode layer's wgmma GEMMs triggering their dependents after the main loop
   # (VELA_WGMMA_LATE_TRIGGER=1) or right after their wait (0, the default).
+  # The late form's results first (the same bits as the early one: only the launch moves).
+  if [ -x "$B/tests/test_cuda" ]; then
+    (cd tests && VELA_WGMMA_LATE_TRIGGER=1 timeout 120 "$B/tests/test_cuda" \
+      --gtest_filter='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*' \
+      > "$OUT/test_late_trigger.log" 2>&1)
+    echo "test_cuda (late trigger) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_late_trigger.log" | tr '\n' ' ')"
+  fi
   ab_runs trigger VELA_WGMMA_LATE_TRIGGER "0 1" "${TRIGGER_CASES:-batch64,batch32,batch16,batch4}" "${TRIGGER_ROUNDS:-3}"
 fi
 if has probe; then

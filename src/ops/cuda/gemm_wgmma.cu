@@ -352,40 +352,58 @@ __device__ __forceinline__ void store4(T* dst, const float (&v)[4]) {
   *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(out);
 }
 
-// The kRotaryKv split-K reduction of one block: rows rank, rank + splits, ... of the tile summed
-// over the cluster (times the row's rstd when given: kRowScale), rounded to T (the projection),
-// then per head as qkv_rotary_kv_write: QK-norm (the sum of squares over the head's kD / 8 lanes),
-// rotary by the row's position, q stored to q_out, k and v to the row's cache slot (positions
-// outside the table: not rotated; slots outside the cache: k and v not written).
+// Item idx of a kRotaryKv block's reduction (my_rows * kBN / 8 items: kD / 8 threads per head,
+// each taking features f .. f + 3 and their rotate_half partners): its row, the head h in the
+// tile and its index among q | k | v heads, and whether that is a q, k or v head.
+struct RotaryItem {
+  int row, h, f, head, kv_head;
+  bool is_q, is_v;
+};
+template <int kD>
+__device__ __forceinline__ RotaryItem rotary_item(const TmaArgs& p, int rank, int tile, int idx) {
+  constexpr int kLanes = kD / 8, kPerRow = kBN / 8;
+  RotaryItem it;
+  const int j = idx % kPerRow;
+  it.row = rank + (idx / kPerRow) * p.splits;
+  it.h = j / kLanes;
+  it.f = (j % kLanes) * 4;
+  it.head = (tile * kBN) / kD + it.h;  // q heads, then k heads, then v heads
+  it.kv_head = it.head - p.rot.n_heads;
+  it.is_q = it.kv_head < 0;
+  it.is_v = it.kv_head >= p.rot.n_kv_heads;
+  return it;
+}
+
 // kRotaryKv, before the wait: what rotary_epilogue reads besides the partial tiles, for every item
 // of this thread, into L1 (the positions are host-written, so they may be read before the wait;
 // the cos / sin table and the QK-norm weights are constants, the slots host-written).
 template <typename T, int kD>
 __device__ __forceinline__ void prefetch_rotary_epilogue(const TmaArgs& p, int rank, int my_rows,
                                                          int tile, int tid) {
-  constexpr int kLanes = kD / 8, kPerRow = kBN / 8;
   const RotaryKv& r = p.rot;
-  for (int idx = tid; idx < my_rows * kPerRow; idx += kThreads) {
-    const int row = rank + (idx / kPerRow) * p.splits, j = idx % kPerRow;
-    const int f = (j % kLanes) * 4;
-    const int kv_head = (tile * kBN) / kD + j / kLanes - r.n_heads;
-    if (kv_head >= 2 * r.n_kv_heads) continue;
-    const bool is_q = kv_head < 0, is_v = kv_head >= r.n_kv_heads;
-    if (!is_q) prefetch_l1(r.loc + row);
-    if (is_v) continue;
-    if (const void* nw = is_q ? r.q_norm : r.k_norm; nw != nullptr) {
+  for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
+    const RotaryItem it = rotary_item<kD>(p, rank, tile, idx);
+    if (it.kv_head >= 2 * r.n_kv_heads) continue;
+    if (!it.is_q) prefetch_l1(r.loc + it.row);
+    if (it.is_v) continue;
+    if (const void* nw = it.is_q ? r.q_norm : r.k_norm; nw != nullptr) {
       const int64_t esz = r.norm_f32 ? 4 : static_cast<int64_t>(sizeof(T));
-      prefetch_l1(static_cast<const char*>(nw) + f * esz);
-      prefetch_l1(static_cast<const char*>(nw) + (kD / 2 + f) * esz);
+      prefetch_l1(static_cast<const char*>(nw) + it.f * esz);
+      prefetch_l1(static_cast<const char*>(nw) + (kD / 2 + it.f) * esz);
     }
-    const int64_t pos = r.positions[row];
+    const int64_t pos = r.positions[it.row];
     if (pos >= 0 && pos < r.max_positions) {
-      prefetch_l1(r.table + pos * kD + f);
-      prefetch_l1(r.table + pos * kD + kD / 2 + f);
+      prefetch_l1(r.table + pos * kD + it.f);
+      prefetch_l1(r.table + pos * kD + kD / 2 + it.f);
     }
   }
 }
 
+// The kRotaryKv split-K reduction of one block: rows rank, rank + splits, ... of the tile summed
+// over the cluster (times the row's rstd when given: kRowScale), rounded to T (the projection),
+// then per head as qkv_rotary_kv_write: QK-norm (the sum of squares over the head's kD / 8 lanes),
+// rotary by the row's position, q stored to q_out, k and v to the row's cache slot (positions
+// outside the table: not rotated; slots outside the cache: k and v not written).
 template <typename T, int kD>
 __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_group& cluster,
                                                 const float* red, const TmaArgs& p, int rank,
@@ -399,8 +417,8 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
   for (int base = 0; base < n_items; base += kThreads) {
     const int idx = base + tid;
     const bool live = idx < n_items;
-    const int row = rank + (idx / kPerRow) * p.splits, j = idx % kPerRow;
-    const int h = j / kLanes, f = (j % kLanes) * 4;  // head in the tile, first feature
+    const RotaryItem it = rotary_item<kD>(p, rank, tile, idx);
+    const int row = it.row, h = it.h, f = it.f;  // head in the tile, first feature
     float lo[4] = {0.0f, 0.0f, 0.0f, 0.0f}, hi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (live) cluster_sum4x2(cluster, red, p.splits, row, h * kD + f, h * kD + kD / 2 + f, lo, hi);
     if (base == 0 && live) phase_mark(p.probe, 6);  // thread 0's first sums landed
@@ -414,10 +432,9 @@ __device__ __forceinline__ void rotary_epilogue(cooperative_groups::cluster_grou
     }
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const int head = (tile * kBN) / kD + h;  // q heads, then k heads, then v heads
-    const int kv_head = head - r.n_heads;
+    const int head = it.head, kv_head = it.kv_head;
     if (!live || kv_head >= 2 * r.n_kv_heads) continue;
-    const bool is_q = kv_head < 0, is_v = kv_head >= r.n_kv_heads;
+    const bool is_q = it.is_q, is_v = it.is_v;
     const int64_t slot = r.loc[row];
     if (!is_q && !(slot >= 0 && slot < r.n_slots)) continue;
     const void* nw = is_q ? r.q_norm : r.k_norm;

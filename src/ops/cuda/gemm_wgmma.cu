@@ -311,6 +311,13 @@ struct RowScale {
   float eps;
 };
 
+// The phase probe's rows of the TMA kernels (probe_row) and, for its gaps, the row of the kind
+// that runs before each in a multi-row decode layer: gate|up after o, down after gate|up, q|k|v
+// and the LM head after down, o after q|k|v (attention between them); -1: none.
+__host__ __device__ constexpr int probe_pred(int row) {
+  return row == 1 ? 3 : row == 4 ? 1 : row == 2 || row == 5 ? 4 : row == 3 ? 2 : -1;
+}
+
 struct TmaArgs {
   CUtensorMap w_map;  // [n (kSiluMul: 2 * inter), k] in [64 x 64] boxes
   CUtensorMap a_map;  // [m, k] in [64 x 64] boxes
@@ -632,6 +639,7 @@ static __global__ void __launch_bounds__(kThreads)
   if constexpr (kEpi == kRotaryKv) prefetch_rotary_epilogue<T, kD>(p, split, my_rows, tile, tid);
   pdl_wait();
   phase_mark(p.probe, 1);
+  phase_gap(p.probe, probe_pred(phase_probe_index(p.probe)));
   if constexpr (!kLateTrigger) pdl_launch_dependents();
   if (tid == 0) {
     for (int s = 0; s < ahead; ++s) load_a(c_begin + s, s);
@@ -731,6 +739,7 @@ static __global__ void __launch_bounds__(kThreads)
     phase_mark(p.probe, 6);  // (no cluster sums)
     phase_mark(p.probe, 7);
     phase_mark(p.probe, 8);
+    phase_exit(p.probe);
     return;
   }
   __syncthreads();  // every wgmma has read its stage: the stages hold the partial tile now
@@ -768,6 +777,7 @@ static __global__ void __launch_bounds__(kThreads)
   phase_mark(p.probe, 7);
   cluster.sync();  // no block leaves while another still reads its shared memory
   phase_mark(p.probe, 8);
+  phase_exit(p.probe);
 #endif
 }
 
@@ -839,6 +849,7 @@ int tma_stages(int n_chunks, int splits) {
 
 // The phase probe's row of a TMA kernel (phase_probe.h): one per epilogue, the residual add split
 // into o (k <= n) and down (k > n); null unless this is a probe build run with VELA_PHASE_PROBE=1.
+// Each row's gaps are measured from the kind that runs before it in a decode layer (probe_pred).
 template <int kEpi>
 unsigned long long* probe_row(int64_t n, int64_t k) {
   static const char* const kPhases[kProbePhases] = {"",
@@ -852,14 +863,14 @@ unsigned long long* probe_row(int64_t n, int64_t k) {
                                                     "-> cluster synced, exit"};
   switch (kEpi) {
     case kSiluMul:
-      return phase_probe_row(1, "wgmma gate|up (SiLU)", kPhases);
+      return phase_probe_row(1, "wgmma gate|up (SiLU)", kPhases, probe_pred(1));
     case kRotaryKv:
-      return phase_probe_row(2, "wgmma q|k|v (rotary, KV)", kPhases);
+      return phase_probe_row(2, "wgmma q|k|v (rotary, KV)", kPhases, probe_pred(2));
     case kAddRes:
-      return k <= n ? phase_probe_row(3, "wgmma o (+ residual)", kPhases)
-                    : phase_probe_row(4, "wgmma down (+ residual)", kPhases);
+      return k <= n ? phase_probe_row(3, "wgmma o (+ residual)", kPhases, probe_pred(3))
+                    : phase_probe_row(4, "wgmma down (+ residual)", kPhases, probe_pred(4));
     case kArgmaxOut:
-      return phase_probe_row(5, "wgmma LM head (argmax)", kPhases);
+      return phase_probe_row(5, "wgmma LM head (argmax)", kPhases, probe_pred(5));
     default:
       return phase_probe_row(0, "wgmma plain", kPhases);
   }

@@ -19,10 +19,12 @@ namespace {
 
 struct Probe {
   std::mutex mu;
-  unsigned long long* buf = nullptr;
+  void* raw = nullptr;                // the allocation
+  unsigned long long* buf = nullptr;  // its first kProbeAlign boundary: the rows
   int device = -1;
   std::string kernels[kProbeRows];
   std::vector<std::string> phases[kProbeRows];
+  int pred[kProbeRows] = {-1, -1, -1, -1, -1, -1, -1, -1};
 };
 
 Probe& probe() {
@@ -46,9 +48,17 @@ void report() {
                khz / 1000);
   for (int r = 0; r < kProbeRows; ++r) {
     const unsigned long long* row = h.data() + r * kProbeStride;
-    const unsigned long long blocks = row[kProbePhases];
+    const unsigned long long blocks = row[kProbeBlocks];
     if (blocks == 0) continue;
     std::fprintf(stderr, "  %-28s %llu blocks\n", p.kernels[r].c_str(), blocks);
+    if (const unsigned long long gaps = row[kProbeGapCount]; gaps > 0) {
+      std::fprintf(stderr, "    %-34s mean %.3f us, min %.3f us (%llu blocks)\n",
+                   ("wait released after " +
+                    (p.pred[r] >= 0 ? p.kernels[p.pred[r]] : std::string("?")) + "'s last exit")
+                       .c_str(),
+                   static_cast<double>(row[kProbeGapSum]) / static_cast<double>(gaps) * 1e-3,
+                   static_cast<double>(~row[kProbeGapMinInv]) * 1e-3, gaps);
+    }
     for (int ph = 1; ph < kProbePhases; ++ph) {
       if (ph >= static_cast<int>(p.phases[r].size()) || p.phases[r][ph].empty()) continue;
       // Modular differences: exact while the true sum fits 64 bits.
@@ -62,7 +72,8 @@ void report() {
 
 }  // namespace
 
-unsigned long long* phase_probe_row(int row, const char* kernel, const char* const* phases) {
+unsigned long long* phase_probe_row(int row, const char* kernel, const char* const* phases,
+                                    int pred) {
 #if defined(VELA_PHASE_PROBE)
   static const bool on = env_opted_in("VELA_PHASE_PROBE");
 #else
@@ -73,11 +84,14 @@ unsigned long long* phase_probe_row(int row, const char* kernel, const char* con
   std::lock_guard<std::mutex> lock(p.mu);
   const int device = vela::cuda::current_device();
   if (p.buf == nullptr) {
-    const size_t bytes = kProbeRows * kProbeStride * sizeof(unsigned long long);
-    if (cudaMalloc(&p.buf, bytes) != cudaSuccess || cudaMemset(p.buf, 0, bytes) != cudaSuccess) {
-      p.buf = nullptr;
+    const size_t bytes = 2 * kProbeAlign;  // the rows fit one aligned kProbeAlign unit
+    if (cudaMalloc(&p.raw, bytes) != cudaSuccess || cudaMemset(p.raw, 0, bytes) != cudaSuccess) {
+      p.raw = nullptr;
       return nullptr;
     }
+    const auto addr = reinterpret_cast<uintptr_t>(p.raw);
+    p.buf = reinterpret_cast<unsigned long long*>((addr + kProbeAlign - 1) &
+                                                  ~static_cast<uintptr_t>(kProbeAlign - 1));
     p.device = device;
     std::atexit(report);
   }
@@ -85,6 +99,7 @@ unsigned long long* phase_probe_row(int row, const char* kernel, const char* con
   if (p.kernels[row].empty()) {
     p.kernels[row] = kernel;
     for (int ph = 0; ph < kProbePhases; ++ph) p.phases[row].emplace_back(phases[ph]);
+    p.pred[row] = pred >= 0 && pred < kProbeRows ? pred : -1;
   }
   return p.buf + row * kProbeStride;
 }

@@ -1,8 +1,10 @@
-// chi_square_p_value: the upper tail of the chi-square distribution, for the tests that check a
-// sampled distribution (speculation must preserve the target's).
+// chi_square_p_value: the upper tail of the chi-square distribution, and pooled_chi_square: the
+// test of a histogram against exact probabilities, for the tests that check a sampled distribution
+// (speculation must preserve the target's).
 #pragma once
 
 #include <cmath>
+#include <map>
 
 namespace vela::test {
 
@@ -35,6 +37,39 @@ inline double chi_square_p_value(double x, int dof) {
     if (std::abs(delta - 1) < 1e-15) break;
   }
   return std::exp(log_prefix) * h;
+}
+
+struct ChiSquare {
+  double chi2 = 0;
+  int bins = 0;
+  double p_value = 1;
+};
+
+// Pearson's chi-square of `observed` outcome counts from n_draws draws against `expected`
+// probabilities, the outcomes expected fewer than 5 times pooled into one bin (an outcome missing
+// from `observed` was drawn 0 times).
+template <class Outcome>
+ChiSquare pooled_chi_square(const std::map<Outcome, double>& expected,
+                            const std::map<Outcome, int>& observed, int n_draws) {
+  double chi2 = 0, pooled_e = 0, pooled_o = 0;
+  int bins = 0;
+  for (const auto& [outcome, p] : expected) {
+    const double e = p * n_draws;
+    const auto it = observed.find(outcome);
+    const double o = it == observed.end() ? 0 : it->second;
+    if (e < 5) {
+      pooled_e += e;
+      pooled_o += o;
+      continue;
+    }
+    chi2 += (o - e) * (o - e) / e;
+    ++bins;
+  }
+  if (pooled_e > 0) {
+    chi2 += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+    ++bins;
+  }
+  return {chi2, bins, chi_square_p_value(chi2, bins - 1)};
 }
 
 }  // namespace vela::test

@@ -148,32 +148,6 @@ inline void joint(const Transformer& model, std::vector<int32_t>& seq, constrain
   }
 }
 
-// chi-square of observed outcome counts against `expected` probabilities (bins expected fewer
-// than 5 times pooled); returns the p-value.
-inline double chi_square(const std::map<std::vector<int32_t>, double>& expected,
-                         const std::map<std::vector<int32_t>, int>& observed, int n_draws,
-                         int* n_bins) {
-  double chi2 = 0, pooled_e = 0, pooled_o = 0;
-  int bins = 0;
-  for (const auto& [seq, p] : expected) {
-    const double e = p * n_draws;
-    const double o = observed.count(seq) ? observed.at(seq) : 0;
-    if (e < 5) {
-      pooled_e += e;
-      pooled_o += o;
-      continue;
-    }
-    chi2 += (o - e) * (o - e) / e;
-    ++bins;
-  }
-  if (pooled_e > 0) {
-    chi2 += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
-    ++bins;
-  }
-  *n_bins = bins;
-  return chi_square_p_value(chi2, bins - 1);
-}
-
 // n_draws seeded samples (seeds seed0, seed0 + 1, ...) at temperature 1 from `engine` of a
 // three-character output under a regex whose second character's allowed set depends on the first
 // (no multi-character token of the fixture vocabulary starts with d, e or f), checked against the
@@ -207,7 +181,9 @@ inline void constrained_chi_square(Engine& engine, const Transformer& model, int
   }
   for (const auto& [s, n] : observed)
     ASSERT_TRUE(expected.count(s)) << "a sample outside the grammar's support";
-  *p_value = chi_square(expected, observed, n_draws, bins);
+  const ChiSquare chi = pooled_chi_square(expected, observed, n_draws);
+  *p_value = chi.p_value;
+  *bins = chi.bins;
 }
 
 }  // namespace vela::test

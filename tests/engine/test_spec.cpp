@@ -298,30 +298,13 @@ TEST(Spec, SampledDistributionMatchesTheTargetChiSquare) {
   for (const RequestResult& r : engine.generate(reqs)) ++observed[r.completions[0].tokens];
   for (const auto& [seq, n] : observed)
     ASSERT_TRUE(expected.count(seq)) << "a sample outside the target's support";
-  // Pool outcomes expected fewer than 5 times into one bin.
-  double chi2 = 0, pooled_e = 0, pooled_o = 0;
-  int bins = 0;
-  for (const auto& [seq, p] : expected) {
-    double e = p * n_draws, o = observed.count(seq) ? observed[seq] : 0;
-    if (e < 5) {
-      pooled_e += e;
-      pooled_o += o;
-      continue;
-    }
-    chi2 += (o - e) * (o - e) / e;
-    ++bins;
-  }
-  if (pooled_e > 0) {
-    chi2 += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
-    ++bins;
-  }
-  double p_value = chi_square_p_value(chi2, bins - 1);
+  const test::ChiSquare chi = test::pooled_chi_square(expected, observed, n_draws);
   EngineStats st = engine.stats();
   std::printf(
       "[spec chi-square] %d draws, %d bins, chi2 %.2f, p %.3f; drafted %lld, accepted %lld\n",
-      n_draws, bins, chi2, p_value, static_cast<long long>(st.speculative.drafted),
+      n_draws, chi.bins, chi.chi2, chi.p_value, static_cast<long long>(st.speculative.drafted),
       static_cast<long long>(st.speculative.accepted));
-  EXPECT_GT(p_value, 1e-3);
+  EXPECT_GT(chi.p_value, 1e-3);
   EXPECT_GT(st.speculative.accepted, n_draws / 20) << "too few accepted drafts to test acceptance";
   EXPECT_LT(st.speculative.accepted, st.speculative.drafted) << "no rejections to test";
 }

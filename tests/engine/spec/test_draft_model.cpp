@@ -244,8 +244,6 @@ INSTANTIATE_TEST_SUITE_P(Strategies, DraftParity,
                                            Variant{"paged4", "paged", 4}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-using test::chi_square_p_value;
-
 std::vector<double> target_probs(const Transformer& m, const std::vector<int32_t>& seq, float T,
                                  int top_k) {
   int64_t t = static_cast<int64_t>(seq.size()), V = m.config.vocab_size;
@@ -303,30 +301,14 @@ TEST(DraftModel, SampledDistributionMatchesTheTargetChiSquare) {
   for (const RequestResult& r : engine.generate(reqs)) ++observed[r.completions[0].tokens];
   for (const auto& [seq, n] : observed)
     ASSERT_TRUE(expected.count(seq)) << "a sample outside the target's support";
-  double chi2 = 0, pooled_e = 0, pooled_o = 0;
-  int bins = 0;
-  for (const auto& [seq, p] : expected) {
-    double e = p * n_draws, o = observed.count(seq) ? observed[seq] : 0;
-    if (e < 5) {
-      pooled_e += e;
-      pooled_o += o;
-      continue;
-    }
-    chi2 += (o - e) * (o - e) / e;
-    ++bins;
-  }
-  if (pooled_e > 0) {
-    chi2 += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
-    ++bins;
-  }
-  double p_value = chi_square_p_value(chi2, bins - 1);
+  const test::ChiSquare chi = test::pooled_chi_square(expected, observed, n_draws);
   SpeculativeStats st = engine.stats().speculative;
   std::printf(
       "[draft chi-square] %d draws, %d bins, chi2 %.2f, p %.3f; drafted %lld, accepted "
       "%lld (%.3f), %.2f tokens/step\n",
-      n_draws, bins, chi2, p_value, static_cast<long long>(st.drafted),
+      n_draws, chi.bins, chi.chi2, chi.p_value, static_cast<long long>(st.drafted),
       static_cast<long long>(st.accepted), st.acceptance_rate(), st.tokens_per_step());
-  EXPECT_GT(p_value, 1e-3);
+  EXPECT_GT(chi.p_value, 1e-3);
   EXPECT_GT(st.acceptance_rate(), 0.1) << "too few accepted drafts to test acceptance";
   EXPECT_LT(st.acceptance_rate(), 0.9) << "too few rejections to test the residual draw";
   EXPECT_EQ(engine.check_integrity(), "");

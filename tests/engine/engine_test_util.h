@@ -1,8 +1,11 @@
 // Engine test helpers: greedy requests max_tokens long with EOS ignored (so the length is exact),
-// and a batch submitted at one step boundary.
+// a batch submitted at one step boundary, and the KV variants the parity tests run over.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,6 +34,18 @@ inline std::vector<RequestResult> run_together(Engine& e, const std::vector<Requ
   std::vector<RequestResult> out;
   for (auto& h : handles) out.push_back(h->wait());
   return out;
+}
+
+// One KV layout of a parameterized engine test: EngineConfig::kv_strategy and page_size.
+struct KvVariant {
+  const char* name;
+  const char* strategy;
+  int32_t page_size;
+};
+
+// The test name suffix of a KvVariant (INSTANTIATE_TEST_SUITE_P's name generator).
+inline std::string kv_variant_name(const ::testing::TestParamInfo<KvVariant>& info) {
+  return info.param.name;
 }
 
 }  // namespace vela::test

@@ -1,8 +1,8 @@
 // Shared by the constrained speculative-decoding tests (test_spec_constrained.cpp: prompt lookup;
 // spec/test_draft_constrained.cpp: the draft model): the CPU fixture engine with a character
 // tokenizer, a mix of constrained requests, the validity check of an output against its grammar
-// (a GrammarMatcher over its tokens), and the exact masked target distribution of a finite
-// grammar (teacher forcing) with its chi-square test.
+// (a GrammarMatcher over its tokens), the exact masked target distribution of a finite grammar
+// (teacher forcing) with its chi-square test, and constrained requests cancelled mid-speculation.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,10 +17,9 @@
 #include "engine/constrain_test_util.h"
 #include "engine/engine.h"
 #include "engine/spec/spec_config.h"
+#include "engine/spec_test_util.h"
 
 namespace vela::test {
-
-inline const std::string kSpecFixtureModel = "fixtures/models/qwen3_qknorm";
 
 inline std::vector<int32_t> encode(const Tokenizer& tok, const std::string& text) {
   return tok.encode(text, /*add_special_tokens=*/false);
@@ -28,18 +27,6 @@ inline std::vector<int32_t> encode(const Tokenizer& tok, const std::string& text
 
 inline bool allowed(const std::vector<uint32_t>& bits, int32_t id) {
   return (bits[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u;
-}
-
-inline EngineConfig fixture_config(const std::string& strategy, int32_t page_size,
-                                   const std::string& spec) {
-  EngineConfig cfg;
-  cfg.kv_strategy = strategy;
-  cfg.page_size = page_size;
-  cfg.max_seqs = 4;              // fewer rows than requests: rows recycled, batches mixed
-  cfg.max_tokens_per_step = 13;  // chunked prefills beside decodes and verification rows
-  cfg.max_ctx = 64;
-  cfg.speculative = SpeculativeConfig::parse(spec);
-  return cfg;
 }
 
 // draft: a draft model (cfg.speculative "draft=..."), or null.
@@ -184,6 +171,35 @@ inline void constrained_chi_square(Engine& engine, const Transformer& model, int
   const ChiSquare chi = pooled_chi_square(expected, observed, n_draws);
   *p_value = chi.p_value;
   *bins = chi.bins;
+}
+
+// Eight long constrained requests from a repetitive prompt (a regex and a JSON Schema in turn,
+// greedy and sampled) submitted to `engine` (the random JSON-test model) and cancelled while they
+// speculate (cancel_mid_speculation); then each output must be error-free and valid under its
+// grammar.
+inline void cancel_constrained_mid_speculation(Engine& engine) {
+  const std::vector<Constraint> cs = {
+      Constraint::regex("((ab|ba)+ )*c"),
+      Constraint::json_schema(json::parse(R"({"type":"array","items":{"type":"string"}})"))};
+  std::vector<RequestHandlePtr> handles;
+  std::vector<Constraint> of;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = encode(*engine.tokenizer(), "ab ba ab ba ab");
+    r.params.constraint = cs[static_cast<size_t>(i % 2)];
+    r.params.max_tokens = 900;
+    r.params.temperature = i % 4 < 2 ? 0.0f : 0.5f;
+    r.params.seed = static_cast<uint64_t>(i);
+    of.push_back(r.params.constraint);
+    handles.push_back(engine.submit(r));
+  }
+  cancel_mid_speculation(engine, handles, /*may_finish=*/true);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const Completion x = handles[i]->wait().completions[0];
+    EXPECT_TRUE(x.error.empty()) << x.error;
+    expect_valid(engine, of[i], x, "request " + std::to_string(i));
+  }
 }
 
 }  // namespace vela::test

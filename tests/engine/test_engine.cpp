@@ -43,6 +43,7 @@ std::vector<int32_t> plain_greedy(const Transformer& m, std::vector<int32_t> seq
 }
 
 using test::greedy_request;
+using test::KvVariant;
 
 // Prompts of mixed lengths derived from the fixture prompt.
 std::vector<std::vector<int32_t>> mixed_prompts(const std::vector<int32_t>& base) {
@@ -55,16 +56,10 @@ std::vector<std::vector<int32_t>> mixed_prompts(const std::vector<int32_t>& base
   return out;
 }
 
-struct Variant {
-  const char* name;
-  const char* strategy;
-  int32_t page_size;
-};
-
-class EngineParity : public ::testing::TestWithParam<Variant> {};
+class EngineParity : public ::testing::TestWithParam<KvVariant> {};
 
 TEST_P(EngineParity, GreedyEqualsPlainForwardAloneAndInBusyBatches) {
-  const Variant v = GetParam();
+  const KvVariant v = GetParam();
   Ref ref = reference(kModel);
   Transformer plain = Transformer::load(kModel);
   EngineConfig cfg;
@@ -90,10 +85,10 @@ TEST_P(EngineParity, GreedyEqualsPlainForwardAloneAndInBusyBatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, EngineParity,
-                         ::testing::Values(Variant{"contiguous", "contiguous", 1},
-                                           Variant{"paged1", "paged", 1},
-                                           Variant{"paged16", "paged", 16}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         ::testing::Values(KvVariant{"contiguous", "contiguous", 1},
+                                           KvVariant{"paged1", "paged", 1},
+                                           KvVariant{"paged16", "paged", 16}),
+                         test::kv_variant_name);
 
 TEST(Engine, PrefixReuseReportsCachedTokensAndKeepsOutput) {
   Ref ref = reference(kModel);

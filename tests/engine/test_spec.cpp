@@ -11,16 +11,18 @@
 
 #include "core/json.h"
 #include "engine/char_tokenizer.h"
+#include "engine/chi_square_util.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "engine/spec/prompt_lookup.h"
 #include "engine/spec/rejection.h"
 #include "engine/spec/spec_config.h"
-#include "engine/chi_square_util.h"
+#include "engine/spec_test_util.h"
 
 namespace vela {
 namespace {
 
-const std::string kModel = "fixtures/models/qwen3_qknorm";
+using namespace test;  // NOLINT: the shared helpers of spec_test_util.h
 
 TEST(PromptLookup, ProposesWhatFollowedTheLatestMatchOfTheLongestSuffix) {
   std::vector<int32_t> d;
@@ -51,19 +53,11 @@ TEST(SpeculativeConfig, ParsesAndRejectsWithClearErrors) {
   EXPECT_FALSE(SpeculativeConfig::parse("off").enabled());
   EXPECT_FALSE(SpeculativeConfig::parse("").enabled());
   EXPECT_EQ(SpeculativeConfig::parse("ngram").k, 4);
-  auto message = [](const std::string& s) {
-    try {
-      SpeculativeConfig::parse(s);
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message("medusa").find("unknown method 'medusa'"), std::string::npos);
-  EXPECT_NE(message("ngram,k=0").find("k must be in [1, 16]"), std::string::npos);
-  EXPECT_NE(message("ngram,k=x").find("k must be an integer"), std::string::npos);
-  EXPECT_NE(message("ngram,depth=2").find("unknown key 'depth'"), std::string::npos);
-  EXPECT_NE(message("ngram,k").find("expected key=value"), std::string::npos);
+  EXPECT_NE(spec_parse_error("medusa").find("unknown method 'medusa'"), std::string::npos);
+  EXPECT_NE(spec_parse_error("ngram,k=0").find("k must be in [1, 16]"), std::string::npos);
+  EXPECT_NE(spec_parse_error("ngram,k=x").find("k must be an integer"), std::string::npos);
+  EXPECT_NE(spec_parse_error("ngram,depth=2").find("unknown key 'depth'"), std::string::npos);
+  EXPECT_NE(spec_parse_error("ngram,k").find("expected key=value"), std::string::npos);
 }
 
 TEST(SpeculativeConfig, RequestFieldOptsOut) {
@@ -83,17 +77,6 @@ TEST(Rejection, PointMassAcceptsTheMatchingPrefix) {
   EXPECT_EQ(accept_point_mass(all, drafts, 0), 0);
 }
 
-Request make_request(std::vector<int32_t> prompt, int max_tokens, float temperature,
-                     uint64_t seed) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.params.temperature = temperature;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  r.params.seed = seed;
-  return r;
-}
-
 // Repetitive prompts (prompt lookup finds matches) and plain ones, of mixed lengths.
 std::vector<std::vector<int32_t>> spec_prompts() {
   return {{3, 9, 27, 81, 3, 9, 27, 81, 3, 9},
@@ -105,30 +88,14 @@ std::vector<std::vector<int32_t>> spec_prompts() {
           {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}};
 }
 
-EngineConfig spec_config(const std::string& strategy, int32_t page_size, const std::string& spec) {
-  EngineConfig cfg;
-  cfg.kv_strategy = strategy;
-  cfg.page_size = page_size;
-  cfg.max_seqs = 4;              // fewer rows than requests: rows recycled, batches mixed
-  cfg.max_tokens_per_step = 13;  // chunked prefills beside decodes and verification rows
-  cfg.max_ctx = 64;
-  cfg.speculative = SpeculativeConfig::parse(spec);
-  return cfg;
-}
-
-struct Variant {
-  const char* name;
-  const char* strategy;
-  int32_t page_size;
-};
-
-class SpecParity : public ::testing::TestWithParam<Variant> {};
+class SpecParity : public ::testing::TestWithParam<KvVariant> {};
 
 TEST_P(SpecParity, OutputIdenticalWithAndWithoutSpeculation) {
-  const Variant v = GetParam();
-  Engine plain(Transformer::load(kModel), nullptr, spec_config(v.strategy, v.page_size, "off"));
-  Engine spec(Transformer::load(kModel), nullptr,
-              spec_config(v.strategy, v.page_size, "ngram,k=4"));
+  const KvVariant v = GetParam();
+  Engine plain(Transformer::load(kSpecFixtureModel), nullptr,
+               fixture_config(v.strategy, v.page_size, "off"));
+  Engine spec(Transformer::load(kSpecFixtureModel), nullptr,
+              fixture_config(v.strategy, v.page_size, "ngram,k=4"));
   std::vector<Request> reqs;
   auto prompts = spec_prompts();
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -168,19 +135,19 @@ TEST_P(SpecParity, OutputIdenticalWithAndWithoutSpeculation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, SpecParity,
-                         ::testing::Values(Variant{"contiguous", "contiguous", 1},
-                                           Variant{"paged1", "paged", 1},
-                                           Variant{"paged16", "paged", 16}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         ::testing::Values(KvVariant{"contiguous", "contiguous", 1},
+                                           KvVariant{"paged1", "paged", 1},
+                                           KvVariant{"paged16", "paged", 16}),
+                         kv_variant_name);
 
 TEST(Spec, KvPressurePreemptsAndDropsDraftsWithoutChangingOutput) {
   // A pool of 96 slots for 4 rows of up to 50 tokens: drafts must sometimes be dropped for lack of
   // pages, and tasks preempted (recomputed); the output still equals the unpressured run.
-  EngineConfig loose = spec_config("paged", 4, "off");
-  EngineConfig tight = spec_config("paged", 4, "ngram,k=6");
+  EngineConfig loose = fixture_config("paged", 4, "off");
+  EngineConfig tight = fixture_config("paged", 4, "ngram,k=6");
   tight.n_kv_slots = 96;
-  Engine plain(Transformer::load(kModel), nullptr, loose);
-  Engine spec(Transformer::load(kModel), nullptr, tight);
+  Engine plain(Transformer::load(kSpecFixtureModel), nullptr, loose);
+  Engine spec(Transformer::load(kSpecFixtureModel), nullptr, tight);
   std::vector<Request> reqs;
   auto prompts = spec_prompts();
   for (size_t i = 0; i < prompts.size(); ++i)
@@ -197,9 +164,10 @@ TEST(Spec, KvPressurePreemptsAndDropsDraftsWithoutChangingOutput) {
 
 TEST(Spec, StopStringsAndStopTokensCutAcceptedDrafts) {
   // One printable character per token (engine/char_tokenizer.h).
-  EngineConfig off = spec_config("paged", 4, "off"), on = spec_config("paged", 4, "ngram,k=6");
-  Engine plain(Transformer::load(kModel), test::char_tokenizer(), off);
-  Engine spec(Transformer::load(kModel), test::char_tokenizer(), on);
+  EngineConfig off = fixture_config("paged", 4, "off"),
+               on = fixture_config("paged", 4, "ngram,k=6");
+  Engine plain(Transformer::load(kSpecFixtureModel), test::char_tokenizer(), off);
+  Engine spec(Transformer::load(kSpecFixtureModel), test::char_tokenizer(), on);
   for (const auto& prompt : spec_prompts()) {
     Request r = make_request(prompt, 30, 0.0f, 0);
     Completion full = plain.generate({r})[0].completions[0];
@@ -225,31 +193,11 @@ TEST(Spec, StopStringsAndStopTokensCutAcceptedDrafts) {
   EXPECT_EQ(spec.stats().kv_pages_used, spec.stats().kv_pages_cached);
 }
 
-using test::chi_square_p_value;
-
 TEST(ChiSquare, PValueMatchesKnownQuantiles) {
   EXPECT_NEAR(chi_square_p_value(3.841, 1), 0.05, 1e-3);
   EXPECT_NEAR(chi_square_p_value(18.307, 10), 0.05, 1e-3);
   EXPECT_NEAR(chi_square_p_value(82.529, 63), 0.05, 1e-3);
   EXPECT_NEAR(chi_square_p_value(63.0, 63), 0.475, 0.01);
-}
-
-// The target's sampling distribution at the end of `seq` (temperature T, top-k), by the plain
-// dense forward path.
-std::vector<double> target_probs(const Transformer& m, const std::vector<int32_t>& seq, float T,
-                                 int top_k) {
-  int64_t t = static_cast<int64_t>(seq.size()), V = m.config.vocab_size;
-  Tensor l = m.forward_dense(Tensor::from_vector(seq, {1, t}));
-  const float* row = l.data<float>() + (t - 1) * V;
-  std::vector<float> sorted(row, row + V);
-  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-  float kth = sorted[static_cast<size_t>(top_k - 1)], mx = sorted[0];
-  std::vector<double> p(static_cast<size_t>(V), 0.0);
-  double sum = 0;
-  for (int64_t i = 0; i < V; ++i)
-    if (row[i] >= kth) sum += p[static_cast<size_t>(i)] = std::exp((row[i] - mx) / T);
-  for (double& x : p) x /= sum;
-  return p;
 }
 
 // Seeded draws of the first three tokens, with prompt lookup proposing drafts at tokens 2 and 3
@@ -259,7 +207,7 @@ std::vector<double> target_probs(const Transformer& m, const std::vector<int32_t
 TEST(Spec, SampledDistributionMatchesTheTargetChiSquare) {
   const float T = 1.0f;
   const int top_k = 3, n_draws = 3000;
-  Transformer m = Transformer::load(kModel);
+  Transformer m = Transformer::load(kSpecFixtureModel);
   std::vector<int32_t> prompt = {3, 9, 27, 81};
   for (int i = 0; i < 20; ++i) {
     std::vector<double> p = target_probs(m, prompt, T, 1);
@@ -283,11 +231,11 @@ TEST(Spec, SampledDistributionMatchesTheTargetChiSquare) {
               p1[static_cast<size_t>(a)] * p2[static_cast<size_t>(b)] * p3[static_cast<size_t>(c)];
     }
   }
-  EngineConfig cfg = spec_config("paged", 4, "ngram,k=4");
+  EngineConfig cfg = fixture_config("paged", 4, "ngram,k=4");
   cfg.max_seqs = 32;
   cfg.max_tokens_per_step = 256;
   cfg.max_waiting = 2 * n_draws;
-  Engine engine(Transformer::load(kModel), nullptr, cfg);
+  Engine engine(Transformer::load(kSpecFixtureModel), nullptr, cfg);
   std::vector<Request> reqs;
   for (int i = 0; i < n_draws; ++i) {
     Request r = make_request(prompt, 3, T, 1000 + static_cast<uint64_t>(i));
@@ -312,29 +260,14 @@ TEST(Spec, SampledDistributionMatchesTheTargetChiSquare) {
 TEST(Spec, CancellationMidSpeculationLeaksNoKv) {
   // A random model (greedy from a repetitive prompt loops, so drafts are accepted) with a long
   // context; requests are cancelled while they speculate, others go on.
-  ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
-    "vocab_size": 64, "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024})"));
-  EngineConfig cfg;
-  cfg.max_ctx = 1024;
-  cfg.page_size = 4;
-  cfg.max_seqs = 8;
-  cfg.speculative = SpeculativeConfig::parse("ngram,k=5");
-  Engine engine(Transformer::random(mc, DType::kF32, Device::cpu(), 11), nullptr, cfg);
+  Engine engine(long_context_model(), nullptr,
+                cancellation_config(SpeculativeConfig::parse("ngram,k=5")));
   std::vector<RequestHandlePtr> handles;
   for (int i = 0; i < 8; ++i) {
     Request r = make_request({1, 2, 3, 1, 2, 3, 1, 2}, 900, i % 2 ? 0.0f : 0.5f, i);
     handles.push_back(engine.submit(r));
   }
-  StreamEvent ev;
-  for (auto& h : handles) ASSERT_TRUE(h->next(ev));
-  for (size_t i = 0; i < handles.size(); i += 2) handles[i]->cancel();
-  EXPECT_EQ(engine.check_integrity(), "");
-  for (size_t i = 1; i < handles.size(); i += 2) {
-    for (int j = 0; j < 5; ++j) ASSERT_TRUE(handles[i]->next(ev));
-    handles[i]->cancel();
-    EXPECT_EQ(engine.check_integrity(), "");
-  }
+  ASSERT_NO_FATAL_FAILURE(cancel_mid_speculation(engine, handles, /*may_finish=*/false));
   int n_cancelled = 0;
   for (auto& h : handles) {
     FinishReason r = h->wait().completions[0].finish_reason;
@@ -342,13 +275,7 @@ TEST(Spec, CancellationMidSpeculationLeaksNoKv) {
     n_cancelled += r == FinishReason::kCancelled;
   }
   EXPECT_GE(n_cancelled, 4);
-  for (int i = 0; i < 100 && engine.stats().running != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EngineStats st = engine.stats();
-  EXPECT_EQ(st.running, 0);
-  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
-  EXPECT_GT(st.speculative.rows, 0);
-  EXPECT_EQ(engine.check_integrity(), "");
+  expect_drained_after_cancellation(engine);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/constrain/batch_masks.h"
+#include "engine/engine_test_util.h"
 #include "engine/spec_constrain_util.h"
 
 namespace vela {
@@ -59,16 +60,10 @@ TEST(SpecGrammarWalk, GroupMasksFollowTheDraftsAndLeaveTheMatcherUnchanged) {
   EXPECT_EQ(masks.row_bits(3), nullptr);
 }
 
-struct Variant {
-  const char* name;
-  const char* strategy;
-  int32_t page_size;
-};
-
-class SpecConstrainedParity : public ::testing::TestWithParam<Variant> {};
+class SpecConstrainedParity : public ::testing::TestWithParam<KvVariant> {};
 
 TEST_P(SpecConstrainedParity, OutputIdenticalWithAndWithoutSpeculation) {
-  const Variant v = GetParam();
+  const KvVariant v = GetParam();
   auto plain = fixture_engine(fixture_config(v.strategy, v.page_size, "off"));
   auto spec = fixture_engine(fixture_config(v.strategy, v.page_size, "ngram,k=4"));
   const std::vector<Request> reqs = constrained_requests(*plain->tokenizer());
@@ -119,9 +114,9 @@ TEST_P(SpecConstrainedParity, OutputIdenticalWithAndWithoutSpeculation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, SpecConstrainedParity,
-                         ::testing::Values(Variant{"contiguous", "contiguous", 1},
-                                           Variant{"paged4", "paged", 4}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         ::testing::Values(KvVariant{"contiguous", "contiguous", 1},
+                                           KvVariant{"paged4", "paged", 4}),
+                         kv_variant_name);
 
 TEST(SpecConstrained, KvPressurePreemptsAndDropsDraftsWithoutChangingOutput) {
   // A pool of 96 slots for 4 rows: drafts are sometimes dropped for lack of pages and tasks
@@ -177,49 +172,9 @@ TEST(SpecConstrained, SampledDistributionUnderAGrammarMatchesTheTargetChiSquare)
 
 TEST(SpecConstrained, CancellationMidSpeculationLeaksNoKvAndOutputsStayValid) {
   // The random JSON-test model (long context): greedy under a mask loops, so drafts are accepted.
-  EngineConfig cfg;
-  cfg.max_ctx = 1024;
-  cfg.page_size = 4;
-  cfg.max_seqs = 8;
-  cfg.speculative = SpeculativeConfig::parse("ngram,k=5");
-  auto engine = json_test_engine(cfg);
-  const std::vector<Constraint> cs = {
-      Constraint::regex("((ab|ba)+ )*c"),
-      Constraint::json_schema(json::parse(R"({"type":"array","items":{"type":"string"}})"))};
-  std::vector<RequestHandlePtr> handles;
-  std::vector<Constraint> of;
-  for (int i = 0; i < 8; ++i) {
-    Request r;
-    r.prompt = encode(*engine->tokenizer(), "ab ba ab ba ab");
-    r.params.constraint = cs[static_cast<size_t>(i % 2)];
-    r.params.max_tokens = 900;
-    r.params.temperature = i % 4 < 2 ? 0.0f : 0.5f;
-    r.params.seed = static_cast<uint64_t>(i);
-    of.push_back(r.params.constraint);
-    handles.push_back(engine->submit(r));
-  }
-  StreamEvent ev;
-  for (auto& h : handles) ASSERT_TRUE(h->next(ev));
-  for (size_t i = 0; i < handles.size(); i += 2) handles[i]->cancel();
-  EXPECT_EQ(engine->check_integrity(), "");
-  for (size_t i = 1; i < handles.size(); i += 2) {
-    for (int j = 0; j < 5; ++j)
-      if (!handles[i]->next(ev)) break;
-    handles[i]->cancel();
-    EXPECT_EQ(engine->check_integrity(), "");
-  }
-  for (size_t i = 0; i < handles.size(); ++i) {
-    const Completion x = handles[i]->wait().completions[0];
-    EXPECT_TRUE(x.error.empty()) << x.error;
-    expect_valid(*engine, of[i], x, "request " + std::to_string(i));
-  }
-  for (int i = 0; i < 100 && engine->stats().running != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EngineStats st = engine->stats();
-  EXPECT_EQ(st.running, 0);
-  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
-  EXPECT_GT(st.speculative.rows, 0);
-  EXPECT_EQ(engine->check_integrity(), "");
+  auto engine = json_test_engine(cancellation_config(SpeculativeConfig::parse("ngram,k=5")));
+  ASSERT_NO_FATAL_FAILURE(cancel_constrained_mid_speculation(*engine));
+  expect_drained_after_cancellation(*engine);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/engine_test_util.h"
 #include "engine/spec_constrain_util.h"
 
 namespace vela {
@@ -20,40 +21,15 @@ namespace {
 
 using namespace test;  // NOLINT: the shared helpers of spec_constrain_util.h
 
-EngineConfig draft_fixture_config(const std::string& strategy, int32_t page_size, int32_t k) {
-  EngineConfig cfg = fixture_config(strategy, page_size, "off");
-  cfg.speculative.method = SpeculativeConfig::Method::kDraft;
-  cfg.speculative.k = k;
-  return cfg;
-}
-
-// The fixture with its LM head perturbed (as test_draft_model.cpp): the same vocabulary, a
-// distribution that agrees with the target often, not always.
-std::unique_ptr<Transformer> perturbed(float noise, uint64_t seed) {
-  auto d = std::make_unique<Transformer>(Transformer::load(kSpecFixtureModel));
-  Tensor& w = d->lm_head.weight;
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::normal_distribution<float> nd(0.0f, noise);
-  float* x = w.data<float>();
-  for (int64_t i = 0; i < w.numel(); ++i) x[i] += nd(rng);
-  return d;
-}
-
-struct Variant {
-  const char* name;
-  const char* strategy;
-  int32_t page_size;
-};
-
-class DraftConstrainedParity : public ::testing::TestWithParam<Variant> {};
+class DraftConstrainedParity : public ::testing::TestWithParam<KvVariant> {};
 
 TEST_P(DraftConstrainedParity, GreedyOutputIdenticalWithAndWithoutTheDraftModel) {
-  const Variant v = GetParam();
+  const KvVariant v = GetParam();
   auto plain = fixture_engine(fixture_config(v.strategy, v.page_size, "off"));
   auto same = fixture_engine(draft_fixture_config(v.strategy, v.page_size, 4),
                              std::make_unique<Transformer>(Transformer::load(kSpecFixtureModel)));
   auto other =
-      fixture_engine(draft_fixture_config(v.strategy, v.page_size, 4), perturbed(0.15f, 1));
+      fixture_engine(draft_fixture_config(v.strategy, v.page_size, 4), perturbed_draft(0.15f, 1));
   std::vector<Request> reqs;
   for (Request r : constrained_requests(*plain->tokenizer())) {
     if (r.params.temperature != 0.0f) {  // the sampled twin of each: greedy, with a penalty
@@ -99,14 +75,14 @@ TEST_P(DraftConstrainedParity, GreedyOutputIdenticalWithAndWithoutTheDraftModel)
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, DraftConstrainedParity,
-                         ::testing::Values(Variant{"contiguous", "contiguous", 1},
-                                           Variant{"paged4", "paged", 4}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         ::testing::Values(KvVariant{"contiguous", "contiguous", 1},
+                                           KvVariant{"paged4", "paged", 4}),
+                         kv_variant_name);
 
 // Sampled constrained requests through the general rule (n = 2 siblings, logprobs, stop strings,
 // penalties): every output valid, no errors, finite logprobs of the emitted (allowed) tokens.
 TEST(DraftConstrained, SampledRequestsStayValid) {
-  auto engine = fixture_engine(draft_fixture_config("paged", 4, 4), perturbed(0.15f, 3));
+  auto engine = fixture_engine(draft_fixture_config("paged", 4, 4), perturbed_draft(0.15f, 3));
   std::vector<Request> reqs = constrained_requests(*engine->tokenizer());
   for (Request& r : reqs) r.params.temperature = 0.9f;
   auto res = engine->generate(reqs);
@@ -158,53 +134,12 @@ TEST(DraftConstrained, SampledDistributionUnderAGrammarMatchesTheTargetChiSquare
 TEST(DraftConstrained, CancellationMidSpeculationLeaksNoKvAndOutputsStayValid) {
   // The random JSON-test model as target and (the same seed) draft: long contexts, drafts
   // accepted; requests cancelled while they speculate.
-  EngineConfig cfg;
-  cfg.max_ctx = 1024;
-  cfg.page_size = 4;
-  cfg.max_seqs = 8;
-  cfg.speculative.method = SpeculativeConfig::Method::kDraft;
-  cfg.speculative.k = 5;
-  Engine engine(json_test_model(11), json_test_tokenizer(), cfg,
+  Engine engine(json_test_model(11), json_test_tokenizer(),
+                cancellation_config(draft_speculation(5)),
                 std::make_unique<Transformer>(json_test_model(11)));
-  const std::vector<Constraint> cs = {
-      Constraint::regex("((ab|ba)+ )*c"),
-      Constraint::json_schema(json::parse(R"({"type":"array","items":{"type":"string"}})"))};
-  std::vector<RequestHandlePtr> handles;
-  std::vector<Constraint> of;
-  for (int i = 0; i < 8; ++i) {
-    Request r;
-    r.prompt = encode(*engine.tokenizer(), "ab ba ab ba ab");
-    r.params.constraint = cs[static_cast<size_t>(i % 2)];
-    r.params.max_tokens = 900;
-    r.params.temperature = i % 4 < 2 ? 0.0f : 0.5f;
-    r.params.seed = static_cast<uint64_t>(i);
-    of.push_back(r.params.constraint);
-    handles.push_back(engine.submit(r));
-  }
-  StreamEvent ev;
-  for (auto& h : handles) ASSERT_TRUE(h->next(ev));
-  for (size_t i = 0; i < handles.size(); i += 2) handles[i]->cancel();
-  EXPECT_EQ(engine.check_integrity(), "");
-  for (size_t i = 1; i < handles.size(); i += 2) {
-    for (int j = 0; j < 5; ++j)
-      if (!handles[i]->next(ev)) break;
-    handles[i]->cancel();
-    EXPECT_EQ(engine.check_integrity(), "");
-  }
-  for (size_t i = 0; i < handles.size(); ++i) {
-    const Completion x = handles[i]->wait().completions[0];
-    EXPECT_TRUE(x.error.empty()) << x.error;
-    expect_valid(engine, of[i], x, "request " + std::to_string(i));
-  }
-  for (int i = 0; i < 100 && engine.stats().running != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EngineStats st = engine.stats();
-  EXPECT_EQ(st.running, 0);
-  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
-  EXPECT_GT(st.speculative.rows, 0);
-  EXPECT_GT(st.speculative.accepted, 0);
-  // Also checks the draft cache: no draft KV left for tasks the target has freed.
-  EXPECT_EQ(engine.check_integrity(), "");
+  ASSERT_NO_FATAL_FAILURE(cancel_constrained_mid_speculation(engine));
+  expect_drained_after_cancellation(engine);  // the draft cache checked too
+  EXPECT_GT(engine.stats().speculative.accepted, 0);
 }
 
 }  // namespace

@@ -18,16 +18,18 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "engine/char_tokenizer.h"
+#include "engine/chi_square_util.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "engine/runtime/sampler.h"
 #include "engine/spec/rejection.h"
 #include "engine/spec/spec_config.h"
-#include "engine/chi_square_util.h"
+#include "engine/spec_test_util.h"
 
 namespace vela {
 namespace {
 
-const std::string kModel = "fixtures/models/qwen3_qknorm";
+using namespace test;  // NOLINT: the shared helpers of spec_test_util.h
 
 TEST(DraftConfig, ParsesAndRejectsWithClearErrors) {
   SpeculativeConfig c = SpeculativeConfig::parse("draft=models/d,k=3");
@@ -37,19 +39,12 @@ TEST(DraftConfig, ParsesAndRejectsWithClearErrors) {
   EXPECT_EQ(c.k, 3);
   EXPECT_EQ(c.describe(), "draft=models/d,k=3");
   EXPECT_EQ(SpeculativeConfig::parse("draft=x").k, 4);
-  auto message = [](const std::string& s) {
-    try {
-      SpeculativeConfig::parse(s);
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message("draft=").find("needs the draft model's directory"), std::string::npos);
-  EXPECT_NE(message("draft").find("needs the draft model's directory"), std::string::npos);
-  EXPECT_NE(message("draft=d,ngram_max=2").find("unknown key 'ngram_max' for draft"),
+  EXPECT_NE(spec_parse_error("draft=").find("needs the draft model's directory"),
             std::string::npos);
-  EXPECT_NE(message("draft=d,k=17").find("k must be in [1, 16]"), std::string::npos);
+  EXPECT_NE(spec_parse_error("draft").find("needs the draft model's directory"), std::string::npos);
+  EXPECT_NE(spec_parse_error("draft=d,ngram_max=2").find("unknown key 'ngram_max' for draft"),
+            std::string::npos);
+  EXPECT_NE(spec_parse_error("draft=d,k=17").find("k must be in [1, 16]"), std::string::npos);
 }
 
 // The emitted token's distribution under the general rule, integrated exactly over x ~ q and a
@@ -141,65 +136,24 @@ TEST(SamplerDistribution, IsWhatSampleDraws) {
   }
 }
 
-Request make_request(std::vector<int32_t> prompt, int max_tokens, float temperature,
-                     uint64_t seed) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.params.temperature = temperature;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  r.params.seed = seed;
-  return r;
-}
-
 std::vector<std::vector<int32_t>> prompts() {
   return {{3, 9, 27, 81, 3, 9, 27, 81, 3, 9}, {5},       {11, 12, 13, 14, 15, 16, 17},
           {40, 41, 40, 41, 40, 41, 40},       {7, 7, 7}, {100, 3, 77, 100, 3, 77, 100}};
 }
 
-EngineConfig draft_config(const std::string& strategy, int32_t page_size, bool speculate) {
-  EngineConfig cfg;
-  cfg.kv_strategy = strategy;
-  cfg.page_size = page_size;
-  cfg.max_seqs = 4;              // fewer rows than requests: rows recycled, batches mixed
-  cfg.max_tokens_per_step = 13;  // chunked prefills beside decodes and verification rows
-  cfg.max_ctx = 64;
-  if (speculate) {
-    cfg.speculative.method = SpeculativeConfig::Method::kDraft;
-    cfg.speculative.k = 4;
-  }
-  return cfg;
-}
-
-// The fixture with its LM head perturbed: the same vocabulary, a different distribution (agrees
-// with the target often, not always).
-std::unique_ptr<Transformer> perturbed_draft(float noise, uint64_t seed) {
-  auto d = std::make_unique<Transformer>(Transformer::load(kModel));
-  Tensor& w = d->lm_head.weight;
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::normal_distribution<float> nd(0.0f, noise);
-  float* x = w.data<float>();
-  for (int64_t i = 0; i < w.numel(); ++i) x[i] += nd(rng);
-  return d;
-}
-
-struct Variant {
-  const char* name;
-  const char* strategy;
-  int32_t page_size;
-};
-
-class DraftParity : public ::testing::TestWithParam<Variant> {};
+class DraftParity : public ::testing::TestWithParam<KvVariant> {};
 
 TEST_P(DraftParity, GreedyOutputIdenticalWithAndWithoutTheDraftModel) {
-  const Variant v = GetParam();
-  Engine plain(Transformer::load(kModel), nullptr, draft_config(v.strategy, v.page_size, false));
+  const KvVariant v = GetParam();
+  Engine plain(Transformer::load(kSpecFixtureModel), nullptr,
+               fixture_config(v.strategy, v.page_size, "off"));
   // A draft equal to the target proposes what the target would emit: every draft accepted (its
   // KV followed the accepted tokens exactly); a perturbed one is sometimes wrong.
-  Engine same(Transformer::load(kModel), nullptr, draft_config(v.strategy, v.page_size, true),
-              std::make_unique<Transformer>(Transformer::load(kModel)));
-  Engine other(Transformer::load(kModel), nullptr, draft_config(v.strategy, v.page_size, true),
-               perturbed_draft(0.15f, 1));
+  Engine same(Transformer::load(kSpecFixtureModel), nullptr,
+              draft_fixture_config(v.strategy, v.page_size, 4),
+              std::make_unique<Transformer>(Transformer::load(kSpecFixtureModel)));
+  Engine other(Transformer::load(kSpecFixtureModel), nullptr,
+               draft_fixture_config(v.strategy, v.page_size, 4), perturbed_draft(0.15f, 1));
   std::vector<Request> reqs;
   auto ps = prompts();
   for (size_t i = 0; i < ps.size(); ++i) {
@@ -240,25 +194,9 @@ TEST_P(DraftParity, GreedyOutputIdenticalWithAndWithoutTheDraftModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, DraftParity,
-                         ::testing::Values(Variant{"contiguous", "contiguous", 1},
-                                           Variant{"paged4", "paged", 4}),
-                         [](const auto& info) { return std::string(info.param.name); });
-
-std::vector<double> target_probs(const Transformer& m, const std::vector<int32_t>& seq, float T,
-                                 int top_k) {
-  int64_t t = static_cast<int64_t>(seq.size()), V = m.config.vocab_size;
-  Tensor l = m.forward_dense(Tensor::from_vector(seq, {1, t}));
-  const float* row = l.data<float>() + (t - 1) * V;
-  std::vector<float> sorted(row, row + V);
-  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-  float kth = sorted[static_cast<size_t>(top_k - 1)], mx = sorted[0];
-  std::vector<double> p(static_cast<size_t>(V), 0.0);
-  double sum = 0;
-  for (int64_t i = 0; i < V; ++i)
-    if (row[i] >= kth) sum += p[static_cast<size_t>(i)] = std::exp((row[i] - mx) / T);
-  for (double& x : p) x /= sum;
-  return p;
-}
+                         ::testing::Values(KvVariant{"contiguous", "contiguous", 1},
+                                           KvVariant{"paged4", "paged", 4}),
+                         kv_variant_name);
 
 // Seeded draws of four tokens at temperature 1, top-k 3 (81 outcomes), with a draft whose
 // distribution differs from the target's (perturbed LM head): drafts are proposed for tokens 2-4,
@@ -267,7 +205,7 @@ std::vector<double> target_probs(const Transformer& m, const std::vector<int32_t
 TEST(DraftModel, SampledDistributionMatchesTheTargetChiSquare) {
   const float T = 1.0f;
   const int top_k = 3, n_draws = 3000, n_tokens = 4;
-  Transformer m = Transformer::load(kModel);
+  Transformer m = Transformer::load(kSpecFixtureModel);
   const std::vector<int32_t> prompt = {3, 9, 27, 81, 5, 6};
   std::map<std::vector<int32_t>, double> expected;
   std::function<void(std::vector<int32_t>, std::vector<int32_t>, double)> expand =
@@ -286,11 +224,11 @@ TEST(DraftModel, SampledDistributionMatchesTheTargetChiSquare) {
         }
       };
   expand(prompt, {}, 1.0);
-  EngineConfig cfg = draft_config("paged", 4, true);
+  EngineConfig cfg = draft_fixture_config("paged", 4, 4);
   cfg.max_seqs = 32;
   cfg.max_tokens_per_step = 256;
   cfg.max_waiting = 2 * n_draws;
-  Engine engine(Transformer::load(kModel), nullptr, cfg, perturbed_draft(0.1f, 2));
+  Engine engine(Transformer::load(kSpecFixtureModel), nullptr, cfg, perturbed_draft(0.1f, 2));
   std::vector<Request> reqs;
   for (int i = 0; i < n_draws; ++i) {
     Request r = make_request(prompt, n_tokens, T, 5000 + static_cast<uint64_t>(i));
@@ -315,45 +253,20 @@ TEST(DraftModel, SampledDistributionMatchesTheTargetChiSquare) {
 }
 
 TEST(DraftModel, CancellationMidSpeculationLeaksNoKv) {
-  ModelConfig mc = ModelConfig::from_json(json::parse(R"({"model_type": "llama",
-    "vocab_size": 64, "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024})"));
-  EngineConfig cfg;
-  cfg.max_ctx = 1024;
-  cfg.page_size = 4;
-  cfg.max_seqs = 8;
-  cfg.speculative.method = SpeculativeConfig::Method::kDraft;
-  cfg.speculative.k = 5;
-  Engine engine(
-      Transformer::random(mc, DType::kF32, Device::cpu(), 11), nullptr, cfg,
-      std::make_unique<Transformer>(Transformer::random(mc, DType::kF32, Device::cpu(), 11)));
+  Engine engine(long_context_model(), nullptr, cancellation_config(draft_speculation(5)),
+                std::make_unique<Transformer>(long_context_model()));
   std::vector<RequestHandlePtr> handles;
   for (int i = 0; i < 8; ++i) {
     Request r = make_request({1, 2, 3, 1, 2, 3, 1, 2}, 900, i % 2 ? 0.0f : 0.5f, i);
     handles.push_back(engine.submit(r));
   }
-  StreamEvent ev;
-  for (auto& h : handles) ASSERT_TRUE(h->next(ev));
-  for (size_t i = 0; i < handles.size(); i += 2) handles[i]->cancel();
-  EXPECT_EQ(engine.check_integrity(), "");
-  for (size_t i = 1; i < handles.size(); i += 2) {
-    for (int j = 0; j < 5; ++j) ASSERT_TRUE(handles[i]->next(ev));
-    handles[i]->cancel();
-    EXPECT_EQ(engine.check_integrity(), "");
-  }
+  ASSERT_NO_FATAL_FAILURE(cancel_mid_speculation(engine, handles, /*may_finish=*/false));
   for (auto& h : handles) {
     FinishReason r = h->wait().completions[0].finish_reason;
     EXPECT_TRUE(r == FinishReason::kCancelled || r == FinishReason::kLength);
   }
-  for (int i = 0; i < 100 && engine.stats().running != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EngineStats st = engine.stats();
-  EXPECT_EQ(st.running, 0);
-  EXPECT_EQ(st.kv_pages_used, st.kv_pages_cached) << "pages leaked";
-  EXPECT_GT(st.speculative.rows, 0);
-  EXPECT_GT(st.speculative.accepted, 0);
-  // Also checks the draft cache: no draft KV left for tasks the target has freed.
-  EXPECT_EQ(engine.check_integrity(), "");
+  expect_drained_after_cancellation(engine);  // the draft cache checked too
+  EXPECT_GT(engine.stats().speculative.accepted, 0);
 }
 
 json char_vocab_tokenizer(char first) {
@@ -366,8 +279,8 @@ json char_vocab_tokenizer(char first) {
 TEST(DraftModel, ADraftWithAnotherVocabularyIsRejectedClearly) {
   auto message = [](std::unique_ptr<Tokenizer> tok, std::unique_ptr<Transformer> draft) {
     try {
-      Engine e(Transformer::load(kModel), std::move(tok), draft_config("paged", 4, true),
-               std::move(draft));
+      Engine e(Transformer::load(kSpecFixtureModel), std::move(tok),
+               draft_fixture_config("paged", 4, 4), std::move(draft));
     } catch (const InvalidArgument& e) {
       return std::string(e.what());
     }
@@ -387,11 +300,11 @@ TEST(DraftModel, ADraftWithAnotherVocabularyIsRejectedClearly) {
                 .find("max_position_embeddings 32 is below"),
             std::string::npos);
   // Tokenizers that spell an id differently: loaded from a directory, compared id by id.
-  EngineConfig cfg = draft_config("paged", 4, true);
+  EngineConfig cfg = draft_fixture_config("paged", 4, 4);
   cfg.speculative.draft_dir = ::testing::TempDir() + "/vela_draft_vocab";
   std::filesystem::create_directories(cfg.speculative.draft_dir);
   for (const char* f : {"config.json", "model.safetensors"})
-    std::filesystem::copy_file(kModel + "/" + f, cfg.speculative.draft_dir + "/" + f,
+    std::filesystem::copy_file(kSpecFixtureModel + "/" + f, cfg.speculative.draft_dir + "/" + f,
                                std::filesystem::copy_options::overwrite_existing);
   {
     std::ofstream out(cfg.speculative.draft_dir + "/tokenizer.json");
@@ -399,7 +312,7 @@ TEST(DraftModel, ADraftWithAnotherVocabularyIsRejectedClearly) {
   }
   std::string what = "no error";
   try {
-    Engine e(Transformer::load(kModel),
+    Engine e(Transformer::load(kSpecFixtureModel),
              std::make_unique<Tokenizer>(Tokenizer::from_json(char_vocab_tokenizer('a'))), cfg);
   } catch (const InvalidArgument& e) {
     what = e.what();
@@ -412,7 +325,7 @@ TEST(DraftModel, ADraftWithAnotherVocabularyIsRejectedClearly) {
     std::ofstream out(cfg.speculative.draft_dir + "/tokenizer.json");
     out << char_vocab_tokenizer('a').dump();
   }
-  Engine ok(Transformer::load(kModel),
+  Engine ok(Transformer::load(kSpecFixtureModel),
             std::make_unique<Tokenizer>(Tokenizer::from_json(char_vocab_tokenizer('a'))), cfg);
   Completion c = ok.generate({make_request({3, 9, 27, 81}, 12, 0.0f, 0)})[0].completions[0];
   EXPECT_EQ(c.tokens.size(), 12u);

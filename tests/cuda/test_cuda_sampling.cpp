@@ -33,8 +33,11 @@ namespace {
 
 using test::agree;
 using test::CudaTest;
+using test::draw_histogram;
 using test::sampling_configs;
 using test::sampling_logits;
+using test::top_k_top_p_weights;
+using test::total_variation;
 
 // Params with only the filters (and the temperature) of the exact-path tests set.
 SamplingParams filters(int32_t top_k, float top_p, float temperature = 1.0f) {
@@ -469,44 +472,11 @@ TEST_F(CudaSamplingTest, EmpiricalDistributionOfTopKTopP) {
   p.top_p = 0.8f;
   // The exact filtered distribution from the CPU Sampler's own arithmetic: its probabilities are
   // not exposed, so recompute in double with the same rule.
-  std::vector<int32_t> order(vocab);
-  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
-  std::partial_sort(order.begin(), order.begin() + 16, order.end(), [&](int32_t a, int32_t b) {
-    return row[a] > row[b] || (row[a] == row[b] && a < b);
-  });
-  const double m = row[order[0]];
-  std::vector<double> w(vocab, 0.0);
-  double mass = 0.0, acc = 0.0, kept = 0.0;
-  for (int j = 0; j < 16; ++j) mass += std::exp((row[order[j]] - m) / 1.2);
-  for (int j = 0; j < 16; ++j) {
-    w[order[j]] = std::exp((row[order[j]] - m) / 1.2);
-    acc += w[order[j]];
-    if (acc >= 0.8 * mass) break;
-  }
-  for (double x : w) kept += x;
-  std::vector<float> flat;
-  for (int32_t r = 0; r < batch; ++r) flat.insert(flat.end(), row.begin(), row.end());
-  Tensor logits = Tensor::from_vector(flat, {batch, vocab}).to(gpu());
+  double kept = 0.0;
+  const std::vector<double> w = top_k_top_p_weights(row, 1.2, 16, 0.8, &kept);
   Sampler dev(vocab, batch, gpu());
-  std::vector<int64_t> hist(vocab, 0);
-  std::vector<SampleResult> out;
-  for (int32_t b = 0; b < n_batches; ++b) {
-    std::vector<SamplerRow> rows;
-    for (int32_t r = 0; r < batch; ++r)
-      rows.push_back({&p, nullptr, nullptr, 99, static_cast<uint64_t>(b * batch + r)});
-    dev.sample(logits, rows, out);
-    for (const auto& res : out) ++hist[res.token];
-  }
-  const double n = static_cast<double>(batch) * n_batches;
-  double tv = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    if (w[i] == 0.0) {
-      EXPECT_EQ(hist[i], 0) << "filtered token " << i << " drawn";
-    }
-    tv += std::fabs(hist[i] / n - w[i] / kept);
-  }
-  tv *= 0.5;
-  std::printf("  total variation %.5f over %.0f draws\n", tv, n);
+  const std::vector<int64_t> hist = draw_histogram(dev, row, p, batch, n_batches, 99);
+  const double tv = total_variation(hist, w, kept, static_cast<double>(batch) * n_batches);
   EXPECT_LT(tv, 0.02);
 }
 

@@ -1,8 +1,9 @@
 // Shared pieces of the Sampler tests (CPU in tests/engine, CUDA in tests/cuda): the filter
 // configurations, realistic random logits (a heavy head over a Gaussian body), a plain loop-based
 // ReferenceSampler written from the op's contract (ops/sampling.h: std::exp, full sorts, serial
-// fixed-point sums, penalties from the histories), and an agreement run that counts rows with the
-// same token.
+// fixed-point sums, penalties from the histories), an agreement run that counts rows with the
+// same token, and the empirical check of a filtered distribution (exact top-k / top-p weights, a
+// histogram of many seeded draws, their total variation).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
@@ -338,6 +340,68 @@ inline std::vector<double> tempered_logprobs(const float* row, int64_t vocab,
   for (double v : l) sum += std::exp(v * inv_t - m);
   for (double& v : l) v = v * inv_t - m - std::log(sum);
   return l;
+}
+
+// The exact distribution of temperature T, then top-k, then top-p over one row of logits (ties to
+// the lower id), in double: the kept tokens' weights exp((l - max) / T), 0 elsewhere; *kept is
+// their sum.
+inline std::vector<double> top_k_top_p_weights(const std::vector<float>& row, double T, int top_k,
+                                               double top_p, double* kept) {
+  const int64_t vocab = static_cast<int64_t>(row.size());
+  std::vector<int32_t> order(vocab);
+  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
+  std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  const double m = row[order[0]];
+  std::vector<double> w(vocab, 0.0);
+  double mass = 0.0, acc = 0.0;
+  for (int j = 0; j < top_k; ++j) mass += std::exp((row[order[j]] - m) / T);
+  for (int j = 0; j < top_k; ++j) {
+    w[order[j]] = std::exp((row[order[j]] - m) / T);
+    acc += w[order[j]];
+    if (acc >= top_p * mass) break;
+  }
+  *kept = 0.0;
+  for (double x : w) *kept += x;
+  return w;
+}
+
+// The tokens `dev` draws with `p` from n_batches batches of `batch` copies of `row` (one seed, the
+// draw's index as its Philox stream), counted per token.
+inline std::vector<int64_t> draw_histogram(Sampler& dev, const std::vector<float>& row,
+                                           const SamplingParams& p, int32_t batch,
+                                           int32_t n_batches, uint64_t seed) {
+  const int64_t vocab = static_cast<int64_t>(row.size());
+  std::vector<float> flat;
+  for (int32_t r = 0; r < batch; ++r) flat.insert(flat.end(), row.begin(), row.end());
+  Tensor logits = Tensor::from_vector(flat, {batch, vocab}).to(dev.device());
+  std::vector<int64_t> hist(vocab, 0);
+  std::vector<SampleResult> out;
+  for (int32_t b = 0; b < n_batches; ++b) {
+    std::vector<SamplerRow> rows;
+    for (int32_t r = 0; r < batch; ++r)
+      rows.push_back({&p, nullptr, nullptr, seed, static_cast<uint64_t>(b * batch + r)});
+    dev.sample(logits, rows, out);
+    for (const auto& res : out) ++hist[res.token];
+  }
+  return hist;
+}
+
+// Total variation between the histogram of n_draws draws and the distribution w / kept, printed;
+// a token drawn where w is 0 (filtered out) fails the test.
+inline double total_variation(const std::vector<int64_t>& hist, const std::vector<double>& w,
+                              double kept, double n_draws) {
+  double tv = 0.0;
+  for (size_t i = 0; i < hist.size(); ++i) {
+    if (w[i] == 0.0) {
+      EXPECT_EQ(hist[i], 0) << "token " << i << " was filtered out";
+    }
+    tv += std::fabs(hist[i] / n_draws - w[i] / kept);
+  }
+  tv *= 0.5;
+  std::printf("  total variation %.5f over %.0f draws\n", tv, n_draws);
+  return tv;
 }
 
 }  // namespace vela::test

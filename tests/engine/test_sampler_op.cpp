@@ -22,8 +22,11 @@ namespace vela {
 namespace {
 
 using test::agree;
+using test::draw_histogram;
 using test::sampling_configs;
 using test::sampling_logits;
+using test::top_k_top_p_weights;
+using test::total_variation;
 
 TEST(SamplerOpCpu, GreedyMatchesArgmaxOnRandomAndTiedLogits) {
   const int64_t vocab = 1000;
@@ -213,48 +216,12 @@ TEST(SamplerOpCpu, EmpiricalDistributionMatchesFilteredProbabilities) {
   p.top_k = 12;
   p.top_p = 0.85f;
   // Expected: top-12 logits, then the smallest prefix (desc) with mass >= 0.85 of their mass.
-  std::vector<int32_t> order(vocab);
-  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-  std::vector<double> w(vocab, 0.0);
-  const double m = row[order[0]];
-  double mass = 0.0;
-  for (int j = 0; j < 12; ++j) mass += std::exp((row[order[j]] - m) / 0.8);
-  double acc = 0.0;
-  for (int j = 0; j < 12; ++j) {
-    const double x = std::exp((row[order[j]] - m) / 0.8);
-    w[order[j]] = x;
-    acc += x;
-    if (acc >= 0.85 * mass) break;
-  }
   double kept = 0.0;
-  for (double x : w) kept += x;
-
+  const std::vector<double> w = top_k_top_p_weights(row, 0.8, 12, 0.85, &kept);
   const int32_t batch = 64, n_batches = 400;
   Sampler dev(vocab, batch, Device::cpu());
-  std::vector<float> flat;
-  for (int32_t r = 0; r < batch; ++r) flat.insert(flat.end(), row.begin(), row.end());
-  Tensor logits = Tensor::from_vector(flat, {batch, vocab});
-  std::vector<int64_t> hist(vocab, 0);
-  std::vector<SampleResult> out;
-  for (int32_t b = 0; b < n_batches; ++b) {
-    std::vector<SamplerRow> rows;
-    for (int32_t r = 0; r < batch; ++r)
-      rows.push_back({&p, nullptr, nullptr, 12345, static_cast<uint64_t>(b * batch + r)});
-    dev.sample(logits, rows, out);
-    for (const auto& res : out) ++hist[res.token];
-  }
-  const double n = static_cast<double>(batch) * n_batches;
-  double tv = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    if (w[i] == 0.0) {
-      EXPECT_EQ(hist[i], 0) << "token " << i << " was filtered out";
-    }
-    tv += std::fabs(hist[i] / n - w[i] / kept);
-  }
-  tv *= 0.5;
-  std::printf("  total variation %.5f over %.0f draws\n", tv, n);
+  const std::vector<int64_t> hist = draw_histogram(dev, row, p, batch, n_batches, 12345);
+  const double tv = total_variation(hist, w, kept, static_cast<double>(batch) * n_batches);
   EXPECT_LT(tv, 0.02);  // expected ~ sqrt(k / n) / 2 ~ 0.006
 }
 

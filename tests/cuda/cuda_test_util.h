@@ -1,7 +1,7 @@
 // Shared pieces of the CUDA tests: the CudaTest fixture (every CUDA test derives from it and is
-// skipped cleanly when no device is usable), seeded random CPU tensors, host read-back as
-// doubles, closeness checks that print the worst element, the wgmma prefill kernel's override,
-// and the graph timing of the opt-in benchmarks.
+// skipped cleanly when no device is usable), seeded random CPU tensors, closeness checks of
+// tensors on any device (ops/op_test_util.h's read-back and check, which print the worst element),
+// the wgmma prefill kernel's override, and the graph timing of the opt-in benchmarks.
 // The CPU twin is the reference.
 #pragma once
 
@@ -17,6 +17,7 @@
 #include "core/cuda/cuda_api.h"
 #include "core/tensor.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/op_test_util.h"
 
 namespace vela::test {
 
@@ -59,8 +60,6 @@ inline bool wgmma_prefill_available(DType dt, int64_t d) {
   return false;
 #endif
 }
-
-inline const DType kCudaFloatDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
 // Elementwise tolerance for "same fp32 math, one rounding to dt" comparisons.
 struct Tol {
@@ -120,68 +119,10 @@ inline Tensor random_ints(const Shape& shape, DType dt, uint64_t seed, int64_t l
   return t;
 }
 
-// Every element of t (any device, any strides) as double, in logical row-major order.
-inline std::vector<double> to_doubles(const Tensor& t) {
-  Tensor c = t.to(Device::cpu()).contiguous();
-  std::vector<double> out(static_cast<size_t>(c.numel()));
-  const void* p = c.data_ptr();
-  for (int64_t i = 0; i < c.numel(); ++i) {
-    double v = 0.0;
-    switch (c.dtype()) {
-      case DType::kF32:
-        v = static_cast<const float*>(p)[i];
-        break;
-      case DType::kBF16:
-        v = static_cast<float>(static_cast<const bf16*>(p)[i]);
-        break;
-      case DType::kF16:
-        v = static_cast<float>(static_cast<const f16*>(p)[i]);
-        break;
-      case DType::kI32:
-        v = static_cast<const int32_t*>(p)[i];
-        break;
-      case DType::kI64:
-        v = static_cast<double>(static_cast<const int64_t*>(p)[i]);
-        break;
-      case DType::kU8:
-        v = static_cast<const uint8_t*>(p)[i];
-        break;
-    }
-    out[static_cast<size_t>(i)] = v;
-  }
-  return out;
-}
-
 // |got - want| <= atol + rtol * |want| elementwise; NaN must match NaN, inf must match exactly.
-inline void expect_close(const Tensor& got_t, const Tensor& want_t, Tol tol,
-                         const std::string& what) {
-  ASSERT_EQ(got_t.shape(), want_t.shape()) << what;
-  std::vector<double> got = to_doubles(got_t), want = to_doubles(want_t);
-  double max_err = 0.0, worst_excess = -1.0;
-  size_t n_bad = 0, worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i]) || std::isnan(got[i]) || std::isinf(want[i])) {
-      bool same = (std::isnan(want[i]) && std::isnan(got[i])) || got[i] == want[i];
-      if (!same) {
-        ++n_bad;
-        worst = i;
-        worst_excess = INFINITY;
-      }
-      continue;
-    }
-    const double err = std::fabs(got[i] - want[i]);
-    max_err = std::max(max_err, err);
-    const double excess = err - (tol.atol + tol.rtol * std::fabs(want[i]));
-    if (excess > 0 && ++n_bad && excess > worst_excess) {
-      worst_excess = excess;
-      worst = i;
-    }
-  }
-  EXPECT_EQ(n_bad, 0u) << what << ": max abs error " << max_err << " (atol " << tol.atol
-                       << ", rtol " << tol.rtol << "); " << n_bad << " of " << got.size()
-                       << " out of tolerance, worst at " << worst << ": got "
-                       << (got.empty() ? 0.0 : got[worst]) << " want "
-                       << (want.empty() ? 0.0 : want[worst]);
+inline void expect_close(const Tensor& got, const Tensor& want, Tol tol, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  expect_close(to_doubles(got), to_doubles(want), tol.atol, tol.rtol, what);
 }
 
 // Bitwise-equal values (as doubles; NaN matches NaN).

@@ -237,7 +237,7 @@ Tensor gpu_prefill(const Batch& b, const Batch& g, float scale, const PrefillKer
 }
 
 TEST_F(CudaAttentionTest, KvWriteMatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (int64_t d : {16, 48, 64, 80, 128, 256}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d));
       const int64_t n_tok = 37, n_kv = 3, n_slots = 100;
@@ -281,7 +281,7 @@ TEST_F(CudaAttentionTest, DecodeMatchesCpu) {
       {{33, 1, 257}, 6, 1, 16, 1, {1, 2}},           // MQA (GQA 6), head_dim 16
       {{1000, 3}, 24, 4, 64, 16, {5, 33}},           // bench-1b heads
   };
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (size_t c = 0; c < cases.size(); ++c) {
       const DecodeCase& dc = cases[c];
       std::vector<int> q_lens(dc.lens.size());
@@ -570,7 +570,7 @@ TEST_F(CudaAttentionTest, PrefillMatchesCpu) {
       {{501, 163, 65, 1000, 129, 700}, {1, 63, 65, 127, 129, 300}, 24, 4, 64, 1},
       {{200, 128, 256, 77}, {127, 128, 129, 77}, 8, 8, 32, 16},  // d32, MHA
   };
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (size_t c = 0; c < cases.size(); ++c) {
       const PrefillCase& pc = cases[c];
       SCOPED_TRACE(std::string(dtype_name(dt)) + " case " + std::to_string(c));
@@ -609,7 +609,7 @@ TEST_F(CudaAttentionTest, DecodeAnyHeadDimMatchesCpu) {
   const std::vector<Shape3> shapes = {
       {{1, 300, 1500}, 4, 4, 16}, {{777, 2}, 8, 2, 1}, {{0, 1200}, 12, 2, 16}};
   for (int64_t d : kHeadDims) {
-    for (DType dt : test::kCudaFloatDTypes) {
+    for (DType dt : test::kFloatDTypes) {
       for (size_t c = 0; c < shapes.size(); ++c) {
         const Shape3& sh = shapes[c];
         std::vector<int> q_lens(sh.lens.size(), 1);
@@ -636,7 +636,7 @@ TEST_F(CudaAttentionTest, PrefillAnyHeadDimMatchesCpu) {
       {{129, 77}, {100, 77}, 6, 2, 0, 1},                // GQA 3, page 1
   };
   for (int64_t d : kHeadDims) {
-    for (DType dt : test::kCudaFloatDTypes) {
+    for (DType dt : test::kFloatDTypes) {
       for (size_t c = 0; c < cases.size(); ++c) {
         const PrefillCase& pc = cases[c];
         SCOPED_TRACE(std::string(dtype_name(dt)) + " d " + std::to_string(d) + " case " +

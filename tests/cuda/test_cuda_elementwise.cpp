@@ -18,7 +18,7 @@ class CudaElementwiseTest : public CudaTest {};
 const Shape kShapes[] = {{1}, {3}, {127}, {4096}, {3, 127}, {5, 4096}, {2, 3, 1000}, {100003}};
 
 TEST_F(CudaElementwiseTest, AddMulScaleMatchCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (const Shape& shape : kShapes) {
       SCOPED_TRACE(test::label(dt, shape));
       Tensor a = test::random_cpu(shape, dt, 1), b = test::random_cpu(shape, dt, 2);
@@ -49,7 +49,7 @@ TEST_F(CudaElementwiseTest, AddMulScaleMatchCpu) {
 }
 
 TEST_F(CudaElementwiseTest, UnalignedViewsTakeTheScalarPath) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor a = test::random_cpu({1001}, dt, 4), b = test::random_cpu({1001}, dt, 5);
     // Offset by one element: no longer 16-byte aligned.
@@ -68,8 +68,8 @@ TEST_F(CudaElementwiseTest, UnalignedViewsTakeTheScalarPath) {
 }
 
 TEST_F(CudaElementwiseTest, CastMatchesCpuExactly) {
-  for (DType from : test::kCudaFloatDTypes) {
-    for (DType to : test::kCudaFloatDTypes) {
+  for (DType from : test::kFloatDTypes) {
+    for (DType to : test::kFloatDTypes) {
       for (int64_t n : {1, 3, 127, 4096, 100003}) {
         SCOPED_TRACE(std::string(dtype_name(from)) + "->" + dtype_name(to) +
                      " n=" + std::to_string(n));
@@ -115,7 +115,7 @@ TEST_F(CudaElementwiseTest, CastCopiesRowStridedColumnBlocks) {
 }
 
 TEST_F(CudaElementwiseTest, SiluMulMatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (auto [rows, inter] :
          {std::pair<int64_t, int64_t>{1, 1}, {3, 127}, {7, 4096}, {2, 11008}, {64, 24}}) {
       SCOPED_TRACE(test::label(dt, {rows, inter}));

@@ -327,7 +327,7 @@ TEST_F(CudaFusedDecodeTest, QkvRotaryKvWriteMatchesCpu) {
   };
   ops::RopeConfig rc;
   rc.theta = 10000.0;
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (const QkvCase& c : cases) {
       const std::string what = std::string(dtype_name(dt)) + " n" + std::to_string(c.n_tokens) +
                                " H" + std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
@@ -615,7 +615,7 @@ TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
   ops::RopeConfig rc;
   rc.theta = 10000.0;
   const int64_t k = 384;
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (const Case& c : cases) {
       for (int64_t m : {1, 2, 3, 8, 9}) {
         for (int cap_ring : {0, 1, 2, 3}) {

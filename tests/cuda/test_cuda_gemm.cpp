@@ -255,7 +255,7 @@ TEST_F(CudaGemmTest, SkinnyGemmRepeatsBitForBit) {
 TEST_F(CudaGemmTest, TransposesDtypesAndOddShapes) {
   const int64_t shapes[][3] = {{1, 1, 1},       {3, 5, 7},      {127, 33, 64},
                                {64, 256, 4096}, {1, 4096, 128}, {257, 129, 3}};
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (DType out_dt : {dt, DType::kF32}) {
       for (auto& s : shapes) {
         const int64_t m = s[0], n = s[1], k = s[2];
@@ -278,7 +278,7 @@ TEST_F(CudaGemmTest, TransposesDtypesAndOddShapes) {
 }
 
 TEST_F(CudaGemmTest, BatchedAndSharedB) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + (ta ? " ta" : "") + (tb ? " tb" : ""));
@@ -302,7 +302,7 @@ TEST_F(CudaGemmTest, BatchedAndSharedB) {
 }
 
 TEST_F(CudaGemmTest, LeadingDimStrides) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     SCOPED_TRACE(dtype_name(dt));
     // Row slices of wider matrices: a [m, k] inside [m, k + 8], b [k, n] inside [k, n + 16],
     // c [m, n] inside [m, n + 4].

@@ -67,7 +67,7 @@ TEST_F(CudaLora, ShrinkExpandDropoutMatchTheCpuTwins) {
   for (int64_t i = 0; i < n; ++i) sl[i] = static_cast<int32_t>(i % (slots_n + 1)) - 1;  // -1..2
   const Tensor slots = Tensor::from_vector(sl);
   const Tensor scales = Tensor::from_vector(std::vector<float>{0.5f, 2.0f, 1.25f});
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     const std::string name = dtype_name(dt);
     Tensor x = test::random_cpu({n, in}, dt, 1);
     Tensor a = test::random_cpu({slots_n, r, in}, dt, 2);
@@ -116,7 +116,7 @@ TEST_F(CudaLora, SegmentedShrinkExpandMatchTheCpuTwin) {
       sl[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % (slots_n + 1)) - 1;
     if (sh.n == 1) sl[0] = 1;
     const Tensor slots = Tensor::from_vector(sl);
-    for (DType dt : test::kCudaFloatDTypes) {
+    for (DType dt : test::kFloatDTypes) {
       const std::string name = std::string(dtype_name(dt)) + " n=" + std::to_string(sh.n) +
                                " r=" + std::to_string(sh.r) + " parts=" + std::to_string(parts);
       Tensor x = test::random_cpu({sh.n, in}, dt, 1);

@@ -24,7 +24,7 @@ const std::pair<int64_t, int64_t> kNormShapes[] = {
 };
 
 TEST_F(CudaNormTest, RmsNormMatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (DType wdt : {dt, DType::kF32}) {
       for (auto [rows, hidden] : kNormShapes) {
         SCOPED_TRACE(test::label(dt, {rows, hidden}) + " w " + dtype_name(wdt));
@@ -41,7 +41,7 @@ TEST_F(CudaNormTest, RmsNormMatchesCpu) {
 }
 
 TEST_F(CudaNormTest, AddRmsNormMatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (auto [rows, hidden] : kNormShapes) {
       SCOPED_TRACE(test::label(dt, {rows, hidden}));
       Tensor x = test::random_cpu({rows, hidden}, dt, 3);
@@ -59,7 +59,7 @@ TEST_F(CudaNormTest, AddRmsNormMatchesCpu) {
 }
 
 TEST_F(CudaNormTest, StridedUnalignedAndInPlace) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     SCOPED_TRACE(dtype_name(dt));
     // Rows of a wider matrix (row stride 4096 + 8, aligned) and (4096 + 1, unaligned).
     for (int64_t pad : {8, 1}) {
@@ -85,7 +85,7 @@ TEST_F(CudaNormTest, StridedUnalignedAndInPlace) {
 class CudaRotaryTest : public CudaTest {};
 
 TEST_F(CudaRotaryTest, MatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (int64_t head_dim : {64, 128, 6}) {
       for (int64_t rotary_dim : {head_dim, head_dim / 2 - (head_dim / 2) % 2}) {
         if (rotary_dim < 2) continue;
@@ -113,7 +113,7 @@ TEST_F(CudaRotaryTest, MatchesCpu) {
 TEST_F(CudaRotaryTest, HeadsOfAFusedProjection) {
   // q and k as head ranges of one [n_tokens, 8 + 2 + 2, head_dim] qkv buffer.
   const int64_t n_tokens = 5, head_dim = 128;
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     SCOPED_TRACE(dtype_name(dt));
     ops::RopeConfig cfg;
     cfg.rotary_dim = head_dim;
@@ -135,7 +135,7 @@ TEST_F(CudaRotaryTest, HeadsOfAFusedProjection) {
 class CudaEmbeddingTest : public CudaTest {};
 
 TEST_F(CudaEmbeddingTest, MatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (DType out_dt : {dt, DType::kF32}) {
       for (DType id_dt : {DType::kI32, DType::kI64}) {
         for (auto [vocab, hidden] :

@@ -23,7 +23,7 @@ const std::pair<int64_t, int64_t> kRowShapes[] = {
 };
 
 TEST_F(CudaSoftmaxTest, SoftmaxAndLogSoftmaxMatchCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (DType out_dt : {dt, DType::kF32}) {
       for (auto [rows, cols] : kRowShapes) {
         SCOPED_TRACE(test::label(dt, {rows, cols}) + " out " + dtype_name(out_dt));
@@ -55,7 +55,7 @@ TEST_F(CudaSoftmaxTest, StridedRows) {
 }
 
 TEST_F(CudaSoftmaxTest, CrossEntropyMatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (float smoothing : {0.0f, 0.1f}) {
       for (auto [rows, vocab] : kRowShapes) {
         SCOPED_TRACE(test::label(dt, {rows, vocab}) + " smoothing " + std::to_string(smoothing));
@@ -75,7 +75,7 @@ TEST_F(CudaSoftmaxTest, CrossEntropyMatchesCpu) {
 class CudaTopkTest : public CudaTest {};
 
 TEST_F(CudaTopkTest, ArgmaxMatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (auto [rows, cols] : kRowShapes) {
       SCOPED_TRACE(test::label(dt, {rows, cols}));
       // Few distinct values: many ties, which must go to the lower index.
@@ -109,7 +109,7 @@ TEST_F(CudaTopkTest, ArgmaxNanAndInfinities) {
 }
 
 TEST_F(CudaTopkTest, TopkMatchesCpu) {
-  for (DType dt : test::kCudaFloatDTypes) {
+  for (DType dt : test::kFloatDTypes) {
     for (auto [rows, cols] : kRowShapes) {
       for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{50}, int64_t{1024}, cols}) {
         if (k > cols || k > 4096) continue;

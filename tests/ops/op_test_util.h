@@ -1,5 +1,6 @@
-// Helpers for the op tests: seeded random tensors of any floating dtype, tensors read back as
-// doubles (any strides), the rounding error of each dtype, and a closeness check that prints the
+// Helpers for the op tests (and, through cuda/cuda_test_util.h, the CUDA tests): seeded random
+// tensors of any floating dtype, tensors read back as doubles (any device, any strides), the
+// rounding error of each dtype, and a closeness check that prints the
 // max abs error and the worst element on failure.
 #pragma once
 
@@ -63,9 +64,9 @@ inline Tensor tensor_of(const std::vector<float>& values, const Shape& shape, DT
   return t;
 }
 
-// Every element of t (any strides, any dtype) as double, in logical row-major order.
+// Every element of t (any device, any strides, any dtype) as double, in logical row-major order.
 inline std::vector<double> to_doubles(const Tensor& t) {
-  Tensor c = t.contiguous();
+  Tensor c = t.to(Device::cpu()).contiguous();
   std::vector<double> out(static_cast<size_t>(c.numel()));
   for (int64_t i = 0; i < c.numel(); ++i) {
     const void* p = c.data_ptr();

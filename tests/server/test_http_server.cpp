@@ -26,31 +26,14 @@
 #include "engine/engine.h"
 #include "server/http_server.h"
 #include "server_test_util.h"
+#include "tiny_server.h"
 
 namespace vela {
 namespace {
 
 using namespace std::chrono;
 
-std::unique_ptr<Engine> tiny_engine(EngineConfig cfg) {
-  const Tokenizer* tok = test::qwen3_tokenizer();
-  json c = {{"model_type", "qwen3"},
-            {"vocab_size", tok->vocab_size()},
-            {"hidden_size", 32},
-            {"intermediate_size", 64},
-            {"num_hidden_layers", 1},
-            {"num_attention_heads", 4},
-            {"num_key_value_heads", 2},
-            {"head_dim", 8},
-            {"max_position_embeddings", 4096},
-            {"tie_word_embeddings", true},
-            {"eos_token_id", json::array({151645})}};
-  ModelConfig mc = ModelConfig::from_json(c, "test");
-  Transformer model = Transformer::random(mc, DType::kF32, Device::cpu(), 3);
-  return std::make_unique<Engine>(
-      std::move(model),
-      std::make_unique<Tokenizer>(Tokenizer::from_file(test::qwen3_dir().string())), cfg);
-}
+using test::tiny_engine;
 
 // ---- raw sockets (the tests need thousands of connections and half-sent requests) ----------
 
@@ -167,23 +150,10 @@ class ServerFixture : public ::testing::Test {
   void SetUp() override { VELA_SKIP_UNLESS_ASSET(test::qwen3_dir() / "tokenizer.json"); }
   void start(EngineConfig ec, ServerConfig sc = {}) {
     engine_ = tiny_engine(ec);
-    sc.port = 0;
-    sc.model_name = "tiny";
-    server_ = std::make_unique<HttpServer>(
-        *engine_, sc, ChatTemplate::from_tokenizer_config(test::qwen3_dir().string()));
-    port_ = server_->bind();
-    runner_ = std::thread([this] { server_->run(); });
+    server_ = std::make_unique<test::ServerThread>(*engine_, sc);
+    port_ = server_->port();
   }
-  void TearDown() override {
-    if (server_) server_->shutdown();
-    if (runner_.joinable()) runner_.join();
-  }
-  httplib::Client client(const std::string& key = "") {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    if (!key.empty()) c.set_bearer_token_auth(key.c_str());
-    return c;
-  }
+  httplib::Client client(const std::string& key = "") { return server_->client(key); }
   static std::string long_request(int max_tokens, bool stream) {
     return json{
         {"prompt", "count"}, {"max_tokens", max_tokens}, {"ignore_eos", true}, {"stream", stream}}
@@ -191,8 +161,7 @@ class ServerFixture : public ::testing::Test {
   }
 
   std::unique_ptr<Engine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread runner_;
+  std::unique_ptr<test::ServerThread> server_;  // stopped before engine_ is destroyed
   int port_ = 0;
 };
 
@@ -244,12 +213,12 @@ TEST_F(ServerFixture, DisconnectCancelsTheRequest) {
   while (steady_clock::now() - t0 < seconds(10)) {
     EngineStats s = engine_->stats();
     generated = s.generated_tokens;
-    if (s.running == 0 && s.waiting == 0 && server_->context().n_in_flight() == 0) break;
+    if (s.running == 0 && s.waiting == 0 && server_->server().context().n_in_flight() == 0) break;
     std::this_thread::sleep_for(milliseconds(5));
   }
   EngineStats s = engine_->stats();
   EXPECT_EQ(s.running, 0);
-  EXPECT_EQ(server_->context().n_in_flight(), 0);
+  EXPECT_EQ(server_->server().context().n_in_flight(), 0);
   EXPECT_LT(generated, 1000) << "the request kept decoding after its client left";
   // The handler checks the socket at every engine event, so the cancel lands within a step or two
   // of the hang-up (the engine applies it at its next step). The bound leaves room for the handler
@@ -259,7 +228,7 @@ TEST_F(ServerFixture, DisconnectCancelsTheRequest) {
               static_cast<long long>(generated), static_cast<long long>(s.steps - steps_at_close));
   EXPECT_LE(s.steps - steps_at_close, 16);
   EXPECT_EQ(s.kv_pages_used, s.kv_pages_cached) << "KV pages leaked";
-  json st = server_->context().metrics.stats_json(s);
+  json st = server_->server().context().metrics.stats_json(s);
   EXPECT_EQ(st["server"]["client_disconnects"], 1);
 }
 
@@ -291,8 +260,7 @@ TEST_F(ServerFixture, ShutdownEndsInFlightStreamsWithAbort) {
   auto wait_until = steady_clock::now() + seconds(30);
   while (!started && steady_clock::now() < wait_until) std::this_thread::sleep_for(milliseconds(2));
   auto t0 = steady_clock::now();
-  server_->shutdown();
-  runner_.join();
+  server_->stop();
   t.join();
   ASSERT_TRUE(started.load()) << "no stream chunk within 30 s";
   EXPECT_LT(duration<double>(steady_clock::now() - t0).count(), 5.0);
@@ -342,9 +310,9 @@ TEST_F(ServerFixture, TwoThousandSlowConnectionsLeaveARequestFast) {
     slow.push_back(fd);
   }
   auto until = steady_clock::now() + seconds(30);
-  while (server_->n_connections() < kSlow && steady_clock::now() < until)
+  while (server_->server().n_connections() < kSlow && steady_clock::now() < until)
     std::this_thread::sleep_for(milliseconds(5));
-  ASSERT_GE(server_->n_connections(), kSlow);
+  ASSERT_GE(server_->server().n_connections(), kSlow);
   std::vector<double> ms;
   for (int i = 0; i < 20; ++i) {
     auto c = client();
@@ -390,9 +358,9 @@ TEST_F(ServerFixture, TimeoutsCloseStalledConnections) {
     close(fd);
   }
   auto until = steady_clock::now() + seconds(2);  // the last close may still be unwinding
-  while (server_->n_connections() > 0 && steady_clock::now() < until)
+  while (server_->server().n_connections() > 0 && steady_clock::now() < until)
     std::this_thread::sleep_for(milliseconds(5));
-  EXPECT_EQ(server_->n_connections(), 0);
+  EXPECT_EQ(server_->server().n_connections(), 0);
   // The server still serves.
   auto c = client();
   EXPECT_EQ(c.Get("/health")->status, 200);
@@ -448,7 +416,7 @@ TEST_F(ServerFixture, ThousandConcurrentSseStreamsComplete) {
   EXPECT_EQ(n_ok, kStreams);
   EXPECT_LT(peak_rss - rss0, 512 * 1024) << "memory grew by more than 512 MiB";
   EXPECT_LT(peak_threads, 64u) << "threads grew with the streams";
-  EXPECT_EQ(server_->context().n_in_flight(), 0);
+  EXPECT_EQ(server_->server().context().n_in_flight(), 0);
   EngineStats s = engine_->stats();
   EXPECT_EQ(s.kv_pages_used, s.kv_pages_cached) << "KV pages leaked";
 }
@@ -474,7 +442,7 @@ TEST_F(ServerFixture, ThousandConcurrentNonStreamingRequestsComplete) {
       std::to_string(body.size()) + "\r\n\r\n" + body;
   int64_t peak_in_flight = 0;
   Exchange ex = exchange_all(port_, kRequests, req, 120, [&] {
-    peak_in_flight = std::max(peak_in_flight, server_->context().n_in_flight());
+    peak_in_flight = std::max(peak_in_flight, server_->server().context().n_in_flight());
   });
   ASSERT_EQ(ex.n_open, 0u) << "requests still open after 120 s";
   int n_ok = 0, n_503 = 0;
@@ -492,7 +460,7 @@ TEST_F(ServerFixture, ThousandConcurrentNonStreamingRequestsComplete) {
   EXPECT_EQ(n_ok, kRequests);
   EXPECT_GT(peak_in_flight, 64) << "generations waited for workers";
   EXPECT_LT(ex.peak_threads, 32u);
-  EXPECT_EQ(server_->context().n_in_flight(), 0);
+  EXPECT_EQ(server_->server().context().n_in_flight(), 0);
 }
 
 }  // namespace

@@ -10,45 +10,18 @@
 #include "engine/engine.h"
 #include "server/http_server.h"
 #include "server_test_util.h"
+#include "tiny_server.h"
 
 namespace vela {
 namespace {
 
 TEST(SpecServer, OptOutStatsAndMetrics) {
   VELA_SKIP_UNLESS_ASSET(test::qwen3_dir() / "tokenizer.json");
-  const Tokenizer* tok = test::qwen3_tokenizer();
-  json c = {{"model_type", "qwen3"},
-            {"vocab_size", tok->vocab_size()},
-            {"hidden_size", 32},
-            {"intermediate_size", 64},
-            {"num_hidden_layers", 1},
-            {"num_attention_heads", 4},
-            {"num_key_value_heads", 2},
-            {"head_dim", 8},
-            {"max_position_embeddings", 4096},
-            {"tie_word_embeddings", true},
-            {"eos_token_id", json::array({151645})}};
   EngineConfig ec;
   ec.speculative = SpeculativeConfig::parse("ngram,k=4");
-  Engine engine(
-      Transformer::random(ModelConfig::from_json(c, "test"), DType::kF32, Device::cpu(), 3),
-      std::make_unique<Tokenizer>(Tokenizer::from_file(test::qwen3_dir().string())), ec);
-  ServerConfig sc;
-  sc.port = 0;
-  sc.model_name = "tiny";
-  HttpServer server(engine, sc, ChatTemplate::from_tokenizer_config(test::qwen3_dir().string()));
-  int port = server.bind();
-  std::thread runner([&] { server.run(); });
-  struct Stop {  // an ASSERT that returns early still shuts the server down and joins
-    HttpServer& s;
-    std::thread& t;
-    ~Stop() {
-      s.shutdown();
-      if (t.joinable()) t.join();
-    }
-  } stop{server, runner};
-  httplib::Client cl("127.0.0.1", port);
-  cl.set_read_timeout(60, 0);
+  auto engine = test::tiny_engine(ec);
+  test::ServerThread server(*engine);
+  httplib::Client cl = server.client();
   auto complete = [&](const json& extra) {
     json body = {{"prompt", "one two three one two three one two three one two"},
                  {"max_tokens", 48},
@@ -84,43 +57,13 @@ TEST(SpecServer, OptOutStatsAndMetrics) {
 // served, the draft counters in /stats and /metrics, no KV left behind.
 TEST(SpecServer, DraftModelThroughTheApi) {
   VELA_SKIP_UNLESS_ASSET(test::qwen3_dir() / "tokenizer.json");
-  const Tokenizer* tok = test::qwen3_tokenizer();
-  json c = {{"model_type", "qwen3"},
-            {"vocab_size", tok->vocab_size()},
-            {"hidden_size", 32},
-            {"intermediate_size", 64},
-            {"num_hidden_layers", 1},
-            {"num_attention_heads", 4},
-            {"num_key_value_heads", 2},
-            {"head_dim", 8},
-            {"max_position_embeddings", 4096},
-            {"tie_word_embeddings", true},
-            {"eos_token_id", json::array({151645})}};
-  ModelConfig mc = ModelConfig::from_json(c, "test");
   EngineConfig ec;
   ec.speculative.method = SpeculativeConfig::Method::kDraft;
   ec.speculative.k = 3;
   // The draft: the same random weights (so drafts are accepted) as a separate model.
-  Engine engine(
-      Transformer::random(mc, DType::kF32, Device::cpu(), 3),
-      std::make_unique<Tokenizer>(Tokenizer::from_file(test::qwen3_dir().string())), ec,
-      std::make_unique<Transformer>(Transformer::random(mc, DType::kF32, Device::cpu(), 3)));
-  ServerConfig sc;
-  sc.port = 0;
-  sc.model_name = "tiny";
-  HttpServer server(engine, sc, ChatTemplate::from_tokenizer_config(test::qwen3_dir().string()));
-  int port = server.bind();
-  std::thread runner([&] { server.run(); });
-  struct Stop {
-    HttpServer& s;
-    std::thread& t;
-    ~Stop() {
-      s.shutdown();
-      if (t.joinable()) t.join();
-    }
-  } stop{server, runner};
-  httplib::Client cl("127.0.0.1", port);
-  cl.set_read_timeout(60, 0);
+  auto engine = test::tiny_engine(ec, std::make_unique<Transformer>(test::tiny_qwen3_model()));
+  test::ServerThread server(*engine);
+  httplib::Client cl = server.client();
   auto complete = [&](const json& extra) {
     json body = {{"prompt", "one two three four"}, {"max_tokens", 32}, {"ignore_eos", true}};
     body.update(extra);
@@ -143,7 +86,7 @@ TEST(SpecServer, DraftModelThroughTheApi) {
   EXPECT_NE(metrics.find("vela_spec_draft_forwards_total " +
                          std::to_string(s["draft_forwards"].get<int64_t>())),
             std::string::npos);
-  EXPECT_EQ(engine.check_integrity(), "");
+  EXPECT_EQ(engine->check_integrity(), "");
 }
 
 }  // namespace

@@ -25,23 +25,8 @@ namespace vela {
 namespace {
 namespace fs = std::filesystem;
 
-struct TmpDir {
-  fs::path path;
-  TmpDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() /
-           ("vela_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TmpDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+using test::file_bytes;
+using test::TmpDir;
 
 // A payload of `n_files` files whose content is derived from `tag` (so old and new are told apart).
 std::function<void(const std::string&)> payload(const std::string& tag, int n_files = 3,
@@ -114,7 +99,7 @@ TEST(Checkpoint, RepublishReplacesTheStep) {
   publish_checkpoint(tmp.str(), 5, payload("old", 3));
   std::string p = publish_checkpoint(tmp.str(), 5, payload("new", 2));
   EXPECT_TRUE(verify_checkpoint(p));
-  EXPECT_EQ(read_file(fs::path(p) / "part0.bin").substr(0, 3), "new");
+  EXPECT_EQ(file_bytes(fs::path(p) / "part0.bin").substr(0, 3), "new");
   EXPECT_FALSE(fs::exists(fs::path(p) / "part2.bin"));  // the old payload is gone entirely
   EXPECT_TRUE(hidden_entries(tmp.path).empty());
 }
@@ -166,7 +151,7 @@ TEST(Checkpoint, AbortAtEveryEventLeavesPreviousIntact) {
         const bool published = event >= (republish ? 7 : 6);  // the rename event
         if (!republish) {
           EXPECT_TRUE(verify_checkpoint(prev));
-          EXPECT_EQ(read_file(fs::path(prev) / "part0.bin").substr(0, 4), "prev");
+          EXPECT_EQ(file_bytes(fs::path(prev) / "part0.bin").substr(0, 4), "prev");
           EXPECT_EQ(fs::exists(fs::path(out) / "step-00000002"), published);
         }
         // Recovery: no hidden debris, and step 1 exists, old or new but whole.
@@ -174,7 +159,7 @@ TEST(Checkpoint, AbortAtEveryEventLeavesPreviousIntact) {
         EXPECT_TRUE(hidden_entries(out).empty());
         ASSERT_TRUE(fs::exists(prev));
         EXPECT_TRUE(verify_checkpoint(prev));
-        const std::string tag = read_file(fs::path(prev) / "part0.bin").substr(0, 4);
+        const std::string tag = file_bytes(fs::path(prev) / "part0.bin").substr(0, 4);
         if (republish) EXPECT_EQ(tag, published ? "next" : "prev");
       }
     }

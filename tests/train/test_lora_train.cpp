@@ -22,17 +22,8 @@ namespace vela {
 namespace {
 namespace fs = std::filesystem;
 
-struct TmpDir {
-  fs::path path;
-  TmpDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() /
-           ("vela_lora_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TmpDir() { fs::remove_all(path); }
-};
+using test::file_bytes;
+using test::TmpDir;
 
 TrainOptions lora_opts(int64_t r, double alpha, double dropout,
                        std::vector<std::string> modules = {"all-linear"}) {
@@ -220,11 +211,6 @@ TrainerConfig lora_trainer_config(const std::string& data, const std::string& ou
   c.schedule.total_steps = 8;  // the same schedule for the stopped-at-4 run
   c.train = lora_opts(4, 8.0, 0.1, {"q_proj", "v_proj", "gate_proj", "down_proj"});
   return c;
-}
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 TEST(LoraTrain, TrainerLowersValidationLossAndResumesExactly) {

@@ -18,17 +18,8 @@ namespace vela {
 namespace {
 namespace fs = std::filesystem;
 
-struct TmpDir {
-  fs::path path;
-  TmpDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() /
-           ("vela_trainer_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TmpDir() { fs::remove_all(path); }
-};
+using test::file_bytes;
+using test::TmpDir;
 
 // Token shards of 48 sequences (1-3 documents each) over a vocabulary of 23. Documents follow a
 // simple rule (next = (3 * cur + 1) mod 23 with a random start), so a model can learn them.
@@ -107,11 +98,6 @@ std::vector<std::vector<uint8_t>> weight_bytes(Transformer& m) {
     out.emplace_back(b, b + p.value.nbytes());
   }
   return out;
-}
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 void check_exact_resume(const std::string& opt) {

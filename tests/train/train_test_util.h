@@ -1,7 +1,12 @@
-// Helpers for the training tests: tiny random models, fixture models, and fixed TrainBatches with
-// packed documents and ignored targets.
+// Helpers for the training tests: tiny random models, fixture models, fixed TrainBatches with
+// packed documents and ignored targets, and scratch directories with their files' bytes.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -79,6 +84,27 @@ inline TrainBatch packed_batch(int64_t vocab, int64_t seq = 8, uint64_t seed = 7
   b.targets = Tensor::from_vector(targets, {2, seq});
   if (with_doc_ids) b.doc_ids = Tensor::from_vector(docs, {2, seq});
   return b;
+}
+
+// A fresh directory under the system temp dir (one per object in this process), removed on
+// destruction.
+struct TmpDir {
+  std::filesystem::path path;
+  TmpDir() {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("vela_train_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TmpDir() { std::filesystem::remove_all(path); }
+  std::string str() const { return path.string(); }
+};
+
+// The whole content of the file at p (empty if it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace vela::test

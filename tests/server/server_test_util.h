@@ -1,6 +1,6 @@
 // Shared helpers for the server tests: the Qwen3 and Llama 3.1 tokenizers from .cache/assets (tests
-// skip without it), and feeding text through the parsers token by token the way the engine streams
-// it.
+// skip without it), feeding text through the parsers token by token the way the engine streams
+// it, and the chat output parser's deltas added up.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "server/chat_output.h"
 #include "test_assets.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -50,6 +51,42 @@ inline std::vector<std::string> token_pieces(const Tokenizer& tok, const std::st
   for (int32_t id : tok.encode(text, false)) pieces.push_back(dec.push(id));
   pieces.push_back(dec.flush());
   return pieces;
+}
+
+// What a ChatOutputParser's deltas add up to.
+struct Collected {
+  std::string reasoning, content;
+  std::vector<ToolCall> calls;  // rebuilt from deltas
+};
+
+// Pushes `pieces` through `p` and finishes it, adding up the deltas: each call's deltas carry its
+// index, the first one starts it. The parser's accumulated content and tool calls must agree with
+// the deltas (its reasoning is left to the caller).
+inline Collected collect_deltas(ChatOutputParser& p, const std::vector<std::string>& pieces) {
+  Collected c;
+  auto take = [&](const ChatDelta& d) {
+    c.reasoning += d.reasoning;
+    c.content += d.content;
+    for (const ToolCallDelta& t : d.calls) {
+      if (t.start) {
+        EXPECT_EQ(t.index, static_cast<int32_t>(c.calls.size()));
+        c.calls.push_back({t.id, t.name, ""});
+      }
+      ASSERT_FALSE(c.calls.empty());
+      EXPECT_EQ(t.index, static_cast<int32_t>(c.calls.size()) - 1);
+      c.calls.back().arguments += t.arguments;
+    }
+  };
+  for (const std::string& s : pieces) take(p.push(s));
+  take(p.finish());
+  EXPECT_EQ(p.content(), c.content);
+  EXPECT_EQ(p.tool_calls().size(), c.calls.size());
+  for (size_t i = 0; i < c.calls.size() && i < p.tool_calls().size(); ++i) {
+    EXPECT_EQ(p.tool_calls()[i].id, c.calls[i].id);
+    EXPECT_EQ(p.tool_calls()[i].name, c.calls[i].name);
+    EXPECT_EQ(p.tool_calls()[i].arguments, c.calls[i].arguments) << "call " << i;
+  }
+  return c;
 }
 
 }  // namespace vela::test

@@ -12,38 +12,13 @@
 namespace vela {
 namespace {
 
-struct Collected {
-  std::string reasoning, content;
-  std::vector<ToolCall> calls;  // rebuilt from deltas
-};
+using test::Collected;
 
 Collected collect(const ChatOutputOptions& opts, const std::vector<std::string>& pieces) {
   ChatOutputParser p(opts);
-  Collected c;
-  auto take = [&](const ChatDelta& d) {
-    c.reasoning += d.reasoning;
-    c.content += d.content;
-    for (const ToolCallDelta& t : d.calls) {
-      if (t.start) {
-        EXPECT_EQ(t.index, static_cast<int32_t>(c.calls.size()));
-        c.calls.push_back({t.id, t.name, ""});
-      }
-      ASSERT_FALSE(c.calls.empty());
-      EXPECT_EQ(t.index, static_cast<int32_t>(c.calls.size()) - 1);
-      c.calls.back().arguments += t.arguments;
-    }
-  };
-  for (const std::string& s : pieces) take(p.push(s));
-  take(p.finish());
+  Collected c = test::collect_deltas(p, pieces);
   // The accumulated view agrees with the deltas.
-  EXPECT_EQ(p.content(), c.content);
   EXPECT_EQ(p.reasoning(), c.reasoning);
-  EXPECT_EQ(p.tool_calls().size(), c.calls.size());
-  for (size_t i = 0; i < c.calls.size() && i < p.tool_calls().size(); ++i) {
-    EXPECT_EQ(p.tool_calls()[i].name, c.calls[i].name);
-    EXPECT_EQ(p.tool_calls()[i].arguments, c.calls[i].arguments) << "call " << i;
-    EXPECT_EQ(p.tool_calls()[i].id, c.calls[i].id);
-  }
   return c;
 }
 

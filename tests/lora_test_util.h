@@ -1,13 +1,16 @@
 // Shared by the LoRA engine tests (CPU and CUDA): a PEFT adapter with random A and B (B large
-// enough to change greedy tokens) for a base model directory, saved the way training saves one.
+// enough to change greedy tokens) for a base model directory, saved the way training saves one,
+// and greedy requests through a named adapter.
 #pragma once
 
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/json.h"
 #include "core/rng.h"
+#include "engine/request.h"
 #include "model/lora_adapter.h"
 
 namespace vela::test {
@@ -56,6 +59,20 @@ inline void write_lora_fixture(const std::string& out, const std::string& base_d
             {"vocab", 128},
             {"logits", lora_fixture_logits(base_dir, dir)}};
   std::ofstream(out + "/vela_logits.json") << j.dump() << "\n";
+}
+
+// A greedy request of exactly max_tokens tokens (EOS ignored) with logprobs, through the adapter
+// named `lora` ("" for the base model).
+inline Request greedy_lora_request(std::vector<int32_t> prompt, int max_tokens,
+                                   const std::string& lora) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  r.params.logprobs = true;
+  r.lora = lora;
+  return r;
 }
 
 }  // namespace vela::test

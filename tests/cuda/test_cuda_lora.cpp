@@ -210,16 +210,7 @@ TEST_F(CudaLora, TrainingForwardBackwardMatchesTheCpu) {
 
 const std::string kModel = "fixtures/models/qwen3_qknorm";
 
-Request greedy(std::vector<int32_t> prompt, int max_tokens, const std::string& lora) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  r.params.logprobs = true;
-  r.lora = lora;
-  return r;
-}
+using test::greedy_lora_request;
 
 TEST_F(CudaLora, EngineMixedAdapterBatchesEqualAloneAndTheCpuEngine) {
   const fs::path root =
@@ -235,7 +226,7 @@ TEST_F(CudaLora, EngineMixedAdapterBatchesEqualAloneAndTheCpuEngine) {
   for (int len : {1, 5, 19, 9, 33, 12, 2, 7}) {
     std::vector<int32_t> p;
     for (int i = 0; i < len; ++i) p.push_back((i * 7 + len * 3 + k) % 120 + 1);
-    reqs.push_back(greedy(p, 8, names[static_cast<size_t>(k)]));
+    reqs.push_back(greedy_lora_request(p, 8, names[static_cast<size_t>(k)]));
     ++k;
   }
   EngineConfig cfg;

@@ -61,16 +61,7 @@ std::vector<int32_t> oracle_greedy(const std::string& dir, std::vector<int32_t> 
   return out;
 }
 
-Request greedy(std::vector<int32_t> prompt, int max_tokens, const std::string& lora) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.params.temperature = 0;
-  r.params.max_tokens = max_tokens;
-  r.params.ignore_eos = true;
-  r.params.logprobs = true;
-  r.lora = lora;
-  return r;
-}
+using test::greedy_lora_request;
 
 std::vector<std::vector<int32_t>> prompts() {
   std::vector<std::vector<int32_t>> out;
@@ -97,7 +88,8 @@ TEST(LoraEngine, MixedAdapterBatchesEqualEachRequestAloneAndTheOracle) {
   const auto ps = prompts();
   const int n_new = 6;
   std::vector<Request> reqs;
-  for (size_t i = 0; i < ps.size(); ++i) reqs.push_back(greedy(ps[i], n_new, names[i]));
+  for (size_t i = 0; i < ps.size(); ++i)
+    reqs.push_back(greedy_lora_request(ps[i], n_new, names[i]));
   std::vector<RequestResult> together = engine->generate(reqs);
   int n_differs_from_base = 0;
   for (size_t i = 0; i < ps.size(); ++i) {
@@ -126,7 +118,7 @@ TEST(LoraEngine, ThePrefixCacheKeepsAdaptersApart) {
   // again (which may reuse its own pages).
   for (const std::string name : {"", "a", "b", "a", ""}) {
     SCOPED_TRACE("adapter '" + name + "'");
-    RequestResult r = engine->generate({greedy(p, 5, name)})[0];
+    RequestResult r = engine->generate({greedy_lora_request(p, 5, name)})[0];
     const std::string dir = name == "a" ? ad.a : name == "b" ? ad.b : "";
     EXPECT_EQ(r.completions[0].tokens, oracle_greedy(dir, p, 5));
   }
@@ -136,10 +128,10 @@ TEST(LoraEngine, ThePrefixCacheKeepsAdaptersApart) {
 TEST(LoraEngine, UnknownAdaptersAndBadDirectoriesAreErrors) {
   Adapters ad;
   auto engine = Engine::load(kModel, {}, DType::kF32, Device::cpu(), {{"a", ad.a}});
-  EXPECT_THROW(engine->submit(greedy({1, 2, 3}, 2, "nope")), InvalidArgument);
+  EXPECT_THROW(engine->submit(greedy_lora_request({1, 2, 3}, 2, "nope")), InvalidArgument);
   auto base = Engine::load(kModel);
   EXPECT_TRUE(base->lora_names().empty());
-  EXPECT_THROW(base->submit(greedy({1, 2, 3}, 2, "a")), InvalidArgument);
+  EXPECT_THROW(base->submit(greedy_lora_request({1, 2, 3}, 2, "a")), InvalidArgument);
   EXPECT_THROW(Engine::load(kModel, {}, DType::kF32, Device::cpu(), {{"x", "/nonexistent"}}),
                IoError);
   EXPECT_THROW(Engine::load(kModel, {}, DType::kF32, Device::cpu(), {{"a", ad.a}, {"a", ad.b}}),

@@ -51,21 +51,7 @@ double compare(const Tensor& got, const Tensor& want, const std::string& what) {
   return max_err;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  Tensor ha = a.to(Device::cpu()).contiguous(), hb = b.to(Device::cpu()).contiguous();
-  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.data_ptr(), hb.data_ptr(), ha.nbytes()) == 0;
-}
-
-ops::AdamWHyper hyper(int t, double lr, bool decays) {
-  ops::AdamWHyper h;
-  h.b1 = 0.9f;
-  h.b2 = 0.95f;
-  h.step_size = static_cast<float>(lr / (1.0 - std::pow(0.9, t)));
-  h.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(0.95, t)));
-  h.eps = 1e-8f;
-  h.decay = decays ? static_cast<float>(1.0 - lr * 0.1) : 1.0f;
-  return h;
-}
+using test::same_bits;
 
 TEST_F(CudaOptimOpsTest, AdamWUpdateMatchesCpu) {
   // State values are O(1): 1e-6 is ~10 fp32 ulps after 3 steps of differently fused arithmetic.
@@ -85,7 +71,7 @@ TEST_F(CudaOptimOpsTest, AdamWUpdateMatchesCpu) {
         for (int t = 1; t <= 3; ++t) {
           Tensor g = test::random_cpu({n}, DType::kF32, 100 * t + n, -2.0, 2.0);
           Tensor d_g = on_gpu(g, offset);
-          const ops::AdamWHyper h = hyper(t, 1e-2 * t, t != 2);
+          const ops::AdamWHyper h = test::adamw_hyper(t, 1e-2 * t, t != 2);
           ops::adamw_update(master, g, m, v, weight, h);
           ops::adamw_update(d_master, d_g, d_m, d_v, d_weight, h);
         }
@@ -198,7 +184,7 @@ TEST_F(CudaOptimOpsTest, Throughput) {
     cuda::synchronize(0);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
   };
-  const ops::AdamWHyper h = hyper(1, 1e-3, true);
+  const ops::AdamWHyper h = test::adamw_hyper(1, 1e-3, true);
   const double t_adamw = time_it([&] {
     for (int64_t i = 0; i < n_params; ++i)
       ops::adamw_update(master[i], grad[i], m[i], v[i], weight[i], h);

@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/optim.h"
 
 namespace vela::test {
 
@@ -155,6 +157,25 @@ inline void expect_within(const std::vector<double>& got, const std::vector<doub
                        << ": got " << (n_bad ? got[first_bad] : 0.0) << " want "
                        << (n_bad ? want[first_bad] : 0.0) << " bound "
                        << (n_bad ? bound[first_bad] : 0.0);
+}
+
+// Whether a and b (any devices, any strides) hold the same bytes in logical order.
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  Tensor ha = a.to(Device::cpu()).contiguous(), hb = b.to(Device::cpu()).contiguous();
+  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.data_ptr(), hb.data_ptr(), ha.nbytes()) == 0;
+}
+
+// AdamW's per-step constants at step t (b1 0.9, b2 0.95, eps 1e-8; weight decay 0.1 when
+// `decays`), as the optimizer computes them.
+inline ops::AdamWHyper adamw_hyper(int t, double lr, bool decays) {
+  ops::AdamWHyper h;
+  h.b1 = 0.9f;
+  h.b2 = 0.95f;
+  h.step_size = static_cast<float>(lr / (1.0 - std::pow(0.9, t)));
+  h.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(0.95, t)));
+  h.eps = 1e-8f;
+  h.decay = decays ? static_cast<float>(1.0 - lr * 0.1) : 1.0f;
+  return h;
 }
 
 // A random [rows, cols] view into a wider [rows, cols + pad] tensor (row stride cols + pad).

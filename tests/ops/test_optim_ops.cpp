@@ -20,9 +20,7 @@ namespace {
 
 using test::random_tensor;
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
-}
+using test::same_bits;
 
 // The former AdamW::step_with_count inner loop, serial.
 void former_adamw(float* w, const float* g, float* m, float* v, int64_t n,
@@ -38,17 +36,6 @@ void former_adamw(float* w, const float* g, float* m, float* v, int64_t n,
   }
 }
 
-ops::AdamWHyper hyper(int t, double lr, bool decays) {
-  ops::AdamWHyper h;
-  h.b1 = 0.9f;
-  h.b2 = 0.95f;
-  h.step_size = static_cast<float>(lr / (1.0 - std::pow(0.9, t)));
-  h.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(0.95, t)));
-  h.eps = 1e-8f;
-  h.decay = decays ? static_cast<float>(1.0 - lr * 0.1) : 1.0f;
-  return h;
-}
-
 TEST(OptimOps, AdamWUpdateReproducesFormerLoop) {
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4099}, int64_t{(1 << 16) + 5}}) {
     for (int variant = 0; variant < 5; ++variant) {  // f32, bf16, f16 weights; aliased; none
@@ -60,7 +47,7 @@ TEST(OptimOps, AdamWUpdateReproducesFormerLoop) {
       if (variant == 3) weight = master;
       for (int t = 1; t <= 3; ++t) {
         Tensor g = random_tensor({n}, DType::kF32, 100 * t + n, -2.0f, 2.0f);
-        const ops::AdamWHyper h = hyper(t, 1e-2 * t, t != 2);
+        const ops::AdamWHyper h = test::adamw_hyper(t, 1e-2 * t, t != 2);
         ops::adamw_update(master, g, m, v, weight, h);
         former_adamw(rm.data<float>(), g.data<float>(), rmm.data<float>(), rv.data<float>(), n, h);
       }

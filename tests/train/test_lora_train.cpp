@@ -192,20 +192,8 @@ std::string write_shards(const fs::path& dir, bool sft = false) {
 }
 
 TrainerConfig lora_trainer_config(const std::string& data, const std::string& out) {
-  TrainerConfig c;
-  c.out_dir = out;
+  TrainerConfig c = test::small_trainer_config(data, out);
   c.max_steps = 8;
-  c.grad_accum = 2;
-  c.log_every = 1;
-  c.save_every = 4;
-  c.progress = false;
-  c.data.kind = "seq";
-  c.data.path = data;
-  c.data.batch_size = 3;
-  c.data.seq_len = 16;
-  c.data.seed = 5;
-  c.data.validation_fraction = 0.1;
-  c.schedule.kind = "cosine";
   c.schedule.lr = 5e-2;
   c.schedule.warmup_steps = 1;
   c.schedule.total_steps = 8;  // the same schedule for the stopped-at-4 run

@@ -46,23 +46,11 @@ std::string write_shards(const fs::path& dir) {
 }
 
 TrainerConfig make_config(const std::string& data, const std::string& out, const std::string& opt) {
-  TrainerConfig c;
-  c.out_dir = out;
+  TrainerConfig c = test::small_trainer_config(data, out);
   c.max_steps = 9;
-  c.grad_accum = 2;
   c.max_grad_norm = 1.0;
-  c.log_every = 1;
-  c.save_every = 4;
   c.eval_every = 3;
-  c.progress = false;
-  c.data.kind = "seq";
-  c.data.path = data;
-  c.data.batch_size = 3;
-  c.data.seq_len = 16;
-  c.data.seed = 5;
-  c.data.validation_fraction = 0.1;
   c.optimizer.kind = opt;
-  c.schedule.kind = "cosine";
   c.schedule.lr = 3e-2;
   c.schedule.warmup_steps = 2;
   return c;

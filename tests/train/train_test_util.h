@@ -1,5 +1,6 @@
 // Helpers for the training tests: tiny random models, fixture models, fixed TrainBatches with
-// packed documents and ignored targets, and scratch directories with their files' bytes.
+// packed documents and ignored targets, the small Trainer run of the resume tests, and scratch
+// directories with their files' bytes.
 #pragma once
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "model/model_config.h"
 #include "model/transformer.h"
 #include "train/train_batch.h"
+#include "train/trainer_config.h"
 
 namespace vela::test {
 
@@ -84,6 +86,27 @@ inline TrainBatch packed_batch(int64_t vocab, int64_t seq = 8, uint64_t seed = 7
   b.targets = Tensor::from_vector(targets, {2, seq});
   if (with_doc_ids) b.doc_ids = Tensor::from_vector(docs, {2, seq});
   return b;
+}
+
+// The small Trainer run of the resume tests over the token shards at `data` (sequences of 16,
+// batches of 3, a tenth held out, seed 5), into `out`: 2 micro-batches a step, a log line every
+// step, a checkpoint every 4, no progress bar, a cosine schedule. The caller sets the length, the
+// optimizer and the rates.
+inline TrainerConfig small_trainer_config(const std::string& data, const std::string& out) {
+  TrainerConfig c;
+  c.out_dir = out;
+  c.grad_accum = 2;
+  c.log_every = 1;
+  c.save_every = 4;
+  c.progress = false;
+  c.data.kind = "seq";
+  c.data.path = data;
+  c.data.batch_size = 3;
+  c.data.seq_len = 16;
+  c.data.seed = 5;
+  c.data.validation_fraction = 0.1;
+  c.schedule.kind = "cosine";
+  return c;
 }
 
 // A fresh directory under the system temp dir (one per object in this process), removed on

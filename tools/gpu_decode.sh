@@ -16,7 +16,7 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
@@ -148,14 +148,17 @@ if has warm; then
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k,decode32k}" "${WARM_ROUNDS:-2}"
 fi
 if has trigger; then
-  # The decode layer's wgmma GEMMs triggering their dependents after the main loop
-  # (VELA_WGMMA_LATE_TRIGGER=1) or right after their wait (0, the default).
-  # The late form's results first (the same bits as the early one: only the launch moves).
+  # The decode layer's wgmma GEMMs triggering their dependents after the main loop at every row
+  # count (VELA_WGMMA_LATE_TRIGGER=1) or right after their wait at every row count (0); the default
+  # is late from VELA_WGMMA_LATE_TRIGGER_ROWS (64) rows on. Both forced forms' results first (the
+  # same bits either way: only the launch moves).
   if [ -x "$B/tests/test_cuda" ]; then
-    (cd tests && VELA_WGMMA_LATE_TRIGGER=1 timeout 120 "$B/tests/test_cuda" \
-      --gtest_filter='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*' \
-      > "$OUT/test_late_trigger.log" 2>&1)
-    echo "test_cuda (late trigger) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_late_trigger.log" | tr '\n' ' ')"
+    for v in 1 0; do
+      (cd tests && VELA_WGMMA_LATE_TRIGGER=$v timeout 120 "$B/tests/test_cuda" \
+        --gtest_filter='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*' \
+        > "$OUT/test_trigger$v.log" 2>&1)
+      echo "test_cuda (VELA_WGMMA_LATE_TRIGGER=$v) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_trigger$v.log" | tr '\n' ' ')"
+    done
   fi
   ab_runs trigger VELA_WGMMA_LATE_TRIGGER "0 1" "${TRIGGER_CASES:-batch64,batch32,batch16,batch4}" "${TRIGGER_ROUNDS:-3}"
 fi

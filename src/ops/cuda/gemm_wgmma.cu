@@ -876,14 +876,21 @@ unsigned long long* probe_row(int64_t n, int64_t k) {
   }
 }
 
-// VELA_WGMMA_LATE_TRIGGER=1: the decode layer's fused forms (q|k|v, o, gate|up, down) let the
-// next kernel launch only after their main loop, not right after their wait. Untested on a GPU
-// when written (session 54): the phase probe found their epilogues at 64 rows ~3 us whatever
-// their loads, and the next kernel's blocks stream their weights beside them from the early
-// trigger on; this A/B says whether the later start costs the next kernel more than it saves.
-bool late_trigger() {
-  static const bool on = env_opted_in("VELA_WGMMA_LATE_TRIGGER");
-  return on;
+// The fewest rows at which the decode layer's fused forms (q|k|v, o, gate|up, down) let the next
+// kernel launch only after their main loop instead of right after their wait:
+// VELA_WGMMA_LATE_TRIGGER_ROWS (default 64); VELA_WGMMA_LATE_TRIGGER=1 makes it every row count,
+// =0 none (the A/B of tools/gpu_decode.sh trigger). Session 55, one H100, two alternating rounds
+// (bench/results/wgmma_late_trigger_h100.txt): batch64 1.839 / 1.850 -> 1.803 / 1.815 ms, batch16
+// 1.588 / 1.604 -> 1.614 / 1.617. At 64 rows the epilogues share the SM with the next kernel's
+// blocks, resident from the early trigger on and streaming their weights (the phase probe: q|k|v's
+// 16 cluster loads took 2.0 us to land); at 16 rows that head start is worth more.
+int late_trigger_rows() {
+  static const int rows = [] {
+    if (env_opted_in("VELA_WGMMA_LATE_TRIGGER")) return 1;
+    if (!env_enabled("VELA_WGMMA_LATE_TRIGGER")) return kRows + 1;  // never
+    return static_cast<int>(env_int("VELA_WGMMA_LATE_TRIGGER_ROWS", kRows, 1, kRows + 1));
+  }();
+  return rows;
 }
 
 // The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
@@ -913,11 +920,11 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
     using TC = decltype(tc);
     if constexpr (kEpi == kPlainOut ||
                   std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>) {
-      // The decode layer's split-K forms may trigger their dependents after the main loop
-      // instead (VELA_WGMMA_LATE_TRIGGER, an A/B: a separate instantiation, so the default
-      // kernels compile as without it).
+      // The decode layer's split-K forms trigger their dependents after the main loop from
+      // late_trigger_rows() rows on (a separate instantiation: the early form compiles as
+      // without it).
       constexpr bool kLayerForm = kEpi == kSiluMul || kEpi == kRotaryKv || kEpi == kAddRes;
-      if (kLayerForm && late_trigger())
+      if (kLayerForm && p.m >= late_trigger_rows())
         launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale, kLayerForm>, p, n_tiles,
                p.stages * kStageBytes + 1024);
       else

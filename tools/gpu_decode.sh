@@ -16,12 +16,12 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile ring patch minrows stages early merge sampling qwen splits
-#         kernels detail timeline trace base side cluster warm trigger probe
+#         kernels detail timeline trace base side cluster warm trigger pipe probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
 set -uo pipefail
@@ -161,6 +161,18 @@ if has trigger; then
     done
   fi
   ab_runs trigger VELA_WGMMA_LATE_TRIGGER "0 1" "${TRIGGER_CASES:-batch64,batch32,batch16,batch4}" "${TRIGGER_ROUNDS:-3}"
+fi
+if has pipe; then
+  # The o / down / gate|up epilogues pipelined over their items (VELA_WGMMA_PIPE_ITEMS=1: an item's
+  # cluster loads before the previous item's stores; the same bits) or not (0, the default):
+  # the pipelined form's results first, then the A/B.
+  if [ -x "$B/tests/test_cuda" ]; then
+    (cd tests && VELA_WGMMA_PIPE_ITEMS=1 timeout 120 "$B/tests/test_cuda" \
+      --gtest_filter='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaGemm*:CudaEngine*' \
+      > "$OUT/test_pipe.log" 2>&1)
+    echo "test_cuda (VELA_WGMMA_PIPE_ITEMS=1) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_pipe.log" | tr '\n' ' ')"
+  fi
+  ab_runs pipe VELA_WGMMA_PIPE_ITEMS "0 1" "${PIPE_CASES:-batch64,batch32,batch16,batch4}" "${PIPE_ROUNDS:-3}"
 fi
 if has probe; then
   # The wgmma GEMMs' phases in batch-64 / 16 steps (ops/cuda/phase_probe.h): a probe build

@@ -176,6 +176,27 @@ __device__ __forceinline__ void cluster_sum4x2(cooperative_groups::cluster_group
   }
 }
 
+// The pipelined epilogues (kFormPipe): an item's parts (columns col4 .. col4 + 3 of `row`) from
+// each of the cluster's first `splits` <= N ranks, loaded into registers (load_parts), then summed
+// in rank order (sum_parts: cluster_sum4's order, so the same bits).
+template <int N>
+__device__ __forceinline__ void load_parts(cooperative_groups::cluster_group& cluster,
+                                           const float* red, int splits, int row, int col4,
+                                           float4 (&part)[N]) {
+  const float4* local = reinterpret_cast<const float4*>(red + row * kRedStride + col4);
+#pragma unroll
+  for (int s = 0; s < N; ++s)
+    if (s < splits) part[s] = *cluster.map_shared_rank(local, s);
+}
+
+template <int N>
+__device__ __forceinline__ void sum_parts(const float4 (&part)[N], int splits, float (&r)[4]) {
+  r[0] = r[1] = r[2] = r[3] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < N; ++s)
+    if (s < splits) add4(r, part[s]);
+}
+
 template <typename T, typename TC>
 static __global__ void __launch_bounds__(kThreads) wgmma_gemm_kernel(WgmmaArgs p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -544,12 +565,40 @@ __device__ __forceinline__ void load_residual(const TmaArgs& p, int rank, int my
   }
 }
 
-// kAddRes's split-K reduction: each item's 4 columns summed over the cluster, rounded to T (the
-// projection), added to the residual (res) and rounded again (gemm_add), stored; then the next
-// norm's pieces of the stored residual (norm_pieces): round(c * next_w) to `scaled`, and each
+// kAddRes's split-K reduction, one item: its 4 columns summed over the cluster (r), rounded to T
+// (the projection), added to the residual (res) and rounded again (gemm_add), stored; then the
+// next norm's pieces of the stored residual (norm_pieces): round(c * next_w) to `scaled`, and each
 // row's sum of squares over the tile's 128 columns to row_sq_out[row, tile] (a warp holds a whole
 // row, 4 columns a lane, summed in the order of ops/cuda/rms_norm.cu's kernel: the same bits).
+// The whole warp calls it (the shuffles).
 template <typename T>
+__device__ __forceinline__ void add_residual_item(const TmaArgs& p, T* c, int row, int col,
+                                                  int tile, int n_tiles, int tid, const T (&res)[4],
+                                                  const float (&r)[4]) {
+  T* dst = c + static_cast<int64_t>(row) * p.ldc + col;
+  T* sc = static_cast<T*>(p.scaled) + static_cast<int64_t>(row) * p.ld_scaled + col;
+  float ss = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if (col + e < p.n) {
+      const T sum = from_float<T>(to_float(res[e]) + to_float(from_float<T>(p.alpha * r[e])));
+      dst[e] = sum;
+      const float s = to_float(sum);
+      ss += s * s;
+      const float w = p.next_w_f32 ? static_cast<const float*>(p.next_w)[col + e]
+                                   : to_float(static_cast<const T*>(p.next_w)[col + e]);
+      sc[e] = from_float<T>(s * w);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((tid & 31) == 0) p.row_sq_out[static_cast<int64_t>(row) * n_tiles + tile] = ss;
+}
+
+// kAddRes's split-K reduction of one block: item by item (add_residual_item), each item's cluster
+// loads issued after the previous item's stores (kPipe false), or before them (kPipe, kFormPipe:
+// item it + 1's parts load while item it is summed and stored).
+template <typename T, bool kPipe>
 __device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluster_group& cluster,
                                                       const float* red, const TmaArgs& p, int rank,
                                                       int my_rows, int tile, int tid,
@@ -557,38 +606,86 @@ __device__ __forceinline__ void add_residual_epilogue(cooperative_groups::cluste
   static_assert(kBN / 4 == 32, "a warp per tile row");
   T* c = static_cast<T*>(p.c);
   const int n_tiles = (p.n + kBN - 1) / kBN;
+  if constexpr (kPipe) {
+    const int n_items = my_rows * (kBN / 4);
+    // Every item of a thread has the same 4 columns (idx % 32 = tid % 32).
+    const int col4 = (tid % (kBN / 4)) * 4, col = tile * kBN + col4;
+    auto item_row = [&](int it) { return rank + ((tid + it * kThreads) / (kBN / 4)) * p.splits; };
+    float4 cur[kMaxCluster], nxt[kMaxCluster];
+    if (tid < n_items) load_parts(cluster, red, p.splits, item_row(0), col4, cur);
 #pragma unroll
-  for (int it = 0; it < kAddItems; ++it) {
-    const int idx = tid + it * kThreads;
-    // The same for the 32 lanes of a warp (one row): the shuffles see the whole warp.
-    if (idx >= my_rows * (kBN / 4)) break;
-    const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
-    const int col = tile * kBN + col4;
-    float r[4];
-    cluster_sum4(cluster, red, p.splits, row, col4, r);
-    if (it == 0) phase_mark(p.probe, 6);  // thread 0's first sums landed
-    T* dst = c + static_cast<int64_t>(row) * p.ldc + col;
-    T* sc = static_cast<T*>(p.scaled) + static_cast<int64_t>(row) * p.ld_scaled + col;
-    float ss = 0.0f;
+    for (int it = 0; it < kAddItems; ++it) {
+      // The same for the 32 lanes of a warp (one row): the shuffles see the whole warp.
+      if (tid + it * kThreads >= n_items) break;
+      if (it + 1 < kAddItems && tid + (it + 1) * kThreads < n_items)
+        load_parts(cluster, red, p.splits, item_row(it + 1), col4, nxt);
+      float r[4];
+      sum_parts(cur, p.splits, r);
+      if (it == 0) phase_mark(p.probe, 6);  // thread 0's first sums landed
+      add_residual_item<T>(p, c, item_row(it), col, tile, n_tiles, tid, res[it], r);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (col + e < p.n) {
-        const T sum = from_float<T>(to_float(res[it][e]) + to_float(from_float<T>(p.alpha * r[e])));
-        dst[e] = sum;
-        const float s = to_float(sum);
-        ss += s * s;
-        const float w = p.next_w_f32 ? static_cast<const float*>(p.next_w)[col + e]
-                                     : to_float(static_cast<const T*>(p.next_w)[col + e]);
-        sc[e] = from_float<T>(s * w);
-      }
+      for (int s = 0; s < kMaxCluster; ++s) cur[s] = nxt[s];
     }
+  } else {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((tid & 31) == 0) p.row_sq_out[static_cast<int64_t>(row) * n_tiles + tile] = ss;
+    for (int it = 0; it < kAddItems; ++it) {
+      const int idx = tid + it * kThreads;
+      // The same for the 32 lanes of a warp (one row): the shuffles see the whole warp.
+      if (idx >= my_rows * (kBN / 4)) break;
+      const int row = rank + (idx / (kBN / 4)) * p.splits, col4 = (idx % (kBN / 4)) * 4;
+      float r[4];
+      cluster_sum4(cluster, red, p.splits, row, col4, r);
+      if (it == 0) phase_mark(p.probe, 6);  // thread 0's first sums landed
+      add_residual_item<T>(p, c, row, tile * kBN + col4, tile, n_tiles, tid, res[it], r);
+    }
   }
 }
 
-template <typename T, typename TC, int kEpi, int kD, bool kRowScale, bool kLateTrigger = false>
+// kSiluMul's split-K reduction of one block with kFormPipe (clusters of up to 8): item it + 1's
+// gate and up parts load while item it is summed and stored (each sum in rank order, as
+// cluster_sum4x2). Every item of a thread has the same columns (idx % 16 = tid % 16).
+template <typename TC, typename RowAlpha>
+__device__ __forceinline__ void silu_epilogue_pipelined(cooperative_groups::cluster_group& cluster,
+                                                        const float* red, const TmaArgs& p,
+                                                        const WgmmaArgs& sp, int rank, int my_rows,
+                                                        int tile, int tid, RowAlpha row_alpha) {
+  constexpr int kPerRow = kBN / 8, kItems = (kRows / 2) * kPerRow / kThreads;
+  const int n_items = my_rows * kPerRow, col4 = (tid % kPerRow) * 4;
+  auto item_row = [&](int it) { return rank + ((tid + it * kThreads) / kPerRow) * p.splits; };
+  float4 gc[kPortableCluster], uc[kPortableCluster], gn[kPortableCluster], un[kPortableCluster];
+  if (tid < n_items) {
+    load_parts(cluster, red, p.splits, item_row(0), col4, gc);
+    load_parts(cluster, red, p.splits, item_row(0), 64 + col4, uc);
+  }
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) {
+    if (tid + it * kThreads >= n_items) break;
+    if (it + 1 < kItems && tid + (it + 1) * kThreads < n_items) {
+      load_parts(cluster, red, p.splits, item_row(it + 1), col4, gn);
+      load_parts(cluster, red, p.splits, item_row(it + 1), 64 + col4, un);
+    }
+    float g[4], u[4], v[4];
+    sum_parts(gc, p.splits, g);
+    sum_parts(uc, p.splits, u);
+    if (it == 0) phase_mark(p.probe, 6);
+    const int row = item_row(it);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], row_alpha(row));
+    store_cols<TC, 4>(static_cast<TC*>(p.c), sp, row, tile * 64 + col4, v);
+#pragma unroll
+    for (int s = 0; s < kPortableCluster; ++s) {
+      gc[s] = gn[s];
+      uc[s] = un[s];
+    }
+  }
+}
+
+// The TMA kernel's forms (kForm bits): kFormLate, the dependents launched after the main loop
+// instead of right after the wait (late_trigger_rows); kFormPipe, the kAddRes / kSiluMul
+// epilogues pipelined over their items (VELA_WGMMA_PIPE_ITEMS). Each its own instantiation.
+constexpr int kFormLate = 1, kFormPipe = 2;
+
+template <typename T, typename TC, int kEpi, int kD, bool kRowScale, int kForm = 0>
 static __global__ void __launch_bounds__(kThreads)
     wgmma_tma_gemm_kernel(const __grid_constant__ TmaArgs p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -640,7 +737,7 @@ static __global__ void __launch_bounds__(kThreads)
   pdl_wait();
   phase_mark(p.probe, 1);
   phase_gap(p.probe, probe_pred(phase_probe_index(p.probe)));
-  if constexpr (!kLateTrigger) pdl_launch_dependents();
+  if constexpr (!(kForm & kFormLate)) pdl_launch_dependents();
   if (tid == 0) {
     for (int s = 0; s < ahead; ++s) load_a(c_begin + s, s);
   }
@@ -681,7 +778,7 @@ static __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // rstd is set before the epilogue reads it
   }
   phase_mark(p.probe, 4);
-  if constexpr (kLateTrigger) pdl_launch_dependents();
+  if constexpr (kForm & kFormLate) pdl_launch_dependents();
 
   TC* c = static_cast<TC*>(p.c);
   WgmmaArgs sp{};  // store_cols' view of the output
@@ -753,16 +850,21 @@ static __global__ void __launch_bounds__(kThreads)
   if constexpr (kEpi == kRotaryKv) {
     rotary_epilogue<T, kD>(cluster, red, p, rank, my_rows, tile, tid, kRowScale ? rstd : nullptr);
   } else if constexpr (kEpi == kAddRes) {
-    add_residual_epilogue<T>(cluster, red, p, rank, my_rows, tile, tid, res);
+    add_residual_epilogue<T, (kForm & kFormPipe) != 0>(cluster, red, p, rank, my_rows, tile, tid,
+                                                       res);
   } else if constexpr (kEpi == kSiluMul) {
-    for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
-      const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
-      float g[4], u[4], v[4];
-      cluster_sum4x2(cluster, red, p.splits, row, col4, 64 + col4, g, u);
-      if (idx == tid) phase_mark(p.probe, 6);
+    if ((kForm & kFormPipe) != 0 && p.splits <= kPortableCluster) {
+      silu_epilogue_pipelined<TC>(cluster, red, p, sp, rank, my_rows, tile, tid, row_alpha);
+    } else {
+      for (int idx = tid; idx < my_rows * (kBN / 8); idx += kThreads) {
+        const int row = rank + (idx / (kBN / 8)) * p.splits, col4 = (idx % (kBN / 8)) * 4;
+        float g[4], u[4], v[4];
+        cluster_sum4x2(cluster, red, p.splits, row, col4, 64 + col4, g, u);
+        if (idx == tid) phase_mark(p.probe, 6);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], row_alpha(row));
-      store_cols<TC, 4>(c, sp, row, tile * 64 + col4, v);
+        for (int e = 0; e < 4; ++e) v[e] = silu_mul_rounded<TC>(g[e], u[e], row_alpha(row));
+        store_cols<TC, 4>(c, sp, row, tile * 64 + col4, v);
+      }
     }
   } else {
     for (int idx = tid; idx < my_rows * (kBN / 4); idx += kThreads) {
@@ -893,6 +995,15 @@ int late_trigger_rows() {
   return rows;
 }
 
+// VELA_WGMMA_PIPE_ITEMS=1: the decode layer's kAddRes (o, down) and kSiluMul (gate|up) epilogues
+// load an item's cluster parts before the previous item's stores (kFormPipe; the same bits).
+// Written in session 55 after its device time ran out, so unmeasured: the phase probe read
+// gate|up's four items at 64 rows at ~0.65 us each after the first (`tools/gpu_decode.sh pipe`).
+bool pipe_items() {
+  static const bool on = env_opted_in("VELA_WGMMA_PIPE_ITEMS");
+  return on;
+}
+
 // The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
 // each output row) over the 128-row tiles of w for a @ w^T; `p` holds the epilogue's output
 // operands, out_dtype c's dtype. False when the driver cannot make the tensor maps, or kRotaryKv /
@@ -921,15 +1032,29 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
     if constexpr (kEpi == kPlainOut ||
                   std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>) {
       // The decode layer's split-K forms trigger their dependents after the main loop from
-      // late_trigger_rows() rows on (a separate instantiation: the early form compiles as
-      // without it).
+      // late_trigger_rows() rows on; kAddRes / kSiluMul pipeline their items with
+      // VELA_WGMMA_PIPE_ITEMS=1 (kForm: each a separate instantiation, so the plain form
+      // compiles as without them).
       constexpr bool kLayerForm = kEpi == kSiluMul || kEpi == kRotaryKv || kEpi == kAddRes;
-      if (kLayerForm && p.m >= late_trigger_rows())
-        launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale, kLayerForm>, p, n_tiles,
-               p.stages * kStageBytes + 1024);
+      const int smem = p.stages * kStageBytes + 1024;
+      auto go = [&](auto form) {
+        launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale, decltype(form)::value>, p, n_tiles,
+               smem);
+      };
+      const bool late = kLayerForm && p.m >= late_trigger_rows();
+      if constexpr (kEpi == kSiluMul || kEpi == kAddRes) {
+        if (pipe_items()) {
+          if (late)
+            go(std::integral_constant<int, kFormLate | kFormPipe>{});
+          else
+            go(std::integral_constant<int, kFormPipe>{});
+          return;
+        }
+      }
+      if (late)
+        go(std::integral_constant < int, kLayerForm ? kFormLate : 0 > {});
       else
-        launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale>, p, n_tiles,
-               p.stages * kStageBytes + 1024);
+        go(std::integral_constant<int, 0>{});
     }
   });
   return true;

@@ -595,6 +595,81 @@ TEST_F(CudaFusedDecodeTest, NormPieceGemmsMatchUnfused) {
   }
 }
 
+// The wgmma GEMMs' o / down (+ residual, next norm's pieces) and gate|up (SiLU) epilogues
+// pipelined over their items (gemm_wgmma_set_pipe_items, VELA_WGMMA_PIPE_ITEMS) give the same bits
+// as the plain walk: 3..64 rows, shapes of 2..16 splits (past 8, gate|up keeps the plain walk).
+TEST_F(CudaFusedDecodeTest, PipelinedEpiloguesGiveTheSameBits) {
+#ifndef VELA_HAS_SM90A
+  GTEST_SKIP() << "the wgmma GEMM is built for sm_90a only";
+#else
+  const cudaDeviceProp& prop = vela::cuda::device_properties();
+  if (prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "the wgmma GEMM runs on sm_90 only";
+  struct Restore {
+    ~Restore() {
+      ops::cuda::gemm_wgmma_set_pipe_items(-1);
+      ops::cuda::gemm_wgmma_set_enabled(-1);
+    }
+  } restore;
+  ops::cuda::gemm_wgmma_set_enabled(1);
+  auto pieces_for = [](int64_t m, int64_t n, DType dt) {
+    return ops::NormPieces{
+        Tensor::empty({m, n}, dt, gpu()),
+        Tensor::empty({m, (n + ops::kRowSqGroup - 1) / ops::kRowSqGroup}, DType::kF32, gpu())};
+  };
+  auto label = [&](const char* kind, int64_t n, int64_t k, int64_t w_rows) {
+    return std::string(kind) + " n" + std::to_string(n) + " k" + std::to_string(k) + " (" +
+           std::to_string(ops::cuda::wgmma_gemm_splits(w_rows, k, prop.multiProcessorCount)) +
+           " splits)";
+  };
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t m : {3, 17, 40, 64}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " m" + std::to_string(m));
+      Tensor x = test::random_cpu({m, 5632}, dt, 1, -1.0, 1.0).to(gpu());
+      // The residual add with the next norm's pieces (o / down): 5, 8, 11 and 16 splits on the
+      // H100 / H200's 132 SMs.
+      for (auto [n, k] :
+           {std::pair<int64_t, int64_t>{4096, 1024}, {700, 1024}, {1536, 4096}, {256, 5632}}) {
+        const std::string what = label("add", n, k, n);
+        Tensor a = x.slice(1, 0, k).contiguous();
+        Tensor w = test::random_cpu({n, k}, dt, 2, -0.1, 0.1).to(gpu());
+        Tensor next_w = test::random_cpu({n}, dt, 3, 0.5, 1.5).to(gpu());
+        Tensor r0 = test::random_cpu({m, n}, dt, 4, -3.0, 3.0).to(gpu());
+        Tensor r[2];
+        ops::NormPieces next[2] = {pieces_for(m, n, dt), pieces_for(m, n, dt)};
+        for (int pipe = 0; pipe < 2; ++pipe) {
+          ops::cuda::gemm_wgmma_set_pipe_items(pipe);
+          r[pipe] = r0.clone();
+          ASSERT_TRUE(ops::cuda::gemm_wgmma_add(a, w, r[pipe], next_w, next[pipe].scaled,
+                                                next[pipe].row_sq))
+              << what;
+        }
+        test::expect_equal(r[1], r[0], what + " residual");
+        test::expect_equal(next[1].scaled, next[0].scaled, what + " scaled");
+        test::expect_equal(next[1].row_sq, next[0].row_sq, what + " row_sq");
+      }
+      // gate|up with SiLU * up on a norm's pieces: 8, 3 and 2 splits, and 16 (the plain walk).
+      for (auto [inter, k] :
+           {std::pair<int64_t, int64_t>{512, 1024}, {2816, 1024}, {5632, 2048}, {128, 5632}}) {
+        const std::string what = label("silu_mul", inter, k, 2 * inter);
+        Tensor a = x.slice(1, 0, k).contiguous();
+        Tensor nw = test::random_cpu({k}, dt, 6, 0.5, 1.5).to(gpu());
+        ops::NormPieces ap = pieces_for(m, k, dt);
+        ops::norm_pieces(a, nw, ap);
+        Tensor wgu = test::random_cpu({2 * inter, k}, dt, 5, -0.1, 0.1).to(gpu());
+        Tensor act[2];
+        for (int pipe = 0; pipe < 2; ++pipe) {
+          ops::cuda::gemm_wgmma_set_pipe_items(pipe);
+          act[pipe] = Tensor::empty({m, inter}, dt, gpu());
+          ASSERT_TRUE(ops::cuda::gemm_wgmma_silu_mul(ap.scaled, wgu, act[pipe], ap.row_sq, 1e-5f))
+              << what;
+        }
+        test::expect_equal(act[1], act[0], what + " act");
+      }
+    }
+  }
+#endif
+}
+
 // rms_norm_gemm_rotary_kv_write (the q|k|v GEMV with rotary and the cache write in its epilogue)
 // against the unfused CUDA ops it stands for (the same bits: each column sums in the same order)
 // and the CPU twin, 1..8 rows (9: the unfused fallback), head sizes 16..256, with a position

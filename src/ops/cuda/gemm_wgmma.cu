@@ -178,7 +178,8 @@ __device__ __forceinline__ void cluster_sum4x2(cooperative_groups::cluster_group
 
 // The pipelined epilogues (kFormPipe): an item's parts (columns col4 .. col4 + 3 of `row`) from
 // each of the cluster's first `splits` <= N ranks, loaded into registers (load_parts), then summed
-// in rank order (sum_parts: cluster_sum4's order, so the same bits).
+// in rank order (sum_parts: cluster_sum4's order, so the same bits). kAddRes holds N = kMaxCluster
+// (the largest cluster the host launches); kSiluMul N = 8, taken only up to 8 splits.
 template <int N>
 __device__ __forceinline__ void load_parts(cooperative_groups::cluster_group& cluster,
                                            const float* red, int splits, int row, int col4,
@@ -737,7 +738,7 @@ static __global__ void __launch_bounds__(kThreads)
   pdl_wait();
   phase_mark(p.probe, 1);
   phase_gap(p.probe, probe_pred(phase_probe_index(p.probe)));
-  if constexpr (!(kForm & kFormLate)) pdl_launch_dependents();
+  if constexpr ((kForm & kFormLate) == 0) pdl_launch_dependents();
   if (tid == 0) {
     for (int s = 0; s < ahead; ++s) load_a(c_begin + s, s);
   }
@@ -778,7 +779,7 @@ static __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // rstd is set before the epilogue reads it
   }
   phase_mark(p.probe, 4);
-  if constexpr (kForm & kFormLate) pdl_launch_dependents();
+  if constexpr ((kForm & kFormLate) != 0) pdl_launch_dependents();
 
   TC* c = static_cast<TC*>(p.c);
   WgmmaArgs sp{};  // store_cols' view of the output
@@ -999,7 +1000,11 @@ int late_trigger_rows() {
 // load an item's cluster parts before the previous item's stores (kFormPipe; the same bits).
 // Written in session 55 after its device time ran out, so unmeasured: the phase probe read
 // gate|up's four items at 64 rows at ~0.65 us each after the first (`tools/gpu_decode.sh pipe`).
+std::atomic<int> g_pipe_override{-1};  // gemm_wgmma_set_pipe_items (tests)
+
 bool pipe_items() {
+  const int o = g_pipe_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
   static const bool on = env_opted_in("VELA_WGMMA_PIPE_ITEMS");
   return on;
 }
@@ -1041,20 +1046,23 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
         launch(wgmma_tma_gemm_kernel<T, TC, kEpi, kD, kRowScale, decltype(form)::value>, p, n_tiles,
                smem);
       };
-      const bool late = kLayerForm && p.m >= late_trigger_rows();
-      if constexpr (kEpi == kSiluMul || kEpi == kAddRes) {
-        if (pipe_items()) {
-          if (late)
-            go(std::integral_constant<int, kFormLate | kFormPipe>{});
-          else
-            go(std::integral_constant<int, kFormPipe>{});
+      if constexpr (kLayerForm) {
+        const bool late = p.m >= late_trigger_rows();
+        if constexpr (kEpi == kSiluMul || kEpi == kAddRes) {
+          if (pipe_items()) {
+            if (late)
+              go(std::integral_constant<int, kFormLate | kFormPipe>{});
+            else
+              go(std::integral_constant<int, kFormPipe>{});
+            return;
+          }
+        }
+        if (late) {
+          go(std::integral_constant<int, kFormLate>{});
           return;
         }
       }
-      if (late)
-        go(std::integral_constant < int, kLayerForm ? kFormLate : 0 > {});
-      else
-        go(std::integral_constant<int, 0>{});
+      go(std::integral_constant<int, 0>{});
     }
   });
   return true;
@@ -1155,6 +1163,8 @@ bool gemm_wgmma(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 }
 
 void gemm_wgmma_set_tma(int on) { g_tma_override = on < 0 ? -1 : (on != 0); }
+
+void gemm_wgmma_set_pipe_items(int on) { g_pipe_override = on < 0 ? -1 : (on != 0); }
 
 int gemm_wgmma_splits_on(Device device, int64_t n, int64_t k) {
   DeviceGuard guard(device.index);

@@ -147,31 +147,27 @@ if has warm; then
   # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16).
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k,decode32k}" "${WARM_ROUNDS:-2}"
 fi
+# env_tests LOG VAR=VALUE FILTER: test_cuda's FILTER with VAR=VALUE set, logged to $OUT/LOG.log.
+env_tests() {
+  [ -x "$B/tests/test_cuda" ] || return 0
+  (cd tests && env "$2" timeout 120 "$B/tests/test_cuda" --gtest_filter="$3" > "$OUT/$1.log" 2>&1)
+  echo "test_cuda ($2) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$1.log" | tr '\n' ' ')"
+}
+# The decode layer's fused wgmma GEMMs and the engines that run them.
+LAYER_TESTS='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*'
 if has trigger; then
   # The decode layer's wgmma GEMMs triggering their dependents after the main loop at every row
   # count (VELA_WGMMA_LATE_TRIGGER=1) or right after their wait at every row count (0); the default
   # is late from VELA_WGMMA_LATE_TRIGGER_ROWS (64) rows on. Both forced forms' results first (the
   # same bits either way: only the launch moves).
-  if [ -x "$B/tests/test_cuda" ]; then
-    for v in 1 0; do
-      (cd tests && VELA_WGMMA_LATE_TRIGGER=$v timeout 120 "$B/tests/test_cuda" \
-        --gtest_filter='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*' \
-        > "$OUT/test_trigger$v.log" 2>&1)
-      echo "test_cuda (VELA_WGMMA_LATE_TRIGGER=$v) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_trigger$v.log" | tr '\n' ' ')"
-    done
-  fi
+  for v in 1 0; do env_tests "test_trigger$v" "VELA_WGMMA_LATE_TRIGGER=$v" "$LAYER_TESTS"; done
   ab_runs trigger VELA_WGMMA_LATE_TRIGGER "0 1" "${TRIGGER_CASES:-batch64,batch32,batch16,batch4}" "${TRIGGER_ROUNDS:-3}"
 fi
 if has pipe; then
   # The o / down / gate|up epilogues pipelined over their items (VELA_WGMMA_PIPE_ITEMS=1: an item's
   # cluster loads before the previous item's stores; the same bits) or not (0, the default):
   # the pipelined form's results first, then the A/B.
-  if [ -x "$B/tests/test_cuda" ]; then
-    (cd tests && VELA_WGMMA_PIPE_ITEMS=1 timeout 120 "$B/tests/test_cuda" \
-      --gtest_filter='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaGemm*:CudaEngine*' \
-      > "$OUT/test_pipe.log" 2>&1)
-    echo "test_cuda (VELA_WGMMA_PIPE_ITEMS=1) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_pipe.log" | tr '\n' ' ')"
-  fi
+  env_tests test_pipe VELA_WGMMA_PIPE_ITEMS=1 "$LAYER_TESTS:CudaFusedDecodeTest.Pipelined*:CudaGemm*"
   ab_runs pipe VELA_WGMMA_PIPE_ITEMS "0 1" "${PIPE_CASES:-batch64,batch32,batch16,batch4}" "${PIPE_ROUNDS:-3}"
 fi
 if has probe; then

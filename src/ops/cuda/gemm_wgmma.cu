@@ -336,8 +336,29 @@ struct RowScale {
 // The phase probe's rows of the TMA kernels (probe_row) and, for its gaps, the row of the kind
 // that runs before each in a multi-row decode layer: gate|up after o, down after gate|up, q|k|v
 // and the LM head after down, o after q|k|v (attention between them); -1: none.
+enum ProbeRow : int {
+  kProbeRowPlain,
+  kProbeRowGateUp,
+  kProbeRowQkv,
+  kProbeRowO,
+  kProbeRowDown,
+  kProbeRowLmHead
+};
+static_assert(kProbeRowLmHead < kProbeRows, "phase_probe.h holds every row");
 __host__ __device__ constexpr int probe_pred(int row) {
-  return row == 1 ? 3 : row == 4 ? 1 : row == 2 || row == 5 ? 4 : row == 3 ? 2 : -1;
+  switch (row) {
+    case kProbeRowGateUp:
+      return kProbeRowO;
+    case kProbeRowDown:
+      return kProbeRowGateUp;
+    case kProbeRowQkv:
+    case kProbeRowLmHead:
+      return kProbeRowDown;
+    case kProbeRowO:
+      return kProbeRowQkv;
+    default:
+      return -1;
+  }
 }
 
 struct TmaArgs {
@@ -964,18 +985,21 @@ unsigned long long* probe_row(int64_t n, int64_t k) {
                                                     "-> first item's cluster sums landed",
                                                     "-> epilogue done",
                                                     "-> cluster synced, exit"};
+  auto row = [&](ProbeRow r, const char* name) {
+    return phase_probe_row(r, name, kPhases, probe_pred(r));
+  };
   switch (kEpi) {
     case kSiluMul:
-      return phase_probe_row(1, "wgmma gate|up (SiLU)", kPhases, probe_pred(1));
+      return row(kProbeRowGateUp, "wgmma gate|up (SiLU)");
     case kRotaryKv:
-      return phase_probe_row(2, "wgmma q|k|v (rotary, KV)", kPhases, probe_pred(2));
+      return row(kProbeRowQkv, "wgmma q|k|v (rotary, KV)");
     case kAddRes:
-      return k <= n ? phase_probe_row(3, "wgmma o (+ residual)", kPhases, probe_pred(3))
-                    : phase_probe_row(4, "wgmma down (+ residual)", kPhases, probe_pred(4));
+      return k <= n ? row(kProbeRowO, "wgmma o (+ residual)")
+                    : row(kProbeRowDown, "wgmma down (+ residual)");
     case kArgmaxOut:
-      return phase_probe_row(5, "wgmma LM head (argmax)", kPhases, probe_pred(5));
+      return row(kProbeRowLmHead, "wgmma LM head (argmax)");
     default:
-      return phase_probe_row(0, "wgmma plain", kPhases);
+      return row(kProbeRowPlain, "wgmma plain");
   }
 }
 

@@ -4,8 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -24,7 +26,8 @@ struct Probe {
   int device = -1;
   std::string kernels[kProbeRows];
   std::vector<std::string> phases[kProbeRows];
-  int pred[kProbeRows] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  int pred[kProbeRows];  // the row each row's gaps are measured from, -1: none
+  Probe() { std::fill(std::begin(pred), std::end(pred), -1); }
 };
 
 Probe& probe() {

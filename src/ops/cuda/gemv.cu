@@ -33,6 +33,11 @@ bool gemv_ring_early() {
   return on;
 }
 
+bool gemv_ring_coalesce() {
+  static const bool on = env_opted_in("VELA_GEMV_RING_COALESCE");
+  return on;
+}
+
 size_t gemv_ring_bytes() {
   static const size_t bytes =
       static_cast<size_t>(env_int("VELA_GEMV_RING_KB", kRingBytes / 1024, 16, 200)) * 1024;

@@ -40,6 +40,7 @@ struct RingArgs {
   GemvArgs g;
   int stages;          // S: stage buffers in the ring (1..8)
   bool early_trigger;  // pdl_launch_dependents() before pdl_wait() (VELA_GEMV_RING_EARLY)
+  bool coalesce;       // adjacent weight rows of a stage as one copy (VELA_GEMV_RING_COALESCE)
 };
 
 // Warps per unit at row length k: about 1.5 KB of a bf16/f16 row per warp, 1..8.
@@ -96,7 +97,9 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 
   uint64_t policy = 0;
   if (warp == 0) policy = tma::evict_first_policy();
-  // Warp 0: stage i's rows into slot i % S (lane r issues stage row r).
+  // Warp 0: stage i's rows into slot i % S (lane r issues stage row r; with ra.coalesce, lane r
+  // issues stage rows r .. e - 1 as one copy where their weight rows follow each other in memory
+  // and r is the first of them: the same bytes in the same places, fewer and larger copies).
   auto issue = [&](int i) {
     const int slot = i % stages;
     const int64_t first = u0 + static_cast<int64_t>(i) * R;
@@ -105,11 +108,21 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
       tma::arrive_expect_tx(&full[slot], static_cast<uint32_t>(nu * kRowsPerUnit) * row_bytes);
     __syncwarp();
     const int j = lane % R, half = lane / R;
-    if (lane < kStageRows && j < nu) {
-      const int64_t row = kPairs ? pair_row<OUT>(args, first + j, half) : first + j;
-      tma::load_1d(ring + slot * stage_elems + static_cast<int64_t>(lane) * k,
-                   static_cast<const T*>(args.w) + row * args.ldw, row_bytes, &full[slot], policy);
+    const bool valid = lane < kStageRows && j < nu;
+    const int64_t row = !valid ? -2 : kPairs ? pair_row<OUT>(args, first + j, half) : first + j;
+    uint32_t bytes = row_bytes;
+    bool issues = valid;
+    if (ra.coalesce) {
+      const int64_t prev = __shfl_up_sync(0xffffffffu, row, 1);
+      issues = valid && (j == 0 || args.ldw != k || prev != row - 1);
+      // The run ends at the next lane that starts one or holds no row.
+      const unsigned cut = __ballot_sync(0xffffffffu, issues || !valid);
+      const unsigned after = cut & ~((2u << lane) - 1u);
+      bytes = static_cast<uint32_t>((after != 0u ? __ffs(after) - 1 : 32) - lane) * row_bytes;
     }
+    if (issues)
+      tma::load_1d(ring + slot * stage_elems + static_cast<int64_t>(lane) * k,
+                   static_cast<const T*>(args.w) + row * args.ldw, bytes, &full[slot], policy);
   };
 
   if (threadIdx.x == 0) {
@@ -221,6 +234,9 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 // whether it lets its dependent launch before its wait (VELA_GEMV_RING_EARLY, on unless "0").
 bool gemv_ring_enabled();
 bool gemv_ring_early();
+// Whether a stage's adjacent weight rows go as one bulk copy instead of one copy a row
+// (VELA_GEMV_RING_COALESCE=1; off by default, unmeasured).
+bool gemv_ring_coalesce();
 // The stage buffers' bytes a block may take: kRingBytes, or VELA_GEMV_RING_KB (16..200) for the
 // A/B of co-residency (two 96 KB rings fit an SM, one 160 KB ring does not).
 size_t gemv_ring_bytes();
@@ -308,7 +324,7 @@ bool launch_ring(const GemvArgs& args) {
     // No more buffers than a block has stages (q|k|v and o at bench-1b's shapes: 2 and 3), so
     // the shared memory left over takes the kernels launched beside it.
     stages = static_cast<int>(std::min<int64_t>(stages, ceil_div(ceil_div(args.n, grid), r)));
-    const RingArgs ra{args, stages, gemv_ring_early()};
+    const RingArgs ra{args, stages, gemv_ring_early(), gemv_ring_coalesce()};
     const size_t smem = static_cast<size_t>(stages) * stage_bytes;
     opt_in_smem(kernel, smem);
     launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);

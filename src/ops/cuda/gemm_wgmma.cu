@@ -3,8 +3,8 @@
 // SiLU * up in the epilogue for the gate|up projection (gemm_wgmma_silu_mul) or with QK-norm,
 // rotary and the KV-cache write for q|k|v (gemm_wgmma_rotary_kv_write), or with the residual add
 // and the next norm's pieces for o / down (gemm_wgmma_add); gate|up and q|k|v can also take their
-// input as norm pieces and scale each output row by its rstd (docs/kernels.md, "Done: the norms
-// inside the multi-row GEMMs"). Graph-timed on the
+// input as norm pieces and scale each output row by its rstd (docs/kernels_history.md, "Done:
+// the norms inside the multi-row GEMMs"). Graph-timed on the
 // H200 (docs/kernels.md, "Small batches on Hopper"): bench-1b's q|k|v / o / gate_up / down at 64
 // rows 5.7 / 4.4 / 14.6 / 10.1 us against cuBLASLt's 5.5 / 4.8 / 14.0 / 9.9, and in the engine,
 // where it runs under programmatic dependent launch, batch64 34,694 -> 35,422-35,954 tok/s (and

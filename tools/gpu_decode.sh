@@ -49,6 +49,14 @@ ab_runs() {
     done
   done
 }
+# env_tests LOG VAR=VALUE FILTER: test_cuda's FILTER with VAR=VALUE set, logged to $OUT/LOG.log.
+env_tests() {
+  [ -x "$B/tests/test_cuda" ] || return 0
+  (cd tests && env "$2" timeout 120 "$B/tests/test_cuda" --gtest_filter="$3" > "$OUT/$1.log" 2>&1)
+  echo "test_cuda ($2) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$1.log" | tr '\n' ' ')"
+}
+# The decode layer's fused wgmma GEMMs and the engines that run them.
+LAYER_TESTS='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*'
 # splits_sweep NAME: the split-KV decode sweep (DISABLED_BenchDecodeSplits: every split count with
 # the merge kernel and fused, each call on another cache copy) into $OUT/NAME.log.
 splits_sweep() {
@@ -133,10 +141,10 @@ fi
 if has coalesce; then
   # The weight ring's copies: one a row or one a run of adjacent rows (VELA_GEMV_RING_COALESCE;
   # the same bytes in the same places): the ring's test with runs, the GEMV microbenchmark's ring
-  # rows both ways (a lone ring GEMV streamed ~2.0 TB/s against the register kernel's 2.6-3.0 on
+  # rows both ways (COALESCE_MICRO="" skips them; a lone ring GEMV streamed ~2.0 TB/s against the register kernel's 2.6-3.0 on
   # an H100), then the engine with the ring on.
   env_tests test_coalesce VELA_GEMV_RING_COALESCE=1 'CudaFusedDecodeTest.Ring*:CudaFusedDecodeTest.FusedEngine*'
-  for v in 0 1; do
+  for v in ${COALESCE_MICRO-0 1}; do
     (cd tests && VELA_GEMV_RING_COALESCE=$v timeout 150 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
       --gtest_filter='*FusedDecodeBench*' > "$OUT/micro_coalesce$v.log" 2>&1)
     echo "micro VELA_GEMV_RING_COALESCE=$v rc=$?"; grep -E "^B=1 .* ring |^B=1 ring " "$OUT/micro_coalesce$v.log"
@@ -160,14 +168,6 @@ if has warm; then
   # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16).
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k,decode32k}" "${WARM_ROUNDS:-2}"
 fi
-# env_tests LOG VAR=VALUE FILTER: test_cuda's FILTER with VAR=VALUE set, logged to $OUT/LOG.log.
-env_tests() {
-  [ -x "$B/tests/test_cuda" ] || return 0
-  (cd tests && env "$2" timeout 120 "$B/tests/test_cuda" --gtest_filter="$3" > "$OUT/$1.log" 2>&1)
-  echo "test_cuda ($2) rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$1.log" | tr '\n' ' ')"
-}
-# The decode layer's fused wgmma GEMMs and the engines that run them.
-LAYER_TESTS='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*'
 if has trigger; then
   # The decode layer's wgmma GEMMs triggering their dependents after the main loop at every row
   # count (VELA_WGMMA_LATE_TRIGGER=1) or right after their wait at every row count (0); the default

@@ -53,7 +53,8 @@ void gemm_wgmma_set_enabled(int on);
 // -1 back to VELA_WGMMA_TMA.
 void gemm_wgmma_set_tma(int on);
 // Tests: 1 / 0 the decode layer's o / down / gate|up epilogues pipelined over their items or not
-// (the same bits either way), -1 back to VELA_WGMMA_PIPE_ITEMS.
+// at every row count (the same bits either way), -1 back to the default (from 64 rows;
+// VELA_WGMMA_PIPE_ITEMS / VELA_WGMMA_PIPE_ITEMS_ROWS).
 void gemm_wgmma_set_pipe_items(int on);
 // act = silu_and_mul(a @ w^T) (w = gate | up [2 * inter, k], act [m, inter]) for the wgmma GEMM's
 // rows in one kernel (the TMA kernel with SiLU * up in its epilogue; VELA_GEMM_SILU_MUL=0 turns

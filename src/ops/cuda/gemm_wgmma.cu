@@ -1020,17 +1020,24 @@ int late_trigger_rows() {
   return rows;
 }
 
-// VELA_WGMMA_PIPE_ITEMS=1: the decode layer's kAddRes (o, down) and kSiluMul (gate|up) epilogues
-// load an item's cluster parts before the previous item's stores (kFormPipe; the same bits).
-// Written in session 55 after its device time ran out, so unmeasured: the phase probe read
-// gate|up's four items at 64 rows at ~0.65 us each after the first (`tools/gpu_decode.sh pipe`).
+// The fewest rows at which the decode layer's kAddRes (o, down) and kSiluMul (gate|up) epilogues
+// load an item's cluster parts before the previous item's stores (kFormPipe; the same bits):
+// VELA_WGMMA_PIPE_ITEMS_ROWS (default 64); VELA_WGMMA_PIPE_ITEMS=1 makes it every row count, =0
+// none (the A/B of tools/gpu_decode.sh pipe). Session 56, one H200, three alternating rounds
+// (bench/results/wgmma_pipe_items_h200.txt): batch64 40,443 / 40,355 / 40,172 -> 40,739 / 40,709 /
+// 40,554 tok/s; batch32 and batch4 ~0.5% slower, batch16 ~0.5% faster. At 64 rows gate|up holds
+// four items a block (the phase probe, session 55: ~0.65 us each after the first).
 std::atomic<int> g_pipe_override{-1};  // gemm_wgmma_set_pipe_items (tests)
 
-bool pipe_items() {
+bool pipe_items(int rows) {
   const int o = g_pipe_override.load(std::memory_order_relaxed);
   if (o >= 0) return o != 0;
-  static const bool on = env_opted_in("VELA_WGMMA_PIPE_ITEMS");
-  return on;
+  static const int from = [] {
+    if (env_opted_in("VELA_WGMMA_PIPE_ITEMS")) return 1;
+    if (!env_enabled("VELA_WGMMA_PIPE_ITEMS")) return kRows + 1;  // never
+    return static_cast<int>(env_int("VELA_WGMMA_PIPE_ITEMS_ROWS", kRows, 1, kRows + 1));
+  }();
+  return rows >= from;
 }
 
 // The TMA kernel with epilogue kEpi (kD: kRotaryKv's head_dim; kRowScale: p.scale's rstd scales
@@ -1061,9 +1068,9 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
     if constexpr (kEpi == kPlainOut ||
                   std::is_same_v<std::conditional_t<kEpi == kArgmaxOut, float, T>, TC>) {
       // The decode layer's split-K forms trigger their dependents after the main loop from
-      // late_trigger_rows() rows on; kAddRes / kSiluMul pipeline their items with
-      // VELA_WGMMA_PIPE_ITEMS=1 (kForm: each a separate instantiation, so the plain form
-      // compiles as without them).
+      // late_trigger_rows() rows on; kAddRes / kSiluMul pipeline their items from pipe_items'
+      // rows on (kForm: each a separate instantiation, so the plain form compiles as without
+      // them).
       constexpr bool kLayerForm = kEpi == kSiluMul || kEpi == kRotaryKv || kEpi == kAddRes;
       const int smem = p.stages * kStageBytes + 1024;
       auto go = [&](auto form) {
@@ -1073,7 +1080,7 @@ bool run_tma(const Tensor& a, const Tensor& w, float alpha, DType out_dtype, Tma
       if constexpr (kLayerForm) {
         const bool late = p.m >= late_trigger_rows();
         if constexpr (kEpi == kSiluMul || kEpi == kAddRes) {
-          if (pipe_items()) {
+          if (pipe_items(p.m)) {
             if (late)
               go(std::integral_constant<int, kFormLate | kFormPipe>{});
             else

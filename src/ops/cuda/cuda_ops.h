@@ -119,9 +119,6 @@ void gemv_set_split(int parts, int cols);
 // Tests and benchmarks: one-row GEMVs on the weight ring (1, sm_90+), on the register kernel (0),
 // or as VELA_GEMV_RING says (-1, the default; the ring is opt-in).
 void gemv_set_ring(int mode);
-// Tests and benchmarks: one-row RMSNorm GEMVs (but the rotary form) with rstd on the product (1),
-// on the input (0), or as VELA_GEMV_NORM_LATE says (-1, the default; opt-in).
-void gemv_set_norm_late(int mode);
 // Tests: ring GEMVs launched so far in this process (all devices).
 int64_t gemv_ring_launches();
 // Tests: cap every GEMV grid at `blocks` (each block then takes many column groups, the

@@ -20,11 +20,7 @@ int gemv_norm_ahead() {
   return ahead;
 }
 
-std::atomic<int> g_norm_late_mode{-1};  // gemv_set_norm_late: -1 = VELA_GEMV_NORM_LATE
-
 bool gemv_norm_late() {
-  const int mode = g_norm_late_mode.load(std::memory_order_relaxed);
-  if (mode >= 0) return mode == 1;
   static const bool on = env_opted_in("VELA_GEMV_NORM_LATE");
   return on;
 }
@@ -84,11 +80,6 @@ void gemv_set_split(int parts, int cols) {
 void gemv_set_ring(int mode) {
   VELA_CHECK(mode >= -1 && mode <= 1, "gemv_set_ring: mode must be -1, 0 or 1, got ", mode);
   g_ring_mode = mode;
-}
-
-void gemv_set_norm_late(int mode) {
-  VELA_CHECK(mode >= -1 && mode <= 1, "gemv_set_norm_late: mode must be -1, 0 or 1, got ", mode);
-  g_norm_late_mode = mode;
 }
 
 int64_t gemv_ring_launches() { return g_ring_launches.load(std::memory_order_relaxed); }

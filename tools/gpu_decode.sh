@@ -16,7 +16,7 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows), `ahead` (the one-row norm GEMVs' weights into L2 before their wait, or rstd on their product). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows), `ahead` (the one-row norm GEMVs' weights into L2 before their wait). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
@@ -152,28 +152,17 @@ if has coalesce; then
   VELA_GEMV_RING=1 ab_runs coalesce VELA_GEMV_RING_COALESCE "0 1" decode1k "${RING_ROUNDS:-2}"
 fi
 if has ahead; then
-  # The one-row norm GEMVs (gate|up, the plain store form): their weights prefetched into L2
-  # before the wait (VELA_GEMV_NORM_AHEAD=2: the rest of the first column group and the next
-  # group), or rstd on the product so the norm's prologue leaves the chain (VELA_GEMV_NORM_LATE=1),
-  # against the default: the tests with each, the microbenchmark's one-row rows, then the engine
-  # (AHEAD_ROUNDS alternating rounds).
-  AHEAD_ENVS="${AHEAD_ENVS:-VELA_GEMV_NORM_AHEAD=0 VELA_GEMV_NORM_AHEAD=2 VELA_GEMV_NORM_LATE=1}"
+  # The one-row norm GEMVs (gate|up, the plain store form) prefetching the rest of their first
+  # column group (1) and their next group (2) into L2 before the wait, or not (0, the default):
+  # the tests with 2, the microbenchmark's one-row rows at each, then the engine.
   env_tests test_ahead VELA_GEMV_NORM_AHEAD=2 'CudaFusedDecode*:CudaEngine*'
-  env_tests test_late VELA_GEMV_NORM_LATE=1 'CudaFusedDecode*:CudaEngine*'
-  grep -E "^\[  FAILED|Failure|bf16 GPU vs" "$OUT/test_late.log" | head -20
-  for e in $AHEAD_ENVS; do
-    (cd tests && env "$e" timeout 150 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
-      --gtest_filter='*FusedDecodeBench*' > "$OUT/micro_$e.log" 2>&1)
-    echo "micro $e rc=$?"
-    grep -E "^B=1 (gate_up rms|qkv rms_norm_gemm  )|^B=1 regs " "$OUT/micro_$e.log" | grep -E "split 0/0|regs"
+  for v in ${AHEAD_MICRO-0 1 2}; do
+    (cd tests && VELA_GEMV_NORM_AHEAD=$v timeout 150 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
+      --gtest_filter='*FusedDecodeBench*' > "$OUT/micro_ahead$v.log" 2>&1)
+    echo "micro VELA_GEMV_NORM_AHEAD=$v rc=$?"
+    grep -E "^B=1 (gate_up rms|qkv rms_norm_gemm  |.*split 0/0)|^B=1 regs " "$OUT/micro_ahead$v.log" | grep -E "rms_norm_gemm|regs"
   done
-  for round in $(seq "${AHEAD_ROUNDS:-2}"); do
-    for e in $AHEAD_ENVS; do
-      f="$OUT/ahead_${round}_$e.txt"
-      env "$e" timeout 90 "$B/vela" bench engine --cases "${AHEAD_CASES:-decode1k,decode8k,decode32k}" ${BENCH_ARGS:-} > "$f" 2>&1
-      echo "bench engine $e rc=$?"; grep -E "^(decode|batch)" "$f"
-    done
-  done
+  ab_runs ahead VELA_GEMV_NORM_AHEAD "0 2" "${AHEAD_CASES:-decode1k,decode8k,decode32k}" "${AHEAD_ROUNDS:-2}"
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

@@ -20,11 +20,6 @@ int gemv_norm_ahead() {
   return ahead;
 }
 
-bool gemv_norm_late() {
-  static const bool on = env_opted_in("VELA_GEMV_NORM_LATE");
-  return on;
-}
-
 std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
 std::atomic<int64_t> g_ring_launches{0};
 

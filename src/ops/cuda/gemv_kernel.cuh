@@ -40,8 +40,7 @@ constexpr int kGemvVec = 8;    // elements per 16-byte load of bf16/f16
 constexpr int kUnroll = 4;     // 16-byte loads of w per lane per step (and as many prefetched)
 constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused) input
 
-// kRmsNormLate: kRmsNorm with rstd on the product (one row, not the rotary form; gemv_norm_late).
-enum class GemvIn { kPlain, kRmsNorm, kSiluMul, kRmsNormLate };
+enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
 // kSiluMul out: the warp's C = 2 columns are gate row j and up row j + n (w is [2n, k] = gate |
 // up) and the epilogue stores silu(gate) * up (each rounded as the unfused gemm + silu_and_mul).
 // kRotary out (the fused q|k|v projection of a decode layer): the warp's C = 2 columns are
@@ -195,9 +194,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   static_assert(!kPairs || C == 2, "the pair epilogues take two columns per warp");
   constexpr int kColsPerBlock = kGemvWarps / W * (kPairs ? 1 : C);
   constexpr bool kStaged = IN == GemvIn::kSiluMul;
-  constexpr bool kNorm = IN == GemvIn::kRmsNorm || IN == GemvIn::kRmsNormLate;
-  constexpr bool kLate = IN == GemvIn::kRmsNormLate;
-  static_assert(!kLate || (M == 1 && OUT != GemvOut::kRotary), "kRmsNormLate: one row, no rotary");
+  constexpr bool kNorm = IN == GemvIn::kRmsNorm;
   extern __shared__ uint4 stage_smem[];
   __shared__ float partial[kGemvWarps][C][M];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -264,7 +261,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   // metadata): into L1 now, so the staged norm and the epilogue after the wait do not each pay a
   // round trip to L2 or DRAM.
   if constexpr (kNorm) {
-    if (args.norm_staged || kLate) {
+    if (args.norm_staged) {
       const int64_t esz = args.norm_f32 ? 4 : static_cast<int64_t>(sizeof(T));
       for (int64_t v = threadIdx.x; v < k / kGemvVec; v += kGemvWarps * 32)
         prefetch_l1(static_cast<const char*>(args.norm_w) + v * kGemvVec * esz);
@@ -290,19 +287,14 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   // kRmsNorm: every warp takes the rows' sums of squares itself (L1-resident, no block barrier);
   // the block then stages the normalised rows in shared memory once for all its column groups
   // (norm_staged), or, where they do not fit, every warp normalises each chunk as it uses it.
-  // kLate: rstd scales the product instead, so the main loop reads round(x * w) and starts right
-  // after the wait, as the plain GEMV does; rstd is taken after the first column group's loop
-  // (x in L1 by then, the next group's loads in flight).
-  bool have_rstd = !kLate;
   float rstd[M];
 #pragma unroll
   for (int mi = 0; mi < M; ++mi) rstd[mi] = 0.0f;
-  // kNormLoads 16-byte loads of x per lane in flight at once (a dependent loop of single loads
-  // paid one L2 latency per 256 elements before any weight was used); the sum runs in the same
-  // order as one load at a time, so rstd is the same bits.
-  auto take_rstd = [&]() {
-    // (kLate: x is in L1 by then, and the next group's loads hold registers: 2 in flight.)
-    constexpr int kNormLoads = kLate ? 2 : 8;
+  if constexpr (kNorm) {
+    // kNormLoads 16-byte loads of x per lane in flight at once (a dependent loop of single loads
+    // paid one L2 latency per 256 elements before any weight was used); the sum runs in the
+    // same order as one load at a time, so rstd is the same bits.
+    constexpr int kNormLoads = 8;
     constexpr int64_t kNormStep = 32 * kGemvVec;
 #pragma unroll
     for (int mi = 0; mi < M; ++mi) {
@@ -327,10 +319,9 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
         rstd[mi] = rsqrtf(warp_sum(ss) / static_cast<float>(k) + args.eps);
       }
     }
-  };
-  if constexpr (kNorm && !kLate) take_rstd();
-  const bool norm_inline = kNorm && (!args.norm_staged || kLate);
-  if (kNorm && !kLate && args.norm_staged) {
+  }
+  const bool norm_inline = kNorm && !args.norm_staged;
+  if (kNorm && args.norm_staged) {
     // rms_norm's stored value round(x * rstd * w), once per block (mi unrolled: rstd stays in
     // registers).
     T* st = reinterpret_cast<T*>(stage_smem);
@@ -392,11 +383,10 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
               float xf[kGemvVec];
               load_float<kGemvVec>(xs + mi * ldx + kk, xf);
               if (norm_inline) {
-                // rms_norm's stored value: round(x * rstd * w) (norm_late: round(x * w))
+                // rms_norm's stored value: round(x * rstd * w)
 #pragma unroll
                 for (int i = 0; i < kGemvVec; ++i)
-                  xf[i] =
-                      to_float(from_float<T>(kLate ? xf[i] * nwf[i] : xf[i] * rstd[mi] * nwf[i]));
+                  xf[i] = to_float(from_float<T>(xf[i] * rstd[mi] * nwf[i]));
               }
 #pragma unroll
               for (int c = 0; c < C; ++c) {
@@ -422,14 +412,6 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
     if (next < n_groups) {
       start_group(next);
       load_resid();
-    }
-    if constexpr (kLate) {
-      if (!have_rstd) {
-        take_rstd();
-        have_rstd = true;
-      }
-#pragma unroll
-      for (int c = 0; c < C; ++c) acc[c][0] *= rstd[0];
     }
 
     // Lane c * M + mi of the columns' first warp ends up holding (column c, row mi).
@@ -495,10 +477,6 @@ bool gemv_persistent();
 // kRmsNorm forms: 0 (default), 1 = the rest of a block's first column group, 2 = also its next
 // group, prefetched into L2 before the wait (VELA_GEMV_NORM_AHEAD; unmeasured).
 int gemv_norm_ahead();
-// One-row kRmsNorm forms but the rotary one: rstd applied to the product (round(x * w) read, as
-// the multi-row norm pieces do; within a rounding of the unfused ops) instead of to the input, so
-// the norm's prologue leaves the chain (VELA_GEMV_NORM_LATE=1; unmeasured).
-bool gemv_norm_late();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
@@ -511,10 +489,10 @@ void launch_gemv(const GemvArgs& args) {
   if constexpr (IN == GemvIn::kSiluMul) {
     smem = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
     if (smem > 48 * 1024) opt_in_smem(kernel, kStageMaxBytes);  // once per device: the largest
-  } else if constexpr (IN == GemvIn::kRmsNorm || IN == GemvIn::kRmsNormLate) {
+  } else if constexpr (IN == GemvIn::kRmsNorm) {
     // Stage the normalised rows where they fit the default shared memory (no opt-in).
     const size_t bytes = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
-    a.norm_staged = bytes <= 48 * 1024 && IN == GemvIn::kRmsNorm;
+    a.norm_staged = bytes <= 48 * 1024;
     if (a.norm_staged) smem = bytes;
     a.norm_ahead = gemv_norm_ahead();
   }
@@ -596,9 +574,6 @@ bool launch_ring(const GemvArgs& args);
 template <typename T, typename TC, GemvIn IN, GemvOut OUT>
 void dispatch_m(const GemvArgs& args) {
   if (args.m == 1 && launch_ring<T, TC, IN, OUT>(args)) return;
-  if constexpr (IN == GemvIn::kRmsNorm && OUT != GemvOut::kRotary)
-    if (args.m == 1 && gemv_norm_late())
-      return dispatch_w<T, TC, 1, GemvIn::kRmsNormLate, OUT>(args);
   if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
     switch (args.m) {
       case 1:

@@ -16,11 +16,11 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows), `ahead` (the one-row norm GEMVs' weights into L2 before their wait). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile ring coalesce ahead patch minrows stages early merge sampling qwen splits
+#   what: build tests micro bench ab profile ring coalesce patch minrows stages early merge sampling qwen splits
 #         kernels detail timeline trace base side cluster warm trigger pipe probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
@@ -150,19 +150,6 @@ if has coalesce; then
     echo "micro VELA_GEMV_RING_COALESCE=$v rc=$?"; grep -E "^B=1 .* ring |^B=1 ring " "$OUT/micro_coalesce$v.log"
   done
   VELA_GEMV_RING=1 ab_runs coalesce VELA_GEMV_RING_COALESCE "0 1" decode1k "${RING_ROUNDS:-2}"
-fi
-if has ahead; then
-  # The one-row norm GEMVs (gate|up, the plain store form) prefetching the rest of their first
-  # column group (1) and their next group (2) into L2 before the wait, or not (0, the default):
-  # the tests with 2, the microbenchmark's one-row rows at each, then the engine.
-  env_tests test_ahead VELA_GEMV_NORM_AHEAD=2 'CudaFusedDecode*:CudaEngine*'
-  for v in ${AHEAD_MICRO-0 1 2}; do
-    (cd tests && VELA_GEMV_NORM_AHEAD=$v timeout 150 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
-      --gtest_filter='*FusedDecodeBench*' > "$OUT/micro_ahead$v.log" 2>&1)
-    echo "micro VELA_GEMV_NORM_AHEAD=$v rc=$?"
-    grep -E "^B=1 (gate_up rms|qkv rms_norm_gemm  |.*split 0/0)|^B=1 regs " "$OUT/micro_ahead$v.log" | grep -E "rms_norm_gemm|regs"
-  done
-  ab_runs ahead VELA_GEMV_NORM_AHEAD "0 2" "${AHEAD_CASES:-decode1k,decode8k,decode32k}" "${AHEAD_ROUNDS:-2}"
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

@@ -111,10 +111,6 @@ __device__ __forceinline__ uint4 pack16(const float (&f)[kVec16<T>]) {
 __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
-// The 128-byte line holding p into L2 (weights a kernel reads later: no register waits for it).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
 
 // Loads N elements at p (aligned to N * sizeof(T)) as floats; 16- and 32-byte groups use vector
 // instructions.

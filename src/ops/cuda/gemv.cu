@@ -15,11 +15,6 @@ bool gemv_persistent() {
   return on;
 }
 
-int gemv_norm_ahead() {
-  static const int ahead = static_cast<int>(env_int("VELA_GEMV_NORM_AHEAD", 0, 0, 2));
-  return ahead;
-}
-
 std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
 std::atomic<int64_t> g_ring_launches{0};
 

@@ -76,7 +76,6 @@ struct GemvArgs {
   int m;  // rows actually present (<= the kernel's M)
   float alpha;
   bool norm_staged;  // kRmsNorm: the normalised rows staged in shared memory (set by launch_gemv)
-  int norm_ahead;    // kRmsNorm: weight rows into L2 before the wait (gemv_norm_ahead(); 0..2)
   GemvRotary rot;    // kRotary
 };
 
@@ -232,31 +231,6 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
 
   // Weights do not depend on the previous kernel: start streaming them before waiting on it.
   start_group(group);
-  if constexpr (kNorm && OUT != GemvOut::kRotary) {
-    // The norm's prologue after the wait (x, its sum of squares, the staging) holds back every
-    // warp's next weight loads, so the DRAM stream would idle through it: with norm_ahead, the
-    // rest of this group's rows (1) and the next group's rows (2) go into L2 first, one prefetch
-    // per 128-byte line (8 lanes' chunks). Nothing waits for them; the loads later hit L2. (Not
-    // in the rotary form: it would take its 128 registers past the two blocks an SM holds.)
-    if (args.norm_ahead > 0 && lane % 8 == 0) {
-      auto ahead = [&](const T* row, int64_t from) {
-        for (int64_t kk = k_first + from * kStep; kk < k; kk += kStep) prefetch_l2(row + kk);
-      };
-#pragma unroll
-      for (int c = 0; c < C; ++c)
-        if (live[c]) ahead(wr[c], kUnroll);
-      const int64_t g2 = group + gridDim.x;
-      if (args.norm_ahead > 1 && g2 < n_groups) {
-        const int64_t c0 = g2 * kColsPerBlock + (warp / W) * (kPairs ? 1 : C);
-#pragma unroll
-        for (int c = 0; c < C; ++c) {
-          const int64_t row = kPairs ? pair_row<OUT>(args, c0, c) : c0 + c;
-          if (kPairs ? c0 < n : c0 + c < n)
-            ahead(static_cast<const T*>(args.w) + row * args.ldw, 0);
-        }
-      }
-    }
-  }
   // So do the norm weight, and the rotary's position, table row and cache slot (host-written
   // metadata): into L1 now, so the staged norm and the epilogue after the wait do not each pay a
   // round trip to L2 or DRAM.
@@ -474,9 +448,6 @@ extern std::atomic<int> g_max_grid;  // gemv.cu: gemv_set_max_grid (tests)
 // Whether launch_gemv sizes a multi-wave grid to the resident blocks, each block then taking
 // several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
 bool gemv_persistent();
-// kRmsNorm forms: 0 (default), 1 = the rest of a block's first column group, 2 = also its next
-// group, prefetched into L2 before the wait (VELA_GEMV_NORM_AHEAD; unmeasured).
-int gemv_norm_ahead();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
@@ -494,7 +465,6 @@ void launch_gemv(const GemvArgs& args) {
     const size_t bytes = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
     a.norm_staged = bytes <= 48 * 1024;
     if (a.norm_staged) smem = bytes;
-    a.norm_ahead = gemv_norm_ahead();
   }
   unsigned grid = blocks;
   if (gemv_persistent()) {

@@ -16,11 +16,11 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows), `wide` (decode attention with 8 / 16 warps a block and fewer splits at one row). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile ring coalesce patch minrows stages early merge sampling qwen splits
+#   what: build tests micro bench ab profile ring coalesce wide patch minrows stages early merge sampling qwen splits
 #         kernels detail timeline trace base side cluster warm trigger pipe probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
@@ -150,6 +150,22 @@ if has coalesce; then
     echo "micro VELA_GEMV_RING_COALESCE=$v rc=$?"; grep -E "^B=1 .* ring |^B=1 ring " "$OUT/micro_coalesce$v.log"
   done
   VELA_GEMV_RING=1 ab_runs coalesce VELA_GEMV_RING_COALESCE "0 1" decode1k "${RING_ROUNDS:-2}"
+fi
+if has wide; then
+  # Decode attention with 8 / 16 warps a block where the grid is under one block an SM
+  # (VELA_DECODE_MMA_WARPS), with fewer splits (VELA_DECODE_SPLIT_KEYS), against the default:
+  # its test, then WIDE_ROUNDS alternating rounds of each entry of WIDE_ENVS ("-" the defaults,
+  # else VAR=VALUE[,VAR=VALUE]).
+  env_tests test_wide VELA_DECODE_MMA_WARPS=16 'CudaAttentionTest.Decode*:CudaEngine*:CudaFusedDecodeTest.FusedEngine*'
+  WIDE_ENVS="${WIDE_ENVS:-- VELA_DECODE_SPLIT_KEYS=1024 VELA_DECODE_SPLIT_KEYS=1024,VELA_DECODE_MMA_WARPS=16 VELA_DECODE_SPLIT_KEYS=256,VELA_DECODE_MMA_WARPS=16 VELA_DECODE_SPLIT_KEYS=512,VELA_DECODE_MMA_WARPS=8}"
+  for round in $(seq "${WIDE_ROUNDS:-2}"); do
+    for e in $WIDE_ENVS; do
+      f="$OUT/wide_${round}_${e//[=,]/_}.txt"
+      env $( [ "$e" = - ] || echo "${e//,/ }" ) timeout 90 "$B/vela" bench engine \
+        --cases "${WIDE_CASES:-decode1k,decode8k}" ${BENCH_ARGS:-} > "$f" 2>&1
+      echo "bench engine $e rc=$?"; grep -E "^(decode|batch)" "$f"
+    done
+  done
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

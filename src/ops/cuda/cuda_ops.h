@@ -168,6 +168,9 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
 // Tests and benchmarks: the K/V tiles (2..4) a tensor-core decode attention block keeps in
 // flight; -1 back to VELA_DECODE_MMA_STAGES (default 4).
 void decode_mma_set_stages(int stages);
+// Tests and benchmarks: warps a tensor-core decode block takes where its grid is under one block
+// an SM (4, 8 or 16; -1 back to VELA_DECODE_MMA_WARPS, default 4).
+void decode_mma_set_warps(int warps);
 // Tests and benchmarks: the K/V tiles (1..3) a tensor-core decode attention block may load before
 // waiting on the previous kernel; -1 back to VELA_DECODE_EARLY_TILES (default 1).
 void decode_mma_set_early_tiles(int tiles);

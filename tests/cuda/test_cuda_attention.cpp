@@ -362,6 +362,25 @@ TEST_F(CudaAttentionTest, DecodeL2WarmLeavesResultsUnchanged) {
 // The tensor-core decode kernel with 2, 3 and 4 K/V tiles in flight (VELA_DECODE_MMA_STAGES picks
 // one per process) and 1 or 3 of them loaded early (VELA_DECODE_EARLY_TILES): long unsplit rows
 // cross several slot windows and many tiles, split rows few.
+// A decode batch of bench-1b's heads (24 q / 4 kv, bf16) at head_dim d for the tensor-core
+// kernel: the CPU result, and the batch on the GPU.
+struct GqaDecodeCase {
+  Tensor want;
+  Batch g;
+  float scale;
+};
+GqaDecodeCase gqa_decode_case(const std::vector<int>& lens, int64_t d, uint64_t seed,
+                              uint64_t q_seed, Device dev) {
+  const DType dt = DType::kBF16;
+  const int64_t n_heads = 24, n_kv = 4;
+  std::vector<int> q_lens(lens.size(), 1);
+  Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, 16, seed);
+  b.q = test::random_cpu({static_cast<int64_t>(lens.size()), n_heads, d}, dt, q_seed);
+  EXPECT_TRUE(ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  return {cpu_decode(b, scale), to_gpu(b, dev), scale};
+}
+
 TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   struct Reset {
     ~Reset() {
@@ -374,14 +393,7 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   lens[7] = 65;  // one full tile and one key
   const DType dt = DType::kBF16;
   for (int64_t d : {64, 32}) {
-    const int64_t n_heads = 24, n_kv = 4;
-    std::vector<int> q_lens(lens.size(), 1);
-    Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, 16, 900 + d);
-    b.q = test::random_cpu({static_cast<int64_t>(lens.size()), n_heads, d}, dt, 9);
-    ASSERT_TRUE(ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const Tensor want = cpu_decode(b, scale);
-    Batch g = to_gpu(b, gpu());
+    const auto [want, g, scale] = gqa_decode_case(lens, d, 900 + d, 9, gpu());
     Tensor first;
     for (int variant = 0; variant < 6; ++variant) {
       // 2, 3, 4 tiles in flight, each with the first tile or the whole first ring (as many as
@@ -422,14 +434,7 @@ TEST_F(CudaAttentionTest, DecodeMmaWarpsMatchCpu) {
   const std::vector<int> lens = {2500, 257, 1, 1030};
   const DType dt = DType::kBF16;
   for (int64_t d : {64, 32}) {
-    const int64_t n_heads = 24, n_kv = 4;
-    std::vector<int> q_lens(lens.size(), 1);
-    Batch b = make_batch(dt, lens, q_lens, n_heads, n_kv, d, 16, 700 + d);
-    b.q = test::random_cpu({static_cast<int64_t>(lens.size()), n_heads, d}, dt, 19);
-    ASSERT_TRUE(ops::decode_on_tensor_cores(dt, n_heads, n_kv, d));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const Tensor want = cpu_decode(b, scale);
-    Batch g = to_gpu(b, gpu());
+    const auto [want, g, scale] = gqa_decode_case(lens, d, 700 + d, 19, gpu());
     for (int warps : {8, 16}) {
       ops::cuda::decode_mma_set_warps(warps);
       for (int n_splits : {1, 2, 7}) {  // 16 .. 112 blocks: under one an SM

@@ -1011,12 +1011,16 @@ unsigned long long* probe_row(int64_t n, int64_t k) {
 // 1.588 / 1.604 -> 1.614 / 1.617. At 64 rows the epilogues share the SM with the next kernel's
 // blocks, resident from the early trigger on and streaming their weights (the phase probe: q|k|v's
 // 16 cluster loads took 2.0 us to land); at 16 rows that head start is worth more.
+// The fewest rows a decode-layer form takes: `var`=1 every row count, `var`=0 none (kRows + 1),
+// else `rows_var` (1..kRows + 1, default kRows).
+int form_rows(const char* var, const char* rows_var) {
+  if (env_opted_in(var)) return 1;
+  if (!env_enabled(var)) return kRows + 1;
+  return static_cast<int>(env_int(rows_var, kRows, 1, kRows + 1));
+}
+
 int late_trigger_rows() {
-  static const int rows = [] {
-    if (env_opted_in("VELA_WGMMA_LATE_TRIGGER")) return 1;
-    if (!env_enabled("VELA_WGMMA_LATE_TRIGGER")) return kRows + 1;  // never
-    return static_cast<int>(env_int("VELA_WGMMA_LATE_TRIGGER_ROWS", kRows, 1, kRows + 1));
-  }();
+  static const int rows = form_rows("VELA_WGMMA_LATE_TRIGGER", "VELA_WGMMA_LATE_TRIGGER_ROWS");
   return rows;
 }
 
@@ -1032,11 +1036,7 @@ std::atomic<int> g_pipe_override{-1};  // gemm_wgmma_set_pipe_items (tests)
 bool pipe_items(int rows) {
   const int o = g_pipe_override.load(std::memory_order_relaxed);
   if (o >= 0) return o != 0;
-  static const int from = [] {
-    if (env_opted_in("VELA_WGMMA_PIPE_ITEMS")) return 1;
-    if (!env_enabled("VELA_WGMMA_PIPE_ITEMS")) return kRows + 1;  // never
-    return static_cast<int>(env_int("VELA_WGMMA_PIPE_ITEMS_ROWS", kRows, 1, kRows + 1));
-  }();
+  static const int from = form_rows("VELA_WGMMA_PIPE_ITEMS", "VELA_WGMMA_PIPE_ITEMS_ROWS");
   return rows >= from;
 }
 

@@ -431,9 +431,9 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
 // ---- GQA decode on tensor cores (16-bit caches, 2..16 query heads per KV head, head_dim <= 64) --
 // The block's query heads of one KV head form the rows of a 16-row mma tile (FlashInfer's GQA
 // trick: one K/V stream serves all of them and the scores cost a few mma instead of shuffles).
-// 64-key tiles stream through a kS-buffer cp.async pipeline (slots staged per window as in the
-// row kernel); warp w takes keys 16w..16w+15 of each tile with its own online-softmax state,
-// and the 4 warps merge through shared memory at the end.
+// 16 * kW-key tiles (64 at the default 4 warps) stream through a kS-buffer cp.async pipeline
+// (slots staged per window as in the row kernel); warp w takes keys 16w..16w+15 of each tile with
+// its own online-softmax state, and the kW warps merge through shared memory at the end.
 constexpr int kMmaThreads = 128;  // threads a block at the default 4 warps
 
 // kS: K/V tiles in flight (the tile being read plus kS - 1 loading). A block walks its split's

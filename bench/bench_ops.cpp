@@ -182,6 +182,7 @@ int cmd_bench(int argc, char** argv) {
         "       vela bench spec --model DIR [--device cuda|cpu] [--settings 'ngram,k=4'] ...\n"
         "       vela bench sampler [--device cpu|cuda] [--vocab N] [--rows 1,16] ...\n"
         "       vela bench constrain [--tokenizer DIR] [--schemas DIR] [--steps N] [--json FILE]\n"
+        "       vela bench stream [--mb N] [--filter TEXT] [--json FILE]   (CUDA weight streams)\n"
         "  Times GEMM, a bandwidth-bound op and the decode GEMV against this machine's\n"
         "  measured peaks (OpenBLAS sgemm, memory copy; cuBLASLt and D2D copy on CUDA).\n");
     return argc < 1 ? 1 : 0;
@@ -193,8 +194,9 @@ int cmd_bench(int argc, char** argv) {
   if (what == "spec") return bench_spec_main(argc - 1, argv + 1);
   if (what == "sampler") return bench_sampler_main(argc - 1, argv + 1);
   if (what == "constrain") return bench_constrain_main(argc - 1, argv + 1);
+  if (what == "stream") return bench_stream_main(argc - 1, argv + 1);
   VELA_CHECK(what == "ops", "unknown benchmark '", what,
-             "' (available: ops, model, engine, serve, spec, sampler, constrain)");
+             "' (available: ops, model, engine, serve, spec, sampler, constrain, stream)");
   Args args(argc - 1, argv + 1, {"quick"});
   std::string device = args.get("device", cuda::available() ? "all" : "cpu");
   bool quick = args.has("quick");

@@ -38,5 +38,6 @@ int bench_serve_main(int argc, char** argv);
 int bench_spec_main(int argc, char** argv);
 int bench_sampler_main(int argc, char** argv);
 int bench_constrain_main(int argc, char** argv);
+int bench_stream_main(int argc, char** argv);
 
 }  // namespace vela::cli

@@ -16,11 +16,11 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows), `wide` (decode attention with 8 / 16 warps a block and fewer splits at one row). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows), `stream` (`vela bench stream`: weights streamed by register loads, bulk copies or cp.async), `wide` (decode attention with 8 / 16 warps a block and fewer splits at one row). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile ring coalesce wide patch minrows stages early merge sampling qwen splits
+#   what: build tests micro bench ab profile ring coalesce stream wide patch minrows stages early merge sampling qwen splits
 #         kernels detail timeline trace base side cluster warm trigger pipe probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
@@ -150,6 +150,12 @@ if has coalesce; then
     echo "micro VELA_GEMV_RING_COALESCE=$v rc=$?"; grep -E "^B=1 .* ring |^B=1 ring " "$OUT/micro_coalesce$v.log"
   done
   VELA_GEMV_RING=1 ab_runs coalesce VELA_GEMV_RING_COALESCE "0 1" decode1k "${RING_ROUNDS:-2}"
+fi
+if has stream; then
+  # How fast one kernel streams read-once weights by each loading method (register loads, bulk
+  # copies into a shared-memory ring with its refill policies, cp.async): `vela bench stream`.
+  timeout 120 "$B/vela" bench stream --json "$OUT/stream.json" > "$OUT/stream.txt" 2>&1
+  echo "bench stream rc=$?"; cat "$OUT/stream.txt"
 fi
 if has wide; then
   # Decode attention with 8 / 16 warps a block where the grid is under one block an SM

@@ -3,6 +3,7 @@
 
 #include "core/rng.h"
 #include "ops/cuda/bench_cuda.h"
+#include "ops/cuda/bench_timing.h"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -30,31 +31,6 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
     VELA_CUDA_CHECK_LAUNCH();
   });
   return t;
-}
-
-// Average milliseconds per call of `run` after warm-up, over enough calls for ~0.2 s.
-template <typename F>
-double time_ms(F&& run) {
-  cudaStream_t stream = current_stream();
-  cudaEvent_t start, stop;
-  VELA_CUDA_CHECK(cudaEventCreate(&start));
-  VELA_CUDA_CHECK(cudaEventCreate(&stop));
-  auto timed = [&](int n_iters) {
-    VELA_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int i = 0; i < n_iters; ++i) run();
-    VELA_CUDA_CHECK(cudaEventRecord(stop, stream));
-    VELA_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    VELA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    return static_cast<double>(ms);
-  };
-  timed(3);  // warm-up: first-call setup (plans, caches, clocks)
-  const double estimate = std::max(timed(1), 1e-3);
-  const int n_iters = static_cast<int>(std::clamp(200.0 / estimate, 5.0, 2000.0));
-  const double ms = timed(n_iters) / n_iters;
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms;
 }
 
 }  // namespace

@@ -20,4 +20,25 @@ double bench_rms_norm_gbps(int64_t rows, int64_t hidden, DType dtype);
 // cudaMemcpyAsync device to device of `bytes`; counts read + write (2 * bytes).
 double bench_copy_gbps(size_t bytes);
 
+// How a kernel streams a read-once buffer into its SMs (bench_stream.cu; `vela bench stream`).
+struct StreamMethod {
+  enum class Kind { kRegister, kBulk, kCpAsync };
+  // kBulk: who refills a stage once it is read. kBlockBarrier: warp 0 after a block barrier (the
+  // weight ring); kProducer: a producer warp once every consumer warp released it (`empty`
+  // mbarriers); kCopiesOnly: one warp, nothing reads the stages.
+  enum class Refill { kBlockBarrier, kProducer, kCopiesOnly };
+  Kind kind = Kind::kRegister;
+  int blocks_per_sm = 1;
+  int loads = 8;  // kRegister: 16-byte loads a thread keeps in flight (2, 4, 8, 16), 256 threads
+  int warps = 8;  // kBulk / kCpAsync: consumer warps a block
+  int stage_kb = 16;   // kBulk / kCpAsync: KiB a stage
+  int stages = 4;      // kBulk: 1..16; kCpAsync: 2, 4 or 8
+  int copy_bytes = 0;  // kBulk: bytes a copy (0: one copy a stage)
+  Refill refill = Refill::kBlockBarrier;
+  bool evict_first = true;  // kBulk: the copies' L2 evict-first hint
+};
+// Read GB/s of one kernel streaming `bytes` (>= 1 MiB) of bf16 by method `m`, every element
+// multiplied into a register sum. kBulk throws Unsupported without sm_90.
+double bench_stream_gbps(const StreamMethod& m, size_t bytes);
+
 }  // namespace vela::ops::cuda

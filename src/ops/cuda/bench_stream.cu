@@ -1,0 +1,289 @@
+// The weight-stream microbenchmark behind `vela bench stream` (bench_cuda.h): how fast one kernel
+// can pull a read-once buffer (a decode step's weights) from HBM into its SMs, by each way vela's
+// one-row kernels could do it. Every form reads the same bf16 buffer once a call and multiplies
+// every element into a register sum (a GEMV's work per byte), so only the way the bytes come in
+// differs:
+// - register: each thread keeps `loads` 16-byte loads in flight (the next group issued before the
+//   current one is summed), blocks own contiguous ranges (the persistent register GEMV's way);
+// - bulk: cp.async.bulk copies into a ring of shared-memory stages completing on mbarriers (the
+//   weight ring's and a persistent megakernel's way), refilled either after a block barrier by
+//   warp 0 (the weight ring today), or by a producer warp as soon as every consumer warp has
+//   released the stage (per-stage `empty` barriers), or with no consumers at all (copies only);
+// - cp.async: every thread copies its own 16-byte chunks of each stage and reads only those, so
+//   no barrier at all (wait_group).
+#include <algorithm>
+#include <functional>
+
+#include "ops/cuda/bench_cuda.h"
+#include "ops/cuda/bench_timing.h"
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/tma.cuh"
+
+namespace vela::ops::cuda {
+namespace {
+
+constexpr int kStreamMaxStages = 16;
+
+// A GEMV's work on 16 bytes of weights: eight bf16 values times register "inputs".
+__device__ __forceinline__ float consume16(const uint4& v, float acc) {
+  float f[8];
+  unpack16<bf16>(v, f);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc = fmaf(f[i], 0.25f * static_cast<float>(i + 1), acc);
+  return acc;
+}
+
+// Keeps `acc` alive without a store that matters (no thread's sum is ever this value in practice).
+__device__ __forceinline__ void sink(float acc, float* out) {
+  if (acc == -1.2345e-30f) out[blockIdx.x] = acc;
+}
+
+// This block's contiguous share [c0, c1) of n 16-byte chunks.
+__device__ __forceinline__ void block_range(int64_t n, int64_t& c0, int64_t& c1) {
+  c0 = n * blockIdx.x / gridDim.x;
+  c1 = n * (blockIdx.x + 1) / gridDim.x;
+}
+
+template <int U>
+__global__ void __launch_bounds__(256)
+    stream_register_kernel(const uint4* w, int64_t n, float* out) {
+  int64_t c0, c1;
+  block_range(n, c0, c1);
+  const int64_t step = blockDim.x;
+  float acc = 0.0f;
+  uint4 cur[U], nxt[U];
+  auto load = [&](int64_t base, uint4(&v)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + u * step;
+      v[u] = c < c1 ? __ldcs(w + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  int64_t base = c0 + threadIdx.x;
+  load(base, cur);
+  for (; base < c1; base += U * step) {
+    load(base + U * step, nxt);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc = consume16(cur[u], acc);
+#pragma unroll
+    for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+  }
+  sink(acc, out);
+}
+
+struct BulkArgs {
+  const uint4* w;
+  int64_t n;         // 16-byte chunks in all
+  int stage_chunks;  // 16-byte chunks a stage
+  int stages;
+  int copy_chunks;  // 16-byte chunks a copy
+  int mode;         // StreamMethod::Refill
+  int consumers;    // consumer warps
+  bool evict_first;
+  float* out;
+};
+
+// Bulk copies into a ring of shared-memory stages. Block layout: `consumers` warps, plus one
+// producer warp (the last) in kProducer mode; in kCopiesOnly mode one warp only.
+__global__ void __launch_bounds__(544) stream_bulk_kernel(const BulkArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint4 stage_smem[];
+  __shared__ uint64_t full[kStreamMaxStages], empty[kStreamMaxStages];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t c0, c1;
+  block_range(a.n, c0, c1);
+  const int n_stage = static_cast<int>((c1 - c0 + a.stage_chunks - 1) / a.stage_chunks);
+  const uint64_t policy = a.evict_first ? tma::evict_first_policy() : 0;
+  const bool producer_mode = a.mode == static_cast<int>(StreamMethod::Refill::kProducer);
+  const bool copies_only = a.mode == static_cast<int>(StreamMethod::Refill::kCopiesOnly);
+  // One warp issues stage i: lane 0 announces its bytes, the lanes issue its copies.
+  auto issue = [&](int i) {
+    const int slot = i % a.stages;
+    const int64_t first = c0 + static_cast<int64_t>(i) * a.stage_chunks;
+    const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));
+    if (lane == 0) tma::arrive_expect_tx(&full[slot], static_cast<uint32_t>(len) * 16u);
+    __syncwarp();
+    uint4* dst = stage_smem + static_cast<int64_t>(slot) * a.stage_chunks;
+    for (int c = lane * a.copy_chunks; c < len; c += 32 * a.copy_chunks) {
+      const uint32_t bytes = static_cast<uint32_t>(min(a.copy_chunks, len - c)) * 16u;
+      if (a.evict_first)
+        tma::load_1d(dst + c, a.w + first + c, bytes, &full[slot], policy);
+      else
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+            "[%3];\n" ::"r"(tma::smem_addr(dst + c)),
+            "l"(a.w + first + c), "r"(bytes), "r"(tma::smem_addr(&full[slot]))
+            : "memory");
+    }
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < a.stages; ++s) {
+      tma::barrier_init(&full[s], 1);
+      tma::barrier_init(&empty[s], static_cast<uint32_t>(a.consumers));
+    }
+    tma::fence_barrier_init();
+  }
+  __syncthreads();
+  float acc = 0.0f;
+  const int n_threads = a.consumers * 32;
+  auto consume_stage = [&](int i) {
+    const int slot = i % a.stages;
+    const int64_t first = c0 + static_cast<int64_t>(i) * a.stage_chunks;
+    const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));
+    const uint4* st = stage_smem + static_cast<int64_t>(slot) * a.stage_chunks;
+    for (int c = threadIdx.x; c < len; c += n_threads) acc = consume16(st[c], acc);
+  };
+
+  if (copies_only) {
+    for (int i = 0; i < min(a.stages, n_stage); ++i) issue(i);
+    for (int i = 0; i < n_stage; ++i) {
+      tma::wait(&full[i % a.stages], static_cast<uint32_t>((i / a.stages) & 1));
+      if (i + a.stages < n_stage) issue(i + a.stages);
+    }
+  } else if (producer_mode) {
+    if (warp == a.consumers) {
+      for (int i = 0; i < n_stage; ++i) {
+        if (i >= a.stages)
+          tma::wait(&empty[i % a.stages], static_cast<uint32_t>((i / a.stages - 1) & 1));
+        issue(i);
+      }
+    } else {
+      for (int i = 0; i < n_stage; ++i) {
+        tma::wait(&full[i % a.stages], static_cast<uint32_t>((i / a.stages) & 1));
+        consume_stage(i);
+        __syncwarp();
+        if (lane == 0) tma::arrive(&empty[i % a.stages]);
+      }
+    }
+  } else {
+    if (warp == 0)
+      for (int i = 0; i < min(a.stages, n_stage); ++i) issue(i);
+    for (int i = 0; i < n_stage; ++i) {
+      tma::wait(&full[i % a.stages], static_cast<uint32_t>((i / a.stages) & 1));
+      consume_stage(i);
+      __syncthreads();
+      if (warp == 0 && i + a.stages < n_stage) issue(i + a.stages);
+    }
+  }
+  sink(acc, a.out);
+#else
+  __trap();  // bench_stream_gbps checks for sm_90
+#endif
+}
+
+// cp.async: thread t copies and later reads chunks t, t + T, ... of each stage, so it waits only
+// for its own copies (wait_group S - 1) and no barrier is needed.
+template <int S>
+__global__ void __launch_bounds__(512)
+    stream_cp_async_kernel(const uint4* w, int64_t n, int stage_chunks, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  extern __shared__ __align__(128) uint4 stage_smem[];
+  int64_t c0, c1;
+  block_range(n, c0, c1);
+  const int n_stage = static_cast<int>((c1 - c0 + stage_chunks - 1) / stage_chunks);
+  auto issue = [&](int i) {
+    if (i < n_stage) {
+      const int64_t first = c0 + static_cast<int64_t>(i) * stage_chunks;
+      const int len = static_cast<int>(min(static_cast<int64_t>(stage_chunks), c1 - first));
+      uint4* dst = stage_smem + static_cast<int64_t>(i % S) * stage_chunks;
+      for (int c = threadIdx.x; c < len; c += blockDim.x)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(tma::smem_addr(dst + c)),
+                     "l"(w + first + c)
+                     : "memory");
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  for (int i = 0; i < S - 1; ++i) issue(i);
+  float acc = 0.0f;
+  for (int i = 0; i < n_stage; ++i) {
+    issue(i + S - 1);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 1) : "memory");
+    const int64_t first = c0 + static_cast<int64_t>(i) * stage_chunks;
+    const int len = static_cast<int>(min(static_cast<int64_t>(stage_chunks), c1 - first));
+    const uint4* st = stage_smem + static_cast<int64_t>(i % S) * stage_chunks;
+    for (int c = threadIdx.x; c < len; c += blockDim.x) acc = consume16(st[c], acc);
+  }
+  sink(acc, out);
+#else
+  __trap();
+#endif
+}
+
+bool has_sm90_code(const void* kernel) {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.ptxVersion >= 90 && vela::cuda::device_properties().major >= 9;
+}
+
+}  // namespace
+
+double bench_stream_gbps(const StreamMethod& m, size_t bytes) {
+  VELA_CHECK(bytes >= (1u << 20) && bytes % 16 == 0,
+             "stream bytes must be >= 1 MiB and a multiple of 16");
+  VELA_CHECK(m.blocks_per_sm >= 1 && m.blocks_per_sm <= 8, "blocks_per_sm must be 1..8");
+  const Device device = Device::cuda(vela::cuda::current_device());
+  Tensor buf = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kU8, device);
+  VELA_CUDA_CHECK(cudaMemsetAsync(buf.data_ptr(), 0x3c, bytes, current_stream()));
+  Tensor out = Tensor::zeros({1024}, DType::kF32, device);
+  const auto* w = static_cast<const uint4*>(buf.data_ptr());
+  const int64_t n = static_cast<int64_t>(bytes / 16);
+  float* o = static_cast<float*>(out.data_ptr());
+  const unsigned grid = static_cast<unsigned>(std::min(1024, n_sms() * m.blocks_per_sm));
+  const int stage_chunks = m.stage_kb * 64;
+  std::function<void()> run;
+  switch (m.kind) {
+    case StreamMethod::Kind::kRegister: {
+      void (*k)(const uint4*, int64_t, float*) = m.loads <= 2   ? stream_register_kernel<2>
+                                                 : m.loads <= 4 ? stream_register_kernel<4>
+                                                 : m.loads <= 8 ? stream_register_kernel<8>
+                                                                : stream_register_kernel<16>;
+      run = [=] { k<<<grid, 256, 0, current_stream()>>>(w, n, o); };
+      break;
+    }
+    case StreamMethod::Kind::kBulk: {
+      VELA_CHECK_T(Unsupported, has_sm90_code(reinterpret_cast<const void*>(stream_bulk_kernel)),
+                   "bulk copies need an sm_90 device and build");
+      VELA_CHECK(m.stages >= 1 && m.stages <= kStreamMaxStages, "stages must be 1..16");
+      VELA_CHECK(m.warps >= 1 && m.warps <= 16, "warps must be 1..16");
+      const int copy_chunks = m.copy_bytes > 0 ? m.copy_bytes / 16 : stage_chunks;
+      VELA_CHECK(copy_chunks >= 1 && m.copy_bytes % 16 == 0, "copy_bytes must be a multiple of 16");
+      const BulkArgs a{w,
+                       n,
+                       stage_chunks,
+                       m.stages,
+                       copy_chunks,
+                       static_cast<int>(m.refill),
+                       m.warps,
+                       m.evict_first,
+                       o};
+      const int threads = m.refill == StreamMethod::Refill::kCopiesOnly ? 32
+                          : m.refill == StreamMethod::Refill::kProducer ? 32 * (m.warps + 1)
+                                                                        : 32 * m.warps;
+      const size_t smem = static_cast<size_t>(m.stages) * stage_chunks * 16;
+      opt_in_smem(stream_bulk_kernel, smem);
+      run = [=] { stream_bulk_kernel<<<grid, threads, smem, current_stream()>>>(a); };
+      break;
+    }
+    case StreamMethod::Kind::kCpAsync: {
+      void (*k)(const uint4*, int64_t, int, float*) = m.stages <= 2   ? stream_cp_async_kernel<2>
+                                                      : m.stages <= 4 ? stream_cp_async_kernel<4>
+                                                                      : stream_cp_async_kernel<8>;
+      const int stages = m.stages <= 2 ? 2 : m.stages <= 4 ? 4 : 8;
+      const size_t smem = static_cast<size_t>(stages) * stage_chunks * 16;
+      opt_in_smem(k, smem);
+      const int threads = 32 * std::clamp(m.warps, 1, 16);
+      run = [=] { k<<<grid, threads, smem, current_stream()>>>(w, n, stage_chunks, o); };
+      break;
+    }
+  }
+  const double ms = time_ms([&] {
+    run();
+    VELA_CUDA_CHECK_LAUNCH();
+  });
+  return static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+}
+
+}  // namespace vela::ops::cuda

@@ -38,6 +38,11 @@ bool gemv_ring_coalesce() {
   return on;
 }
 
+bool gemv_ring_producer() {
+  static const bool on = env_opted_in("VELA_GEMV_RING_PRODUCER");
+  return on;
+}
+
 size_t gemv_ring_bytes() {
   static const size_t bytes =
       static_cast<size_t>(env_int("VELA_GEMV_RING_KB", kRingBytes / 1024, 16, 200)) * 1024;

@@ -41,7 +41,12 @@ struct RingArgs {
   int stages;          // S: stage buffers in the ring (1..8)
   bool early_trigger;  // pdl_launch_dependents() before pdl_wait() (VELA_GEMV_RING_EARLY)
   bool coalesce;       // adjacent weight rows of a stage as one copy (VELA_GEMV_RING_COALESCE)
+  bool producer;       // a ninth warp refills each stage once its readers release it
+                       // (VELA_GEMV_RING_PRODUCER), instead of warp 0 after a block barrier
 };
+
+// Threads of a ring block: kGemvWarps consumer warps, plus the producer warp where ra.producer.
+constexpr int kRingThreads = (kGemvWarps + 1) * 32;
 
 // Warps per unit at row length k: about 1.5 KB of a bf16/f16 row per warp, 1..8.
 inline int ring_parts(int64_t k) {
@@ -72,7 +77,7 @@ __device__ __forceinline__ void ring_store(const GemvArgs& args, int64_t u, floa
 
 // W warps per unit, R = 8 / W units per stage.
 template <typename T, typename TC, int W, GemvIn IN, GemvOut OUT>
-static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(const RingArgs ra) {
+static __global__ void __launch_bounds__(kRingThreads, 2) gemv_ring_kernel(const RingArgs ra) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr bool kPairs = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary;
   constexpr int kRowsPerUnit = kPairs ? 2 : 1;
@@ -80,11 +85,17 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
   constexpr int kStageRows = R * kRowsPerUnit;  // stage row r = unit r % R, pair half r / R
   static_assert(kStageRows <= 32, "a lane of warp 0 issues each row's copy");
   extern __shared__ __align__(128) unsigned char ring_smem[];
-  __shared__ uint64_t full[kRingMaxStages];
+  __shared__ uint64_t full[kRingMaxStages], empty[kRingMaxStages];
   __shared__ float partial[2][kGemvWarps][kRowsPerUnit];
   __shared__ float red[32];
   const GemvArgs& args = ra.g;
   const int stages = ra.stages;
+  // With ra.producer, warp kGemvWarps issues every stage and each consumer warp releases a stage
+  // on its `empty` barrier once it has read it, so a slot is refilled as soon as its last reader
+  // is done (a unit's W warps meet on a named barrier for their partial sums); otherwise warp 0
+  // refills it after a block barrier.
+  const bool producer = ra.producer;
+  const int issuer = producer ? kGemvWarps : 0;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int unit = warp / W, part = warp % W;
   const int64_t k = args.k, nv = k / kGemvVec, units = args.n;
@@ -96,7 +107,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
   const int n_stage = static_cast<int>((u1 - u0 + R - 1) / R);
 
   uint64_t policy = 0;
-  if (warp == 0) policy = tma::evict_first_policy();
+  if (warp == issuer) policy = tma::evict_first_policy();
   // Warp 0: stage i's rows into slot i % S (lane r issues stage row r; with ra.coalesce, lane r
   // issues stage rows r .. e - 1 as one copy where their weight rows follow each other in memory
   // and r is the first of them: the same bytes in the same places, fewer and larger copies).
@@ -126,11 +137,14 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
   };
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) tma::barrier_init(&full[s], 1);
+    for (int s = 0; s < stages; ++s) {
+      tma::barrier_init(&full[s], 1);
+      tma::barrier_init(&empty[s], kGemvWarps);
+    }
     tma::fence_barrier_init();
   }
   __syncthreads();
-  if (warp == 0)
+  if (warp == issuer)
     for (int i = 0; i < min(stages, n_stage); ++i) issue(i);
   if (ra.early_trigger) pdl_launch_dependents();
   pdl_wait();
@@ -172,6 +186,14 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
     }
   }
 
+  if (producer && warp == kGemvWarps) {
+    // The producer (it took part in the RMSNorm's block sum above; no block barrier follows).
+    for (int i = stages; i < n_stage; ++i) {
+      tma::wait(&empty[i % stages], static_cast<uint32_t>((i / stages - 1) & 1));
+      issue(i);
+    }
+    return;
+  }
   for (int i = 0; i < n_stage; ++i) {
     const int slot = i % stages;
     tma::wait(&full[slot], static_cast<uint32_t>((i / stages) & 1));
@@ -208,9 +230,19 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 #pragma unroll
       for (int h = 0; h < kRowsPerUnit; ++h) partial[i & 1][warp][h] = acc[h];
     }
-    // Every warp is done with the slot (and the partials are in): refill it.
-    __syncthreads();
-    if (warp == 0 && i + stages < n_stage) issue(i + stages);
+    if (producer) {
+      // This warp is done with the slot: release it; the unit's partials are in after the
+      // named barrier (ids 1..R; partial[i & 1] is rewritten at i + 2, after barrier i + 1, which
+      // part 0 reaches only once it has read them).
+      __syncwarp();
+      if (lane == 0) tma::arrive(&empty[slot]);
+      if constexpr (W > 1)
+        asm volatile("bar.sync %0, %1;\n" ::"r"(1 + unit), "r"(W * 32) : "memory");
+    } else {
+      // Every warp is done with the slot (and the partials are in): refill it.
+      __syncthreads();
+      if (warp == 0 && i + stages < n_stage) issue(i + stages);
+    }
     if constexpr (W > 1) {
       if (live && part == 0 && lane == 0) {
         float res[kRowsPerUnit];
@@ -235,8 +267,11 @@ static __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_ring_kernel(co
 bool gemv_ring_enabled();
 bool gemv_ring_early();
 // Whether a stage's adjacent weight rows go as one bulk copy instead of one copy a row
-// (VELA_GEMV_RING_COALESCE=1; off by default, unmeasured).
+// (VELA_GEMV_RING_COALESCE=1; off by default).
 bool gemv_ring_coalesce();
+// Whether a producer warp refills the stages as their readers release them
+// (VELA_GEMV_RING_PRODUCER=1; off by default).
+bool gemv_ring_producer();
 // The stage buffers' bytes a block may take: kRingBytes, or VELA_GEMV_RING_KB (16..200) for the
 // A/B of co-residency (two 96 KB rings fit an SM, one 160 KB ring does not).
 size_t gemv_ring_bytes();
@@ -324,10 +359,11 @@ bool launch_ring(const GemvArgs& args) {
     // No more buffers than a block has stages (q|k|v and o at bench-1b's shapes: 2 and 3), so
     // the shared memory left over takes the kernels launched beside it.
     stages = static_cast<int>(std::min<int64_t>(stages, ceil_div(ceil_div(args.n, grid), r)));
-    const RingArgs ra{args, stages, gemv_ring_early(), gemv_ring_coalesce()};
+    const RingArgs ra{args, stages, gemv_ring_early(), gemv_ring_coalesce(), gemv_ring_producer()};
     const size_t smem = static_cast<size_t>(stages) * stage_bytes;
     opt_in_smem(kernel, smem);
-    launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(kGemvWarps * 32), smem, ra);
+    launch_pdl(kernel, dim3(static_cast<unsigned>(grid)),
+               dim3(ra.producer ? kRingThreads : kGemvWarps * 32), smem, ra);
     g_ring_launches.fetch_add(1, std::memory_order_relaxed);
     return true;
   }

@@ -3,7 +3,9 @@
 // register loads, bulk copies into a shared-memory ring with three refill policies, cp.async).
 // The question it answers: can a shared-memory weight stream (the weight ring, a persistent
 // megakernel) match the register GEMV's bandwidth, and with which ring shape. Rates are read
-// GB/s against the device-to-device copy rate (read + write), the floors' reference.
+// GB/s against the device-to-device copy rate (read + write), the floors' reference. Then the
+// skeleton of a persistent decode kernel (bench_phased_stream): a step's one-row weights streamed
+// by one kernel with a grid barrier between its phases, microseconds a layer.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -123,8 +125,34 @@ int bench_stream_main(int argc, char** argv) {
     rows.push_back({c.name, "GB/s", gbps, copy, "D2D copy"});
   }
   print_rows(rows);
+  // The megakernel skeleton: bench-1b's 24 layers of one-row weights through one persistent
+  // kernel, with the grid barriers between phases and without.
+  json phased = json::array();
+  if (filter.empty() || filter == "phased") {
+    std::printf("\nbench-1b's weights a step as one persistent kernel (5 phases a layer)\n");
+    for (auto [kb, stages] : {std::pair<int, int>{16, 12}, {24, 8}, {32, 6}, {8, 16}}) {
+      for (bool barriers : {true, false}) {
+        try {
+          const auto r = ops::cuda::bench_phased_stream({}, kb, stages, barriers);
+          std::printf(
+              "  stages %2d x %2d KiB, %-11s %7.2f us a layer, %7.0f GB/s (%.1f%% of copy)\n",
+              stages, kb, barriers ? "barriers" : "no barriers", r.us_per_layer, r.gbps,
+              100.0 * r.gbps / copy);
+          phased.push_back({{"stage_kb", kb},
+                            {"stages", stages},
+                            {"barriers", barriers},
+                            {"us_per_layer", r.us_per_layer},
+                            {"gbps", r.gbps}});
+        } catch (const Unsupported& e) {
+          std::printf("  phased stream skipped: %s\n", e.what());
+          break;
+        }
+      }
+    }
+  }
   if (!json_path.empty()) {
     json j;
+    j["phased"] = phased;
     j["benchmark"] = "stream";
     j["device"] = cuda::device_description(0);
     j["mib"] = mb;

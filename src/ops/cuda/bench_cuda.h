@@ -41,4 +41,20 @@ struct StreamMethod {
 // multiplied into a register sum. kBulk throws Unsupported without sm_90.
 double bench_stream_gbps(const StreamMethod& m, size_t bytes);
 
+// A decode step's weight stream as one persistent kernel (a megakernel's skeleton,
+// bench_stream.cu): per layer the q|k|v, o, gate|up and down weights of a one-row decode (bf16,
+// [rows, hidden] / [2 inter, hidden] / [hidden, inter]) and an attention phase with no weights, one
+// block an SM, a producer warp streaming every phase's share through `stages` x `stage_kb` KiB of
+// shared memory, eight consumer warps that start each phase after a grid barrier (or, with barriers
+// off, straight after the last). Microseconds a layer and the read GB/s.
+struct PhasedStreamShape {
+  int layers = 24;
+  int64_t hidden = 1536, inter = 6912, qkv_rows = 2048;  // bench-1b
+};
+struct PhasedStreamResult {
+  double us_per_layer = 0.0, gbps = 0.0;
+};
+PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage_kb, int stages,
+                                       bool barriers);
+
 }  // namespace vela::ops::cuda

@@ -23,6 +23,8 @@ namespace vela::ops::cuda {
 namespace {
 
 constexpr int kStreamMaxStages = 16;
+constexpr int kPhasedPhases = 5;   // q|k|v, attention, o, gate|up, down
+constexpr int kPhasedMaxK = 8192;  // the longest phase input (elements)
 
 // A GEMV's work on 16 bytes of weights: eight bf16 values times register "inputs".
 __device__ __forceinline__ float consume16(const uint4& v, float acc) {
@@ -209,6 +211,133 @@ __global__ void __launch_bounds__(512)
 #endif
 }
 
+// ---- A decode step's weight stream as one persistent kernel (a megakernel's skeleton) ----------
+// One block per SM; a producer warp streams the block's share of every phase's weights, layer after
+// layer, through a ring of stages without ever waiting for data (weights do not depend on it), so
+// it runs ahead across phase boundaries as far as the ring allows. The consumer warps start each
+// phase only once every block has finished the previous one (a grid barrier on a global counter),
+// then read the phase's input vector (L2) and multiply their stages into it. Phases a layer: q|k|v,
+// attention (no weights: the barrier only), o, gate|up, down.
+struct PhasedArgs {
+  const uint4* w;
+  const uint4* x;  // an input vector of up to kPhasedMaxK elements (L2-resident)
+  int64_t phase_chunks[kPhasedPhases];  // 16-byte chunks of each phase's weight
+  int phase_k[kPhasedPhases];           // input length of each phase (elements)
+  int layers;
+  int stage_chunks;
+  int stages;
+  bool barriers;  // false: phases run back to back (the stream alone)
+  unsigned* counter;
+  float* out;
+};
+
+// This block's share [c0, c1) of phase chunks n.
+__device__ __forceinline__ void phase_range(int64_t n, int64_t& c0, int64_t& c1) {
+  c0 = n * blockIdx.x / gridDim.x;
+  c1 = n * (blockIdx.x + 1) / gridDim.x;
+}
+
+__global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint4 stage_smem[];
+  __shared__ uint64_t full[kStreamMaxStages], empty[kStreamMaxStages];
+  __shared__ __align__(16) uint4 xs[kPhasedMaxK / 8];
+  constexpr int kConsumers = 8;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < a.stages; ++s) {
+      tma::barrier_init(&full[s], 1);
+      tma::barrier_init(&empty[s], kConsumers);
+    }
+    tma::fence_barrier_init();
+  }
+  __syncthreads();
+  const uint64_t policy = tma::evict_first_policy();
+  if (warp == kConsumers) {
+    // The producer: every stage of every phase of every layer, in order.
+    int i = 0;
+    int64_t layer_off = 0;
+    for (int l = 0; l < a.layers; ++l) {
+      int64_t off = layer_off;
+      for (int p = 0; p < kPhasedPhases; ++p) {
+        int64_t c0, c1;
+        phase_range(a.phase_chunks[p], c0, c1);
+        for (int64_t first = c0; first < c1; first += a.stage_chunks, ++i) {
+          const int slot = i % a.stages;
+          const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));
+          if (i >= a.stages) tma::wait(&empty[slot], static_cast<uint32_t>((i / a.stages - 1) & 1));
+          if (lane == 0) {
+            tma::arrive_expect_tx(&full[slot], static_cast<uint32_t>(len) * 16u);
+            tma::load_1d(stage_smem + static_cast<int64_t>(slot) * a.stage_chunks,
+                         a.w + off + first, static_cast<uint32_t>(len) * 16u, &full[slot], policy);
+          }
+          __syncwarp();
+        }
+        off += a.phase_chunks[p];
+      }
+      layer_off = off;
+    }
+    return;
+  }
+  // The consumers.
+  const int tid = threadIdx.x, n_threads = kConsumers * 32;
+  float acc = 0.0f;
+  int i = 0;
+  unsigned target = 0;
+  for (int l = 0; l < a.layers; ++l) {
+    for (int p = 0; p < kPhasedPhases; ++p) {
+      if (a.barriers) {
+        // Wait until every block has finished the phase before, then read this phase's input.
+        if (tid == 0) {
+          unsigned seen;
+          do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
+                         : "=r"(seen)
+                         : "l"(a.counter)
+                         : "memory");
+          } while (seen < target);
+        }
+        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+      }
+      const int kc = a.phase_k[p] / 8;
+      for (int c = tid; c < kc; c += n_threads) xs[c] = a.x[c];
+      asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+      int64_t c0, c1;
+      phase_range(a.phase_chunks[p], c0, c1);
+      for (int64_t first = c0; first < c1; first += a.stage_chunks, ++i) {
+        const int slot = i % a.stages;
+        const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));
+        tma::wait(&full[slot], static_cast<uint32_t>((i / a.stages) & 1));
+        const uint4* st = stage_smem + static_cast<int64_t>(slot) * a.stage_chunks;
+        for (int c = tid; c < len; c += n_threads) {
+          float xf[8];
+          unpack16<bf16>(xs[c % kc], xf);
+          float wf[8];
+          unpack16<bf16>(st[c], wf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc = fmaf(wf[e], xf[e], acc);
+        }
+        __syncwarp();
+        if (lane == 0) tma::arrive(&empty[slot]);
+      }
+      // This block's share of the phase is done: its (one) output, then its arrival.
+      acc = warp_sum(acc);
+      if (lane == 0) sink(acc, a.out);
+      target += gridDim.x;
+      if (a.barriers) {
+        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+        if (tid == 0) {
+          __threadfence();
+          atomicAdd(a.counter, 1u);
+        }
+      }
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
 bool has_sm90_code(const void* kernel) {
   cudaFuncAttributes attr{};
   if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
@@ -284,6 +413,61 @@ double bench_stream_gbps(const StreamMethod& m, size_t bytes) {
     VELA_CUDA_CHECK_LAUNCH();
   });
   return static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+}
+
+PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage_kb, int stages,
+                                       bool barriers) {
+  VELA_CHECK(shape.layers >= 1 && shape.hidden % 8 == 0 && shape.inter % 8 == 0 &&
+                 shape.qkv_rows >= 1 && shape.hidden <= kPhasedMaxK && shape.inter <= kPhasedMaxK,
+             "phased stream: bad shape");
+  VELA_CHECK(stages >= 2 && stages <= kStreamMaxStages, "stages must be 2..16");
+  VELA_CHECK_T(Unsupported, has_sm90_code(reinterpret_cast<const void*>(stream_phased_kernel)),
+               "the phased stream needs an sm_90 device and build");
+  const int64_t h = shape.hidden, f = shape.inter;
+  const int64_t phase_elems[kPhasedPhases] = {shape.qkv_rows * h, 0, h * h, 2 * f * h, h * f};
+  const int phase_k[kPhasedPhases] = {static_cast<int>(h), 8, static_cast<int>(h),
+                                      static_cast<int>(h), static_cast<int>(f)};
+  int64_t layer_elems = 0;
+  for (int64_t e : phase_elems) layer_elems += e;
+  const int64_t total = layer_elems * shape.layers;
+  const Device device = Device::cuda(vela::cuda::current_device());
+  Tensor buf = Tensor::empty({total * 2}, DType::kU8, device);
+  VELA_CUDA_CHECK(
+      cudaMemsetAsync(buf.data_ptr(), 0x3c, static_cast<size_t>(total * 2), current_stream()));
+  Tensor x = Tensor::zeros({kPhasedMaxK * 2}, DType::kU8, device);
+  Tensor out = Tensor::zeros({1024}, DType::kF32, device);
+  Tensor counter = Tensor::zeros({1}, DType::kI32, device);
+  PhasedArgs a{};
+  a.w = static_cast<const uint4*>(buf.data_ptr());
+  a.x = static_cast<const uint4*>(x.data_ptr());
+  for (int p = 0; p < kPhasedPhases; ++p) {
+    a.phase_chunks[p] = phase_elems[p] / 8;
+    a.phase_k[p] = phase_k[p];
+  }
+  a.layers = shape.layers;
+  a.stage_chunks = stage_kb * 64;
+  a.stages = stages;
+  a.barriers = barriers;
+  a.counter = static_cast<unsigned*>(counter.data_ptr());
+  a.out = static_cast<float*>(out.data_ptr());
+  const size_t smem = static_cast<size_t>(stages) * a.stage_chunks * 16;
+  opt_in_smem(stream_phased_kernel, smem);
+  int per_sm = 0;
+  VELA_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_phased_kernel, 288, smem));
+  VELA_CHECK(per_sm >= 1, "phased stream: ", stages, " stages of ", stage_kb,
+             " KiB do not fit an SM");
+  const unsigned grid = static_cast<unsigned>(n_sms());  // one block an SM: all co-resident
+  void* counter_ptr = counter.data_ptr();
+  const double ms = time_ms([&] {
+    VELA_CUDA_CHECK(cudaMemsetAsync(counter_ptr, 0, 4, current_stream()));
+    stream_phased_kernel<<<grid, 288, smem, current_stream()>>>(a);
+    VELA_CUDA_CHECK_LAUNCH();
+  });
+  PhasedStreamResult r;
+  r.us_per_layer = ms * 1e3 / shape.layers;
+  r.gbps = static_cast<double>(total * 2) / (ms * 1e-3) / 1e9;
+  return r;
 }
 
 }  // namespace vela::ops::cuda

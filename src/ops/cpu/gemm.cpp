@@ -177,6 +177,77 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,
     out[j] = hsum512(s);
   }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 (no AVX-512: e.g. AMD Zen 2 / 3): the same kernel with 8-lane vectors. Element i of a row
+// goes to accumulator (i / 8) % KU while a full 8 * KU step remains, the rest in chunks of 8
+// (zero-padded) to accumulator 0, then the accumulators are added in order: the bits depend on K
+// alone, never on NM, so a row's result is the same in every group.
+inline __m256 widen8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 widen8(const bf16* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#if defined(__F16C__)
+inline __m256 widen8(const f16* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+#else
+inline __m256 widen8(const f16* p) {
+  alignas(32) float f[8];
+  for (int e = 0; e < 8; ++e) f[e] = to_f32(p[e]);
+  return _mm256_load_ps(f);
+}
+#endif
+// The n < 8 values at p, zero-padded to 8 lanes.
+template <typename T>
+inline __m256 widen8_tail(const T* p, int64_t n) {
+  alignas(32) float f[8] = {};
+  for (int64_t e = 0; e < n; ++e) f[e] = to_f32(p[e]);
+  return _mm256_load_ps(f);
+}
+// Horizontal sum of 8 lanes in a fixed order.
+inline float hsum256(__m256 v) {
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+}
+template <int64_t kBytes>
+inline void prefetch_l2(const void* p) {
+  for (int64_t off = 0; off < kBytes; off += 64)
+    _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T1);
+}
+
+// out[j] = dot(af + j*k, brow) for j < NM (NM * KU <= 8 accumulators of AVX2's 16 registers).
+template <int NM, int KU, typename T>
+inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,
+                     const T* ahead = nullptr) {
+  __m256 acc[NM][KU];
+  for (int j = 0; j < NM; ++j)
+    for (int u = 0; u < KU; ++u) acc[j][u] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 * KU <= k; i += 8 * KU) {
+    if (ahead) prefetch_l2<8 * KU * sizeof(T)>(ahead + i);
+    for (int u = 0; u < KU; ++u) {
+      const __m256 bv = widen8(brow + i + 8 * u);
+      for (int j = 0; j < NM; ++j)
+        acc[j][u] = _mm256_fmadd_ps(_mm256_loadu_ps(af + j * k + i + 8 * u), bv, acc[j][u]);
+    }
+  }
+  for (; i < k; i += 8) {
+    const int64_t n = std::min<int64_t>(8, k - i);
+    const __m256 bv = n == 8 ? widen8(brow + i) : widen8_tail(brow + i, n);
+    for (int j = 0; j < NM; ++j) {
+      const __m256 av = n == 8 ? _mm256_loadu_ps(af + j * k + i) : widen8_tail(af + j * k + i, n);
+      acc[j][0] = _mm256_fmadd_ps(av, bv, acc[j][0]);
+    }
+  }
+  for (int j = 0; j < NM; ++j) {
+    __m256 s = acc[j][0];
+    for (int u = 1; u < KU; ++u) s = _mm256_add_ps(s, acc[j][u]);
+    out[j] = hsum256(s);
+  }
+}
 #else
 template <int NM, int KU, typename T>
 inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,

@@ -17,6 +17,22 @@
 namespace vela::ops::cpu {
 namespace {
 
+// Each of the n_rep rows of scores [n_rep, n_keys] in place as its softmax (max subtracted, the sum
+// in double, P normalised); lse[r * lse_stride] gets the row's log-sum-exp where lse is given. A
+// row of -inf scores becomes zeros (lse -inf).
+inline void softmax_rows(float* scores, int64_t n_rep, int64_t n_keys, float* lse = nullptr,
+                         int64_t lse_stride = 0) {
+  for (int64_t r = 0; r < n_rep; ++r) {
+    float* sr = scores + r * n_keys;
+    const float m = max_of(sr, n_keys);
+    const double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, n_keys, m);
+    const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
+    if (lse != nullptr)
+      lse[r * lse_stride] = total > 0 ? m + static_cast<float>(std::log(total)) : -INFINITY;
+    for (int64_t p = 0; p < n_keys; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
+  }
+}
+
 // Attends n_rep query rows (f32, [n_rep, d]) to keys/values 0..n_keys-1 given by key(p)/value(p)
 // (pointers to rows of T), skipping keys where !visible(p). Writes n_rep output rows of T and,
 // when lse is not null, row r's log-sum-exp of the scaled scores to lse[r * lse_stride].
@@ -40,15 +56,7 @@ void attend(const float* q, int64_t n_rep, int64_t d, int64_t n_keys, KeyFn key,
       scores[r * n_keys + p] = s * scale;
     }
   }
-  for (int64_t r = 0; r < n_rep; ++r) {
-    float* sr = scores + r * n_keys;
-    float m = max_of(sr, n_keys);
-    double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, n_keys, m);
-    float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
-    if (lse != nullptr)
-      lse[r * lse_stride] = total > 0 ? m + static_cast<float>(std::log(total)) : -INFINITY;
-    for (int64_t p = 0; p < n_keys; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
-  }
+  softmax_rows(scores, n_rep, n_keys, lse, lse_stride);
   std::fill(acc, acc + n_rep * d, 0.f);
   for (int64_t p = 0; p < n_keys; ++p) {
     if (!visible(p)) continue;
@@ -146,13 +154,7 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
       scores[r * n_keys + p] = hsum512(acc) * scale;
     }
   }
-  for (int64_t r = 0; r < n_rep; ++r) {
-    float* sr = scores + r * n_keys;
-    const float m = max_of(sr, n_keys);
-    const double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, n_keys, m);
-    const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
-    for (int64_t p = 0; p < n_keys; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
-  }
+  softmax_rows(scores, n_rep, n_keys);
   alignas(64) float row[d];
   for (int64_t r0 = 0; r0 < n_rep; r0 += RC) {
     const int64_t nr = std::min<int64_t>(RC, n_rep - r0);
@@ -191,26 +193,6 @@ bool attend_one_query_fast(const float* q, int64_t n_rep, int64_t d, int64_t n_k
 // registers (d a multiple of 8 up to 256). Each score sums its even and odd 8-lane chunks in two
 // accumulators (a shorter FMA chain), the output rows accumulate RC = max(1, 12 / D8) at a time.
 // Session 57 (AVX2-only EPYC): `vela bench ops` decode attention 1.2 GB/s on attend() before.
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const bf16* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-inline __m256 load8(const f16* p) {
-#if defined(__F16C__)
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-#else
-  alignas(32) float f[8];
-  for (int e = 0; e < 8; ++e) f[e] = to_f32(p[e]);
-  return _mm256_load_ps(f);
-#endif
-}
-inline float hsum8(__m256 v) {
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-  return _mm_cvtss_f32(s4);
-}
 constexpr int64_t kAhead = 8;  // as the AVX-512 kernel: rows read ahead of use
 template <typename T>
 inline void prefetch_row(const T* row, int64_t d) {
@@ -229,25 +211,19 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
     const auto* kp = key(p);
     for (int64_t r = 0; r < n_rep; ++r) {
       const float* qr = q + r * d;
-      __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qr), load8(kp));
+      __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qr), widen8(kp));
       __m256 acc1 = _mm256_setzero_ps();
       for (int v = 1; v < D8; ++v) {
-        const __m256 prod_in = load8(kp + 8 * v), qv = _mm256_loadu_ps(qr + 8 * v);
+        const __m256 kv = widen8(kp + 8 * v), qv = _mm256_loadu_ps(qr + 8 * v);
         if (v % 2 == 0)
-          acc0 = _mm256_fmadd_ps(qv, prod_in, acc0);
+          acc0 = _mm256_fmadd_ps(qv, kv, acc0);
         else
-          acc1 = _mm256_fmadd_ps(qv, prod_in, acc1);
+          acc1 = _mm256_fmadd_ps(qv, kv, acc1);
       }
-      scores[r * n_keys + p] = hsum8(_mm256_add_ps(acc0, acc1)) * scale;
+      scores[r * n_keys + p] = hsum256(_mm256_add_ps(acc0, acc1)) * scale;
     }
   }
-  for (int64_t r = 0; r < n_rep; ++r) {
-    float* sr = scores + r * n_keys;
-    const float m = max_of(sr, n_keys);
-    const double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, n_keys, m);
-    const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
-    for (int64_t p = 0; p < n_keys; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
-  }
+  softmax_rows(scores, n_rep, n_keys);
   alignas(32) float row[d];
   for (int64_t r0 = 0; r0 < n_rep; r0 += RC) {
     const int64_t nr = std::min<int64_t>(RC, n_rep - r0);
@@ -259,7 +235,7 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
       const auto* vp = value(p);
       for (int64_t j = 0; j < nr; ++j) {
         const __m256 w = _mm256_set1_ps(scores[(r0 + j) * n_keys + p]);
-        for (int v = 0; v < D8; ++v) acc[j][v] = _mm256_fmadd_ps(w, load8(vp + 8 * v), acc[j][v]);
+        for (int v = 0; v < D8; ++v) acc[j][v] = _mm256_fmadd_ps(w, widen8(vp + 8 * v), acc[j][v]);
       }
     }
     // d hidden from the optimiser: GCC 12 warns (-Waggressive-loop-optimizations) on store_f32's

@@ -182,36 +182,6 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,
 // goes to accumulator (i / 8) % KU while a full 8 * KU step remains, the rest in chunks of 8
 // (zero-padded) to accumulator 0, then the accumulators are added in order: the bits depend on K
 // alone, never on NM, so a row's result is the same in every group.
-inline __m256 widen8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 widen8(const bf16* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-#if defined(__F16C__)
-inline __m256 widen8(const f16* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-#else
-inline __m256 widen8(const f16* p) {
-  alignas(32) float f[8];
-  for (int e = 0; e < 8; ++e) f[e] = to_f32(p[e]);
-  return _mm256_load_ps(f);
-}
-#endif
-// The n < 8 values at p, zero-padded to 8 lanes.
-template <typename T>
-inline __m256 widen8_tail(const T* p, int64_t n) {
-  alignas(32) float f[8] = {};
-  for (int64_t e = 0; e < n; ++e) f[e] = to_f32(p[e]);
-  return _mm256_load_ps(f);
-}
-// Horizontal sum of 8 lanes in a fixed order.
-inline float hsum256(__m256 v) {
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-  return _mm_cvtss_f32(s4);
-}
 template <int64_t kBytes>
 inline void prefetch_l2(const void* p) {
   for (int64_t off = 0; off < kBytes; off += 64)

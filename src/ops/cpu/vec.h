@@ -145,6 +145,38 @@ inline float hsum512(__m512 v) {
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__)
+// 8 consecutive values as f32 lanes (the AVX2 kernels' loads of weights, keys and values).
+inline __m256 widen8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 widen8(const bf16* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline __m256 widen8(const f16* p) {
+#if defined(__F16C__)
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  alignas(32) float f[8];
+  for (int e = 0; e < 8; ++e) f[e] = to_f32(p[e]);
+  return _mm256_load_ps(f);
+#endif
+}
+// The n < 8 values at p as f32 lanes, zero-padded.
+template <typename T>
+inline __m256 widen8_tail(const T* p, int64_t n) {
+  alignas(32) float f[8] = {};
+  for (int64_t e = 0; e < n; ++e) f[e] = to_f32(p[e]);
+  return _mm256_load_ps(f);
+}
+// Horizontal sum of 8 lanes in a fixed order.
+inline float hsum256(__m256 v) {
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+}
+#endif
+
 // dst[i] = exp(src[i] - shift); returns the sum of dst in double. dst may alias src.
 inline double exp_shift_sum(const float* src, float* dst, int64_t n, float shift) {
   int64_t i = 0;

@@ -76,17 +76,7 @@ void query_rows_f32(const T* q, int64_t n_rep, int64_t d, float* dst) {
   load_f32(q, dst, n_rep * d);
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-// 16 elements of a K / V row as f32.
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const bf16* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline __m512 load16(const f16* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
+#if defined(__AVX2__)  // (AVX-512 builds define it too)
 // Keys / values read ahead of use in attend_one_query: one KV head's row is 64-512 bytes of a
 // slot n_kv times that size, and a long-running cache's pages lie anywhere, so the hardware
 // prefetcher loses the stream at every page. `vela bench ops`, decode attention (100m's heads,
@@ -99,6 +89,18 @@ inline void prefetch_row(const T* row, int64_t d) {
   const auto* p = reinterpret_cast<const char*>(row);
   for (int64_t off = 0; off < d * static_cast<int64_t>(sizeof(T)); off += 64)
     _mm_prefetch(p + off, _MM_HINT_T0);
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// 16 elements of a K / V row as f32.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const bf16* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 load16(const f16* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 // Output rows whose head dim (D16 registers) accumulates in registers at once: 16 registers.
@@ -193,13 +195,6 @@ bool attend_one_query_fast(const float* q, int64_t n_rep, int64_t d, int64_t n_k
 // registers (d a multiple of 8 up to 256). Each score sums its even and odd 8-lane chunks in two
 // accumulators (a shorter FMA chain), the output rows accumulate RC = max(1, 12 / D8) at a time.
 // Session 57 (AVX2-only EPYC): `vela bench ops` decode attention 1.2 GB/s on attend() before.
-constexpr int64_t kAhead = 8;  // as the AVX-512 kernel: rows read ahead of use
-template <typename T>
-inline void prefetch_row(const T* row, int64_t d) {
-  const auto* p = reinterpret_cast<const char*>(row);
-  for (int64_t off = 0; off < d * static_cast<int64_t>(sizeof(T)); off += 64)
-    _mm_prefetch(p + off, _MM_HINT_T0);
-}
 
 template <int D8, typename T, typename KeyFn, typename ValFn>
 void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, ValFn value,

@@ -123,6 +123,15 @@ void sgemm_batch(Mat<const float> a, Mat<const float> b, Mat<float> c, const Dim
 // ---------------------------------------------------------------------------------------------
 // 16-bit inputs, small M: direct kernels.
 
+#if defined(__AVX2__)  // (AVX-512 builds define it too)
+// The kBytes at p into L2, a prefetch a cache line.
+template <int64_t kBytes>
+inline void prefetch_l2(const void* p) {
+  for (int64_t off = 0; off < kBytes; off += 64)
+    _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T1);
+}
+#endif
+
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 inline __m512 widen16(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 widen16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
@@ -139,13 +148,6 @@ inline __m512 widen16(const bf16* p, __mmask16 m) {
 }
 inline __m512 widen16(const f16* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-}
-
-// The kBytes at p into L2, a prefetch a cache line.
-template <int64_t kBytes>
-inline void prefetch_l2(const void* p) {
-  for (int64_t off = 0; off < kBytes; off += 64)
-    _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T1);
 }
 
 // out[j] = dot(af + j*k, brow) for j < NM; KU independent accumulators per row hide FMA latency.
@@ -182,12 +184,6 @@ inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,
 // goes to accumulator (i / 8) % KU while a full 8 * KU step remains, the rest in chunks of 8
 // (zero-padded) to accumulator 0, then the accumulators are added in order: the bits depend on K
 // alone, never on NM, so a row's result is the same in every group.
-template <int64_t kBytes>
-inline void prefetch_l2(const void* p) {
-  for (int64_t off = 0; off < kBytes; off += 64)
-    _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T1);
-}
-
 // out[j] = dot(af + j*k, brow) for j < NM (NM * KU <= 8 accumulators of AVX2's 16 registers).
 template <int NM, int KU, typename T>
 inline void dot_rows(const float* af, int64_t k, const T* brow, float* out,

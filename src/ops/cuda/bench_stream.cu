@@ -231,12 +231,6 @@ struct PhasedArgs {
   float* out;
 };
 
-// This block's share [c0, c1) of phase chunks n.
-__device__ __forceinline__ void phase_range(int64_t n, int64_t& c0, int64_t& c1) {
-  c0 = n * blockIdx.x / gridDim.x;
-  c1 = n * (blockIdx.x + 1) / gridDim.x;
-}
-
 __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint4 stage_smem[];
@@ -261,7 +255,7 @@ __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs 
       int64_t off = layer_off;
       for (int p = 0; p < kPhasedPhases; ++p) {
         int64_t c0, c1;
-        phase_range(a.phase_chunks[p], c0, c1);
+        block_range(a.phase_chunks[p], c0, c1);
         for (int64_t first = c0; first < c1; first += a.stage_chunks, ++i) {
           const int slot = i % a.stages;
           const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));
@@ -303,7 +297,7 @@ __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs 
       for (int c = tid; c < kc; c += n_threads) xs[c] = a.x[c];
       asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
       int64_t c0, c1;
-      phase_range(a.phase_chunks[p], c0, c1);
+      block_range(a.phase_chunks[p], c0, c1);
       for (int64_t first = c0; first < c1; first += a.stage_chunks, ++i) {
         const int slot = i % a.stages;
         const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));

@@ -1,11 +1,12 @@
 // softmax / log_softmax against a double reference: odd shapes, f32 / bf16 / f16 input with f32 or
 // same-dtype output, large offsets (max subtraction), -inf entries, leading dims, strided rows,
-// and the InvalidArgument paths.
+// and the InvalidArgument paths; the CPU kernels' vector exp (this build's ISA) against std::exp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu/vec.h"
 #include "ops/op_test_util.h"
 #include "ops/softmax.h"
 
@@ -76,6 +77,46 @@ TEST(Softmax, LeadingDimsStridedRowsAndInPlace) {
   std::vector<double> want = softmax_ref(to_doubles(y), 100, false);
   ops::softmax(y, y);
   test::expect_close(to_doubles(y), want, 1e-7, 2e-6, "softmax in place");
+}
+
+// exp_shift_sum (ops/cpu/vec.h: the AVX-512 or AVX2 exp, whichever this build targets, else
+// std::exp) over exp's whole float range and its edges: within 2 ulp of std::exp where the result
+// is normal, within one subnormal step below, inf / 0 / NaN where std::exp gives them, and the sum
+// in double.
+TEST(Softmax, VectorExpMatchesStdExpOverItsRange) {
+  std::vector<float> x;
+  for (float v = -110.0f; v < 95.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {-INFINITY, INFINITY, NAN, 88.72f, 88.73f, 89.0f, -87.3f, -103.9f, -104.0f, 0.0f,
+                  -0.0f, 1e-8f, -1e-8f})
+    x.push_back(v);
+  std::vector<float> y(x.size());
+  const double total =
+      ops::cpu::exp_shift_sum(x.data(), y.data(), static_cast<int64_t>(x.size()), 0.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp(x[i]);
+    if (std::isnan(want) || std::isinf(want) || want == 0.0f) {
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(y[i])) << "exp(" << x[i] << ")";
+      else if (std::isinf(want))
+        EXPECT_EQ(y[i], want) << "exp(" << x[i] << ")";
+      else
+        EXPECT_LE(y[i], 1.5e-45f) << "exp(" << x[i] << ")";
+    } else if (want >= 1.18e-38f) {
+      EXPECT_NEAR(y[i] / want, 1.0f, 2.5e-7f) << "exp(" << x[i] << ")";
+    } else {
+      EXPECT_NEAR(y[i], want, 1.5e-45f) << "exp(" << x[i] << ") (subnormal)";
+    }
+  }
+  // The NaN and +inf entries make the whole sum NaN; the finite part's sum in double.
+  EXPECT_TRUE(std::isnan(total));
+  std::vector<float> fin(x.begin(), x.begin() + 1000);  // -110 .. -96.3: tiny, then check larger
+  for (float v = -20.0f; v < 20.0f; v += 0.37f) fin.push_back(v);
+  std::vector<float> e(fin.size());
+  const double s =
+      ops::cpu::exp_shift_sum(fin.data(), e.data(), static_cast<int64_t>(fin.size()), 3.0f);
+  double want_s = 0.0;
+  for (float v : fin) want_s += std::exp(static_cast<double>(v) - 3.0);
+  EXPECT_NEAR(s / want_s, 1.0, 1e-6);
 }
 
 TEST(Softmax, InvalidArguments) {

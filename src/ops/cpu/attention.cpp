@@ -287,6 +287,15 @@ struct WideFill {  // keys p_begin .. p_end - 1 of sequence seq, KV head g
 };
 constexpr int64_t kKeyBlock = 64;    // keys per score tile (K^T[i][p0 .. p0 + 64) stays in L1)
 
+// One output row, opaque to the optimizer (noipa: not inlined, not cloned for a constant
+// length): GCC 12 warns spuriously about store_f32's loops (its intrinsics'
+// "uninitialized" operands, an "undefined" iteration count) when it inlines them with the
+// constant head dim of the tiled P @ V below.
+template <typename T>
+[[gnu::noipa]] void store_row(const float* src, T* dst, int64_t n) {
+  store_f32(src, dst, n);
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 // The query block's two inner products with their accumulators in registers (the loops below them
 // in attend_query_block keep theirs in memory, one load and store per multiply-add, and left
@@ -326,15 +335,6 @@ inline void score_tile64(int nr, const float* q, int64_t d, const float* kt, int
     default:
       return score_tile64<4>(q, d, kt, ld, p0, acc);
   }
-}
-
-// One output row, opaque to the optimizer (noipa: not inlined, not cloned for a constant
-// length): GCC 12 warns spuriously about store_f32's loops (its intrinsics'
-// "uninitialized" operands, an "undefined" iteration count) when it inlines them with the
-// constant head dim below.
-template <typename T>
-[[gnu::noipa]] void store_row(const float* src, T* dst, int64_t n) {
-  store_f32(src, dst, n);
 }
 
 // P @ V of query rows r0 .. r0 + nr - 1 (nr <= kRowsPerPass<D16>) with the head dim in D16
@@ -377,6 +377,87 @@ bool pv_all_rows(const float* sc, int64_t rows, int64_t n_keys, const float* vf,
       pv_rows<D16>(sc, n_keys, vf, r0, std::min(kRowsPerPass<D16>, rows - r0), first_pos, n_rep,
                    out);
   });
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 (no AVX-512): the same two products on 8-lane vectors, tiled for 16 registers, each sum
+// in the generic loops' order (the same bits). Scores: the 64 keys in two halves of 32 (4
+// registers), query rows two at a time (8 accumulators).
+template <int NR>
+void score_half32(const float* q, int64_t d, const float* kr0, int64_t ld, float* const* acc) {
+  __m256 a[NR][4];
+  for (int j = 0; j < NR; ++j)
+    for (int c = 0; c < 4; ++c) a[j][c] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < d; ++i) {
+    const float* kr = kr0 + i * ld;
+    __m256 k[4];
+    for (int c = 0; c < 4; ++c) k[c] = _mm256_loadu_ps(kr + 8 * c);
+    for (int j = 0; j < NR; ++j) {
+      const __m256 qv = _mm256_set1_ps(q[j * d + i]);
+      for (int c = 0; c < 4; ++c) a[j][c] = _mm256_fmadd_ps(qv, k[c], a[j][c]);
+    }
+  }
+  for (int j = 0; j < NR; ++j)
+    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc[j] + 8 * c, a[j][c]);
+}
+
+inline void score_tile64(int nr, const float* q, int64_t d, const float* kt, int64_t ld, int64_t p0,
+                         float (*acc)[kKeyBlock]) {
+  for (int j0 = 0; j0 < nr; j0 += 2) {
+    for (int64_t h = 0; h < kKeyBlock; h += 32) {
+      float* const dst[2] = {acc[j0] + h, acc[std::min(j0 + 1, nr - 1)] + h};
+      if (nr - j0 >= 2)
+        score_half32<2>(q + j0 * d, d, kt + p0 + h, ld, dst);
+      else
+        score_half32<1>(q + j0 * d, d, kt + p0 + h, ld, dst);
+    }
+  }
+}
+
+// P @ V of query rows r0 .. r0 + nr - 1 (nr <= 2) over head dims c0 .. c0 + 8 * W - 1 into
+// rows[j * d + c0 ..]: W value registers, 2 * W accumulators; row r sums its visible keys
+// p < first_pos + r / n_rep + 1 in p order.
+template <int W>
+void pv_chunk(const float* sc, int64_t n_keys, const float* vf, int64_t d, int64_t c0, int64_t r0,
+              int64_t nr, int64_t first_pos, int64_t n_rep, float* rows) {
+  __m256 acc[2][W];
+  for (int j = 0; j < 2; ++j)
+    for (int w = 0; w < W; ++w) acc[j][w] = _mm256_setzero_ps();
+  const int64_t all = first_pos + r0 / n_rep + 1;             // every row of the pair sees these
+  const int64_t any = first_pos + (r0 + nr - 1) / n_rep + 1;  // the pair's last row sees these
+  for (int64_t p = 0; p < any; ++p) {
+    const float* vp = vf + p * d + c0;
+    __m256 vv[W];
+    for (int w = 0; w < W; ++w) vv[w] = _mm256_loadu_ps(vp + 8 * w);
+    for (int64_t j = 0; j < nr; ++j) {
+      if (p >= all && p >= first_pos + (r0 + j) / n_rep + 1) continue;  // past this row's keys
+      const __m256 pw = _mm256_set1_ps(sc[(r0 + j) * n_keys + p]);
+      for (int w = 0; w < W; ++w) acc[j][w] = _mm256_fmadd_ps(pw, vv[w], acc[j][w]);
+    }
+  }
+  for (int64_t j = 0; j < nr; ++j)
+    for (int w = 0; w < W; ++w) _mm256_storeu_ps(rows + j * d + c0 + 8 * w, acc[j][w]);
+}
+
+// P @ V of every query row, two rows at a time in head-dim chunks of 32 / 16 / 8, for head dims
+// that are a multiple of 8 up to 256; false for the rest.
+template <typename OutFn>
+bool pv_all_rows(const float* sc, int64_t rows, int64_t n_keys, const float* vf, int64_t d,
+                 int64_t first_pos, int64_t n_rep, OutFn out) {
+  if (d % 8 != 0 || d > 256) return false;
+  alignas(32) float pair[2 * 256];
+  for (int64_t r0 = 0; r0 < rows; r0 += 2) {
+    const int64_t nr = std::min<int64_t>(2, rows - r0);
+    int64_t c0 = 0;
+    for (; c0 + 32 <= d; c0 += 32)
+      pv_chunk<4>(sc, n_keys, vf, d, c0, r0, nr, first_pos, n_rep, pair);
+    if (c0 + 16 <= d) {
+      pv_chunk<2>(sc, n_keys, vf, d, c0, r0, nr, first_pos, n_rep, pair);
+      c0 += 16;
+    }
+    if (c0 < d) pv_chunk<1>(sc, n_keys, vf, d, c0, r0, nr, first_pos, n_rep, pair);
+    for (int64_t j = 0; j < nr; ++j) store_row(pair + j * d, out(r0 + j), d);
+  }
+  return true;
 }
 #endif
 
@@ -423,7 +504,7 @@ void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, i
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
       const int64_t nr = std::min<int64_t>(4, rows - r0);
       float acc[4][kKeyBlock] = {};
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) || defined(__AVX2__) && defined(__FMA__)
       if (np == kKeyBlock) {
         score_tile64(static_cast<int>(nr), q + r0 * d, d, kt, ld, p0, acc);
       } else
@@ -454,7 +535,7 @@ void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, i
     const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
     for (int64_t p = 0; p < visible; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
   }
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) || defined(__AVX2__) && defined(__FMA__)
   if (pv_all_rows(sc, rows, n_keys, vf, d, first_pos, n_rep, out)) return;
 #endif
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {

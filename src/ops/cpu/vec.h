@@ -1,6 +1,6 @@
 // CPU kernel helpers: span conversions between f32 and bf16/f16, a vectorized exp, and per-thread
-// scratch buffers. AVX-512 / F16C intrinsics when the build targets them, scalar loops otherwise;
-// every path rounds to nearest even exactly like bf16::from_f32 / f16::from_f32.
+// scratch buffers. AVX-512 / AVX2 / F16C intrinsics when the build targets them, scalar loops
+// otherwise; every path rounds to nearest even exactly like bf16::from_f32 / f16::from_f32.
 #pragma once
 
 #include <cmath>
@@ -48,6 +48,12 @@ inline void load_f32(const bf16* src, float* dst, int64_t n) {
     __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
     _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(w));
   }
+#elif defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(w));
+  }
 #endif
   for (; i < n; ++i) dst[i] = bits_f32(static_cast<uint32_t>(src[i].bits) << 16);
 }
@@ -85,6 +91,21 @@ inline void store_f32(const float* src, bf16* dst, int64_t n) {
     __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), k40));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+  }
+#elif defined(__AVX2__)
+  const __m256i k7fff = _mm256_set1_epi32(0x7fff), k1 = _mm256_set1_epi32(1),
+                k40 = _mm256_set1_epi32(0x40);
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_loadu_ps(src + i);
+    __m256i u = _mm256_castps_si256(x);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), k1);
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, k7fff), lsb), 16);
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), k40), nan);
+    // 8 x 32-bit -> 8 x 16-bit: the values fit in 16 bits, so the unsigned saturating pack is exact
+    // (it packs within 128-bit lanes: the permute puts the two halves in order).
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_castsi256_si128(packed));
   }
 #endif
   for (; i < n; ++i) dst[i].bits = bf16::from_f32(src[i]);
@@ -126,6 +147,31 @@ inline __m512 exp512(__m512 x) {
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   __m512 y = _mm512_scalef_ps(p, n);
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// exp(x) for 8 lanes: exp512's reduction and polynomial. AVX2 has no scalef, so 2^n (n in
+// [-150, 128] after the clamp) is two exact power-of-two factors 2^(n>>1) * 2^(n - (n>>1)), each a
+// normal float: overflow still gives inf and underflow (sub)normals / 0, rounded once.
+inline __m256 exp256(__m256 x) {
+  const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(89.0f)), _mm256_set1_ps(-104.0f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 #endif
 
@@ -199,6 +245,18 @@ inline double exp_shift_sum(const float* src, float* dst, int64_t n, float shift
   alignas(64) double lanes[8];
   _mm512_store_pd(lanes, _mm512_add_pd(acc0, acc1));
   total = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+  const __m256 s = _mm256_set1_ps(shift);
+  for (; i + 8 <= n; i += 8) {
+    __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(src + i), s));
+    _mm256_storeu_ps(dst + i, e);
+    acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(acc0, acc1));
+  total = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
 #endif
   for (; i < n; ++i) {
     dst[i] = std::exp(src[i] - shift);

@@ -160,7 +160,9 @@ TEST(Checkpoint, AbortAtEveryEventLeavesPreviousIntact) {
         ASSERT_TRUE(fs::exists(prev));
         EXPECT_TRUE(verify_checkpoint(prev));
         const std::string tag = file_bytes(fs::path(prev) / "part0.bin").substr(0, 4);
-        if (republish) EXPECT_EQ(tag, published ? "next" : "prev");
+        if (republish) {
+          EXPECT_EQ(tag, published ? "next" : "prev");
+        }
       }
     }
   }

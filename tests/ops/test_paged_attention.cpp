@@ -1,6 +1,7 @@
 // CPU paged attention against a double-precision reference: sequences bringing 1 (decode), a few
 // (verify) and many (prefill chunks past the 16-query block) tokens after prior context, keys at
-// scattered slots, grouped-query heads, head dims 64 and 80, f32 / bf16 / f16.
+// scattered slots, grouped-query heads, head dims 40 .. 80, f32 / bf16 / f16; long prefills whose
+// keys fill whole 64-key score tiles.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,9 +19,12 @@ namespace {
 using test::random_tensor;
 using test::to_doubles;
 
-TEST(PagedAttention, MatchesReferenceForDecodeVerifyAndChunkedPrefill) {
-  const std::vector<int32_t> q_lens = {1, 5, 37, 16}, prior = {20, 10, 0, 3};
-  const int64_t n_seqs = 4, n_heads = 6, n_kv = 2, n_rep = n_heads / n_kv, max_ctx = 64;
+// paged_attention of sequences bringing q_lens[s] tokens after prior[s] keys, at every head dim of
+// ds and every float dtype, against the double reference.
+void check_paged(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& prior,
+                 int64_t max_ctx, const std::vector<int64_t>& ds) {
+  const int64_t n_seqs = static_cast<int64_t>(q_lens.size()), n_heads = 6, n_kv = 2,
+                n_rep = n_heads / n_kv;
   std::vector<int32_t> qo = {0}, lens;
   for (int64_t s = 0; s < n_seqs; ++s) {
     qo.push_back(qo.back() + q_lens[s]);
@@ -40,7 +44,7 @@ TEST(PagedAttention, MatchesReferenceForDecodeVerifyAndChunkedPrefill) {
     for (int64_t p = 0; p < max_ctx; ++p) r2t[rows[s] * max_ctx + p] = perm[s * max_ctx + p];
   }
   uint64_t seed = 40;
-  for (int64_t d : {64, 80}) {
+  for (int64_t d : ds) {
     for (DType dt : test::kFloatDTypes) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " d=" + std::to_string(d));
       Tensor q = random_tensor({n_tokens, n_heads, d}, dt, seed++, -2.0f, 2.0f);
@@ -82,6 +86,16 @@ TEST(PagedAttention, MatchesReferenceForDecodeVerifyAndChunkedPrefill) {
       test::expect_close(to_doubles(out), want, tol, tol, "paged_attention");
     }
   }
+}
+
+TEST(PagedAttention, MatchesReferenceForDecodeVerifyAndChunkedPrefill) {
+  check_paged({1, 5, 37, 16}, {20, 10, 0, 3}, 64, {64, 80});
+}
+
+// Prefill blocks whose keys fill whole 64-key score tiles (the register-tiled scores), and head
+// dims whose P @ V ends in a 16- or 8-wide chunk on AVX2 (48, 40).
+TEST(PagedAttention, MatchesReferenceForLongPrefillAndOddHeadDims) {
+  check_paged({130, 1, 70}, {20, 150, 0}, 160, {40, 48, 64});
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // megakernel) match the register GEMV's bandwidth, and with which ring shape. Rates are read
 // GB/s against the device-to-device copy rate (read + write), the floors' reference. Then the
 // skeleton of a persistent decode kernel (bench_phased_stream): a step's one-row weights streamed
-// by one kernel with a grid barrier between its phases, microseconds a layer.
+// by one kernel with a grid barrier between its phases or a counter per K chunk of each phase's
+// input, microseconds a layer.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -126,21 +127,26 @@ int bench_stream_main(int argc, char** argv) {
   }
   print_rows(rows);
   // The megakernel skeleton: bench-1b's 24 layers of one-row weights through one persistent
-  // kernel, with the grid barriers between phases and without.
+  // kernel, with grid barriers between phases, with per-K-chunk counters, and with neither.
   json phased = json::array();
   if (filter.empty() || filter == "phased") {
     std::printf("\nbench-1b's weights a step as one persistent kernel (5 phases a layer)\n");
+    using ops::cuda::PhasedSync;
+    constexpr int kChunks = 16;  // K chunks a phase's input with the chunk counters
     for (auto [kb, stages] : {std::pair<int, int>{16, 12}, {24, 8}, {32, 6}, {8, 16}}) {
-      for (bool barriers : {true, false}) {
+      for (PhasedSync sync : {PhasedSync::kGrid, PhasedSync::kChunks, PhasedSync::kNone}) {
+        const char* how = sync == PhasedSync::kGrid     ? "grid barriers"
+                          : sync == PhasedSync::kChunks ? "chunk counters"
+                                                        : "no barriers";
         try {
-          const auto r = ops::cuda::bench_phased_stream({}, kb, stages, barriers);
+          const auto r = ops::cuda::bench_phased_stream({}, kb, stages, sync, kChunks);
           std::printf(
-              "  stages %2d x %2d KiB, %-11s %7.2f us a layer, %7.0f GB/s (%.1f%% of copy)\n",
-              stages, kb, barriers ? "barriers" : "no barriers", r.us_per_layer, r.gbps,
-              100.0 * r.gbps / copy);
+              "  stages %2d x %2d KiB, %-14s %7.2f us a layer, %7.0f GB/s (%.1f%% of copy)\n",
+              stages, kb, how, r.us_per_layer, r.gbps, 100.0 * r.gbps / copy);
           phased.push_back({{"stage_kb", kb},
                             {"stages", stages},
-                            {"barriers", barriers},
+                            {"sync", how},
+                            {"chunks", sync == PhasedSync::kChunks ? kChunks : 0},
                             {"us_per_layer", r.us_per_layer},
                             {"gbps", r.gbps}});
         } catch (const Unsupported& e) {

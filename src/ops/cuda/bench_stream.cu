@@ -218,6 +218,33 @@ __global__ void __launch_bounds__(512)
 // phase only once every block has finished the previous one (a grid barrier on a global counter),
 // then read the phase's input vector (L2) and multiply their stages into it. Phases a layer: q|k|v,
 // attention (no weights: the barrier only), o, gate|up, down.
+//
+// With chunk counters instead (PhasedSync::kChunks) a phase's input is `chunks` K chunks, each
+// with its own counter: block b's outputs are the b-th G-th of the phase's rows, so it adds one to
+// the counter of every chunk those rows fall in, and the next phase's consumers wait for a chunk's
+// writers (a few blocks, not all G) just before their first stage of that chunk (a block's share
+// streamed K chunk by K chunk, its stages spread evenly over the chunks), loading only that chunk
+// of the input. The attention phase (no weights) waits for one chunk, its heads'. This is the
+// dependency a GEMV really has (output row r needs every K chunk of its input, each from a few
+// blocks of the phase before) without a barrier across the grid.
+
+// The chunks of a phase's output that block b of g writes, [first, last]; and how many blocks
+// write chunk c. Block b's rows are [b / g, (b + 1) / g) of the whole, chunk c's [c / n, (c + 1) /
+// n).
+__device__ __forceinline__ int chunk_first(int b, int g, int n) { return b * n / g; }
+__device__ __forceinline__ int chunk_last(int b, int g, int n) { return ((b + 1) * n - 1) / g; }
+__device__ __forceinline__ unsigned chunk_writers(int c, int g, int n) {
+  return static_cast<unsigned>(((c + 1) * g - 1) / n - c * g / n + 1);
+}
+
+// Spins (one thread) until *counter >= target, with acquire semantics at GPU scope.
+__device__ __forceinline__ void wait_counter(const unsigned* counter, unsigned target) {
+  unsigned seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+  } while (seen < target);
+}
+
 struct PhasedArgs {
   const uint4* w;
   const uint4* x;  // an input vector of up to kPhasedMaxK elements (L2-resident)
@@ -226,8 +253,9 @@ struct PhasedArgs {
   int layers;
   int stage_chunks;
   int stages;
-  bool barriers;  // false: phases run back to back (the stream alone)
-  unsigned* counter;
+  PhasedSync sync;
+  int chunks;         // kChunks: K chunks a phase's input
+  unsigned* counter;  // kGrid: one; kChunks: layers x kPhasedPhases x chunks, zeroed a launch
   float* out;
 };
 
@@ -275,30 +303,43 @@ __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs 
   }
   // The consumers.
   const int tid = threadIdx.x, n_threads = kConsumers * 32;
+  const int g = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x), n_chunks = a.chunks;
   float acc = 0.0f;
   int i = 0;
   unsigned target = 0;
   for (int l = 0; l < a.layers; ++l) {
     for (int p = 0; p < kPhasedPhases; ++p) {
-      if (a.barriers) {
-        // Wait until every block has finished the phase before, then read this phase's input.
-        if (tid == 0) {
-          unsigned seen;
-          do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
-                         : "=r"(seen)
-                         : "l"(a.counter)
-                         : "memory");
-          } while (seen < target);
-        }
+      const int kc = a.phase_k[p] / 8;
+      const int t = l * kPhasedPhases + p;  // this phase's index in the step
+      if (a.sync == PhasedSync::kGrid) {
+        // Wait until every block has finished the phase before.
+        if (tid == 0) wait_counter(a.counter, target);
         asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
       }
-      const int kc = a.phase_k[p] / 8;
-      for (int c = tid; c < kc; c += n_threads) xs[c] = a.x[c];
-      asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+      if (a.sync != PhasedSync::kChunks) {
+        for (int c = tid; c < kc; c += n_threads) xs[c] = a.x[c];
+        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+      }
+      // kChunks: chunk c of the input once its writers in the phase before are done (none before
+      // the step's first phase), then that chunk of the input.
+      auto chunk_ready = [&](int c) {
+        if (tid == 0 && t > 0)
+          wait_counter(a.counter + static_cast<int64_t>(t - 1) * n_chunks + c,
+                       chunk_writers(c, g, n_chunks));
+        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+        for (int e = c * kc / n_chunks + tid; e < (c + 1) * kc / n_chunks; e += n_threads)
+          xs[e] = a.x[e];
+        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+      };
       int64_t c0, c1;
       block_range(a.phase_chunks[p], c0, c1);
-      for (int64_t first = c0; first < c1; first += a.stage_chunks, ++i) {
+      const int n_stages = static_cast<int>((c1 - c0 + a.stage_chunks - 1) / a.stage_chunks);
+      int ready = -1;  // kChunks: the input's chunks 0 .. ready are loaded
+      if (a.sync == PhasedSync::kChunks && n_stages == 0) chunk_ready(chunk_first(b, g, n_chunks));
+      for (int s = 0; s < n_stages; ++s, ++i) {
+        if (a.sync == PhasedSync::kChunks)
+          for (const int c = s * n_chunks / n_stages; ready < c;) chunk_ready(++ready);
+        const int64_t first = c0 + static_cast<int64_t>(s) * a.stage_chunks;
         const int slot = i % a.stages;
         const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));
         tma::wait(&full[slot], static_cast<uint32_t>((i / a.stages) & 1));
@@ -314,15 +355,24 @@ __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs 
         __syncwarp();
         if (lane == 0) tma::arrive(&empty[slot]);
       }
+      // Every output needs the whole input: the chunks a short share did not reach.
+      if (a.sync == PhasedSync::kChunks && n_stages > 0)
+        while (ready < n_chunks - 1) chunk_ready(++ready);
       // This block's share of the phase is done: its (one) output, then its arrival.
       acc = warp_sum(acc);
       if (lane == 0) sink(acc, a.out);
       target += gridDim.x;
-      if (a.barriers) {
+      if (a.sync != PhasedSync::kNone) {
         asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
         if (tid == 0) {
           __threadfence();
-          atomicAdd(a.counter, 1u);
+          if (a.sync == PhasedSync::kGrid) {
+            atomicAdd(a.counter, 1u);
+          } else {
+            unsigned* mine = a.counter + static_cast<int64_t>(t) * n_chunks;
+            for (int c = chunk_first(b, g, n_chunks); c <= chunk_last(b, g, n_chunks); ++c)
+              atomicAdd(mine + c, 1u);
+          }
         }
       }
     }
@@ -410,11 +460,12 @@ double bench_stream_gbps(const StreamMethod& m, size_t bytes) {
 }
 
 PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage_kb, int stages,
-                                       bool barriers) {
+                                       PhasedSync sync, int chunks) {
   VELA_CHECK(shape.layers >= 1 && shape.hidden % 8 == 0 && shape.inter % 8 == 0 &&
                  shape.qkv_rows >= 1 && shape.hidden <= kPhasedMaxK && shape.inter <= kPhasedMaxK,
              "phased stream: bad shape");
   VELA_CHECK(stages >= 2 && stages <= kStreamMaxStages, "stages must be 2..16");
+  VELA_CHECK(chunks >= 1 && chunks <= 64, "chunks must be 1..64, got ", chunks);
   VELA_CHECK_T(Unsupported, has_sm90_code(reinterpret_cast<const void*>(stream_phased_kernel)),
                "the phased stream needs an sm_90 device and build");
   const int64_t h = shape.hidden, f = shape.inter;
@@ -430,7 +481,9 @@ PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage
       cudaMemsetAsync(buf.data_ptr(), 0x3c, static_cast<size_t>(total * 2), current_stream()));
   Tensor x = Tensor::zeros({kPhasedMaxK * 2}, DType::kU8, device);
   Tensor out = Tensor::zeros({1024}, DType::kF32, device);
-  Tensor counter = Tensor::zeros({1}, DType::kI32, device);
+  const int64_t n_counters =
+      sync == PhasedSync::kChunks ? int64_t{shape.layers} * kPhasedPhases * chunks : 1;
+  Tensor counter = Tensor::zeros({n_counters}, DType::kI32, device);
   PhasedArgs a{};
   a.w = static_cast<const uint4*>(buf.data_ptr());
   a.x = static_cast<const uint4*>(x.data_ptr());
@@ -441,7 +494,8 @@ PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage
   a.layers = shape.layers;
   a.stage_chunks = stage_kb * 64;
   a.stages = stages;
-  a.barriers = barriers;
+  a.sync = sync;
+  a.chunks = chunks;
   a.counter = static_cast<unsigned*>(counter.data_ptr());
   a.out = static_cast<float*>(out.data_ptr());
   const size_t smem = static_cast<size_t>(stages) * a.stage_chunks * 16;
@@ -454,7 +508,8 @@ PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage
   const unsigned grid = static_cast<unsigned>(n_sms());  // one block an SM: all co-resident
   void* counter_ptr = counter.data_ptr();
   const double ms = time_ms([&] {
-    VELA_CUDA_CHECK(cudaMemsetAsync(counter_ptr, 0, 4, current_stream()));
+    VELA_CUDA_CHECK(
+        cudaMemsetAsync(counter_ptr, 0, static_cast<size_t>(n_counters) * 4, current_stream()));
     stream_phased_kernel<<<grid, 288, smem, current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   });

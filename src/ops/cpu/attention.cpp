@@ -93,16 +93,6 @@ inline void prefetch_row(const T* row, int64_t d) {
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-// 16 elements of a K / V row as f32.
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const bf16* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline __m512 load16(const f16* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
 // Output rows whose head dim (D16 registers) accumulates in registers at once: 16 registers.
 template <int D16>
 constexpr int64_t kRowsPerPass = D16 >= 16 ? 1 : 16 / D16;
@@ -149,7 +139,7 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
     if (p + kAhead < n_keys) prefetch_row(key(p + kAhead), d);
     const auto* kp = key(p);
     __m512 k[D16];
-    for (int v = 0; v < D16; ++v) k[v] = load16(kp + 16 * v);
+    for (int v = 0; v < D16; ++v) k[v] = widen16(kp + 16 * v);
     for (int64_t r = 0; r < n_rep; ++r) {
       __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q + r * d), k[0]);
       for (int v = 1; v < D16; ++v) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + r * d + 16 * v), k[v], acc);
@@ -167,7 +157,7 @@ void attend_one_query(const float* q, int64_t n_rep, int64_t n_keys, KeyFn key, 
       if (p + kAhead < n_keys) prefetch_row(value(p + kAhead), d);
       const auto* vp = value(p);
       __m512 vv[D16];
-      for (int v = 0; v < D16; ++v) vv[v] = load16(vp + 16 * v);
+      for (int v = 0; v < D16; ++v) vv[v] = widen16(vp + 16 * v);
       for (int64_t j = 0; j < nr; ++j) {
         const __m512 w = _mm512_set1_ps(scores[(r0 + j) * n_keys + p]);
         for (int v = 0; v < D16; ++v) acc[j][v] = _mm512_fmadd_ps(w, vv[v], acc[j][v]);
@@ -527,14 +517,8 @@ void attend_query_block(const float* q, int64_t n_q, int64_t n_rep, int64_t d, i
       }
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* sr = sc + r * n_keys;
-    const int64_t visible = first_pos + r / n_rep + 1;
-    const float m = max_of(sr, visible);
-    const double total = m == -INFINITY ? 0.0 : exp_shift_sum(sr, sr, visible, m);
-    const float inv = total > 0 ? static_cast<float>(1.0 / total) : 0.f;
-    for (int64_t p = 0; p < visible; ++p) sr[p] = m == -INFINITY ? 0.f : sr[p] * inv;
-  }
+  for (int64_t r = 0; r < rows; ++r)  // row r sees keys 0 .. first_pos + r / n_rep
+    softmax_rows(sc + r * n_keys, 1, first_pos + r / n_rep + 1);
 #if defined(__AVX512F__) && defined(__AVX512BW__) || defined(__AVX2__) && defined(__FMA__)
   if (pv_all_rows(sc, rows, n_keys, vf, d, first_pos, n_rep, out)) return;
 #endif

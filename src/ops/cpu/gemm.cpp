@@ -133,23 +133,6 @@ inline void prefetch_l2(const void* p) {
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-inline __m512 widen16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 widen16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-inline __m512 widen16(const bf16* p) {
-  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline __m512 widen16(const f16* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-inline __m512 widen16(const bf16* p, __mmask16 m) {
-  __m256i h = _mm256_maskz_loadu_epi16(m, p);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline __m512 widen16(const f16* p, __mmask16 m) {
-  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-}
-
 // out[j] = dot(af + j*k, brow) for j < NM; KU independent accumulators per row hide FMA latency.
 // With `ahead`, the row there goes to L2 as brow streams (the same span a step).
 template <int NM, int KU, typename T>

@@ -1,6 +1,7 @@
-// CPU kernel helpers: span conversions between f32 and bf16/f16, a vectorized exp, and per-thread
-// scratch buffers. AVX-512 / AVX2 / F16C intrinsics when the build targets them, scalar loops
-// otherwise; every path rounds to nearest even exactly like bf16::from_f32 / f16::from_f32.
+// CPU kernel helpers: span conversions between f32 and bf16/f16, a vectorized exp, the kernels'
+// widening vector loads and horizontal sums, and per-thread scratch buffers. AVX-512 / AVX2 / F16C
+// intrinsics when the build targets them, scalar loops otherwise; every path rounds to nearest even
+// exactly like bf16::from_f32 / f16::from_f32.
 #pragma once
 
 #include <cmath>
@@ -191,6 +192,27 @@ inline float hsum512(__m512 v) {
 #else
   return _mm512_reduce_add_ps(v);
 #endif
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// 16 consecutive values as f32 lanes (the AVX-512 kernels' loads of weights, keys and values);
+// with a mask, the masked-off lanes read nothing and are zero.
+inline __m512 widen16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 widen16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 widen16(const bf16* p) {
+  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 widen16(const f16* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 widen16(const bf16* p, __mmask16 m) {
+  __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 widen16(const f16* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 #endif
 

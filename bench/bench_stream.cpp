@@ -104,7 +104,9 @@ int bench_stream_main(int argc, char** argv) {
   const int64_t mb = args.get_int("mb", 1024);
   const std::string filter = args.get("filter", "");
   const std::string json_path = args.get("json", "");
+  const int chunks = static_cast<int>(args.get_int("chunks", 16));  // K chunks, chunk counters
   args.check_all_used();
+  VELA_CHECK(chunks >= 1 && chunks <= 64, "--chunks must be 1..64, got ", chunks);
   VELA_CHECK(mb >= 64 && mb <= 16384, "--mb must be 64..16384 (MiB streamed a call), got ", mb);
 #if defined(VELA_HAS_CUDA)
   VELA_CHECK_T(Unsupported, cuda::available(), "no usable CUDA device");
@@ -132,26 +134,31 @@ int bench_stream_main(int argc, char** argv) {
   if (filter.empty() || filter == "phased") {
     std::printf("\nbench-1b's weights a step as one persistent kernel (5 phases a layer)\n");
     using ops::cuda::PhasedSync;
-    constexpr int kChunks = 16;  // K chunks a phase's input with the chunk counters
-    for (auto [kb, stages] : {std::pair<int, int>{16, 12}, {24, 8}, {32, 6}, {8, 16}}) {
-      for (PhasedSync sync : {PhasedSync::kGrid, PhasedSync::kChunks, PhasedSync::kNone}) {
-        const char* how = sync == PhasedSync::kGrid     ? "grid barriers"
-                          : sync == PhasedSync::kChunks ? "chunk counters"
-                                                        : "no barriers";
-        try {
-          const auto r = ops::cuda::bench_phased_stream({}, kb, stages, sync, kChunks);
-          std::printf(
-              "  stages %2d x %2d KiB, %-14s %7.2f us a layer, %7.0f GB/s (%.1f%% of copy)\n",
-              stages, kb, how, r.us_per_layer, r.gbps, 100.0 * r.gbps / copy);
-          phased.push_back({{"stage_kb", kb},
-                            {"stages", stages},
-                            {"sync", how},
-                            {"chunks", sync == PhasedSync::kChunks ? kChunks : 0},
-                            {"us_per_layer", r.us_per_layer},
-                            {"gbps", r.gbps}});
-        } catch (const Unsupported& e) {
-          std::printf("  phased stream skipped: %s\n", e.what());
-          break;
+    bool supported = true;
+    for (int warps : {8, 16}) {
+      for (auto [kb, stages] : {std::pair<int, int>{16, 12}, {24, 8}, {32, 6}, {8, 16}}) {
+        for (PhasedSync sync : {PhasedSync::kGrid, PhasedSync::kChunks, PhasedSync::kNone}) {
+          if (!supported) break;
+          const char* how = sync == PhasedSync::kGrid     ? "grid barriers"
+                            : sync == PhasedSync::kChunks ? "chunk counters"
+                                                          : "no barriers";
+          try {
+            const auto r = ops::cuda::bench_phased_stream({}, kb, stages, sync, chunks, warps);
+            std::printf(
+                "  %2d consumer warps, stages %2d x %2d KiB, %-14s %7.2f us a layer, %7.0f GB/s "
+                "(%.1f%% of copy)\n",
+                warps, stages, kb, how, r.us_per_layer, r.gbps, 100.0 * r.gbps / copy);
+            phased.push_back({{"consumer_warps", warps},
+                              {"stage_kb", kb},
+                              {"stages", stages},
+                              {"sync", how},
+                              {"chunks", sync == PhasedSync::kChunks ? chunks : 0},
+                              {"us_per_layer", r.us_per_layer},
+                              {"gbps", r.gbps}});
+          } catch (const Unsupported& e) {
+            std::printf("  phased stream skipped: %s\n", e.what());
+            supported = false;
+          }
         }
       }
     }

@@ -45,9 +45,9 @@ double bench_stream_gbps(const StreamMethod& m, size_t bytes);
 // bench_stream.cu): per layer the q|k|v, o, gate|up and down weights of a one-row decode (bf16,
 // [rows, hidden] / [2 inter, hidden] / [hidden, inter]) and an attention phase with no weights, one
 // block an SM, a producer warp streaming every phase's share through `stages` x `stage_kb` KiB of
-// shared memory, eight consumer warps that start each phase after a grid barrier (kGrid), or each K
-// chunk of a phase once the blocks that wrote it are done (kChunks, `chunks` a phase), or straight
-// after the last (kNone: the stream alone). Microseconds a layer and the read GB/s.
+// shared memory, 8 or 16 consumer warps that start each phase after a grid barrier (kGrid), or each
+// K chunk of a phase once the blocks that wrote it are done (kChunks, `chunks` a phase), or
+// straight after the last (kNone: the stream alone). Microseconds a layer and the read GB/s.
 enum class PhasedSync { kNone, kGrid, kChunks };
 struct PhasedStreamShape {
   int layers = 24;
@@ -57,6 +57,6 @@ struct PhasedStreamResult {
   double us_per_layer = 0.0, gbps = 0.0;
 };
 PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage_kb, int stages,
-                                       PhasedSync sync, int chunks = 16);
+                                       PhasedSync sync, int chunks = 16, int consumer_warps = 8);
 
 }  // namespace vela::ops::cuda

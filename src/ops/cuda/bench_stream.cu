@@ -223,10 +223,12 @@ __global__ void __launch_bounds__(512)
 // with its own counter: block b's outputs are the b-th G-th of the phase's rows, so it adds one to
 // the counter of every chunk those rows fall in, and the next phase's consumers wait for a chunk's
 // writers (a few blocks, not all G) just before their first stage of that chunk (a block's share
-// streamed K chunk by K chunk, its stages spread evenly over the chunks), loading only that chunk
-// of the input. The attention phase (no weights) waits for one chunk, its heads'. This is the
-// dependency a GEMV really has (output row r needs every K chunk of its input, each from a few
-// blocks of the phase before) without a barrier across the grid.
+// streamed K chunk by K chunk, its stages spread evenly over the chunks), loading only the chunks
+// found done. Warp 0's lanes poll 32 counters at once and take every chunk already done, so a
+// block behind its writers pays one round trip a phase, not one a chunk (polling chunk by chunk,
+// session 59's first H100 run, took 74-98 us a layer). The attention phase (no weights) waits for
+// one chunk, its heads'. This is the dependency a GEMV really has (output row r needs every K chunk
+// of its input, each from a few blocks of the phase before) without a barrier across the grid.
 
 // The chunks of a phase's output that block b of g writes, [first, last]; and how many blocks
 // write chunk c. Block b's rows are [b / g, (b + 1) / g) of the whole, chunk c's [c / n, (c + 1) /
@@ -259,12 +261,14 @@ struct PhasedArgs {
   float* out;
 };
 
-__global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs a) {
+template <int kConsumers>
+__global__ void __launch_bounds__(32 * (kConsumers + 1), 1)
+    stream_phased_kernel(const PhasedArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint4 stage_smem[];
   __shared__ uint64_t full[kStreamMaxStages], empty[kStreamMaxStages];
   __shared__ __align__(16) uint4 xs[kPhasedMaxK / 8];
-  constexpr int kConsumers = 8;
+  __shared__ int ready_s;  // kChunks: the input's chunks found done, from warp 0 to the rest
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < a.stages; ++s) {
@@ -311,6 +315,7 @@ __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs 
     for (int p = 0; p < kPhasedPhases; ++p) {
       const int kc = a.phase_k[p] / 8;
       const int t = l * kPhasedPhases + p;  // this phase's index in the step
+      const int x_first = tid % kc, x_step = n_threads % kc;
       if (a.sync == PhasedSync::kGrid) {
         // Wait until every block has finished the phase before.
         if (tid == 0) wait_counter(a.counter, target);
@@ -334,19 +339,51 @@ __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs 
       int64_t c0, c1;
       block_range(a.phase_chunks[p], c0, c1);
       const int n_stages = static_cast<int>((c1 - c0 + a.stage_chunks - 1) / a.stage_chunks);
-      int ready = -1;  // kChunks: the input's chunks 0 .. ready are loaded
+      // kChunks, the GEMV phases: the input's chunks up to `need` (and any after it already done),
+      // polled 32 at a time by warp 0's lanes so that one round trip finds every finished chunk;
+      // then those chunks of the input.
+      int ready = -1;  // the input's chunks 0 .. ready are loaded
+      auto prefix_ready = [&](int need) {
+        if (warp == 0) {
+          int w = t > 0 ? ready : n_chunks - 1;
+          while (w < need) {
+            const int c = w + 1 + lane;
+            unsigned seen = 0;
+            if (c < n_chunks)
+              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
+                           : "=r"(seen)
+                           : "l"(a.counter + static_cast<int64_t>(t - 1) * n_chunks + c)
+                           : "memory");
+            const unsigned done =
+                __ballot_sync(0xffffffffu, c < n_chunks && seen >= chunk_writers(c, g, n_chunks));
+            w += done == 0xffffffffu ? 32 : __ffs(~done) - 1;
+          }
+          if (lane == 0) ready_s = min(w, n_chunks - 1);
+        }
+        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+        const int now = ready_s;
+        for (int e = (ready + 1) * kc / n_chunks + tid; e < (now + 1) * kc / n_chunks;
+             e += n_threads)
+          xs[e] = a.x[e];
+        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+        ready = now;
+      };
       if (a.sync == PhasedSync::kChunks && n_stages == 0) chunk_ready(chunk_first(b, g, n_chunks));
       for (int s = 0; s < n_stages; ++s, ++i) {
-        if (a.sync == PhasedSync::kChunks)
-          for (const int c = s * n_chunks / n_stages; ready < c;) chunk_ready(++ready);
+        if (a.sync == PhasedSync::kChunks) {
+          const int need = s * n_chunks / n_stages;
+          if (ready < need) prefix_ready(need);
+        }
         const int64_t first = c0 + static_cast<int64_t>(s) * a.stage_chunks;
         const int slot = i % a.stages;
         const int len = static_cast<int>(min(static_cast<int64_t>(a.stage_chunks), c1 - first));
         tma::wait(&full[slot], static_cast<uint32_t>((i / a.stages) & 1));
         const uint4* st = stage_smem + static_cast<int64_t>(slot) * a.stage_chunks;
-        for (int c = tid; c < len; c += n_threads) {
+        // The input element of weight chunk c is c mod kc, stepped without a division.
+        for (int c = tid, xi = x_first; c < len;
+             c += n_threads, xi += x_step, xi -= xi >= kc ? kc : 0) {
           float xf[8];
-          unpack16<bf16>(xs[c % kc], xf);
+          unpack16<bf16>(xs[xi], xf);
           float wf[8];
           unpack16<bf16>(st[c], wf);
 #pragma unroll
@@ -356,8 +393,8 @@ __global__ void __launch_bounds__(288, 1) stream_phased_kernel(const PhasedArgs 
         if (lane == 0) tma::arrive(&empty[slot]);
       }
       // Every output needs the whole input: the chunks a short share did not reach.
-      if (a.sync == PhasedSync::kChunks && n_stages > 0)
-        while (ready < n_chunks - 1) chunk_ready(++ready);
+      if (a.sync == PhasedSync::kChunks && n_stages > 0 && ready < n_chunks - 1)
+        prefix_ready(n_chunks - 1);
       // This block's share of the phase is done: its (one) output, then its arrival.
       acc = warp_sum(acc);
       if (lane == 0) sink(acc, a.out);
@@ -460,13 +497,18 @@ double bench_stream_gbps(const StreamMethod& m, size_t bytes) {
 }
 
 PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage_kb, int stages,
-                                       PhasedSync sync, int chunks) {
+                                       PhasedSync sync, int chunks, int consumer_warps) {
   VELA_CHECK(shape.layers >= 1 && shape.hidden % 8 == 0 && shape.inter % 8 == 0 &&
                  shape.qkv_rows >= 1 && shape.hidden <= kPhasedMaxK && shape.inter <= kPhasedMaxK,
              "phased stream: bad shape");
   VELA_CHECK(stages >= 2 && stages <= kStreamMaxStages, "stages must be 2..16");
   VELA_CHECK(chunks >= 1 && chunks <= 64, "chunks must be 1..64, got ", chunks);
-  VELA_CHECK_T(Unsupported, has_sm90_code(reinterpret_cast<const void*>(stream_phased_kernel)),
+  VELA_CHECK(consumer_warps == 8 || consumer_warps == 16, "consumer warps must be 8 or 16, got ",
+             consumer_warps);
+  void (*kernel)(const PhasedArgs) =
+      consumer_warps == 8 ? stream_phased_kernel<8> : stream_phased_kernel<16>;
+  const int threads = 32 * (consumer_warps + 1);
+  VELA_CHECK_T(Unsupported, has_sm90_code(reinterpret_cast<const void*>(kernel)),
                "the phased stream needs an sm_90 device and build");
   const int64_t h = shape.hidden, f = shape.inter;
   const int64_t phase_elems[kPhasedPhases] = {shape.qkv_rows * h, 0, h * h, 2 * f * h, h * f};
@@ -499,10 +541,9 @@ PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage
   a.counter = static_cast<unsigned*>(counter.data_ptr());
   a.out = static_cast<float*>(out.data_ptr());
   const size_t smem = static_cast<size_t>(stages) * a.stage_chunks * 16;
-  opt_in_smem(stream_phased_kernel, smem);
+  opt_in_smem(kernel, smem);
   int per_sm = 0;
-  VELA_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_phased_kernel, 288, smem));
+  VELA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   VELA_CHECK(per_sm >= 1, "phased stream: ", stages, " stages of ", stage_kb,
              " KiB do not fit an SM");
   const unsigned grid = static_cast<unsigned>(n_sms());  // one block an SM: all co-resident
@@ -510,7 +551,7 @@ PhasedStreamResult bench_phased_stream(const PhasedStreamShape& shape, int stage
   const double ms = time_ms([&] {
     VELA_CUDA_CHECK(
         cudaMemsetAsync(counter_ptr, 0, static_cast<size_t>(n_counters) * 4, current_stream()));
-    stream_phased_kernel<<<grid, 288, smem, current_stream()>>>(a);
+    kernel<<<grid, threads, smem, current_stream()>>>(a);
     VELA_CUDA_CHECK_LAUNCH();
   });
   PhasedStreamResult r;

@@ -3,8 +3,7 @@
 # the CUDA tests of the ops and engine paths decode touches, the GEMV microbenchmark
 # (DISABLED_FusedDecodeBench), `vela bench engine` with the fused path on / off, PDL off, the
 # persistent GEMV off, the small-batch GEMV row cap and the LoRA serving cost, and an nsys kernel
-# summary of decode at 1K context when nsys exists; and, not in the default, `ring` (one-row
-# GEMVs on the weight ring or not, its early trigger or not, its buffer size), `patch` (the request
+# summary of decode at 1K context when nsys exists; and, not in the default, `patch` (the request
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
 # stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
@@ -16,11 +15,11 @@
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
 # L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
-# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `coalesce` (the weight ring's copies one a row or one a run of adjacent rows), `producer` (the weight ring refilled by a producer warp or after a block barrier), `stream` (`vela bench stream`: weights streamed by register loads, bulk copies or cp.async), `wide` (decode attention with 8 / 16 warps a block and fewer splits at one row). Logs go to $OUT; the device
+# a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `stream` (`vela bench stream`: weights streamed by register loads, bulk copies or cp.async, and the persistent-kernel skeleton). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile ring coalesce producer stream wide patch minrows stages early merge sampling qwen splits
+#   what: build tests micro bench ab profile stream patch minrows stages early merge sampling qwen splits
 #         kernels detail timeline trace base side cluster warm trigger pipe probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
@@ -132,52 +131,11 @@ if has sampling; then
     grep -E "^[0-9]+ " "$OUT/sampling_fast${f}_radix$r.log"
   done
 fi
-if has ring; then
-  # The one-row GEMVs on the weight ring or the register kernel, and the ring's early trigger.
-  ab_runs ring VELA_GEMV_RING "1 0" decode1k,decode8k,decode32k "${RING_ROUNDS:-2}"
-  VELA_GEMV_RING=1 ab_runs ring_early VELA_GEMV_RING_EARLY "1 0" decode1k,decode32k "${RING_ROUNDS:-2}"
-  VELA_GEMV_RING=1 ab_runs ring_kb VELA_GEMV_RING_KB "96 48 160" decode1k,decode32k "${RING_ROUNDS:-2}"
-fi
-# ring_form NAME VAR: a weight-ring form switched by VAR=0/1: the ring's tests with it on, the
-# GEMV microbenchmark's ring rows both ways (RING_MICRO="" skips them), then the engine with the
-# ring on, RING_ROUNDS alternating rounds at decode1k.
-ring_form() {
-  local name=$1 var=$2 v
-  env_tests "test_$name" "$var=1" 'CudaFusedDecodeTest.Ring*:CudaFusedDecodeTest.FusedEngine*:CudaFusedDecodeTest.Rotary*'
-  for v in ${RING_MICRO-0 1}; do
-    (cd tests && env "$var=$v" timeout 150 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
-      --gtest_filter='*FusedDecodeBench*' > "$OUT/micro_$name$v.log" 2>&1)
-    echo "micro $var=$v rc=$?"; grep -E "^B=1 .* ring |^B=1 ring " "$OUT/micro_$name$v.log"
-  done
-  VELA_GEMV_RING=1 ab_runs "$name" "$var" "0 1" decode1k "${RING_ROUNDS:-2}"
-}
-# The weight ring's copies: one a row or one a run of adjacent rows (the same bytes in the same
-# places; a lone ring GEMV streamed ~2.0 TB/s against the register kernel's 2.6-3.0 on an H100).
-if has coalesce; then ring_form coalesce VELA_GEMV_RING_COALESCE; fi
-# The weight ring refilled by a producer warp as each stage's readers release it, or by warp 0
-# after a block barrier.
-if has producer; then ring_form producer VELA_GEMV_RING_PRODUCER; fi
 if has stream; then
   # How fast one kernel streams read-once weights by each loading method (register loads, bulk
   # copies into a shared-memory ring with its refill policies, cp.async): `vela bench stream`.
   timeout 120 "$B/vela" bench stream --json "$OUT/stream.json" > "$OUT/stream.txt" 2>&1
   echo "bench stream rc=$?"; cat "$OUT/stream.txt"
-fi
-if has wide; then
-  # Decode attention with 8 / 16 warps a block where the grid is under one block an SM
-  # (VELA_DECODE_MMA_WARPS), with fewer splits (VELA_DECODE_SPLIT_KEYS), against the default:
-  # its test, then WIDE_ROUNDS alternating rounds of each entry of WIDE_ENVS ("-" the defaults,
-  # else VAR=VALUE[,VAR=VALUE]).
-  env_tests test_wide VELA_DECODE_MMA_WARPS=16 'CudaAttentionTest.Decode*:CudaEngine*:CudaFusedDecodeTest.FusedEngine*'
-  WIDE_ENVS="${WIDE_ENVS:-- VELA_DECODE_SPLIT_KEYS=1024 VELA_DECODE_SPLIT_KEYS=1024,VELA_DECODE_MMA_WARPS=16 VELA_DECODE_SPLIT_KEYS=256,VELA_DECODE_MMA_WARPS=16 VELA_DECODE_SPLIT_KEYS=512,VELA_DECODE_MMA_WARPS=8}"
-  for round in $(seq "${WIDE_ROUNDS:-2}"); do
-    for e in $WIDE_ENVS; do
-      f="$OUT/wide_${round}_${e//[=,]/_}.txt"
-      env $( [ "$e" = - ] || echo "${e//,/ }" ) timeout 90 "$B/vela" bench engine \
-        --cases "${WIDE_CASES:-decode1k,decode8k}" ${BENCH_ARGS:-} > "$f" 2>&1
-      echo "bench engine $e rc=$?"; grep -E "^(decode|batch)" "$f"
-    done
-  done
 fi
 if has merge; then
   # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that

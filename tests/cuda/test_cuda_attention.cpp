@@ -424,33 +424,6 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   EXPECT_THROW(ops::cuda::decode_mma_set_early_tiles(0), InvalidArgument);
 }
 
-// The tensor-core decode kernel with 8 and 16 warps a block (VELA_DECODE_MMA_WARPS; taken where
-// the grid is under one block an SM): 128- and 256-key tiles, unsplit rows crossing slot windows,
-// split rows, a row of one key and one of a full tile plus one.
-TEST_F(CudaAttentionTest, DecodeMmaWarpsMatchCpu) {
-  struct Reset {
-    ~Reset() { ops::cuda::decode_mma_set_warps(-1); }
-  } reset;
-  const std::vector<int> lens = {2500, 257, 1, 1030};
-  const DType dt = DType::kBF16;
-  for (int64_t d : {64, 32}) {
-    const auto [want, g, scale] = gqa_decode_case(lens, d, 700 + d, 19, gpu());
-    for (int warps : {8, 16}) {
-      ops::cuda::decode_mma_set_warps(warps);
-      for (int n_splits : {1, 2, 7}) {  // 16 .. 112 blocks: under one an SM
-        SCOPED_TRACE("d " + std::to_string(d) + " warps " + std::to_string(warps) + " splits " +
-                     std::to_string(n_splits));
-        Tensor got = gpu_decode(g, scale, n_splits);
-        test::expect_close(got, want, attn_tol(dt), "decode");
-        Tensor again = gpu_decode(g, scale, n_splits);
-        test::expect_equal(again, got, "decode repeated");
-      }
-    }
-  }
-  EXPECT_THROW(ops::cuda::decode_mma_set_warps(6), InvalidArgument);
-  EXPECT_THROW(ops::cuda::decode_mma_set_warps(32), InvalidArgument);
-}
-
 // Kernel nodes of a captured graph (the fused merge leaves one, the merge kernel adds a second).
 size_t graph_kernel_nodes(cudaGraph_t graph) {
   size_t n = 0;

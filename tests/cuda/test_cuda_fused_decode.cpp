@@ -158,20 +158,13 @@ TEST_F(CudaFusedDecodeTest, PersistentGroupsGiveTheSameBits) {
   }
 }
 
-// The one-row GEMVs on the weight ring (gemv_ring.cuh) against the register kernel and the CPU
-// twins: the four fused forms at bench-1b's shapes, rows long enough for 8 chunks a lane (K =
-// 16384, 3 stages; the pair form falls back there) and too long for the ring (K = 20000: the
-// register kernel takes it), W = 1 / 2 / 4 / 8 (K = 512 / 1536 / 4096 / 6912), a grid of 2 blocks
-// (the ring wraps many times), with the ring's launches counted; and a two-layer chain of the
-// decode block's GEMVs (each lets the next launch before its own wait) against the register
-// kernel and as a CUDA graph, replayed: the same bits as eager.
-TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
-  if (cuda::device_properties().major < 9) GTEST_SKIP() << "the weight ring needs sm_90";
+// The one-row GEMVs against their CPU twins: the four fused forms at bench-1b's shapes, long rows
+// (K = 16384 and 20000), W = 1 / 2 / 4 / 8 (K = 512 / 1536 / 4096 / 6912), a persistent grid of 2
+// blocks (each wraps many times); and a two-layer chain of the decode block's GEMVs (each lets the
+// next launch before its own wait) as a CUDA graph, replayed: the same bits as eager.
+TEST_F(CudaFusedDecodeTest, OneRowGemvMatchesCpuAndReplays) {
   struct Reset {
-    ~Reset() {
-      ops::cuda::gemv_set_ring(-1);
-      ops::cuda::gemv_set_max_grid(0);
-    }
+    ~Reset() { ops::cuda::gemv_set_max_grid(0); }
   } reset;
   const DType dt = DType::kBF16;
   for (auto [n, k] : {std::pair<int64_t, int64_t>{1536, 1536},
@@ -191,8 +184,7 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
       Tensor nw = test::random_cpu({k}, DType::kF32, 4, 0.5, 1.5);
       Tensor r0 = test::random_cpu({1, n}, dt, 5, -4.0, 4.0);
       Tensor dx = x.to(gpu()), dw = w.to(gpu()), dw2 = w2.to(gpu()), dnw = nw.to(gpu());
-      auto run = [&](int ring) {
-        ops::cuda::gemv_set_ring(ring);
+      auto run = [&] {
         ops::cuda::gemv_set_max_grid(cap);
         std::vector<Tensor> outs;
         Tensor normed = Tensor::empty({1, n}, dt, gpu()), act = normed.clone();
@@ -205,14 +197,7 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
         for (Tensor* t : {&normed, &act, &r, &logits}) outs.push_back(t->to(Device::cpu()));
         return outs;
       };
-      const int64_t launches0 = ops::cuda::gemv_ring_launches();
-      const std::vector<Tensor> ring = run(1);
-      const int64_t ring_launches = ops::cuda::gemv_ring_launches() - launches0;
-      // Every form on the ring; at K = 16384 the SiLU * up pairs (64 KB a stage) fall back, at
-      // K = 20000 everything does.
-      EXPECT_EQ(ring_launches, k == 20000 ? 0 : k == 16384 ? 3 : 4);
-      const std::vector<Tensor> regs = run(0);
-      EXPECT_EQ(ops::cuda::gemv_ring_launches() - launches0, ring_launches);
+      const std::vector<Tensor> got = run();
       Tensor want_n = Tensor::empty({1, n}, dt), want_a = want_n.clone(), want_r = r0.clone();
       Tensor want_l = Tensor::empty({1, n}, DType::kF32);
       ops::rms_norm_gemm(x, nw, 1e-5f, w, want_n);
@@ -221,16 +206,12 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
       ops::gemm(x, w, want_l, false, true);
       const Tensor* want[] = {&want_n, &want_a, &want_r, &want_l};
       const char* names[] = {"rms_norm_gemm", "rms_norm_gemm_silu_mul", "gemm_add", "gemm f32"};
-      for (int i = 0; i < 4; ++i) {
-        test::expect_close(ring[i], *want[i], fused_tol(dt, k), what + " ring " + names[i]);
-        test::expect_close(regs[i], *want[i], fused_tol(dt, k), what + " regs " + names[i]);
-      }
+      for (int i = 0; i < 4; ++i)
+        test::expect_close(got[i], *want[i], fused_tol(dt, k), what + " " + names[i]);
     }
   }
 
-  // The decode block's chain at bench-1b's shapes, two layers, on the register kernel, then on
-  // the ring eagerly and as a replayed graph (the resident grid: each block's share of q|k|v and
-  // o fits its ring).
+  // The decode block's chain at bench-1b's shapes, two layers, eagerly and as a replayed graph.
   ops::cuda::gemv_set_max_grid(0);
   const int64_t hidden = 1536, inter = 6912, h = 24, hkv = 4, d = 64;
   Tensor w_qkv = test::random_cpu({(h + 2 * hkv) * d, hidden}, dt, 11, -0.05, 0.05).to(gpu());
@@ -259,18 +240,8 @@ TEST_F(CudaFusedDecodeTest, RingGemvMatchesRegisterKernelAndReplays) {
     return std::vector<Tensor>{resid.to(Device::cpu()), q.to(Device::cpu()), kc.to(Device::cpu()),
                                vc.to(Device::cpu()), act.to(Device::cpu())};
   };
-  ops::cuda::gemv_set_ring(0);
   chain();
-  const std::vector<Tensor> regs = outputs();
-  ops::cuda::gemv_set_ring(1);
-  resid.copy_(resid0);
-  const int64_t launches0 = ops::cuda::gemv_ring_launches();
-  chain();
-  EXPECT_EQ(ops::cuda::gemv_ring_launches() - launches0, 8);
   const std::vector<Tensor> eager = outputs();
-  // Two layers of bf16 roundings in another summation order: close, not equal.
-  for (size_t i = 0; i < eager.size(); ++i)
-    test::expect_close(eager[i], regs[i], {0.05, 0.05}, "chain output " + std::to_string(i));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   {
@@ -677,10 +648,7 @@ TEST_F(CudaFusedDecodeTest, PipelinedEpiloguesGiveTheSameBits) {
 // grid capped at 3 blocks, and partial rotary (the unfused fallback inside the op).
 TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
   struct CapReset {
-    ~CapReset() {
-      ops::cuda::gemv_set_max_grid(0);
-      ops::cuda::gemv_set_ring(-1);
-    }
+    ~CapReset() { ops::cuda::gemv_set_max_grid(0); }
   } reset;
   struct Case {
     int64_t n_heads, n_kv, d, rotary_dim;
@@ -693,18 +661,13 @@ TEST_F(CudaFusedDecodeTest, RotaryGemvMatchesUnfused) {
   for (DType dt : test::kFloatDTypes) {
     for (const Case& c : cases) {
       for (int64_t m : {1, 2, 3, 8, 9}) {
-        for (int cap_ring : {0, 1, 2, 3}) {
-          // cap 0 / 3 blocks, each with the one-row GEMVs on the register kernel and the ring.
-          const int cap = cap_ring / 2 == 0 ? 0 : 3, ring = cap_ring % 2;
-          if (ring == 1 && m != 1) continue;
+        for (int cap : {0, 3}) {
           const std::string what = std::string(dtype_name(dt)) + " m" + std::to_string(m) + " H" +
                                    std::to_string(c.n_heads) + " Hkv" + std::to_string(c.n_kv) +
                                    " d" + std::to_string(c.d) + " rot" +
-                                   std::to_string(c.rotary_dim) + " cap" + std::to_string(cap) +
-                                   (ring ? " ring" : "");
+                                   std::to_string(c.rotary_dim) + " cap" + std::to_string(cap);
           SCOPED_TRACE(what);
           ops::cuda::gemv_set_max_grid(cap);
-          ops::cuda::gemv_set_ring(ring);
           rc.rotary_dim = c.rotary_dim;
           Tensor table = ops::make_rope_table(rc, 512);
           const int64_t width = (c.n_heads + 2 * c.n_kv) * c.d, n_slots = 2 * m + 3;
@@ -810,33 +773,27 @@ EngineConfig small_engine() {
 // bf16 engines with the fused decode path on and off: the same greedy tokens, logprobs within
 // bf16 noise (the fused GEMVs sum in another order).
 TEST_F(CudaFusedDecodeTest, FusedEngineMatchesUnfused) {
-  struct Reset {
-    ~Reset() { ops::cuda::gemv_set_ring(-1); }
-  } reset;
-  // The one-row GEMVs on the register kernel and on the weight ring (sm_90).
-  for (const char* name : {"llama_gqa", "qwen3_qknorm", "llama_hd80_mha", "qwen3_hd256"})
-    for (int ring : {0, 1}) {
-      SCOPED_TRACE(std::string(name) + (ring ? " ring" : " regs"));
-      ops::cuda::gemv_set_ring(ring);
-      const std::string dir = fixture(name);
-      const Request r = greedy_reference_request(dir);
-      auto [fused_model, plain_model] = load_bf16_pair(dir);
-      plain_model.fused_decode = false;
-      Engine fused(std::move(fused_model), nullptr, small_engine());
-      Engine plain(std::move(plain_model), nullptr, small_engine());
-      // One request at a time: the fused blocks run single-row steps (batch-1 decode).
-      std::vector<Request> reqs = {r, r};
-      reqs[1].prompt.resize(reqs[1].prompt.size() / 2);
-      for (size_t i = 0; i < reqs.size(); ++i) {
-        const Completion x = fused.generate({reqs[i]})[0].completions[0];
-        const Completion y = plain.generate({reqs[i]})[0].completions[0];
-        EXPECT_EQ(x.tokens.size(), 12u) << "request " << i;
-        EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
-        for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
-          EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
-              << "request " << i << " token " << t;
-      }
+  for (const char* name : {"llama_gqa", "qwen3_qknorm", "llama_hd80_mha", "qwen3_hd256"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = fixture(name);
+    const Request r = greedy_reference_request(dir);
+    auto [fused_model, plain_model] = load_bf16_pair(dir);
+    plain_model.fused_decode = false;
+    Engine fused(std::move(fused_model), nullptr, small_engine());
+    Engine plain(std::move(plain_model), nullptr, small_engine());
+    // One request at a time: the fused blocks run single-row steps (batch-1 decode).
+    std::vector<Request> reqs = {r, r};
+    reqs[1].prompt.resize(reqs[1].prompt.size() / 2);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const Completion x = fused.generate({reqs[i]})[0].completions[0];
+      const Completion y = plain.generate({reqs[i]})[0].completions[0];
+      EXPECT_EQ(x.tokens.size(), 12u) << "request " << i;
+      EXPECT_EQ(x.tokens, y.tokens) << "request " << i;
+      for (size_t t = 0; t < std::min(x.logprobs.size(), y.logprobs.size()); ++t)
+        EXPECT_NEAR(x.logprobs[t].logprob, y.logprobs[t].logprob, 0.05)
+            << "request " << i << " token " << t;
     }
+  }
 }
 
 // Multi-row steps (batched decode, prefill) with the fused q|k|v GEMM + qkv_rotary_kv_write
@@ -1016,9 +973,8 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
     };
     // (parts, cols) splits to compare against the heuristic (0, 0); cols > 1 only at one row.
     const std::pair<int, int> splits[] = {{0, 0}, {1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {2, 2}};
-    // The register kernel's splits, then (one row) the weight ring.
+    // The register kernel's splits.
     for (const Row& r : rows) {
-      ops::cuda::gemv_set_ring(0);
       for (auto [parts, cols] : splits) {
         if (m > 1 && cols > 1) continue;
         if (parts != 0 && std::string(r.name).find("kernels") != std::string::npos) continue;
@@ -1028,19 +984,10 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
                     r.name, parts, cols, us, r.bytes / us / 1e3);
       }
       ops::cuda::gemv_set_split(0, 0);
-      ops::cuda::gemv_set_ring(1);
-      if (m == 1) {
-        const double us = graph_us(r.f, r.bytes > 1e8 ? 4 : 24);
-        std::printf("B=%lld %-36s ring      %8.2f us %8.0f GB/s\n", static_cast<long long>(m),
-                    r.name, us, r.bytes / us / 1e3);
-      }
     }
-    // One layer's 4 fused GEMVs back to back (what the graph replays, minus attention), on the
-    // register kernel and (one row) the weight ring.
-    for (int ring : {0, 1}) {
-      if (m > 1 && ring == 1) continue;
-      ops::cuda::gemv_set_ring(ring);
-      const char* kind = ring == 0 ? "regs" : "ring";
+    // One layer's 4 fused GEMVs back to back (what the graph replays, minus attention).
+    {
+      const char* kind = "regs";
       const double layer = graph_us([&] {
         const int c = next();
         ops::rms_norm_gemm(x, nw, 1e-5f, w_qkv[c], qkv);
@@ -1066,7 +1013,6 @@ TEST_F(CudaFusedDecodeTest, DISABLED_FusedDecodeBench) {
                   static_cast<long long>(m), kind, "layer: 4 fused GEMVs, rotary epi", layer_rot,
                   lb / layer_rot / 1e3, 24 * layer_rot / 1e3);
     }
-    ops::cuda::gemv_set_ring(-1);
   }
 }
 

@@ -431,30 +431,29 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
 // ---- GQA decode on tensor cores (16-bit caches, 2..16 query heads per KV head, head_dim <= 64) --
 // The block's query heads of one KV head form the rows of a 16-row mma tile (FlashInfer's GQA
 // trick: one K/V stream serves all of them and the scores cost a few mma instead of shuffles).
-// 16 * kW-key tiles (64 at the default 4 warps) stream through a kS-buffer cp.async pipeline
-// (slots staged per window as in the row kernel); warp w takes keys 16w..16w+15 of each tile with
-// its own online-softmax state, and the kW warps merge through shared memory at the end.
-constexpr int kMmaThreads = 128;  // threads a block at the default 4 warps
+// 64-key tiles stream through a kS-buffer cp.async pipeline (slots staged per window as in the row
+// kernel); warp w takes keys 16w..16w+15 of each tile with its own online-softmax state, and the
+// four warps merge through shared memory at the end.
+constexpr int kMmaWarps = 4;                 // warps a block
+constexpr int kMmaThreads = 32 * kMmaWarps;  // threads a block
 
 // kS: K/V tiles in flight (the tile being read plus kS - 1 loading). A block walks its split's
 // tiles one after another, so with two buffers a batch-64 step's unsplit blocks (8-10 tiles each)
 // keep too few bytes in flight to stream the cache from HBM (session 41's ncu: half the bandwidth).
-// kW: warps a block (4 by default; 8 or 16 with VELA_DECODE_MMA_WARPS, 2 tiles in flight), each
-// taking 16 keys of every kW * 16-key tile.
-template <int D, int kS, int kW = 4>
+template <int D, int kS>
 struct MmaDecodeCfg {
-  static constexpr int kKeys = 16 * kW;                                 // keys a tile
+  static constexpr int kKeys = 16 * kMmaWarps;                          // keys a tile
   static constexpr int kPipeBytes = (16 * D + 2 * kS * kKeys * D) * 2;  // Q + kS x (K, V)
-  static constexpr int kMergeBytes = (kW * 16 * D + kW * 16 * 2) * 4;
+  static constexpr int kMergeBytes = (kMmaWarps * 16 * D + kMmaWarps * 16 * 2) * 4;
   static constexpr int kSlotsOffset = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
   static constexpr int kSmemBytes = kSlotsOffset + kSlotWindow * 4;
-  static_assert(kS >= 2 && kSmemBytes <= (kW == 4 ? 96 : 200) * 1024, "mma decode pipeline");
+  static_assert(kS >= 2 && kSmemBytes <= 96 * 1024, "mma decode pipeline");
 };
 
-template <typename T, int D, bool kExact, int kS, bool kOptIn, int kW = 4>
-static __global__ void __launch_bounds__(32 * kW) decode_mma_kernel(RowsArgsFor<kOptIn> a) {
-  using Cfg = MmaDecodeCfg<D, kS, kW>;
-  constexpr int kMmaKeys = Cfg::kKeys, kMmaThreads = 32 * kW;
+template <typename T, int D, bool kExact, int kS, bool kOptIn>
+static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgsFor<kOptIn> a) {
+  using Cfg = MmaDecodeCfg<D, kS>;
+  constexpr int kMmaKeys = Cfg::kKeys;
   constexpr int kChunks = D / 8;
   const int hd = kExact ? D : a.head_dim;
   const int hc = hd / 8;  // live 16-byte chunks per row
@@ -605,8 +604,8 @@ static __global__ void __launch_bounds__(32 * kW) decode_mma_kernel(RowsArgsFor<
   }
   __syncthreads();  // the pipeline buffers become the merge buffers
 
-  float* s_o = reinterpret_cast<float*>(smem_raw);  // [kW warps][16 rows][D]
-  float* s_ml = s_o + kW * 16 * D;                  // [kW][16][2]: m, l
+  float* s_o = reinterpret_cast<float*>(smem_raw);  // [kMmaWarps warps][16 rows][D]
+  float* s_ml = s_o + kMmaWarps * 16 * D;           // [kMmaWarps][16][2]: m, l
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
@@ -628,11 +627,11 @@ static __global__ void __launch_bounds__(32 * kW) decode_mma_kernel(RowsArgsFor<
     const int r = idx / hd, d = idx % hd;
     float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kW; ++w) mx = fmaxf(mx, s_ml[(w * 16 + r) * 2]);
+    for (int w = 0; w < kMmaWarps; ++w) mx = fmaxf(mx, s_ml[(w * 16 + r) * 2]);
     float sum = 0.0f, acc = 0.0f;
     if (mx != -INFINITY) {
 #pragma unroll
-      for (int w = 0; w < kW; ++w) {
+      for (int w = 0; w < kMmaWarps; ++w) {
         const float mw = s_ml[(w * 16 + r) * 2];
         if (mw == -INFINITY) continue;
         const float f = exp2f(mw - mx);
@@ -741,24 +740,7 @@ static __global__ void __launch_bounds__(kMergeThreads)
 
 namespace {
 
-std::atomic<int> g_mma_stages_override{-1};  // decode_mma_set_stages (tests, benchmarks)
-std::atomic<int> g_mma_warps_override{-1};   // decode_mma_set_warps
-
-// Warps a tensor-core decode block takes where the grid is under one block an SM (one row at
-// short contexts once VELA_DECODE_SPLIT_KEYS gives few splits): the override, else
-// VELA_DECODE_MMA_WARPS (4, 8 or 16), default 4. More warps walk a split's keys in wider tiles
-// (16 keys a warp) instead of more splits and the merge kernel's chain (one-row layer, H100:
-// attention 4.4 + merge 3.5 us of chain for 0.3 us of keys at 1K). Unmeasured.
-int decode_mma_warps() {
-  const int o = g_mma_warps_override.load(std::memory_order_relaxed);
-  if (o > 0) return o;
-  static const int env = [] {
-    const int w = static_cast<int>(env_int("VELA_DECODE_MMA_WARPS", 4, 4, 16));
-    VELA_CHECK(w == 4 || w == 8 || w == 16, "VELA_DECODE_MMA_WARPS must be 4, 8 or 16, got ", w);
-    return w;
-  }();
-  return env;
-}
+std::atomic<int> g_mma_stages_override{-1};   // decode_mma_set_stages (tests, benchmarks)
 std::atomic<int> g_fused_merge_override{-1};  // decode_fused_merge_set
 
 // The largest split count merged inside the attention kernel (merge_splits_if_last) when the
@@ -842,19 +824,14 @@ void launch_merge_if_split(const RowsArgsOptIn& a, int64_t n_rows, const L2WarmA
              static_cast<const RowsArgs&>(a), warm, warm_max_keys);
 }
 
-template <typename T, int D, bool kExact, int kS, int kW = 4>
+template <typename T, int D, bool kExact, int kS>
 void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows, const L2WarmArgs& warm) {
   RowsArgsOptIn a = args;
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
-  constexpr int kSmem = MmaDecodeCfg<D, kS, kW>::kSmemBytes;
-  if constexpr (kW != 4) {
-    // The wide blocks take neither opt-in path: their splits go to the merge kernel.
-    a.split_tickets = nullptr;
-    launch_smem(decode_mma_kernel<T, D, kExact, kS, false, kW>, grid, dim3(32 * kW), kSmem,
-                static_cast<const RowsArgs&>(a));
-  } else if (a.split_tickets != nullptr || a.early_tiles > 1)
+  constexpr int kSmem = MmaDecodeCfg<D, kS>::kSmemBytes;
+  if (a.split_tickets != nullptr || a.early_tiles > 1)
     launch_smem(decode_mma_kernel<T, D, kExact, kS, true>, grid, dim3(kMmaThreads), kSmem, a);
   else
     launch_smem(decode_mma_kernel<T, D, kExact, kS, false>, grid, dim3(kMmaThreads), kSmem,
@@ -933,13 +910,6 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
         // Decode of a GQA group on tensor cores.
         if (qo_indptr == nullptr && decode_on_tensor_cores(q.dtype(), a.n_heads, a.n_kv_heads, d)) {
           const int64_t n_blocks = n_rows * a.n_kv_heads * int64_t{a.n_splits};
-          if (const int warps = decode_mma_warps(); warps > 4 && n_blocks < n_sms()) {
-            if (warps == 8)
-              launch_decode_mma<T, D, kExact, 2, 8>(a, n_rows, warm);
-            else
-              launch_decode_mma<T, D, kExact, 2, 16>(a, n_rows, warm);
-            return;
-          }
           const int stages = decode_mma_stages<T, D, kExact>(n_blocks);
           if (stages == 2) {
             launch_decode_mma<T, D, kExact, 2>(a, n_rows, warm);
@@ -970,12 +940,6 @@ void decode_mma_set_stages(int stages) {
   VELA_CHECK(stages < 0 || (stages >= 2 && stages <= 4),
              "decode_mma_set_stages: stages must be 2..4 (or -1 for the default), got ", stages);
   g_mma_stages_override = stages < 0 ? -1 : stages;
-}
-
-void decode_mma_set_warps(int warps) {
-  VELA_CHECK(warps < 0 || warps == 4 || warps == 8 || warps == 16,
-             "decode_mma_set_warps: warps must be 4, 8 or 16 (or -1 for the default), got ", warps);
-  g_mma_warps_override = warps < 0 ? -1 : warps;
 }
 
 void decode_mma_set_early_tiles(int tiles) {

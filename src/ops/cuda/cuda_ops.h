@@ -116,11 +116,6 @@ bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
 // 1/2, the latter at one row only); 0 = the shape heuristic.
 void gemv_set_split(int parts, int cols);
-// Tests and benchmarks: one-row GEMVs on the weight ring (1, sm_90+), on the register kernel (0),
-// or as VELA_GEMV_RING says (-1, the default; the ring is opt-in).
-void gemv_set_ring(int mode);
-// Tests: ring GEMVs launched so far in this process (all devices).
-int64_t gemv_ring_launches();
 // Tests: cap every GEMV grid at `blocks` (each block then takes many column groups, the
 // persistent path); 0 = the resident blocks.
 void gemv_set_max_grid(int blocks);
@@ -168,9 +163,6 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
 // Tests and benchmarks: the K/V tiles (2..4) a tensor-core decode attention block keeps in
 // flight; -1 back to VELA_DECODE_MMA_STAGES (default 4).
 void decode_mma_set_stages(int stages);
-// Tests and benchmarks: warps a tensor-core decode block takes where its grid is under one block
-// an SM (4, 8 or 16; -1 back to VELA_DECODE_MMA_WARPS, default 4).
-void decode_mma_set_warps(int warps);
 // Tests and benchmarks: the K/V tiles (1..3) a tensor-core decode attention block may load before
 // waiting on the previous kernel; -1 back to VELA_DECODE_EARLY_TILES (default 1).
 void decode_mma_set_early_tiles(int tiles);

@@ -1,9 +1,9 @@
 // The decode GEMV entry points of ops::gemm (gemv_small_m) and the benchmark split override; the
-// kernel is in gemv_kernel.cuh (one row: gemv_ring.cuh), the fused forms in gemv_fused.cu.
+// kernel is in gemv_kernel.cuh, the fused forms in gemv_fused.cu.
 #include <algorithm>
 
 #include "core/env.h"
-#include "ops/cuda/gemv_ring.cuh"
+#include "ops/cuda/gemv_kernel.cuh"
 
 namespace vela::ops::cuda {
 
@@ -13,40 +13,6 @@ std::atomic<int> g_force_parts{0}, g_force_cols{0}, g_max_grid{0};
 bool gemv_persistent() {
   static const bool on = env_enabled("VELA_GEMV_PERSIST");
   return on;
-}
-
-std::atomic<int> g_ring_mode{-1};  // gemv_set_ring: -1 = VELA_GEMV_RING
-std::atomic<int64_t> g_ring_launches{0};
-
-// Opt-in (VELA_GEMV_RING=1): measured slower than the register kernel on an H100 (decode1k 1.425
-// vs 1.146 ms, bench/results/gemv_ring_h100.txt).
-// (Whether the device and the loaded code are sm_90 is launch_ring's ring_kernel_info.)
-bool gemv_ring_enabled() {
-  const int mode = g_ring_mode.load(std::memory_order_relaxed);
-  if (mode >= 0) return mode == 1;
-  static const bool on = env_opted_in("VELA_GEMV_RING");
-  return on;
-}
-
-bool gemv_ring_early() {
-  static const bool on = env_enabled("VELA_GEMV_RING_EARLY");
-  return on;
-}
-
-bool gemv_ring_coalesce() {
-  static const bool on = env_opted_in("VELA_GEMV_RING_COALESCE");
-  return on;
-}
-
-bool gemv_ring_producer() {
-  static const bool on = env_opted_in("VELA_GEMV_RING_PRODUCER");
-  return on;
-}
-
-size_t gemv_ring_bytes() {
-  static const size_t bytes =
-      static_cast<size_t>(env_int("VELA_GEMV_RING_KB", kRingBytes / 1024, 16, 200)) * 1024;
-  return bytes;
 }
 
 }  // namespace gemv_detail
@@ -71,13 +37,6 @@ void gemv_set_split(int parts, int cols) {
   g_force_parts = parts;
   g_force_cols = cols;
 }
-
-void gemv_set_ring(int mode) {
-  VELA_CHECK(mode >= -1 && mode <= 1, "gemv_set_ring: mode must be -1, 0 or 1, got ", mode);
-  g_ring_mode = mode;
-}
-
-int64_t gemv_ring_launches() { return g_ring_launches.load(std::memory_order_relaxed); }
 
 void gemv_set_max_grid(int blocks) {
   VELA_CHECK(blocks >= 0, "gemv_set_max_grid: blocks must be >= 0, got ", blocks);

@@ -1,6 +1,6 @@
 // The fused decode GEMVs of ops/fused_gemm.h: rms_norm or SiLU*up prologue, residual-add, SiLU*up
-// or rotary + KV-write epilogue (kernels in gemv_kernel.cuh and, for one row, gemv_ring.cuh).
-#include "ops/cuda/gemv_ring.cuh"
+// or rotary + KV-write epilogue (kernels in gemv_kernel.cuh).
+#include "ops/cuda/gemv_kernel.cuh"
 
 namespace vela::ops::cuda {
 

@@ -534,16 +534,9 @@ void dispatch_w(const GemvArgs& args) {
   }
 }
 
-// gemv_ring.cuh: the one-row GEMV as a weight ring on sm_90 (false, nothing launched, where it
-// does not take args).
-template <typename T, typename TC, GemvIn IN, GemvOut OUT>
-bool launch_ring(const GemvArgs& args);
-
 // Plain GEMV: M exact (1..8). Fused forms: M rounded up to 1, 2, 4 or 8 (rows past args.m idle).
-// One row goes to the weight ring where it takes the operands.
 template <typename T, typename TC, GemvIn IN, GemvOut OUT>
 void dispatch_m(const GemvArgs& args) {
-  if (args.m == 1 && launch_ring<T, TC, IN, OUT>(args)) return;
   if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
     switch (args.m) {
       case 1:

@@ -9,10 +9,9 @@
 // Rule: every kernel launched with launch_pdl() calls pdl_wait() before it reads anything an
 // earlier kernel writes, or writes anything an earlier kernel reads: before its wait it may read
 // only weights, host-written metadata and cache entries of earlier steps, and write only shared
-// memory. Not only the previous kernel may still be running then: the one-row ring GEMV
-// (gemv_ring.cuh) lets its dependent launch before its own wait, so several kernels back can be in
-// flight. CUDA graphs capture the attribute as a programmatic edge. VELA_PDL=0 turns it off
-// (plain launches).
+// memory. Not only the previous kernel may still be running then: a kernel that lets its dependent
+// launch before its own wait would put several kernels back in flight. CUDA graphs capture the
+// attribute as a programmatic edge. VELA_PDL=0 turns it off (plain launches).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // Hopper tensor memory access (TMA, sm_90) for the kernels of the vela_sm90a object library and
-// the one-row GEMV's weight ring (gemv_ring.cuh, which calls these under __CUDA_ARCH__ >= 900): the
-// host-side encoding of a 2-D tensor map (cuTensorMapEncodeTiled, reached through the runtime's
+// `vela bench stream`'s shared-memory weight streams (bench_stream.cu, under __CUDA_ARCH__ >= 900):
+// the host-side encoding of a 2-D tensor map (cuTensorMapEncodeTiled, reached through the runtime's
 // driver entry point, so nothing links libcuda), and on the device the mbarrier a stage's copies
 // complete on, the 2-D tile copy and the plain bulk copy global -> shared.
 //

@@ -274,50 +274,83 @@ inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float 
     for (int c = 0; c < C; ++c) out[r][c] = hsum512(_mm512_add_ps(acc0[r][c], acc1[r][c]));
 }
 
-// Calls fn.template operator()<R, C>() for a tile of nr (1..3) rows and nc (1..4) columns: the
-// register tiles' shapes are template arguments.
-template <typename Fn>
-inline void with_tile_shape(int64_t nr, int64_t nc, Fn&& fn) {
-  switch ((nr - 1) * 4 + (nc - 1)) {
-    case 0:
-      fn.template operator()<1, 1>();
-      break;
-    case 1:
-      fn.template operator()<1, 2>();
-      break;
-    case 2:
-      fn.template operator()<1, 3>();
-      break;
-    case 3:
-      fn.template operator()<1, 4>();
-      break;
-    case 4:
-      fn.template operator()<2, 1>();
-      break;
-    case 5:
-      fn.template operator()<2, 2>();
-      break;
-    case 6:
-      fn.template operator()<2, 3>();
-      break;
-    case 7:
-      fn.template operator()<2, 4>();
-      break;
-    case 8:
-      fn.template operator()<3, 1>();
-      break;
-    case 9:
-      fn.template operator()<3, 2>();
-      break;
-    case 10:
-      fn.template operator()<3, 3>();
-      break;
-    default:
-      fn.template operator()<3, 4>();
-      break;
+#elif defined(__AVX2__) && defined(__FMA__)
+// Keeps v in a register: gcc would otherwise fold its load into every FMA that reads it (a load
+// per column instead of one).
+inline void in_register(__m256& v) { asm("" : "+x"(v)); }
+
+// The AVX2 twin: R rows of af times C rows of b, each output summed exactly as the AVX2
+// dot_rows<NM, 2> sums it (8-element chunk pairs into two accumulators, the rest zero-padded into
+// the first), so a row's bits do not depend on the tile. A 3 x 2 tile keeps its 12 accumulators,
+// two chunks of b and a chunk of a row in 15 of the 16 registers: 10 loads for 12 FMAs, where
+// dot_rows<4, 2> takes 10 for 8 (100m decode B = 8 on an AVX2 EPYC, one thread: 47-58 -> 39-42 ms a
+// step).
+template <int R, int C, typename T>
+inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float (&out)[3][4],
+                     const T* ahead = nullptr) {
+  __m256 acc0[R][C], acc1[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    if (ahead)
+      for (int c = 0; c < C; ++c) prefetch_l2<16 * sizeof(T)>(ahead + c * ldb + i);
+    // The two chunks one after the other, so only one chunk of b is live at a time.
+    __m256 bv[C];
+    for (int c = 0; c < C; ++c) bv[c] = widen8(b + c * ldb + i);
+    for (int r = 0; r < R; ++r) {
+      __m256 av = _mm256_loadu_ps(af + r * k + i);
+      in_register(av);
+      for (int c = 0; c < C; ++c) acc0[r][c] = _mm256_fmadd_ps(av, bv[c], acc0[r][c]);
+    }
+    for (int c = 0; c < C; ++c) bv[c] = widen8(b + c * ldb + i + 8);
+    for (int r = 0; r < R; ++r) {
+      __m256 av = _mm256_loadu_ps(af + r * k + i + 8);
+      in_register(av);
+      for (int c = 0; c < C; ++c) acc1[r][c] = _mm256_fmadd_ps(av, bv[c], acc1[r][c]);
+    }
   }
+  for (; i < k; i += 8) {
+    const int64_t n = std::min<int64_t>(8, k - i);
+    __m256 bv[C];
+    for (int c = 0; c < C; ++c)
+      bv[c] = n == 8 ? widen8(b + c * ldb + i) : widen8_tail(b + c * ldb + i, n);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = n == 8 ? _mm256_loadu_ps(af + r * k + i) : widen8_tail(af + r * k + i, n);
+      for (int c = 0; c < C; ++c) acc0[r][c] = _mm256_fmadd_ps(av, bv[c], acc0[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[r][c] = hsum256(_mm256_add_ps(acc0[r][c], acc1[r][c]));
 }
 #endif
+
+#if (defined(__AVX512F__) && defined(__AVX512BW__)) || (defined(__AVX2__) && defined(__FMA__))
+#define VELA_SMALL_M_TILES 1  // dot_tile exists
+// Columns a small-M register tile takes (dot_tile): 4 with AVX-512's 32 registers, 2 with
+// AVX2's 16.
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+constexpr int64_t kTileCols = 4;
+#else
+constexpr int64_t kTileCols = 2;
+#endif
+#endif
+
+// Calls fn.template operator()<R, C>() for a tile of nr (1..3) rows and nc (1..kMaxC) columns: the
+// register tiles' shapes are template arguments.
+template <int R, int kMaxC, typename Fn>
+inline void with_tile_cols(int64_t nc, Fn&& fn) {
+  if constexpr (kMaxC > 1) {
+    if (nc < kMaxC) return with_tile_cols<R, kMaxC - 1>(nc, fn);
+  }
+  fn.template operator()<R, kMaxC>();
+}
+template <int kMaxC, typename Fn>
+inline void with_tile_shape(int64_t nr, int64_t nc, Fn&& fn) {
+  if (nr == 1) return with_tile_cols<1, kMaxC>(nc, fn);
+  if (nr == 2) return with_tile_cols<2, kMaxC>(nc, fn);
+  with_tile_cols<3, kMaxC>(nc, fn);
+}
 
 #if defined(__AVX512BF16__)
 // R rows of the bf16 a buffer (stride lda) times C rows of b (stride ldb) into out[r][c]:
@@ -426,7 +459,7 @@ void bf16_wt(Mat<const bf16> a, Mat<const bf16> b, Mat<TC> c, const Dims& d) {
         for (int64_t r0 = 0; r0 < m; r0 += 3) {
           const int64_t nr = std::min<int64_t>(3, m - r0);
           const bf16* pf = fetch && r0 == 0 ? b.p + (col + ahead) * b.ld : nullptr;
-          with_tile_shape(nr, nc, [&]<int R, int C>() {
+          with_tile_shape<4>(nr, nc, [&]<int R, int C>() {
             dp_tile<R, C>(ab + r0 * d.k, d.k, d.k, b.p + col * b.ld, b.ld, out, pf);
           });
           for (int64_t rr = 0; rr < nr; ++rr) {
@@ -466,18 +499,18 @@ void small_m_batch(Mat<const T> a, Mat<const T> b, Mat<TC> c, const Dims& d) {
     // 4 columns), and the weight ~kPrefetchBytes ahead goes to L2 as the kernels stream.
     const int64_t row_bytes = d.k * int64_t{sizeof(T)};
     const int64_t chunk = rows_in(kChunkBytes, 4, row_bytes);
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-    if (d.m >= 3) {  // register tiles: groups of 4 columns against the rows, 3 at a time
-      const int64_t ahead = rows_in(kPrefetchBytes, 4, row_bytes);
+#if defined(VELA_SMALL_M_TILES)
+    if (d.m >= 3) {  // register tiles: groups of kTileCols columns against the rows, 3 at a time
+      const int64_t ahead = rows_in(kPrefetchBytes, kTileCols, row_bytes);
       parallel_for_balanced(d.n, grain_for(d.m * d.k, 16), chunk, [&](int64_t n0, int64_t n1) {
         float out[3][4];
-        for (int64_t col = n0; col < n1; col += 4) {
-          const int64_t nc = std::min<int64_t>(4, n1 - col);
-          const bool fetch = col + ahead + 4 <= d.n;
+        for (int64_t col = n0; col < n1; col += kTileCols) {
+          const int64_t nc = std::min<int64_t>(kTileCols, n1 - col);
+          const bool fetch = col + ahead + kTileCols <= d.n;
           for (int64_t r0 = 0; r0 < d.m; r0 += 3) {
             const int64_t nr = std::min<int64_t>(3, d.m - r0);
             const T* pf = fetch && r0 == 0 ? b.p + (col + ahead) * b.ld : nullptr;
-            with_tile_shape(nr, nc, [&]<int R, int C>() {
+            with_tile_shape<kTileCols>(nr, nc, [&]<int R, int C>() {
               dot_tile<R, C>(af + r0 * d.k, d.k, b.p + col * b.ld, b.ld, out, pf);
             });
             for (int64_t rr = 0; rr < nr; ++rr) {

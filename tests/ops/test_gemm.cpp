@@ -111,12 +111,14 @@ TEST(Gemm, AllTransposesDtypesAndShapes) {
   }
 }
 
-// The small-M kernels (M <= 16, 16-bit inputs; any M on the AMX path) give each row of op(a) the
-// same bits whatever the other rows: a decode row equals that row of a verify step or a prefill.
+// The small-M kernels (M <= 16, 16-bit or f32 inputs; any M on the AMX path) give each row of
+// op(a) the same bits whatever the other rows: a decode row equals that row of a verify step or a
+// prefill.
 TEST(Gemm, SmallMRowsAreBatchInvariant) {
   uint64_t seed = 100;
-  for (DType dt : {DType::kBF16, DType::kF16}) {
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
     for (DType out_dt : {DType::kF32, dt}) {
+      if (dt == DType::kF32 && out_dt == dt) continue;  // the same case twice
       for (int64_t k : {33, 200, 768}) {
         // Past 16 rows only bf16_wt (AMX or vdpbf16ps tiles, built where avx512_bf16 is) is
         // batch-invariant (the panel path is sgemm).

@@ -274,6 +274,8 @@ inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float 
     for (int c = 0; c < C; ++c) out[r][c] = hsum512(_mm512_add_ps(acc0[r][c], acc1[r][c]));
 }
 
+#define VELA_SMALL_M_TILES 1      // dot_tile exists
+constexpr int64_t kTileCols = 4;  // its columns: 4 with AVX-512's 32 registers
 #elif defined(__AVX2__) && defined(__FMA__)
 // Keeps v in a register: gcc would otherwise fold its load into every FMA that reads it (a load
 // per column instead of one).
@@ -323,17 +325,9 @@ inline void dot_tile(const float* af, int64_t k, const T* b, int64_t ldb, float 
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) out[r][c] = hsum256(_mm256_add_ps(acc0[r][c], acc1[r][c]));
 }
-#endif
 
-#if (defined(__AVX512F__) && defined(__AVX512BW__)) || (defined(__AVX2__) && defined(__FMA__))
-#define VELA_SMALL_M_TILES 1  // dot_tile exists
-// Columns a small-M register tile takes (dot_tile): 4 with AVX-512's 32 registers, 2 with
-// AVX2's 16.
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-constexpr int64_t kTileCols = 4;
-#else
-constexpr int64_t kTileCols = 2;
-#endif
+#define VELA_SMALL_M_TILES 1
+constexpr int64_t kTileCols = 2;  // with AVX2's 16 registers
 #endif
 
 // Calls fn.template operator()<R, C>() for a tile of nr (1..3) rows and nc (1..kMaxC) columns: the

@@ -239,12 +239,17 @@ __device__ __forceinline__ unsigned chunk_writers(int c, int g, int n) {
   return static_cast<unsigned>(((c + 1) * g - 1) / n - c * g / n + 1);
 }
 
-// Spins (one thread) until *counter >= target, with acquire semantics at GPU scope.
-__device__ __forceinline__ void wait_counter(const unsigned* counter, unsigned target) {
+// *counter, with acquire semantics at GPU scope.
+__device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
   unsigned seen;
-  do {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
-  } while (seen < target);
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+  return seen;
+}
+
+// Spins (one thread) until *counter >= target.
+__device__ __forceinline__ void wait_counter(const unsigned* counter, unsigned target) {
+  while (load_acquire(counter) < target) {
+  }
 }
 
 struct PhasedArgs {
@@ -321,10 +326,13 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1), 1)
         if (tid == 0) wait_counter(a.counter, target);
         asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
       }
-      if (a.sync != PhasedSync::kChunks) {
-        for (int c = tid; c < kc; c += n_threads) xs[c] = a.x[c];
+      // Chunks from .. to of this phase's input (of n_chunks) into xs, then a consumer barrier.
+      auto load_x = [&](int from, int to) {
+        for (int e = from * kc / n_chunks + tid; e < (to + 1) * kc / n_chunks; e += n_threads)
+          xs[e] = a.x[e];
         asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
-      }
+      };
+      if (a.sync != PhasedSync::kChunks) load_x(0, n_chunks - 1);
       // kChunks: chunk c of the input once its writers in the phase before are done (none before
       // the step's first phase), then that chunk of the input.
       auto chunk_ready = [&](int c) {
@@ -332,9 +340,7 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1), 1)
           wait_counter(a.counter + static_cast<int64_t>(t - 1) * n_chunks + c,
                        chunk_writers(c, g, n_chunks));
         asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
-        for (int e = c * kc / n_chunks + tid; e < (c + 1) * kc / n_chunks; e += n_threads)
-          xs[e] = a.x[e];
-        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+        load_x(c, c);
       };
       int64_t c0, c1;
       block_range(a.phase_chunks[p], c0, c1);
@@ -348,12 +354,9 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1), 1)
           int w = t > 0 ? ready : n_chunks - 1;
           while (w < need) {
             const int c = w + 1 + lane;
-            unsigned seen = 0;
-            if (c < n_chunks)
-              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
-                           : "=r"(seen)
-                           : "l"(a.counter + static_cast<int64_t>(t - 1) * n_chunks + c)
-                           : "memory");
+            const unsigned seen =
+                c < n_chunks ? load_acquire(a.counter + static_cast<int64_t>(t - 1) * n_chunks + c)
+                             : 0u;
             const unsigned done =
                 __ballot_sync(0xffffffffu, c < n_chunks && seen >= chunk_writers(c, g, n_chunks));
             w += done == 0xffffffffu ? 32 : __ffs(~done) - 1;
@@ -362,10 +365,7 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1), 1)
         }
         asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
         const int now = ready_s;
-        for (int e = (ready + 1) * kc / n_chunks + tid; e < (now + 1) * kc / n_chunks;
-             e += n_threads)
-          xs[e] = a.x[e];
-        asm volatile("bar.sync 1, %0;\n" ::"r"(n_threads) : "memory");
+        load_x(ready + 1, now);
         ready = now;
       };
       if (a.sync == PhasedSync::kChunks && n_stages == 0) chunk_ready(chunk_first(b, g, n_chunks));

@@ -6,8 +6,7 @@
 # summary of decode at 1K context when nsys exists; and, not in the default, `patch` (the request
 # table's patch against a copy per row), `minrows` (single-row steps overlapped or not,
 # VELA_OVERLAP_MIN_ROWS), `stages` (decode attention's K/V tiles in flight, the wgmma GEMM's
-# stages), `early` (decode attention's K/V tiles loaded before the wait), `merge` (the split merge
-# fused into the attention kernel or not), `sampling` (the sampler's one-pass draw and radix
+# stages), `sampling` (the sampler's one-pass draw and radix
 # selects or not), `qwen` (the Qwen3-1.7B shape's split count at B = 64), `splits` (split-KV
 # decode at large batch with the keys in HBM, sweep and engine A/B; the argmax pre-pass's blocks
 # per SM), `kernels` (ncu's per-kernel times of batch-64 decode graph nodes), `detail` (ncu's
@@ -19,7 +18,7 @@
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
-#   what: build tests micro bench ab profile stream patch minrows stages early merge sampling qwen splits
+#   what: build tests micro bench ab profile stream patch minrows stages sampling qwen splits
 #         kernels detail timeline trace base side cluster warm trigger pipe probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
@@ -56,8 +55,8 @@ env_tests() {
 }
 # The decode layer's fused wgmma GEMMs and the engines that run them.
 LAYER_TESTS='CudaFusedDecodeTest.NormPiece*:CudaFusedDecodeTest.GemmRotary*:CudaFusedDecodeTest.FusedBatch*:CudaEngine*'
-# splits_sweep NAME: the split-KV decode sweep (DISABLED_BenchDecodeSplits: every split count with
-# the merge kernel and fused, each call on another cache copy) into $OUT/NAME.log.
+# splits_sweep NAME: the split-KV decode sweep (DISABLED_BenchDecodeSplits: every split count, each
+# call on another cache copy) into $OUT/NAME.log.
 splits_sweep() {
   (cd tests && timeout 300 "$B/tests/test_cuda" --gtest_also_run_disabled_tests \
     --gtest_filter='*BenchDecodeSplits*' > "$OUT/$1.log" 2>&1)
@@ -112,11 +111,6 @@ if has qwen; then
   BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
     ab_runs qwen VELA_DECODE_SPLIT_COVER_ROWS "12 3" batch16,batch32,batch64
 fi
-if has early; then
-  # K/V tiles the tensor-core decode attention loads before pdl_wait(): the first (1, the default)
-  # or the whole first ring (3, at 4 tiles in flight).
-  ab_runs early VELA_DECODE_EARLY_TILES "1 3" batch64,batch32,batch16,decode1k,decode8k,decode32k
-fi
 if has sampling; then
   # The sampler's kernel time per configuration (DISABLED_Bench, B = 1 / 64, vocab 100k / 152k):
   # the plain walks with the bisection, the one-pass draw + unrolled compaction (VELA_SAMPLE_FAST,
@@ -136,18 +130,6 @@ if has stream; then
   # copies into a shared-memory ring with its refill policies, cp.async): `vela bench stream`.
   timeout 120 "$B/vela" bench stream --json "$OUT/stream.json" > "$OUT/stream.txt" 2>&1
   echo "bench stream rc=$?"; cat "$OUT/stream.txt"
-fi
-if has merge; then
-  # The split merge fused into the decode attention kernel (VELA_DECODE_FUSED_MERGE: fused up to that
-  # many splits, 0 = the merge kernel, the default): B = 1 at 1K takes 32 splits on bench-1b; the
-  # Qwen3-1.7B shape (row kernel) at B = 1 and 16 too.
-  # The sweep first (each split count with the merge kernel and fused), then the engine.
-  splits_sweep merge_micro
-  ab_runs merge VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch4,batch16
-  # Batch 64 / 32 split 2-3 times a sequence with the fused merge (unsplit is the policy).
-  VELA_DECODE_FUSED_MERGE=32 ab_runs merge_split VELA_DECODE_SPLIT_FULL_KEYS "1024 256" batch64,batch32
-  BENCH_ARGS="--config bench/configs/qwen3_1p7b.json" \
-    ab_runs merge_qwen VELA_DECODE_FUSED_MERGE "0 32" decode1k,batch16
 fi
 if has warm; then
   # Single-row decode's L2 hint (ops/l2_warm.h): the split merge prefetches the leading

@@ -90,8 +90,7 @@ void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
     case AttentionMode::kDecode: {
       Tensor o_part = kv.o_part, lse_part = kv.lse_part;
       ops::paged_decode_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
-                                  kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn,
-                                  kv.split_tickets, warm);
+                                  kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn, warm);
       break;
     }
     case AttentionMode::kPrefill:
@@ -101,7 +100,7 @@ void Attention::attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
         ops::paged_decode_attention(q.slice(0, 0, nd), k_cache, v_cache, kv.req_to_token,
                                     kv.req_pool_indices.slice(0, 0, nd),
                                     kv.seq_lens.slice(0, 0, nd), scale, kv.n_splits, o_part,
-                                    lse_part, out, kv.split_tickets);
+                                    lse_part, out);
         if (kv.n_tiles == 0) break;
       }
       ops::paged_prefill_attention(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
@@ -144,6 +143,15 @@ void Attention::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
                              kv.out_cache_loc, q, k_cache, v_cache);
   }
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
+  if (!pieces.defined() && kv.mode == AttentionMode::kDecode) {
+    // One op: on CUDA the o GEMV merges the attention's splits itself (no merge kernel).
+    Tensor o_part = kv.o_part, lse_part = kv.lse_part;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+    ops::paged_decode_attention_gemm_add(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
+                                         kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn,
+                                         o.weight, residual, warm);
+    return;
+  }
   attend(q, k_cache, v_cache, kv, attn, warm);
   Tensor attn_rows = attn.view({n, cfg.q_dim()});
   if (pieces.defined())

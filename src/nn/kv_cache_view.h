@@ -31,7 +31,6 @@ struct KVCacheView {
   int32_t n_splits = 1;     // kDecode: KV splits per sequence
   Tensor o_part;            // kDecode: f32 split partials (ops::decode_o_part_numel elements)
   Tensor lse_part;          // kDecode: f32 split log-sum-exps (ops::decode_lse_part_numel)
-  Tensor split_tickets;     // kDecode: i32 zeros (optional): the fused split merge's tickets
   Tensor tile_seq_idx;      // kPrefill: [>= n_tiles] i32 sequence of each Q tile
   Tensor tile_q_start;      // kPrefill: [>= n_tiles] i32 first query row of each tile
   int64_t n_tiles = 0;      // kPrefill

@@ -121,32 +121,40 @@ inline int64_t decode_o_part_numel(int64_t n_seqs, int64_t n_heads, int64_t head
 inline int64_t decode_lse_part_numel(int64_t n_seqs, int64_t n_heads, int n_splits) {
   return n_seqs * n_heads * n_splits;
 }
-// Arrival tickets of the fused split merge, in i32 elements (one per sequence and query head).
-inline int64_t decode_split_tickets_numel(int64_t n_seqs, int64_t n_heads) {
-  return n_seqs * n_heads;
-}
 
 // Attention of one query token per sequence (decode) over the paged cache, split-KV
 // (flash-decoding): sequence s's keys 0..seq_lens[s]-1 are cut into n_splits chunks (sizes from
 // the device-side seq_lens); each chunk's partial output and log-sum-exp go to the workspace, and
-// a merge kernel (or, with split_tickets, the last chunk to finish) combines the live chunks.
+// a merge kernel combines the live chunks.
 // With n_splits == 1 the workspace is not touched (it may be undefined). A sequence with
 // seq_lens[s] == 0 (a padding row) gets a zero output.
 //   q: [n_seqs, n_heads, head_dim] (token stride free)   out: [n_seqs, n_heads, head_dim]
 //   k_cache, v_cache: [n_slots, n_kv_heads, head_dim]     req_to_token: [max_reqs, max_ctx] i32
 //   req_pool_indices, seq_lens: [n_seqs] i32
 //   o_part: f32, >= decode_o_part_numel(...) elements   lse_part: f32, >= decode_lse_part_numel
-//   split_tickets (optional): i32, >= decode_split_tickets_numel(...) elements, zero when
-//     allocated and left zero by every call. Given one, the CUDA kernels may merge the splits
-//     themselves (the last split of each (sequence, head block) to finish combines them, instead
-//     of a second kernel; VELA_DECODE_FUSED_MERGE); the CPU ignores it.
 //   warm (optional, ops/l2_warm.h): memory the ops after this one read (a single-row decode
 //     layer's next weights); the CUDA merge kernel pulls it into L2. Results do not depend on it.
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets = Tensor(),
-                            const L2Warm& warm = L2Warm());
+                            Tensor& lse_part, Tensor& out, const L2Warm& warm = L2Warm());
+
+// The attention output of a decode layer and its o projection with the residual add:
+// paged_decode_attention(q, ..., attn, warm), then residual += attn @ w^T (gemm_add,
+// ops/fused_gemm.h).
+//   attn: [n_seqs, n_heads, head_dim] (q's dtype, contiguous)   w: [n, n_heads * head_dim]
+//   residual: [n_seqs, n]
+// On CUDA (sm_90) one split row of bf16/f16 runs as two kernels instead of three: the split
+// kernel leaves its partials in the workspace and the o GEMV's blocks merge them themselves, a
+// cluster of blocks sharing the merged row through distributed shared memory (the merge kernel's
+// arithmetic, so the same bits; ops/cuda/gemv_kernel.cuh, GemvIn::kSplitMerge). The L2 hint goes
+// with the merge. VELA_SPLIT_MERGE_GEMV=0 (read once) runs the three kernels.
+void paged_decode_attention_gemm_add(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                     const Tensor& req_to_token, const Tensor& req_pool_indices,
+                                     const Tensor& seq_lens, float scale, int n_splits,
+                                     Tensor& o_part, Tensor& lse_part, Tensor& attn,
+                                     const Tensor& w, Tensor& residual,
+                                     const L2Warm& warm = L2Warm());
 
 // Upper bound of plan_prefill_tiles's tile count for n_tokens query rows in n_seqs sequences
 // (the default tile_q gives a bound for every tile size >= kPrefillTileQ).

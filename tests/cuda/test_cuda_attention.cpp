@@ -31,6 +31,7 @@
 #include "ops/attention.h"
 #include "ops/cuda/bench_cuda.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/fused_gemm.h"
 
 namespace vela {
 namespace {
@@ -327,8 +328,7 @@ TEST_F(CudaAttentionTest, DecodeL2WarmLeavesResultsUnchanged) {
   warm.ranges[2] = weight.slice(0, 700, 700);  // empty
   DecodeWorkspace w(g, n_splits);
   ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                              g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, Tensor(),
-                              warm);
+                              g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, warm);
   test::expect_equal(w.out, plain, "decode with the L2 hint");
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -337,8 +337,7 @@ TEST_F(CudaAttentionTest, DecodeL2WarmLeavesResultsUnchanged) {
     cuda::StreamGuard sg(stream);
     ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, Tensor(),
-                                warm);
+                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, warm);
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   }
   cudaGraphExec_t exec = nullptr;
@@ -353,15 +352,12 @@ TEST_F(CudaAttentionTest, DecodeL2WarmLeavesResultsUnchanged) {
   cudaStreamDestroy(stream);
   ops::L2Warm host;
   host.ranges[1] = Tensor::zeros({64}, DType::kU8);
-  EXPECT_THROW(ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token,
-                                           g.req_pool_indices, g.seq_lens, scale, n_splits,
-                                           w.o_part, w.lse_part, w.out, Tensor(), host),
-               InvalidArgument);
+  EXPECT_THROW(
+      ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
+                                  g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, host),
+      InvalidArgument);
 }
 
-// The tensor-core decode kernel with 2, 3 and 4 K/V tiles in flight (VELA_DECODE_MMA_STAGES picks
-// one per process) and 1 or 3 of them loaded early (VELA_DECODE_EARLY_TILES): long unsplit rows
-// cross several slot windows and many tiles, split rows few.
 // A decode batch of bench-1b's heads (24 q / 4 kv, bf16) at head_dim d for the tensor-core
 // kernel: the CPU result, and the batch on the GPU.
 struct GqaDecodeCase {
@@ -381,12 +377,11 @@ GqaDecodeCase gqa_decode_case(const std::vector<int>& lens, int64_t d, uint64_t 
   return {cpu_decode(b, scale), to_gpu(b, dev), scale};
 }
 
+// The tensor-core decode kernel with 2, 3 and 4 K/V tiles in flight (VELA_DECODE_MMA_STAGES picks
+// one per process): long unsplit rows cross several slot windows and many tiles, split rows few.
 TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   struct Reset {
-    ~Reset() {
-      ops::cuda::decode_mma_set_stages(-1);
-      ops::cuda::decode_mma_set_early_tiles(-1);
-    }
+    ~Reset() { ops::cuda::decode_mma_set_stages(-1); }
   } reset;
   std::vector<int> lens = random_lens(16, 1, 3000, 31);
   lens[3] = 2500;
@@ -395,15 +390,11 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   for (int64_t d : {64, 32}) {
     const auto [want, g, scale] = gqa_decode_case(lens, d, 900 + d, 9, gpu());
     Tensor first;
-    for (int variant = 0; variant < 6; ++variant) {
-      // 2, 3, 4 tiles in flight, each with the first tile or the whole first ring (as many as
-      // hold no key written this step) loaded before the wait.
-      const int stages = 2 + variant % 3, early = variant < 3 ? 1 : 3;
+    for (int stages = 2; stages <= 4; ++stages) {
       ops::cuda::decode_mma_set_stages(stages);
-      ops::cuda::decode_mma_set_early_tiles(early);
       for (int n_splits : {1, 3, 16}) {
-        SCOPED_TRACE("d " + std::to_string(d) + " stages " + std::to_string(stages) + " early " +
-                     std::to_string(early) + " splits " + std::to_string(n_splits));
+        SCOPED_TRACE("d " + std::to_string(d) + " stages " + std::to_string(stages) + " splits " +
+                     std::to_string(n_splits));
         Tensor got = gpu_decode(g, scale, n_splits);
         test::expect_close(got, want, attn_tol(dt), "decode");
         if (n_splits != 1) continue;
@@ -420,147 +411,114 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   }
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(5), InvalidArgument);
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(1), InvalidArgument);
-  EXPECT_THROW(ops::cuda::decode_mma_set_early_tiles(4), InvalidArgument);
-  EXPECT_THROW(ops::cuda::decode_mma_set_early_tiles(0), InvalidArgument);
 }
 
-// Kernel nodes of a captured graph (the fused merge leaves one, the merge kernel adds a second).
-size_t graph_kernel_nodes(cudaGraph_t graph) {
-  size_t n = 0;
-  cudaGraphGetNodes(graph, nullptr, &n);
-  std::vector<cudaGraphNode_t> nodes(n);
-  cudaGraphGetNodes(graph, nodes.data(), &n);
-  size_t kernels = 0;
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type;
-    cudaGraphNodeGetType(node, &type);
-    kernels += type == cudaGraphNodeTypeKernel;
-  }
-  return kernels;
-}
-
-// The split merge fused into the decode kernels (the last split of each (sequence, head block)
-// combines them, tickets in a zeroed workspace), against the CPU: the tensor-core kernel (16-bit,
-// GQA 6 / 16 / 6 at head_dim 64 / 64 / 32, and a padded head_dim 48) and the row kernel (f32 GQA 2
-// at d128; f32 GQA 12, two blocks of heads per KV head; bf16 MHA at a padded head_dim 80), with
-// padding rows and single keys, the output poisoned (NaN) before every call; twice in a row (the
-// tickets re-arm, the same bits whichever block arrives last); then one kernel node in a captured
-// graph whose replays see growing lengths (the live split count changes between replays).
-TEST_F(CudaAttentionTest, DecodeFusedMergeMatchesCpu) {
-  struct Reset {
-    ~Reset() { ops::cuda::decode_fused_merge_set(-1); }
-  } reset;
+// paged_decode_attention_gemm_add on one row: the o GEMV that merges the split partials itself
+// (a cluster of blocks sharing the merged row) against the three kernels it replaces (split
+// kernel, merge kernel, gemv_add): the same bits for attn and the residual, at head counts whose
+// clusters have 8, 7, 6 and 3 blocks, exact and padded head_dims 32..256, 2 to 128 splits, a
+// single key, a padding row (no keys: residual unchanged) and 5000 keys; attn poisoned first.
+// Then a captured graph replayed after the row grows: the same bits as eager calls, and the CPU
+// composition within rounding.
+TEST_F(CudaAttentionTest, DecodeGemmAddMatchesUnfused) {
   struct Case {
     DType dt;
-    int64_t n_heads, n_kv, d;
+    int64_t n_heads, n_kv, d, hidden;
   };
-  const std::vector<Case> cases = {{DType::kBF16, 24, 4, 64}, {DType::kBF16, 32, 2, 64},
-                                   {DType::kF16, 12, 2, 32},  {DType::kBF16, 24, 4, 48},
-                                   {DType::kF32, 16, 8, 128}, {DType::kF32, 24, 2, 64},
-                                   {DType::kBF16, 8, 8, 80}};
-  std::vector<int> lens = random_lens(9, 1, 3000, 71);
-  lens[0] = 1;
-  lens[4] = 0;  // a padding row: zero output
-  lens[6] = 4096;
+  const std::vector<Case> cases = {
+      {DType::kBF16, 24, 4, 64, 1536}, {DType::kBF16, 16, 8, 128, 2048},
+      {DType::kF16, 12, 2, 32, 384},   {DType::kBF16, 14, 2, 80, 896},
+      {DType::kBF16, 8, 8, 256, 512},  {DType::kBF16, 9, 3, 48, 640}};
+  const int sms = cuda::device_properties().multiProcessorCount;
   auto poison = [](Tensor& t) {
     ASSERT_EQ(cudaMemset(t.data_ptr(), 0xff, t.nbytes()), cudaSuccess);
   };
   for (size_t c = 0; c < cases.size(); ++c) {
     const Case& k = cases[c];
-    std::vector<int> q_lens(lens.size(), 1);
-    Batch b = make_batch(k.dt, lens, q_lens, k.n_heads, k.n_kv, k.d, 16, 950 + c);
-    b.q = test::random_cpu({static_cast<int64_t>(lens.size()), k.n_heads, k.d}, k.dt, 11);
     const float scale = 1.0f / std::sqrt(static_cast<float>(k.d));
-    const Tensor want = cpu_decode(b, scale);
-    Batch g = to_gpu(b, gpu());
-    const int64_t n = g.q.size(0);
-    Tensor tickets =
-        Tensor::zeros({ops::decode_split_tickets_numel(n, k.n_heads)}, DType::kI32, gpu());
-    for (int n_splits : {2, 7, ops::cuda::kFusedMergeMaxSplits}) {
-      SCOPED_TRACE(std::string(dtype_name(k.dt)) + " case " + std::to_string(c) + " splits " +
-                   std::to_string(n_splits));
-      ops::cuda::decode_fused_merge_set(n_splits);
-      DecodeWorkspace w(g, n_splits);
-      Tensor first;
-      for (int run = 0; run < 2; ++run) {
-        poison(w.out);
+    Tensor w = test::random_cpu({k.hidden, k.n_heads * k.d}, k.dt, 1200 + c).to(gpu());
+    const Tensor resid0 = test::random_cpu({1, k.hidden}, k.dt, 1300 + c).to(gpu());
+    for (int len : {1, 0, 1000, 5000}) {
+      Batch b = make_batch(k.dt, {len}, {len > 0 ? 1 : 0}, k.n_heads, k.n_kv, k.d, 16, 1100 + c);
+      b.q = test::random_cpu({1, k.n_heads, k.d}, k.dt, 1400 + c);
+      Batch g = to_gpu(b, gpu());
+      const int policy = ops::decode_num_splits(
+          1, k.n_kv, len, sms, ops::decode_on_tensor_cores(k.dt, k.n_heads, k.n_kv, k.d));
+      for (int n_splits : {2, 7, policy, ops::kMaxDecodeSplits}) {
+        if (n_splits < 2) continue;
+        SCOPED_TRACE("case " + std::to_string(c) + " len " + std::to_string(len) + " splits " +
+                     std::to_string(n_splits));
+        DecodeWorkspace w1(g, n_splits), w2(g, n_splits);
+        Tensor want_resid = resid0.clone();
         ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out,
-                                    tickets);
-        test::expect_close(w.out, want, attn_tol(k.dt), "fused merge");
-        Tensor host = w.out.to(Device::cpu());
-        if (run == 0) {
-          first = host;
-        } else {
-          EXPECT_EQ(std::memcmp(first.data_ptr(), host.data_ptr(), host.nbytes()), 0);
-        }
-        const Tensor t = tickets.to(Device::cpu());
-        for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.data<int32_t>()[i], 0) << i;
+                                    g.seq_lens, scale, n_splits, w1.o_part, w1.lse_part, w1.out);
+        ops::gemm_add(w1.out.view({1, k.n_heads * k.d}), w, want_resid);
+        EXPECT_TRUE(ops::cuda::gemv_split_merge_takes(w2.out, n_splits, w, want_resid));
+        Tensor resid = resid0.clone();
+        poison(w2.out);
+        ops::paged_decode_attention_gemm_add(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                             g.req_pool_indices, g.seq_lens, scale, n_splits,
+                                             w2.o_part, w2.lse_part, w2.out, w, resid);
+        test::expect_equal(w2.out, w1.out, "attn");
+        test::expect_equal(resid, want_resid, "residual");
       }
-      // The merge kernel (no tickets) agrees within rounding.
-      test::expect_close(gpu_decode(g, scale, n_splits), want, attn_tol(k.dt), "merge kernel");
     }
   }
 
-  // A captured graph: one kernel node with the fused merge (two without), replays after the
-  // lengths grow equal eager calls bit for bit and the CPU within rounding.
-  const int64_t n_heads = 24, n_kv = 4, d = 64;
+  // A captured graph on bench-1b's shape, replayed as the row grows.
+  const int64_t n_heads = 24, n_kv = 4, d = 64, hidden = 1536;
   const DType dt = DType::kBF16;
-  const int spare = 3000;
-  const std::vector<int> lens0 = {1, 300, 0, 2000};
-  Batch b = make_batch(dt, lens0, {1, 1, 1, 1}, n_heads, n_kv, d, 16, 990, spare);
-  b.k_cache = test::random_cpu(b.k_cache.shape(), dt, 991);  // the spare slots hold finite values
-  b.v_cache = test::random_cpu(b.v_cache.shape(), dt, 992);
+  const int spare = 3000, n_splits = 32;
+  Batch b = make_batch(dt, {300}, {1}, n_heads, n_kv, d, 16, 1500, spare);
+  b.k_cache = test::random_cpu(b.k_cache.shape(), dt, 1501);  // the spare slots hold finite values
+  b.v_cache = test::random_cpu(b.v_cache.shape(), dt, 1502);
   Batch g = to_gpu(b, gpu());
+  Tensor w = test::random_cpu({hidden, n_heads * d}, dt, 1503);
+  Tensor wg = w.to(gpu());
+  const Tensor resid0 = test::random_cpu({1, hidden}, dt, 1504);
+  Tensor resid = resid0.to(gpu());
+  DecodeWorkspace ws(g, n_splits);
   const float scale = 0.125f;
-  const int n_splits = 16;
-  DecodeWorkspace w(g, n_splits);
-  Tensor tickets = Tensor::zeros({ops::decode_split_tickets_numel(4, n_heads)}, DType::kI32, gpu());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the zeroed tickets before another stream
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cudaGraphExec_t exec = nullptr;
-  for (int fused : {0, 1}) {
-    ops::cuda::decode_fused_merge_set(fused ? ops::cuda::kFusedMergeMaxSplits : 0);
+  {
     cuda::StreamGuard sg(stream);
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out, tickets);
     cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ops::paged_decode_attention_gemm_add(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                         g.req_pool_indices, g.seq_lens, scale, n_splits, ws.o_part,
+                                         ws.lse_part, ws.out, wg, resid);
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    EXPECT_EQ(graph_kernel_nodes(graph), fused ? 1u : 2u);
-    if (fused) {
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    }
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     cudaGraphDestroy(graph);
   }
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    const std::vector<int> grow = {round * 1000 + 7, round * 37 + 1, round, round * 450};
-    std::vector<int32_t> now;
-    for (size_t s = 0; s < lens0.size(); ++s) now.push_back(lens0[s] + grow[s]);
-    Tensor lens_h = Tensor::from_vector(now);
+    Tensor lens_h = Tensor::from_vector(std::vector<int32_t>{300 + round * 1300});
     g.seq_lens.copy_(lens_h);
-    g.q.copy_(test::random_cpu(b.q.shape(), dt, 993 + round));
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    poison(w.out);
+    g.q.copy_(test::random_cpu(b.q.shape(), dt, 1510 + round));
+    resid.copy_(resid0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    Tensor eager = Tensor::empty(b.q.shape(), dt, gpu());
-    poison(eager);
-    ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                                g.seq_lens, scale, n_splits, w.o_part, w.lse_part, eager, tickets);
-    test::expect_equal(w.out, eager, "graph replay vs eager (fused merge)");
+    Tensor eager = resid0.to(gpu());
+    DecodeWorkspace we(g, n_splits);
+    ops::paged_decode_attention_gemm_add(g.q, g.k_cache, g.v_cache, g.req_to_token,
+                                         g.req_pool_indices, g.seq_lens, scale, n_splits, we.o_part,
+                                         we.lse_part, we.out, wg, eager);
+    test::expect_equal(resid, eager, "graph replay vs eager");
+    test::expect_equal(ws.out, we.out, "attn: graph replay vs eager");
+    // The CPU composition (its own attention and GEMM order): within rounding.
     Batch h = b;
     h.q = g.q.to(Device::cpu());
     h.seq_lens = lens_h;
-    test::expect_close(w.out, cpu_decode(h, scale), attn_tol(dt), "graph vs cpu");
+    Tensor attn_cpu = cpu_decode(h, scale), resid_cpu = resid0.clone();
+    ops::gemm_add(attn_cpu.view({1, n_heads * d}), w, resid_cpu);
+    test::expect_close(resid, resid_cpu, test::Tol{2e-2, 2e-2}, "residual vs cpu");
   }
   cudaGraphExecDestroy(exec);
   cudaStreamDestroy(stream);
-  EXPECT_THROW(ops::cuda::decode_fused_merge_set(ops::cuda::kFusedMergeMaxSplits + 1),
-               InvalidArgument);
 }
 
 struct PrefillCase {
@@ -878,27 +836,16 @@ double time_ms_indexed(F&& fn, int per_graph = 20, int reps = 10) {
 }
 
 // One layer's decode attention over g's metadata at n_splits, each call of the timing graph on the
-// next of kv's cache copies (keys from HBM): ms per call. fused: the splits merged inside the
-// attention kernel (split tickets, decode_fused_merge_set) instead of by the merge kernel.
-double decode_ms(const Batch& g, const KvCopies& kv, float scale, int n_splits,
-                 bool fused = false) {
+// next of kv's cache copies (keys from HBM): ms per call.
+double decode_ms(const Batch& g, const KvCopies& kv, float scale, int n_splits) {
   DecodeWorkspace w(g, n_splits);
-  Tensor tickets;
-  if (fused) {
-    tickets = Tensor::zeros({ops::decode_split_tickets_numel(g.q.size(0), g.q.size(1))},
-                            DType::kI32, g.q.device());
-  }
-  ops::cuda::decode_fused_merge_set(fused ? ops::cuda::kFusedMergeMaxSplits : 0);
-  const double ms = time_ms_indexed(
+  return time_ms_indexed(
       [&](int i) {
         const size_t c = static_cast<size_t>(i) % kv.size();
         ops::paged_decode_attention(g.q, kv.k[c], kv.v[c], g.req_to_token, g.req_pool_indices,
-                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out,
-                                    tickets);
+                                    g.seq_lens, scale, n_splits, w.o_part, w.lse_part, w.out);
       },
       kv.per_graph());
-  ops::cuda::decode_fused_merge_set(-1);
-  return ms;
 }
 
 TEST_F(CudaAttentionTest, DISABLED_BenchDecode) {
@@ -950,17 +897,14 @@ TEST_F(CudaAttentionTest, DISABLED_BenchDecodeSplits) {
     KvCopies kv(b, gpu());
     const double bytes = 2.0 * c.b * c.ctx * c.n_kv * c.d * 2;
     for (int n_splits : {1, 2, 3, 4, 6, 8, 16, 32}) {
-      for (bool fused : {false, true}) {
-        if (fused && n_splits == 1) continue;
-        const double ms = decode_ms(g, kv, 0.125f, n_splits, fused);
-        const double gbps = bytes / (ms * 1e-3) / 1e9;
-        std::printf(
-            "splits %lldq/%lldkv/d%lld B=%d ctx=%d: splits %2d%s%s %7.2f us, %5.0f GB/s = "
-            "%.1f%% of %.0f (copy)\n",
-            static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
-            static_cast<long long>(c.d), c.b, c.ctx, n_splits, n_splits == policy ? "*" : " ",
-            fused ? " fused" : " merge", ms * 1e3, gbps, 100.0 * gbps / copy_gbps(), copy_gbps());
-      }
+      const double ms = decode_ms(g, kv, 0.125f, n_splits);
+      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      std::printf(
+          "splits %lldq/%lldkv/d%lld B=%d ctx=%d: splits %2d%s %7.2f us, %5.0f GB/s = "
+          "%.1f%% of %.0f (copy)\n",
+          static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv),
+          static_cast<long long>(c.d), c.b, c.ctx, n_splits, n_splits == policy ? "*" : " ",
+          ms * 1e3, gbps, 100.0 * gbps / copy_gbps(), copy_gbps());
     }
   }
 }

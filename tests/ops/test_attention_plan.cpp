@@ -1,6 +1,7 @@
 // Host side of the graph-friendly attention ops: the prefill tile planner (coverage, order, bad
 // input), the decode split heuristic, and the CPU twins of paged_decode_attention /
-// paged_prefill_attention (same results as paged_attention, metadata validated).
+// paged_prefill_attention (same results as paged_attention, metadata validated) and of
+// paged_decode_attention_gemm_add (the attention, then gemm_add).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "core/error.h"
 #include "ops/attention.h"
+#include "ops/fused_gemm.h"
 #if defined(VELA_HAS_SM90A)
 #include "core/cuda/cuda_api.h"
 #include "ops/cuda/cuda_ops.h"
@@ -131,12 +133,30 @@ TEST(AttentionPlan, CpuTwinsMatchPagedAttention) {
     ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4, o_part,
                                 lse_part, got);
     test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "decode twin");
-    // Split tickets (the CUDA kernels' fused merge) are accepted and left untouched.
-    Tensor tickets = Tensor::zeros({ops::decode_split_tickets_numel(3, 6)}, DType::kI32);
-    ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4, o_part,
-                                lse_part, got, tickets);
-    test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "with tickets");
-    for (int64_t i = 0; i < tickets.numel(); ++i) EXPECT_EQ(tickets.data<int32_t>()[i], 0);
+    // With the o projection: the attention, then residual += attn @ w^T, the same bits.
+    Tensor w = test::random_tensor({24, 6 * 16}, dt, 4),
+           resid = test::random_tensor({3, 24}, dt, 5);
+    Tensor want_resid = resid.clone(), attn = Tensor::empty(d.q.shape(), dt);
+    ops::gemm_add(want.view({3, 6 * 16}), w, want_resid);
+    ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4,
+                                         o_part, lse_part, attn, w, resid);
+    test::expect_close(test::to_doubles(attn), test::to_doubles(want), 0.0, 0.0, "attn");
+    test::expect_close(test::to_doubles(resid), test::to_doubles(want_resid), 0.0, 0.0,
+                       "decode + o projection");
+    Tensor bad_w = test::random_tensor({24, 6 * 16 - 8}, dt, 6);
+    Tensor bad_resid = test::random_tensor({3, 23}, dt, 7);
+    EXPECT_THROW(
+        ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
+                                             0.25f, 4, o_part, lse_part, attn, bad_w, resid),
+        InvalidArgument);  // w's columns are not n_heads * head_dim
+    EXPECT_THROW(
+        ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
+                                             0.25f, 4, o_part, lse_part, attn, w, bad_resid),
+        InvalidArgument);  // residual's width is not w's rows
+    EXPECT_THROW(
+        ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
+                                             0.25f, 4, o_part, lse_part, attn, Tensor(), resid),
+        InvalidArgument);  // no weight
     // Prefill: ragged.
     Small p = small_batch(dt, {9, 1, 7});
     want = Tensor::empty(p.q.shape(), dt);
@@ -193,15 +213,6 @@ TEST(AttentionPlan, CpuTwinsRejectBadInput) {
   EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 1.0f,
                                            2, none, none, out),
                InvalidArgument);  // splits without a workspace
-  Tensor o_part = Tensor::empty({ops::decode_o_part_numel(3, 6, 16, 2)}, DType::kF32);
-  Tensor lse_part = Tensor::empty({ops::decode_lse_part_numel(3, 6, 2)}, DType::kF32);
-  Tensor f32_tickets = Tensor::zeros({ops::decode_split_tickets_numel(3, 6)}, DType::kF32);
-  Tensor few_tickets = Tensor::zeros({ops::decode_split_tickets_numel(3, 6) - 1}, DType::kI32);
-  for (const Tensor* t : {&f32_tickets, &few_tickets}) {
-    EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
-                                             1.0f, 2, o_part, lse_part, out, *t),
-                 InvalidArgument);  // split tickets of the wrong type or too few
-  }
   Tensor long_lens = Tensor::from_vector(std::vector<int32_t>{9, 1, 21});
   EXPECT_THROW(ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, long_lens,
                                            1.0f, 1, none, none, out),

@@ -293,7 +293,6 @@ Tensor Executor::decode_bucket(const BoundBatch& batch, int32_t n, int32_t bucke
   b.kv.n_splits = key.second;
   b.kv.o_part = ws_.o_part;
   b.kv.lse_part = ws_.lse_part;
-  b.kv.split_tickets = ws_.split_tickets;
   // Ids from the device: in place already (the sampler wrote them), or copied after the upload.
   ws_.upload_decode(bucket, /*with_ids=*/ids_on_device_ == nullptr);
   copy_device_ids(n);
@@ -348,7 +347,6 @@ Tensor Executor::forward_prefill(const BoundBatch& batch) {
                                            sm_count_, decode_tensor_cores_);
     b.kv.o_part = ws_.o_part;
     b.kv.lse_part = ws_.lse_part;
-    b.kv.split_tickets = ws_.split_tickets;
   }
   b.kv.tile_seq_idx = ws_.tile_seq_idx;
   b.kv.tile_q_start = ws_.tile_q_start;

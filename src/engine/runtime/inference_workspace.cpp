@@ -51,8 +51,6 @@ InferenceWorkspace::InferenceWorkspace(const WorkspaceConfig& c) : config_(c) {
                            DType::kF32, c.device);
     lse_part = Tensor::empty({ops::decode_lse_part_numel(n_seq, c.n_heads, ops::kMaxDecodeSplits)},
                              DType::kF32, c.device);
-    split_tickets =
-        Tensor::zeros({ops::decode_split_tickets_numel(n_seq, c.n_heads)}, DType::kI32, c.device);
   }
   if (c.device.is_cpu()) {
     host_meta_ = meta_;

@@ -63,7 +63,6 @@ class InferenceWorkspace {
   Tensor tile_q_start;      // [max_tiles] i32
   Tensor o_part;            // [max_seqs * n_heads * kMaxDecodeSplits * head_dim] f32 decode partials
   Tensor lse_part;          // [max_seqs * n_heads * kMaxDecodeSplits] f32
-  Tensor split_tickets;     // [max_seqs * n_heads] i32, zero: the fused split merge's tickets
 
   // Host staging for the int32 metadata (same tensors as above on the CPU).
   struct Host {

@@ -715,7 +715,7 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int /*n_splits*/,
                             Tensor& /*o_part*/, Tensor& /*lse_part*/, Tensor& out,
-                            const Tensor& /*split_tickets*/, const L2Warm& /*warm*/) {
+                            const L2Warm& /*warm*/) {
   // One query per sequence: qo_indptr = 0, 1, ..., n_seqs.
   // qo_indptr = 0, 1, ..., n_seqs in a buffer kept across steps (decode allocates nothing).
   const int64_t n_seqs = seq_lens.size(0);

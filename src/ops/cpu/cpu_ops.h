@@ -54,13 +54,11 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
                      const Tensor& req_to_token, const Tensor& req_pool_indices,
                      const Tensor& seq_lens, const Tensor& qo_indptr, float scale, Tensor& out);
 // CPU twins of the graph-friendly ops (ops/attention.h): the same math as paged_attention; the
-// split count, workspace (split tickets included), L2 warm hint and tile plan are accepted and
-// ignored.
+// split count, workspace, L2 warm hint and tile plan are accepted and ignored.
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets,
-                            const L2Warm& warm);
+                            Tensor& lse_part, Tensor& out, const L2Warm& warm);
 void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                              const Tensor& req_to_token, const Tensor& req_pool_indices,
                              const Tensor& seq_lens, const Tensor& qo_indptr,

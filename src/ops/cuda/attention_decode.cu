@@ -10,16 +10,13 @@
 // next stage are prefetched into registers a stage ahead. Every group keeps its own online-softmax
 // state (fp32, log2 domain); the groups merge through shared memory at the end. A row reads its key
 // count from seq_lens on the device; splits past the end exit at once and the merge kernel only
-// combines live splits (graph replay with growing lengths). Given split tickets (a zeroed i32
-// workspace), up to VELA_DECODE_FUSED_MERGE splits are merged by the kernel itself instead: the
-// last live split of each (row, head block) to finish combines them (merge_splits_if_last).
+// combines live splits (graph replay with growing lengths).
 //
 // Head sizes: every kernel is compiled for a tile width D (16, 32, 64, 128, 256) and kExact; a
 // head_dim that is not a tile width runs the next wider tile with its columns past head_dim
 // zero-filled and never stored (attention_common.cuh, dispatch_head_dim). Global rows, o_part and
 // the outputs are addressed by the runtime head_dim.
 #include <atomic>
-#include <type_traits>
 
 #include "core/env.h"
 #include "ops/attention.h"
@@ -53,18 +50,6 @@ struct RowsArgs : PagedAttnArgs {  // qo_indptr nullptr: decode (row = sequence)
   void* out;        // [n_rows, n_heads, head_dim]
 };
 
-// The opt-in paths' arguments, given only to the kernels' kOptIn instantiations: two more fields
-// in the defaults' argument struct alone took the bf16 D = 64 tensor-core kernel from 96 to 127
-// registers (ptxas; session 46), and batch 64 on the H100 from 32.6k to 31.5k tok/s.
-struct RowsArgsOptIn : RowsArgs {
-  // Split decode with the merge fused (merge_splits_if_last): one arrival count per (row, block
-  // column blockIdx.y), zero between launches. nullptr: merge_splits_kernel combines the splits.
-  int32_t* split_tickets;
-  int32_t early_tiles;  // decode_mma_kernel: most K/V tiles issued before pdl_wait()
-};
-template <bool kOptIn>
-using RowsArgsFor = std::conditional_t<kOptIn, RowsArgsOptIn, RowsArgs>;
-
 // The row's sequence and key count (keys 0 .. n_keys-1 are visible to its query).
 __device__ __forceinline__ void row_info(const RowsArgs& a, int row, int& seq, int& n_keys) {
   if (a.qo_indptr == nullptr) {
@@ -86,122 +71,6 @@ __device__ __forceinline__ void row_info(const RowsArgs& a, int row, int& seq, i
   n_keys = a.seq_lens[lo] - q_len + (row - a.qo_indptr[lo]) + 1;
 }
 
-// acc += w * o and acc += o on the merges' float4 lanes.
-__device__ __forceinline__ void fma4(float w, const float4& o, float4& acc) {
-  acc.x = fmaf(w, o.x, acc.x);
-  acc.y = fmaf(w, o.y, acc.y);
-  acc.z = fmaf(w, o.z, acc.z);
-  acc.w = fmaf(w, o.w, acc.w);
-}
-__device__ __forceinline__ void add4(const float4& o, float4& acc) {
-  acc.x += o.x;
-  acc.y += o.y;
-  acc.z += o.z;
-  acc.w += o.w;
-}
-
-// ---- The split merge fused into the attention kernel (VELA_DECODE_FUSED_MERGE) ----
-// Every live split block of (row, blockIdx.y) calls this after storing its partials for query
-// heads head0 .. head0 + n_h - 1; the last one to arrive combines all live splits into out, as
-// merge_splits_kernel does, and re-arms the ticket for the next launch. The weights of a head's
-// splits come from one warp (a lane per split, hence at most 32 splits); the outputs are float4
-// lanes of a head's row, each summing its splits in a fixed order (several ways of splits per
-// lane when the heads leave threads idle), so the result does not depend on which block arrives
-// last. Loads of the other blocks' partials go through L2 (__ldcg). smem: the kernel's idle
-// dynamic shared memory, at least kFusedMergeSmemBytes.
-constexpr int kFusedMergeMaxHeads = 16;
-constexpr int kFusedMergeSmemBytes =
-    (kFusedMergeMaxHeads * (kFusedMergeMaxSplits + 1)) * 4 + 128 * 16;
-
-template <typename T, int D, bool kExact, int kThreads>
-__device__ void merge_splits_if_last(const RowsArgsOptIn& a, int row, int head0, int n_h,
-                                     int n_keys, unsigned char* smem) {
-  static_assert(kFusedMergeMaxSplits <= 32 && kThreads <= 128, "fused merge layout");
-  __shared__ int s_last;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int n_live = live_splits(n_keys, a.n_splits);
-  int32_t* ticket = a.split_tickets + static_cast<int64_t>(row) * gridDim.y + blockIdx.y;
-  __threadfence();  // this thread's partials are visible device-wide before the ticket is taken
-  __syncthreads();
-  if (tid == 0) {
-    // The n_live-th arrival finds n_live - 1 and wraps the count to 0 (re-armed). Every block
-    // of the launch reads the same seq_lens (never written by the kernels a step runs), so each
-    // live split arrives exactly once and the count is 0 between launches.
-    const unsigned n = static_cast<unsigned>(n_live - 1);
-    s_last = atomicInc(reinterpret_cast<unsigned*>(ticket), n) == n;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();  // the other splits' partials, published before their tickets
-
-  const int hd = kExact ? D : a.head_dim;
-  float* s_w = reinterpret_cast<float*>(smem);                      // [n_h][kFusedMergeMaxSplits]
-  float* s_inv = s_w + kFusedMergeMaxHeads * kFusedMergeMaxSplits;  // [n_h]
-  float4* s_acc = reinterpret_cast<float4*>(s_inv + kFusedMergeMaxHeads);  // [kThreads]
-  const int64_t rh0 = static_cast<int64_t>(row) * a.n_heads + head0;
-  for (int h = warp; h < n_h; h += kThreads / 32) {
-    const float lse =
-        lane < n_live ? __ldcg(a.lse_part + (rh0 + h) * a.n_splits + lane) : -INFINITY;
-    const float mx = warp_max(lse);
-    const float w = mx == -INFINITY || lane >= n_live ? 0.0f : exp2f(lse - mx);
-    const float sum = warp_sum(w);
-    if (lane < kFusedMergeMaxSplits) s_w[h * kFusedMergeMaxSplits + lane] = w;
-    if (lane == 0) s_inv[h] = sum > 0.0f ? 1.0f / sum : 0.0f;
-  }
-  __syncthreads();
-  constexpr int kLanesD = D / 4;
-  const int units = n_h * kLanesD;
-  const int ways = units >= kThreads ? 1 : kThreads / units;
-  auto store = [&](int h, int dl, const float4& acc) {  // output lane dl of head h
-    T* out = static_cast<T*>(a.out) + (rh0 + h) * hd + dl * 4;
-    const float inv = s_inv[h];
-    out[0] = from_float<T>(acc.x * inv);
-    out[1] = from_float<T>(acc.y * inv);
-    out[2] = from_float<T>(acc.z * inv);
-    out[3] = from_float<T>(acc.w * inv);
-  };
-  for (int idx = tid; idx < units * ways; idx += kThreads) {
-    const int u = idx % units, way = idx / units;
-    const int h = u / kLanesD, dl = u % kLanesD;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (kExact || dl * 4 < hd) {
-      const float* op = a.o_part + (rh0 + h) * a.n_splits * hd + dl * 4;
-      const float* wh = s_w + h * kFusedMergeMaxSplits;
-#pragma unroll 8
-      for (int i = way; i < n_live; i += ways) {
-        const float4 o = __ldcg(reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd));
-        const float wi = wh[i];
-        fma4(wi, o, acc);
-      }
-    }
-    if (ways > 1) s_acc[idx] = acc;  // ways > 1: units * ways <= kThreads, one pass
-    if (ways == 1 && (kExact || dl * 4 < hd)) store(h, dl, acc);
-  }
-  if (ways == 1) return;
-  __syncthreads();
-  if (tid < units) {
-    const int h = tid / kLanesD, dl = tid % kLanesD;
-    if (kExact || dl * 4 < hd) {
-      float4 acc = s_acc[tid];
-      for (int k = 1; k < ways; ++k) {
-        const float4 o = s_acc[k * units + tid];
-        add4(o, acc);
-      }
-      store(h, dl, acc);
-    }
-  }
-}
-
-// A row without keys (padding) has no live split to merge it: with the fused merge, split 0
-// writes its zero output (merge_splits_kernel does so otherwise).
-template <typename Args>
-__device__ __forceinline__ bool fused_merge_writes_empty_row(const Args& a, int n_keys, int split) {
-  if constexpr (std::is_same_v<Args, RowsArgsOptIn>)
-    return a.n_splits > 1 && a.split_tickets != nullptr && n_keys <= 0 && split == 0;
-  else
-    return false;
-}
-
 template <typename T, int D, int kG>
 struct RowsCfg {
   static constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
@@ -219,8 +88,8 @@ struct RowsCfg {
 
 }  // namespace
 
-template <typename T, int D, int kG, bool kExact, bool kOptIn>
-static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(RowsArgsFor<kOptIn> a) {
+template <typename T, int D, int kG, bool kExact>
+static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(RowsArgs a) {
   using Cfg = RowsCfg<T, D, kG>;
   pdl_wait();  // q and this step's K/V come from the kernel before (launched with launch_pdl)
   pdl_launch_dependents();
@@ -249,7 +118,7 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
     // A padding row (no keys): zero output; with splits the merge writes it.
-    if (direct || fused_merge_writes_empty_row(a, n_keys, split)) {
+    if (direct) {
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
       for (int i = tid; i < n_g * hd; i += kRowThreads) out[i] = from_float<T>(0.0f);
     }
@@ -421,11 +290,6 @@ static __global__ void __launch_bounds__(kRowThreads) rows_attention_kernel(Rows
         a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? s_tot[g] + log2f(sum) : -INFINITY;
     }
   }
-  static_assert(Cfg::kSmemBytes >= kFusedMergeSmemBytes, "fused merge scratch");
-  if constexpr (kOptIn) {
-    if (!direct && a.split_tickets != nullptr)
-      merge_splits_if_last<T, D, kExact, kRowThreads>(a, row, head0, n_g, n_keys, smem_raw);
-  }
 }
 
 // ---- GQA decode on tensor cores (16-bit caches, 2..16 query heads per KV head, head_dim <= 64) --
@@ -450,8 +314,8 @@ struct MmaDecodeCfg {
   static_assert(kS >= 2 && kSmemBytes <= 96 * 1024, "mma decode pipeline");
 };
 
-template <typename T, int D, bool kExact, int kS, bool kOptIn>
-static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgsFor<kOptIn> a) {
+template <typename T, int D, bool kExact, int kS>
+static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs a) {
   using Cfg = MmaDecodeCfg<D, kS>;
   constexpr int kMmaKeys = Cfg::kKeys;
   constexpr int kChunks = D / 8;
@@ -475,7 +339,7 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   const int begin = split * chunk;
   const int end = min(begin + chunk, n_keys);
   if (begin >= end) {
-    if (direct || fused_merge_writes_empty_row(a, n_keys, split)) {
+    if (direct) {
       pdl_wait();
       T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.n_heads + head0) * hd;
       for (int i = tid; i < group * hd; i += kMmaThreads) out[i] = from_float<T>(0.0f);
@@ -503,25 +367,17 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   };
   // Before waiting on the previous kernel (programmatic dependent launch): the metadata and every
   // key but this step's (the last) were written by work that completed before that kernel began,
-  // so the first window's slots, and its first tiles that stop short of the newest key (at most
-  // a.early_tiles of the kS - 1 the pipeline starts with, one commit group each), load while the
-  // previous kernel (rotary + KV write) drains.
+  // so the first window's slots, and its first tile where it stops short of the newest key, load
+  // while the previous kernel (rotary + KV write) drains. (More tiles before the wait measured
+  // slower, and so did a general count of them in this kernel: ~20 registers more, ptxas.)
   const int first_we = min(begin + kSlotWindow, end);
-  // The default instantiation: the first tile alone (a.early_tiles is the opt-in one's; the
-  // general count in the default kernel cost it ~20 registers, ptxas).
-  int n_early = begin + kMmaKeys <= n_keys - 1 ? 1 : 0;
-  if constexpr (kOptIn) {
-    n_early = min(min(a.early_tiles, kS - 1), min((first_we - begin + kMmaKeys - 1) / kMmaKeys,
-                                                  (n_keys - 1 - begin) / kMmaKeys));
-  }
+  const int n_early = begin + kMmaKeys <= n_keys - 1 ? 1 : 0;
 #pragma unroll 8
   for (int i = tid; i < first_we - begin; i += kMmaThreads) s_slots[i] = slots_of[begin + i];
   if (n_early > 0) {
     __syncthreads();
-    for (int t = 0; t < n_early; ++t) {
-      load_tile(t, begin, first_we);
-      cp_async_commit();
-    }
+    load_tile(0, begin, first_we);
+    cp_async_commit();
   }
   pdl_wait();
   pdl_launch_dependents();
@@ -648,90 +504,36 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
       if (d == 0) a.lse_part[rh * a.n_splits + split] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
     }
   }
-  static_assert(Cfg::kSmemBytes >= kFusedMergeSmemBytes, "fused merge scratch");
-  if constexpr (kOptIn) {
-    if (!direct && a.split_tickets != nullptr)
-      merge_splits_if_last<T, D, kExact, kMmaThreads>(a, row, head0, group, n_keys, smem_raw);
-  }
 }
 
-// Combines the live splits of one (row, head) with weights 2^(lse_i - max) (log2 domain). The
-// block's threads cover (4 features) x (split lanes), so the partials stream in parallel.
-constexpr int kMergeThreads = 256;
+// Combines the live splits of one (row, head) (merge_split_head, split_merge.cuh).
 static_assert(kMaxDecodeSplits <= kMergeThreads, "one lse per merge thread");
 
 template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kMergeThreads)
     merge_splits_kernel(RowsArgs a, L2WarmArgs warm, int warm_max_keys) {
-  constexpr int kLanesD = D / 4, kWays = kMergeThreads / kLanesD;
   const int hd = kExact ? D : a.head_dim;
-  __shared__ float s_w[kMergeThreads];
-  __shared__ float s_red[2][kMergeThreads / 32];
-  __shared__ float4 s_acc[kMergeThreads];
-  const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
-  const int lane = tid & 31, warp = tid >> 5;
+  __shared__ SplitMergeSmem smem;
+  const int row = blockIdx.x, head = blockIdx.y;
   // The key count is host-written metadata: read before the wait (pdl.cuh's rule).
   int seq, n_keys;
   row_info(a, row, seq, n_keys);
   const int n_live = live_splits(n_keys, a.n_splits);
   const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head;
-  const int dl = tid % kLanesD, way = tid / kLanesD;
-  const bool live_d = kExact || dl * 4 < hd;
-  const int n_mine = live_d ? n_live : 0;  // this thread sums splits way, way + kWays, ...
-  const float* op = a.o_part + rh * a.n_splits * hd + dl * 4;
   // The caller's L2 hint (the layer's next weights) goes out before the wait: at one row the split
   // kernel's last keys and this kernel read L2, so DRAM would idle until the next GEMV. Not past
   // warm_max_keys keys: there the split kernel still streams keys, and the prefetches delay it.
   if (n_keys <= warm_max_keys)
-    warm_l2(warm, (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kMergeThreads + tid,
-            static_cast<int64_t>(gridDim.x) * gridDim.y * kMergeThreads);
+    warm_l2(
+        warm,
+        (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kMergeThreads + threadIdx.x,
+        static_cast<int64_t>(gridDim.x) * gridDim.y * kMergeThreads);
   pdl_wait();  // the partials of the split kernel
   pdl_launch_dependents();
-  // The first kPre partials this thread sums load together with the lse (one L2 round trip
-  // instead of two before the weighted sum; the sum's order is unchanged).
-  constexpr int kPre = 4;
-  float4 pre[kPre];
-#pragma unroll
-  for (int p = 0; p < kPre; ++p) {
-    const int i = way + p * kWays;
-    if (i < n_mine) pre[p] = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
-  }
-  const float lse = tid < n_live ? a.lse_part[rh * a.n_splits + tid] : -INFINITY;
-  const float wmax = warp_max(lse);
-  if (lane == 0) s_red[0][warp] = wmax;
-  __syncthreads();
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kMergeThreads / 32; ++i) mx = fmaxf(mx, s_red[0][i]);
-  const float w = mx == -INFINITY || tid >= n_live ? 0.0f : exp2f(lse - mx);
-  s_w[tid] = w;
-  const float wsum = warp_sum(w);
-  if (lane == 0) s_red[1][warp] = wsum;
-  __syncthreads();
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kMergeThreads / 32; ++i) sum += s_red[1][i];
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int p = 0; p < kPre; ++p) {
-    const int i = way + p * kWays;
-    if (i < n_mine) fma4(s_w[i], pre[p], acc);
-  }
-#pragma unroll 4
-  for (int i = way + kPre * kWays; i < n_mine; i += kWays) {
-    const float4 o = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
-    const float wi = s_w[i];
-    fma4(wi, o, acc);
-  }
-  s_acc[tid] = acc;
-  __syncthreads();
-  if (way == 0 && live_d) {
-    for (int k = 1; k < kWays; ++k) {
-      const float4 o = s_acc[k * kLanesD + dl];
-      add4(o, acc);
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const float r[4] = {acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv};
+  int dl;
+  float r[4];
+  if (merge_split_head(a.o_part + rh * a.n_splits * hd, a.lse_part + rh * a.n_splits, n_live, hd,
+                       D / 4, kExact, smem, dl, r)) {
     T* out = static_cast<T*>(a.out) + rh * hd + dl * 4;
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[i] = from_float<T>(r[i]);
@@ -740,38 +542,7 @@ static __global__ void __launch_bounds__(kMergeThreads)
 
 namespace {
 
-std::atomic<int> g_mma_stages_override{-1};   // decode_mma_set_stages (tests, benchmarks)
-std::atomic<int> g_fused_merge_override{-1};  // decode_fused_merge_set
-
-// The largest split count merged inside the attention kernel (merge_splits_if_last) when the
-// caller passes split tickets: the override, else VELA_DECODE_FUSED_MERGE (0..32), default 0 (the
-// merge kernel). Session 31's fold, one thread per output walking the splits serially, cost
-// 1K / 8K / 32K 1.154 / 1.703 / 2.069 ms against 1.04 / 1.14 / 1.33 with the merge kernel; this
-// one spreads a head's splits over a warp and its outputs over float4 lanes and ways, and is
-// limited to 32 splits (B = 1 at 1K context; longer contexts take 128), where the last block's
-// share stays small. Measured slower on an H100 (session 46: bench-1b decode1k 1.16 -> 1.25 ms;
-// bench/results/decode_optin_h100.txt), so off.
-// K/V tiles a tensor-core decode block may issue before waiting on the previous kernel (those
-// that hold no key written this step): VELA_DECODE_EARLY_TILES (1..3), default 1, the first tile
-// only, as before session 43. More puts the whole first ring in flight under programmatic
-// dependent launch, one HBM round trip less per block after the wait; measured slower (session
-// 46, an H100: decode32k 1.47 -> 1.52 ms, batch32 1.80 -> 1.85), so 1.
-std::atomic<int> g_early_tiles_override{-1};  // decode_mma_set_early_tiles
-
-int decode_early_tiles() {
-  const int o = g_early_tiles_override.load(std::memory_order_relaxed);
-  if (o >= 1) return o;
-  static const int env = static_cast<int>(env_int("VELA_DECODE_EARLY_TILES", 1, 1, 3));
-  return env;
-}
-
-int fused_merge_max_splits() {
-  const int o = g_fused_merge_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o;
-  static const int env =
-      static_cast<int>(env_int("VELA_DECODE_FUSED_MERGE", 0, 0, kFusedMergeMaxSplits));
-  return env;
-}
+std::atomic<int> g_mma_stages_override{-1};  // decode_mma_set_stages (tests, benchmarks)
 
 // Blocks of the 4-tile kernel that are resident on the device at once (its 71.7 KiB of shared
 // memory at D = 64 allow 3 an SM, the 2-tile kernel's 37.6 KiB 5), queried once per instantiation.
@@ -779,10 +550,10 @@ template <typename T, int D, bool kExact>
 int64_t mma4_resident_blocks() {
   static const int64_t blocks = [] {
     constexpr int kSmem = MmaDecodeCfg<D, 4>::kSmemBytes;
-    opt_in_smem(decode_mma_kernel<T, D, kExact, 4, false>, kSmem);
+    opt_in_smem(decode_mma_kernel<T, D, kExact, 4>, kSmem);
     int per_sm = 0;
     VELA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, decode_mma_kernel<T, D, kExact, 4, false>, kMmaThreads, kSmem));
+        &per_sm, decode_mma_kernel<T, D, kExact, 4>, kMmaThreads, kSmem));
     return static_cast<int64_t>(per_sm) * n_sms();
   }();
   return blocks;
@@ -810,39 +581,34 @@ void launch_smem(void (*kernel)(Args), dim3 grid, dim3 block, int smem, const Ar
   launch_pdl(kernel, grid, block, smem, args);
 }
 
-// The merge kernel after a split launch whose splits the attention kernel did not merge itself.
+// The merge kernel after a split launch (unless the caller merges: warm.merge false).
+struct MergeLaunch {
+  L2WarmArgs warm;
+  bool merge;
+};
 template <typename T, int D, bool kExact>
-void launch_merge_if_split(const RowsArgsOptIn& a, int64_t n_rows, const L2WarmArgs& warm) {
-  if (a.n_splits <= 1 || a.split_tickets != nullptr) return;
+void launch_merge_if_split(const RowsArgs& a, int64_t n_rows, const MergeLaunch& ml) {
+  if (a.n_splits <= 1 || !ml.merge) return;
   const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-  // The L2 hint's context limit: VELA_DECODE_L2_WARM_MAX_KEYS (read once), default 16384 (H100,
-  // session 53, 16 MB of hint: decode8k 1.161-1.173 -> 1.140-1.147 ms, decode32k 1.40 -> 1.61
-  // without the limit).
-  static const int warm_max_keys =
-      static_cast<int>(env_int("VELA_DECODE_L2_WARM_MAX_KEYS", 16384, 0, 1 << 30));
-  launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0,
-             static_cast<const RowsArgs&>(a), warm, warm_max_keys);
+  launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a, ml.warm,
+             decode_l2_warm_max_keys());
 }
 
 template <typename T, int D, bool kExact, int kS>
-void launch_decode_mma(const RowsArgsOptIn& args, int64_t n_rows, const L2WarmArgs& warm) {
-  RowsArgsOptIn a = args;
+void launch_decode_mma(const RowsArgs& args, int64_t n_rows, const MergeLaunch& ml) {
+  RowsArgs a = args;
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
   constexpr int kSmem = MmaDecodeCfg<D, kS>::kSmemBytes;
-  if (a.split_tickets != nullptr || a.early_tiles > 1)
-    launch_smem(decode_mma_kernel<T, D, kExact, kS, true>, grid, dim3(kMmaThreads), kSmem, a);
-  else
-    launch_smem(decode_mma_kernel<T, D, kExact, kS, false>, grid, dim3(kMmaThreads), kSmem,
-                static_cast<const RowsArgs&>(a));
-  launch_merge_if_split<T, D, kExact>(a, n_rows, warm);
+  launch_smem(decode_mma_kernel<T, D, kExact, kS>, grid, dim3(kMmaThreads), kSmem, a);
+  launch_merge_if_split<T, D, kExact>(a, n_rows, ml);
 }
 
 template <typename T, int D, int kG, bool kExact>
-void launch_rows(const RowsArgsOptIn& args, int64_t n_rows, const L2WarmArgs& warm) {
+void launch_rows(const RowsArgs& args, int64_t n_rows, const MergeLaunch& ml) {
   using Cfg = RowsCfg<T, D, kG>;
-  RowsArgsOptIn a = args;
+  RowsArgs a = args;
   a.n_group_chunks = (a.group + kG - 1) / kG;
   constexpr int kSmem = Cfg::kSmemBytes;
   // Only f32 at D = 256 needs more than the default 48 KiB (a 64 KiB pipeline).
@@ -850,19 +616,16 @@ void launch_rows(const RowsArgsOptIn& args, int64_t n_rows, const L2WarmArgs& wa
   const dim3 grid(static_cast<unsigned>(n_rows),
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));
-  if (a.split_tickets != nullptr)
-    launch_smem(rows_attention_kernel<T, D, kG, kExact, true>, grid, dim3(kRowThreads), kSmem, a);
-  else
-    launch_smem(rows_attention_kernel<T, D, kG, kExact, false>, grid, dim3(kRowThreads), kSmem,
-                static_cast<const RowsArgs&>(a));
-  launch_merge_if_split<T, D, kExact>(a, n_rows, warm);
+  launch_smem(rows_attention_kernel<T, D, kG, kExact>, grid, dim3(kRowThreads), kSmem, a);
+  launch_merge_if_split<T, D, kExact>(a, n_rows, ml);
 }
 
-// Runs the row kernel (and merge) for n_rows rows; qo_indptr null for decode.
+// Runs the row kernel (and, unless merge is false, the merge) for n_rows rows; qo_indptr null for
+// decode.
 void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& req_to_token, const Tensor& req_pool_indices, const Tensor& seq_lens,
               const int32_t* qo_indptr, float scale, int n_splits, Tensor& o_part, Tensor& lse_part,
-              Tensor& out, const Tensor& split_tickets, const L2Warm& l2_warm) {
+              Tensor& out, const L2Warm& l2_warm, bool merge) {
   const int64_t n_rows = q.size(0), d = q.size(2);
   if (n_rows == 0) return;
   VELA_CHECK(n_rows <= 0x7fffffff, op, ": too many rows (", n_rows, ")");
@@ -873,7 +636,7 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   VELA_CHECK(
       n_splits == 1 || (is_aligned(o_part.data_ptr(), 16) && is_aligned(lse_part.data_ptr(), 4)),
       op, ": o_part must be 16-byte aligned");
-  RowsArgsOptIn a{};
+  RowsArgs a{};
   a.q = q.data_ptr();
   a.q_token_stride = q.stride(0);
   a.k_cache = k_cache.data_ptr();
@@ -893,13 +656,7 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   a.o_part = n_splits > 1 ? static_cast<float*>(o_part.data_ptr()) : nullptr;
   a.lse_part = n_splits > 1 ? static_cast<float*>(lse_part.data_ptr()) : nullptr;
   a.out = out.data_ptr();
-  // A block merges at most kFusedMergeMaxHeads heads: the tensor-core kernel's group (<= 16,
-  // decode_on_tensor_cores) or the row kernel's chunk of <= 8.
-  const bool fuse_merge = n_splits > 1 && split_tickets.defined() && qo_indptr == nullptr &&
-                          n_splits <= fused_merge_max_splits();
-  a.split_tickets = fuse_merge ? static_cast<int32_t*>(split_tickets.data_ptr()) : nullptr;
-  a.early_tiles = decode_early_tiles();
-  const L2WarmArgs warm = l2_warm_args(l2_warm);
+  const MergeLaunch warm{l2_warm_args(l2_warm), merge};
   DeviceGuard guard(q.device().index);
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -942,25 +699,12 @@ void decode_mma_set_stages(int stages) {
   g_mma_stages_override = stages < 0 ? -1 : stages;
 }
 
-void decode_mma_set_early_tiles(int tiles) {
-  VELA_CHECK(tiles < 0 || (tiles >= 1 && tiles <= 3),
-             "decode_mma_set_early_tiles: tiles must be 1..3 (or -1 for the default), got ", tiles);
-  g_early_tiles_override = tiles < 0 ? -1 : tiles;
-}
-
-void decode_fused_merge_set(int max_splits) {
-  VELA_CHECK(max_splits <= kFusedMergeMaxSplits, "decode_fused_merge_set: at most ",
-             kFusedMergeMaxSplits, " splits, got ", max_splits);
-  g_fused_merge_override = max_splits < 0 ? -1 : max_splits;
-}
-
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets,
-                            const L2Warm& warm) {
+                            Tensor& lse_part, Tensor& out, const L2Warm& warm, bool merge) {
   run_rows("paged_decode_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
-           nullptr, scale, n_splits, o_part, lse_part, out, split_tickets, warm);
+           nullptr, scale, n_splits, o_part, lse_part, out, warm, merge);
 }
 
 void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -969,7 +713,7 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out) {
   run_rows("paged_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
            static_cast<const int32_t*>(qo_indptr.data_ptr()), scale, n_splits, o_part, lse_part,
-           out, Tensor(), L2Warm());
+           out, L2Warm(), true);
 }
 
 // ---- kv_write: one thread per unit (16, 4 or 2 bytes) of a token's K or V row ----

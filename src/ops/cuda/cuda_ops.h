@@ -112,6 +112,15 @@ bool gemv_rms_norm_rotary(const Tensor& x, const Tensor& norm_w, float eps, cons
                           const Tensor& positions, const Tensor& table, const Tensor& out_cache_loc,
                           Tensor& q_out, Tensor& k_cache, Tensor& v_cache);
 bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual);
+// One decode row's residual += merge(o_part, lse_part) @ w^T with the split merge done by the
+// GEMV's blocks (GemvIn::kSplitMerge; ops::paged_decode_attention_gemm_add), attn = the merged
+// row ([1, n_heads, head_dim]). gemv_split_merge_takes: whether it runs these operands (sm_90,
+// one bf16/f16 row, a head count with a divisor 2..8 for the cluster, n_splits >= 2).
+bool gemv_split_merge_takes(const Tensor& attn, int n_splits, const Tensor& w,
+                            const Tensor& residual);
+void gemv_split_merge_add(const Tensor& o_part, const Tensor& lse_part, const Tensor& seq_lens,
+                          int n_splits, const Tensor& w, Tensor& residual, Tensor& attn,
+                          const L2Warm& warm);
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
 // 1/2, the latter at one row only); 0 = the shape heuristic.
@@ -147,11 +156,12 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
                          const Tensor& q_norm, const Tensor& k_norm, float eps,
                          const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                          Tensor& v_cache);
+// merge false: a split launch leaves the partials in o_part / lse_part for the caller to merge
+// (gemv_split_merge_add).
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const Tensor& split_tickets,
-                            const L2Warm& warm);
+                            Tensor& lse_part, Tensor& out, const L2Warm& warm, bool merge = true);
 // tile_q: kPrefillTileQ, or kPrefillWideTileQ at head_dim <= kPrefillWideMaxHeadDim (16-bit) or
 // where the wgmma kernel takes the operands (prefill_wgmma_takes); the public op pins
 // prefill_tile_q, this one runs either kernel (tests compare both).
@@ -163,14 +173,6 @@ void paged_prefill_attention(const Tensor& q, const Tensor& k_cache, const Tenso
 // Tests and benchmarks: the K/V tiles (2..4) a tensor-core decode attention block keeps in
 // flight; -1 back to VELA_DECODE_MMA_STAGES (default 4).
 void decode_mma_set_stages(int stages);
-// Tests and benchmarks: the K/V tiles (1..3) a tensor-core decode attention block may load before
-// waiting on the previous kernel; -1 back to VELA_DECODE_EARLY_TILES (default 1).
-void decode_mma_set_early_tiles(int tiles);
-// Tests and benchmarks: the largest split count whose merge runs inside the decode attention
-// kernel when split tickets are given (0: always the merge kernel; at most
-// kFusedMergeMaxSplits); -1 back to VELA_DECODE_FUSED_MERGE (default 0).
-void decode_fused_merge_set(int max_splits);
-constexpr int kFusedMergeMaxSplits = 32;
 #ifdef VELA_HAS_SM90A
 // Whether the Hopper wgmma prefill kernel (attention_prefill_wgmma.cu) runs 128-row tiles of these
 // operands on the current device: bf16/f16, head_dim 64 or 128, sm_90, not turned off

@@ -143,15 +143,6 @@ void Attention::forward_packed_fused(Tensor& residual, ops::NormPieces& pieces,
                              kv.out_cache_loc, q, k_cache, v_cache);
   }
   Tensor attn = scratch_tensor(q.shape(), q.dtype(), q.device());
-  if (!pieces.defined() && kv.mode == AttentionMode::kDecode) {
-    // One op: on CUDA the o GEMV merges the attention's splits itself (no merge kernel).
-    Tensor o_part = kv.o_part, lse_part = kv.lse_part;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
-    ops::paged_decode_attention_gemm_add(q, k_cache, v_cache, kv.req_to_token, kv.req_pool_indices,
-                                         kv.seq_lens, scale, kv.n_splits, o_part, lse_part, attn,
-                                         o.weight, residual, warm);
-    return;
-  }
   attend(q, k_cache, v_cache, kv, attn, warm);
   Tensor attn_rows = attn.view({n, cfg.q_dim()});
   if (pieces.defined())

@@ -13,7 +13,6 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
-#include "ops/fused_gemm.h"
 #if defined(VELA_HAS_CUDA)
 #include "core/cuda/cuda_api.h"
 #include "core/cuda/stream.h"
@@ -216,13 +215,11 @@ int decode_num_splits(int64_t n_seqs, int64_t n_kv_heads, int64_t max_len, int s
   return static_cast<int>(std::clamp<int64_t>(std::min(want, by_len), 1, kMaxDecodeSplits));
 }
 
-namespace {
-
-// paged_decode_attention's checks (ops/attention.h).
-void check_decode(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                  const Tensor& req_to_token, const Tensor& req_pool_indices,
-                  const Tensor& seq_lens, int n_splits, const Tensor& o_part,
-                  const Tensor& lse_part, const Tensor& out, const L2Warm& warm) {
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& req_to_token, const Tensor& req_pool_indices,
+                            const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
+                            Tensor& lse_part, Tensor& out, const L2Warm& warm) {
+  const char* op = "paged_decode_attention";
   check_paged(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, out);
   VELA_CHECK(q.size(0) == seq_lens.size(0), op, ": q has ", q.size(0), " rows for ",
              seq_lens.size(0), " sequences (one query per sequence)");
@@ -243,52 +240,8 @@ void check_decode(const char* op, const Tensor& q, const Tensor& k_cache, const 
   }
   check_l2_warm(op, q, warm);
   if (q.is_cpu()) check_host_metadata(op, q, req_to_token, req_pool_indices, seq_lens, nullptr);
-}
-
-}  // namespace
-
-void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                            const Tensor& req_to_token, const Tensor& req_pool_indices,
-                            const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const L2Warm& warm) {
-  check_decode("paged_decode_attention", q, k_cache, v_cache, req_to_token, req_pool_indices,
-               seq_lens, n_splits, o_part, lse_part, out, warm);
   VELA_DISPATCH(q.device(), paged_decode_attention, q, k_cache, v_cache, req_to_token,
                 req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, out, warm);
-}
-
-void paged_decode_attention_gemm_add(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                     const Tensor& req_to_token, const Tensor& req_pool_indices,
-                                     const Tensor& seq_lens, float scale, int n_splits,
-                                     Tensor& o_part, Tensor& lse_part, Tensor& attn,
-                                     const Tensor& w, Tensor& residual, const L2Warm& warm) {
-  const char* op = "paged_decode_attention_gemm_add";
-  check_decode(op, q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, n_splits, o_part,
-               lse_part, attn, warm);
-  VELA_CHECK(attn.is_contiguous(), op, ": attn must be contiguous, got ", attn.str());
-  const int64_t n = q.size(0), q_dim = q.size(1) * q.size(2);
-  VELA_CHECK(w.defined() && w.dim() == 2 && w.size(1) == q_dim, op, ": w must be [n, ", q_dim,
-             "] (n_heads * head_dim columns), got ", w.defined() ? w.str() : "undefined");
-  VELA_CHECK(residual.defined() && residual.dim() == 2 && residual.size(0) == n &&
-                 residual.size(1) == w.size(0),
-             op, ": residual must be [", n, ", ", w.size(0), "], got ",
-             residual.defined() ? residual.str() : "undefined");
-#if defined(VELA_HAS_CUDA)
-  // The split merge inside the o GEMV: one kernel boundary fewer a layer (VELA_SPLIT_MERGE_GEMV=0:
-  // the merge kernel, then the GEMV).
-  static const bool fused = env_enabled("VELA_SPLIT_MERGE_GEMV");
-  if (fused && q.is_cuda() && w.device() == q.device() && residual.device() == q.device() &&
-      cuda::gemv_split_merge_takes(attn, n_splits, w, residual)) {
-    cuda::paged_decode_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
-                                 scale, n_splits, o_part, lse_part, attn, L2Warm(),
-                                 /*merge=*/false);
-    cuda::gemv_split_merge_add(o_part, lse_part, seq_lens, n_splits, w, residual, attn, warm);
-    return;
-  }
-#endif
-  VELA_DISPATCH(q.device(), paged_decode_attention, q, k_cache, v_cache, req_to_token,
-                req_pool_indices, seq_lens, scale, n_splits, o_part, lse_part, attn, warm);
-  gemm_add(attn.view({n, q_dim}), w, residual);
 }
 
 int64_t plan_prefill_tiles(const int32_t* qo_indptr, int64_t n_seqs, int tile_q,

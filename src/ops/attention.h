@@ -139,23 +139,6 @@ void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
                             Tensor& lse_part, Tensor& out, const L2Warm& warm = L2Warm());
 
-// The attention output of a decode layer and its o projection with the residual add:
-// paged_decode_attention(q, ..., attn, warm), then residual += attn @ w^T (gemm_add,
-// ops/fused_gemm.h).
-//   attn: [n_seqs, n_heads, head_dim] (q's dtype, contiguous)   w: [n, n_heads * head_dim]
-//   residual: [n_seqs, n]
-// On CUDA (sm_90) one split row of bf16/f16 runs as two kernels instead of three: the split
-// kernel leaves its partials in the workspace and the o GEMV's blocks merge them themselves, a
-// cluster of blocks sharing the merged row through distributed shared memory (the merge kernel's
-// arithmetic, so the same bits; ops/cuda/gemv_kernel.cuh, GemvIn::kSplitMerge). The L2 hint goes
-// with the merge. VELA_SPLIT_MERGE_GEMV=0 (read once) runs the three kernels.
-void paged_decode_attention_gemm_add(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                     const Tensor& req_to_token, const Tensor& req_pool_indices,
-                                     const Tensor& seq_lens, float scale, int n_splits,
-                                     Tensor& o_part, Tensor& lse_part, Tensor& attn,
-                                     const Tensor& w, Tensor& residual,
-                                     const L2Warm& warm = L2Warm());
-
 // Upper bound of plan_prefill_tiles's tile count for n_tokens query rows in n_seqs sequences
 // (the default tile_q gives a bound for every tile size >= kPrefillTileQ).
 inline int64_t prefill_max_tiles(int64_t n_tokens, int64_t n_seqs, int tile_q = kPrefillTileQ) {

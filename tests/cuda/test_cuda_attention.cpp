@@ -31,7 +31,6 @@
 #include "ops/attention.h"
 #include "ops/cuda/bench_cuda.h"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/fused_gemm.h"
 
 namespace vela {
 namespace {
@@ -411,114 +410,6 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
   }
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(5), InvalidArgument);
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(1), InvalidArgument);
-}
-
-// paged_decode_attention_gemm_add on one row: the o GEMV that merges the split partials itself
-// (a cluster of blocks sharing the merged row) against the three kernels it replaces (split
-// kernel, merge kernel, gemv_add): the same bits for attn and the residual, at head counts whose
-// clusters have 8, 7, 6 and 3 blocks, exact and padded head_dims 32..256, 2 to 128 splits, a
-// single key, a padding row (no keys: residual unchanged) and 5000 keys; attn poisoned first.
-// Then a captured graph replayed after the row grows: the same bits as eager calls, and the CPU
-// composition within rounding.
-TEST_F(CudaAttentionTest, DecodeGemmAddMatchesUnfused) {
-  struct Case {
-    DType dt;
-    int64_t n_heads, n_kv, d, hidden;
-  };
-  const std::vector<Case> cases = {
-      {DType::kBF16, 24, 4, 64, 1536}, {DType::kBF16, 16, 8, 128, 2048},
-      {DType::kF16, 12, 2, 32, 384},   {DType::kBF16, 14, 2, 80, 896},
-      {DType::kBF16, 8, 8, 256, 512},  {DType::kBF16, 9, 3, 48, 640}};
-  const int sms = cuda::device_properties().multiProcessorCount;
-  auto poison = [](Tensor& t) {
-    ASSERT_EQ(cudaMemset(t.data_ptr(), 0xff, t.nbytes()), cudaSuccess);
-  };
-  for (size_t c = 0; c < cases.size(); ++c) {
-    const Case& k = cases[c];
-    const float scale = 1.0f / std::sqrt(static_cast<float>(k.d));
-    Tensor w = test::random_cpu({k.hidden, k.n_heads * k.d}, k.dt, 1200 + c).to(gpu());
-    const Tensor resid0 = test::random_cpu({1, k.hidden}, k.dt, 1300 + c).to(gpu());
-    for (int len : {1, 0, 1000, 5000}) {
-      Batch b = make_batch(k.dt, {len}, {len > 0 ? 1 : 0}, k.n_heads, k.n_kv, k.d, 16, 1100 + c);
-      b.q = test::random_cpu({1, k.n_heads, k.d}, k.dt, 1400 + c);
-      Batch g = to_gpu(b, gpu());
-      const int policy = ops::decode_num_splits(
-          1, k.n_kv, len, sms, ops::decode_on_tensor_cores(k.dt, k.n_heads, k.n_kv, k.d));
-      for (int n_splits : {2, 7, policy, ops::kMaxDecodeSplits}) {
-        if (n_splits < 2) continue;
-        SCOPED_TRACE("case " + std::to_string(c) + " len " + std::to_string(len) + " splits " +
-                     std::to_string(n_splits));
-        DecodeWorkspace w1(g, n_splits), w2(g, n_splits);
-        Tensor want_resid = resid0.clone();
-        ops::paged_decode_attention(g.q, g.k_cache, g.v_cache, g.req_to_token, g.req_pool_indices,
-                                    g.seq_lens, scale, n_splits, w1.o_part, w1.lse_part, w1.out);
-        ops::gemm_add(w1.out.view({1, k.n_heads * k.d}), w, want_resid);
-        EXPECT_TRUE(ops::cuda::gemv_split_merge_takes(w2.out, n_splits, w, want_resid));
-        Tensor resid = resid0.clone();
-        poison(w2.out);
-        ops::paged_decode_attention_gemm_add(g.q, g.k_cache, g.v_cache, g.req_to_token,
-                                             g.req_pool_indices, g.seq_lens, scale, n_splits,
-                                             w2.o_part, w2.lse_part, w2.out, w, resid);
-        test::expect_equal(w2.out, w1.out, "attn");
-        test::expect_equal(resid, want_resid, "residual");
-      }
-    }
-  }
-
-  // A captured graph on bench-1b's shape, replayed as the row grows.
-  const int64_t n_heads = 24, n_kv = 4, d = 64, hidden = 1536;
-  const DType dt = DType::kBF16;
-  const int spare = 3000, n_splits = 32;
-  Batch b = make_batch(dt, {300}, {1}, n_heads, n_kv, d, 16, 1500, spare);
-  b.k_cache = test::random_cpu(b.k_cache.shape(), dt, 1501);  // the spare slots hold finite values
-  b.v_cache = test::random_cpu(b.v_cache.shape(), dt, 1502);
-  Batch g = to_gpu(b, gpu());
-  Tensor w = test::random_cpu({hidden, n_heads * d}, dt, 1503);
-  Tensor wg = w.to(gpu());
-  const Tensor resid0 = test::random_cpu({1, hidden}, dt, 1504);
-  Tensor resid = resid0.to(gpu());
-  DecodeWorkspace ws(g, n_splits);
-  const float scale = 0.125f;
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cudaGraphExec_t exec = nullptr;
-  {
-    cuda::StreamGuard sg(stream);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    ops::paged_decode_attention_gemm_add(g.q, g.k_cache, g.v_cache, g.req_to_token,
-                                         g.req_pool_indices, g.seq_lens, scale, n_splits, ws.o_part,
-                                         ws.lse_part, ws.out, wg, resid);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    cudaGraphDestroy(graph);
-  }
-  for (int round = 0; round < 3; ++round) {
-    SCOPED_TRACE("round " + std::to_string(round));
-    Tensor lens_h = Tensor::from_vector(std::vector<int32_t>{300 + round * 1300});
-    g.seq_lens.copy_(lens_h);
-    g.q.copy_(test::random_cpu(b.q.shape(), dt, 1510 + round));
-    resid.copy_(resid0);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    Tensor eager = resid0.to(gpu());
-    DecodeWorkspace we(g, n_splits);
-    ops::paged_decode_attention_gemm_add(g.q, g.k_cache, g.v_cache, g.req_to_token,
-                                         g.req_pool_indices, g.seq_lens, scale, n_splits, we.o_part,
-                                         we.lse_part, we.out, wg, eager);
-    test::expect_equal(resid, eager, "graph replay vs eager");
-    test::expect_equal(ws.out, we.out, "attn: graph replay vs eager");
-    // The CPU composition (its own attention and GEMM order): within rounding.
-    Batch h = b;
-    h.q = g.q.to(Device::cpu());
-    h.seq_lens = lens_h;
-    Tensor attn_cpu = cpu_decode(h, scale), resid_cpu = resid0.clone();
-    ops::gemm_add(attn_cpu.view({1, n_heads * d}), w, resid_cpu);
-    test::expect_close(resid, resid_cpu, test::Tol{2e-2, 2e-2}, "residual vs cpu");
-  }
-  cudaGraphExecDestroy(exec);
-  cudaStreamDestroy(stream);
 }
 
 struct PrefillCase {

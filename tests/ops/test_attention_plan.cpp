@@ -1,7 +1,6 @@
 // Host side of the graph-friendly attention ops: the prefill tile planner (coverage, order, bad
 // input), the decode split heuristic, and the CPU twins of paged_decode_attention /
-// paged_prefill_attention (same results as paged_attention, metadata validated) and of
-// paged_decode_attention_gemm_add (the attention, then gemm_add).
+// paged_prefill_attention (same results as paged_attention, metadata validated).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +11,6 @@
 
 #include "core/error.h"
 #include "ops/attention.h"
-#include "ops/fused_gemm.h"
 #if defined(VELA_HAS_SM90A)
 #include "core/cuda/cuda_api.h"
 #include "ops/cuda/cuda_ops.h"
@@ -133,30 +131,6 @@ TEST(AttentionPlan, CpuTwinsMatchPagedAttention) {
     ops::paged_decode_attention(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4, o_part,
                                 lse_part, got);
     test::expect_close(test::to_doubles(got), test::to_doubles(want), 0.0, 0.0, "decode twin");
-    // With the o projection: the attention, then residual += attn @ w^T, the same bits.
-    Tensor w = test::random_tensor({24, 6 * 16}, dt, 4),
-           resid = test::random_tensor({3, 24}, dt, 5);
-    Tensor want_resid = resid.clone(), attn = Tensor::empty(d.q.shape(), dt);
-    ops::gemm_add(want.view({3, 6 * 16}), w, want_resid);
-    ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens, 0.25f, 4,
-                                         o_part, lse_part, attn, w, resid);
-    test::expect_close(test::to_doubles(attn), test::to_doubles(want), 0.0, 0.0, "attn");
-    test::expect_close(test::to_doubles(resid), test::to_doubles(want_resid), 0.0, 0.0,
-                       "decode + o projection");
-    Tensor bad_w = test::random_tensor({24, 6 * 16 - 8}, dt, 6);
-    Tensor bad_resid = test::random_tensor({3, 23}, dt, 7);
-    EXPECT_THROW(
-        ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
-                                             0.25f, 4, o_part, lse_part, attn, bad_w, resid),
-        InvalidArgument);  // w's columns are not n_heads * head_dim
-    EXPECT_THROW(
-        ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
-                                             0.25f, 4, o_part, lse_part, attn, w, bad_resid),
-        InvalidArgument);  // residual's width is not w's rows
-    EXPECT_THROW(
-        ops::paged_decode_attention_gemm_add(d.q, d.k_cache, d.v_cache, d.r2t, d.rows, d.lens,
-                                             0.25f, 4, o_part, lse_part, attn, Tensor(), resid),
-        InvalidArgument);  // no weight
     // Prefill: ragged.
     Small p = small_batch(dt, {9, 1, 7});
     want = Tensor::empty(p.q.shape(), dt);

@@ -1,7 +1,7 @@
 // Device building blocks shared by the attention kernels (ops/cuda/attention_*.cu only): cp.async
 // copies into shared memory (with zero fill for masked rows), ldmatrix and the m16n8k16 bf16/f16
-// tensor-core mma with fp32 accumulation and the head_dim dispatch (exact tiles and zero-padded
-// ones; the split-KV rule is split_merge.cuh's).
+// tensor-core mma with fp32 accumulation, the split-KV chunking rule both the decode kernel and its
+// merge use, and the head_dim dispatch (exact tiles and zero-padded ones).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,7 +14,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "ops/cuda/split_merge.cuh"
 
 namespace vela::ops::cuda {
 
@@ -86,6 +85,21 @@ __device__ __forceinline__ int smem_swizzle(int row, int chunk) {
   constexpr int kChunks = D / 8;
   constexpr int kMask = (kChunks < 8 ? kChunks : 8) - 1;
   return row * D + ((chunk ^ (row & kMask)) << 3);
+}
+
+// ---- split-KV chunking (decode kernel and merge must agree) ----
+inline constexpr int kSplitChunkAlign = 32;
+
+// Keys per split for a row of n_keys keys cut into n_splits chunks (a multiple of 32; 0 if empty).
+__host__ __device__ __forceinline__ int split_chunk(int n_keys, int n_splits) {
+  if (n_keys <= 0) return 0;
+  const int c = (n_keys + n_splits - 1) / n_splits;
+  return (c + kSplitChunkAlign - 1) / kSplitChunkAlign * kSplitChunkAlign;
+}
+// Splits that hold at least one key.
+__host__ __device__ __forceinline__ int live_splits(int n_keys, int n_splits) {
+  const int chunk = split_chunk(n_keys, n_splits);
+  return chunk == 0 ? 0 : (n_keys + chunk - 1) / chunk;
 }
 
 // ---- 2^x without the denormal fix-up ----

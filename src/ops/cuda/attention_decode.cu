@@ -71,6 +71,20 @@ __device__ __forceinline__ void row_info(const RowsArgs& a, int row, int& seq, i
   n_keys = a.seq_lens[lo] - q_len + (row - a.qo_indptr[lo]) + 1;
 }
 
+// acc += w * o and acc += o on the merges' float4 lanes.
+__device__ __forceinline__ void fma4(float w, const float4& o, float4& acc) {
+  acc.x = fmaf(w, o.x, acc.x);
+  acc.y = fmaf(w, o.y, acc.y);
+  acc.z = fmaf(w, o.z, acc.z);
+  acc.w = fmaf(w, o.w, acc.w);
+}
+__device__ __forceinline__ void add4(const float4& o, float4& acc) {
+  acc.x += o.x;
+  acc.y += o.y;
+  acc.z += o.z;
+  acc.w += o.w;
+}
+
 template <typename T, int D, int kG>
 struct RowsCfg {
   static constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
@@ -506,34 +520,83 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
   }
 }
 
-// Combines the live splits of one (row, head) (merge_split_head, split_merge.cuh).
+// Combines the live splits of one (row, head) with weights 2^(lse_i - max) (log2 domain). The
+// block's threads cover (4 features) x (split lanes), so the partials stream in parallel.
+constexpr int kMergeThreads = 256;
 static_assert(kMaxDecodeSplits <= kMergeThreads, "one lse per merge thread");
 
 template <typename T, int D, bool kExact>
 static __global__ void __launch_bounds__(kMergeThreads)
     merge_splits_kernel(RowsArgs a, L2WarmArgs warm, int warm_max_keys) {
+  constexpr int kLanesD = D / 4, kWays = kMergeThreads / kLanesD;
   const int hd = kExact ? D : a.head_dim;
-  __shared__ SplitMergeSmem smem;
-  const int row = blockIdx.x, head = blockIdx.y;
+  __shared__ float s_w[kMergeThreads];
+  __shared__ float s_red[2][kMergeThreads / 32];
+  __shared__ float4 s_acc[kMergeThreads];
+  const int row = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
   // The key count is host-written metadata: read before the wait (pdl.cuh's rule).
   int seq, n_keys;
   row_info(a, row, seq, n_keys);
   const int n_live = live_splits(n_keys, a.n_splits);
   const int64_t rh = static_cast<int64_t>(row) * a.n_heads + head;
+  const int dl = tid % kLanesD, way = tid / kLanesD;
+  const bool live_d = kExact || dl * 4 < hd;
+  const int n_mine = live_d ? n_live : 0;  // this thread sums splits way, way + kWays, ...
+  const float* op = a.o_part + rh * a.n_splits * hd + dl * 4;
   // The caller's L2 hint (the layer's next weights) goes out before the wait: at one row the split
   // kernel's last keys and this kernel read L2, so DRAM would idle until the next GEMV. Not past
   // warm_max_keys keys: there the split kernel still streams keys, and the prefetches delay it.
   if (n_keys <= warm_max_keys)
-    warm_l2(
-        warm,
-        (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kMergeThreads + threadIdx.x,
-        static_cast<int64_t>(gridDim.x) * gridDim.y * kMergeThreads);
+    warm_l2(warm, (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kMergeThreads + tid,
+            static_cast<int64_t>(gridDim.x) * gridDim.y * kMergeThreads);
   pdl_wait();  // the partials of the split kernel
   pdl_launch_dependents();
-  int dl;
-  float r[4];
-  if (merge_split_head(a.o_part + rh * a.n_splits * hd, a.lse_part + rh * a.n_splits, n_live, hd,
-                       D / 4, kExact, smem, dl, r)) {
+  // The first kPre partials this thread sums load together with the lse (one L2 round trip
+  // instead of two before the weighted sum; the sum's order is unchanged).
+  constexpr int kPre = 4;
+  float4 pre[kPre];
+#pragma unroll
+  for (int p = 0; p < kPre; ++p) {
+    const int i = way + p * kWays;
+    if (i < n_mine) pre[p] = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
+  }
+  const float lse = tid < n_live ? a.lse_part[rh * a.n_splits + tid] : -INFINITY;
+  const float wmax = warp_max(lse);
+  if (lane == 0) s_red[0][warp] = wmax;
+  __syncthreads();
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kMergeThreads / 32; ++i) mx = fmaxf(mx, s_red[0][i]);
+  const float w = mx == -INFINITY || tid >= n_live ? 0.0f : exp2f(lse - mx);
+  s_w[tid] = w;
+  const float wsum = warp_sum(w);
+  if (lane == 0) s_red[1][warp] = wsum;
+  __syncthreads();
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMergeThreads / 32; ++i) sum += s_red[1][i];
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int p = 0; p < kPre; ++p) {
+    const int i = way + p * kWays;
+    if (i < n_mine) fma4(s_w[i], pre[p], acc);
+  }
+#pragma unroll 4
+  for (int i = way + kPre * kWays; i < n_mine; i += kWays) {
+    const float4 o = *reinterpret_cast<const float4*>(op + static_cast<int64_t>(i) * hd);
+    const float wi = s_w[i];
+    fma4(wi, o, acc);
+  }
+  s_acc[tid] = acc;
+  __syncthreads();
+  if (way == 0 && live_d) {
+    for (int k = 1; k < kWays; ++k) {
+      const float4 o = s_acc[k * kLanesD + dl];
+      add4(o, acc);
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float r[4] = {acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv};
     T* out = static_cast<T*>(a.out) + rh * hd + dl * 4;
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[i] = from_float<T>(r[i]);
@@ -581,32 +644,33 @@ void launch_smem(void (*kernel)(Args), dim3 grid, dim3 block, int smem, const Ar
   launch_pdl(kernel, grid, block, smem, args);
 }
 
-// The merge kernel after a split launch (unless the caller merges: warm.merge false).
-struct MergeLaunch {
-  L2WarmArgs warm;
-  bool merge;
-};
+// The merge kernel after a split launch.
 template <typename T, int D, bool kExact>
-void launch_merge_if_split(const RowsArgs& a, int64_t n_rows, const MergeLaunch& ml) {
-  if (a.n_splits <= 1 || !ml.merge) return;
+void launch_merge_if_split(const RowsArgs& a, int64_t n_rows, const L2WarmArgs& warm) {
+  if (a.n_splits <= 1) return;
   const dim3 mgrid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_heads));
-  launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a, ml.warm,
-             decode_l2_warm_max_keys());
+  // The L2 hint's context limit: VELA_DECODE_L2_WARM_MAX_KEYS (read once), default 16384 (H100,
+  // session 53, 16 MB of hint: decode8k 1.161-1.173 -> 1.140-1.147 ms, decode32k 1.40 -> 1.61
+  // without the limit).
+  static const int warm_max_keys =
+      static_cast<int>(env_int("VELA_DECODE_L2_WARM_MAX_KEYS", 16384, 0, 1 << 30));
+  launch_pdl(merge_splits_kernel<T, D, kExact>, mgrid, dim3(kMergeThreads), 0, a, warm,
+             warm_max_keys);
 }
 
 template <typename T, int D, bool kExact, int kS>
-void launch_decode_mma(const RowsArgs& args, int64_t n_rows, const MergeLaunch& ml) {
+void launch_decode_mma(const RowsArgs& args, int64_t n_rows, const L2WarmArgs& warm) {
   RowsArgs a = args;
   a.n_group_chunks = 1;
   const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(a.n_kv_heads),
                   static_cast<unsigned>(a.n_splits));
   constexpr int kSmem = MmaDecodeCfg<D, kS>::kSmemBytes;
   launch_smem(decode_mma_kernel<T, D, kExact, kS>, grid, dim3(kMmaThreads), kSmem, a);
-  launch_merge_if_split<T, D, kExact>(a, n_rows, ml);
+  launch_merge_if_split<T, D, kExact>(a, n_rows, warm);
 }
 
 template <typename T, int D, int kG, bool kExact>
-void launch_rows(const RowsArgs& args, int64_t n_rows, const MergeLaunch& ml) {
+void launch_rows(const RowsArgs& args, int64_t n_rows, const L2WarmArgs& warm) {
   using Cfg = RowsCfg<T, D, kG>;
   RowsArgs a = args;
   a.n_group_chunks = (a.group + kG - 1) / kG;
@@ -617,15 +681,14 @@ void launch_rows(const RowsArgs& args, int64_t n_rows, const MergeLaunch& ml) {
                   static_cast<unsigned>(a.n_kv_heads * a.n_group_chunks),
                   static_cast<unsigned>(a.n_splits));
   launch_smem(rows_attention_kernel<T, D, kG, kExact>, grid, dim3(kRowThreads), kSmem, a);
-  launch_merge_if_split<T, D, kExact>(a, n_rows, ml);
+  launch_merge_if_split<T, D, kExact>(a, n_rows, warm);
 }
 
-// Runs the row kernel (and, unless merge is false, the merge) for n_rows rows; qo_indptr null for
-// decode.
+// Runs the row kernel (and merge) for n_rows rows; qo_indptr null for decode.
 void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
               const Tensor& req_to_token, const Tensor& req_pool_indices, const Tensor& seq_lens,
               const int32_t* qo_indptr, float scale, int n_splits, Tensor& o_part, Tensor& lse_part,
-              Tensor& out, const L2Warm& l2_warm, bool merge) {
+              Tensor& out, const L2Warm& l2_warm) {
   const int64_t n_rows = q.size(0), d = q.size(2);
   if (n_rows == 0) return;
   VELA_CHECK(n_rows <= 0x7fffffff, op, ": too many rows (", n_rows, ")");
@@ -656,7 +719,7 @@ void run_rows(const char* op, const Tensor& q, const Tensor& k_cache, const Tens
   a.o_part = n_splits > 1 ? static_cast<float*>(o_part.data_ptr()) : nullptr;
   a.lse_part = n_splits > 1 ? static_cast<float*>(lse_part.data_ptr()) : nullptr;
   a.out = out.data_ptr();
-  const MergeLaunch warm{l2_warm_args(l2_warm), merge};
+  const L2WarmArgs warm = l2_warm_args(l2_warm);
   DeviceGuard guard(q.device().index);
   dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -702,9 +765,9 @@ void decode_mma_set_stages(int stages) {
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const L2Warm& warm, bool merge) {
+                            Tensor& lse_part, Tensor& out, const L2Warm& warm) {
   run_rows("paged_decode_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
-           nullptr, scale, n_splits, o_part, lse_part, out, warm, merge);
+           nullptr, scale, n_splits, o_part, lse_part, out, warm);
 }
 
 void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -713,7 +776,7 @@ void paged_rows_attention(const Tensor& q, const Tensor& k_cache, const Tensor& 
                           int n_splits, Tensor& o_part, Tensor& lse_part, Tensor& out) {
   run_rows("paged_attention", q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
            static_cast<const int32_t*>(qo_indptr.data_ptr()), scale, n_splits, o_part, lse_part,
-           out, L2Warm(), true);
+           out, L2Warm());
 }
 
 // ---- kv_write: one thread per unit (16, 4 or 2 bytes) of a token's K or V row ----

@@ -445,7 +445,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
     if (all_decode) {
       // Qualified: L2Warm's namespace would also find ops::paged_decode_attention.
       cuda::paged_decode_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens,
-                                   scale, n_splits, o_part, lse_part, out, Tensor(), L2Warm());
+                                   scale, n_splits, o_part, lse_part, out, L2Warm());
     } else {
       paged_rows_attention(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, qo_indptr,
                            scale, n_splits, o_part, lse_part, out);

@@ -112,15 +112,6 @@ bool gemv_rms_norm_rotary(const Tensor& x, const Tensor& norm_w, float eps, cons
                           const Tensor& positions, const Tensor& table, const Tensor& out_cache_loc,
                           Tensor& q_out, Tensor& k_cache, Tensor& v_cache);
 bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual);
-// One decode row's residual += merge(o_part, lse_part) @ w^T with the split merge done by the
-// GEMV's blocks (GemvIn::kSplitMerge; ops::paged_decode_attention_gemm_add), attn = the merged
-// row ([1, n_heads, head_dim]). gemv_split_merge_takes: whether it runs these operands (sm_90,
-// one bf16/f16 row, a head count with a divisor 2..8 for the cluster, n_splits >= 2).
-bool gemv_split_merge_takes(const Tensor& attn, int n_splits, const Tensor& w,
-                            const Tensor& residual);
-void gemv_split_merge_add(const Tensor& o_part, const Tensor& lse_part, const Tensor& seq_lens,
-                          int n_splits, const Tensor& w, Tensor& residual, Tensor& attn,
-                          const L2Warm& warm);
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual);
 // Benchmarks: force the GEMV split (parts = warps per column 1/2/4/8, cols = columns per warp
 // 1/2, the latter at one row only); 0 = the shape heuristic.
@@ -156,12 +147,10 @@ void qkv_rotary_kv_write(const Tensor& qkv, const Tensor& positions, const Tenso
                          const Tensor& q_norm, const Tensor& k_norm, float eps,
                          const Tensor& out_cache_loc, Tensor& q_out, Tensor& k_cache,
                          Tensor& v_cache);
-// merge false: a split launch leaves the partials in o_part / lse_part for the caller to merge
-// (gemv_split_merge_add).
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& req_to_token, const Tensor& req_pool_indices,
                             const Tensor& seq_lens, float scale, int n_splits, Tensor& o_part,
-                            Tensor& lse_part, Tensor& out, const L2Warm& warm, bool merge = true);
+                            Tensor& lse_part, Tensor& out, const L2Warm& warm);
 // tile_q: kPrefillTileQ, or kPrefillWideTileQ at head_dim <= kPrefillWideMaxHeadDim (16-bit) or
 // where the wgmma kernel takes the operands (prefill_wgmma_takes); the public op pins
 // prefill_tile_q, this one runs either kernel (tests compare both).

@@ -77,38 +77,6 @@ bool gemv_add(const Tensor& a, const Tensor& w, Tensor& residual) {
   return true;
 }
 
-bool gemv_split_merge_takes(const Tensor& attn, int n_splits, const Tensor& w,
-                            const Tensor& residual) {
-  if (attn.dim() != 3 || attn.size(0) != 1 || !attn.is_contiguous() || n_splits < 2) return false;
-  if (vela::cuda::device_properties().major < 9) return false;  // clusters
-  const int64_t n_heads = attn.size(1), k = n_heads * attn.size(2);
-  bool cluster = false;
-  for (int64_t c = 2; c <= kPortableCluster; ++c) cluster = cluster || n_heads % c == 0;
-  if (!cluster || k * static_cast<int64_t>(attn.element_size()) > kStageMaxBytes) return false;
-  return attn.dtype() == residual.dtype() && attn.size(2) % kGemvVec == 0 &&
-         gemv_operands_ok(attn.view({1, k}), k, w, residual, 1);
-}
-
-void gemv_split_merge_add(const Tensor& o_part, const Tensor& lse_part, const Tensor& seq_lens,
-                          int n_splits, const Tensor& w, Tensor& residual, Tensor& attn,
-                          const L2Warm& warm) {
-  VELA_CHECK(gemv_split_merge_takes(attn, n_splits, w, residual),
-             "gemv_split_merge_add: operands the kernel does not take");
-  const int64_t k = attn.size(1) * attn.size(2);
-  DeviceGuard guard(residual.device().index);
-  GemvArgs args = make_args(attn.view({1, k}), w, residual, k, 1.0f);
-  GemvMerge& mg = args.merge;
-  mg.o_part = static_cast<const float*>(o_part.data_ptr());
-  mg.lse_part = static_cast<const float*>(lse_part.data_ptr());
-  mg.seq_lens = static_cast<const int32_t*>(seq_lens.data_ptr());
-  mg.attn = attn.data_ptr();
-  mg.n_splits = n_splits;
-  mg.head_dim = static_cast<int>(attn.size(2));
-  mg.warm = l2_warm_args(warm);
-  mg.warm_max_keys = decode_l2_warm_max_keys();
-  dispatch_fused<GemvIn::kSplitMerge, GemvOut::kAdd>(attn.dtype(), args);
-}
-
 bool gemv_silu_mul_add(const Tensor& h, const Tensor& w, Tensor& residual) {
   const int64_t k = h.size(1) / 2;
   if (h.size(1) % 2 != 0 || !gemv_operands_ok(h, k, w, residual) || residual.dtype() != h.dtype())

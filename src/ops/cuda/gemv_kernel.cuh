@@ -6,10 +6,6 @@
 //                 normalises each chunk of x as it loads it)
 //   in kSiluMul:  the input is silu(gate) * up of a [M, 2K] gate|up row, staged by every block in
 //                 shared memory
-//   in kSplitMerge: (one row) the input is decode attention's split-KV merge: a cluster of blocks
-//                 splits the heads, each block merging its heads' partials (split_merge.cuh, the
-//                 merge kernel's arithmetic) into every block's staged input through distributed
-//                 shared memory, so the o projection needs no merge kernel before it
 //   out kAdd:     the output is added into c (the residual) instead of stored
 //   out kSiluMul: the warp's two columns are gate j and up j, the output silu(gate) * up
 //   out kRotary:  the warp's two columns are dimensions i and i + D/2 of a head: rotary on q / k,
@@ -30,19 +26,12 @@
 // computes a column does not change its sum, so the results are the same bits either way.
 #pragma once
 
-#include <cooperative_groups.h>
-
 #include <algorithm>
 #include <atomic>
-#include <mutex>
-#include <vector>
 
-#include "ops/cuda/cluster_launch.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/l2_warm.cuh"
 #include "ops/cuda/pdl.cuh"
-#include "ops/cuda/split_merge.cuh"
 
 namespace vela::ops::cuda::gemv_detail {
 
@@ -51,7 +40,7 @@ constexpr int kGemvVec = 8;    // elements per 16-byte load of bf16/f16
 constexpr int kUnroll = 4;     // 16-byte loads of w per lane per step (and as many prefetched)
 constexpr int kStageMaxBytes = 96 * 1024;  // shared memory for a staged (fused) input
 
-enum class GemvIn { kPlain, kRmsNorm, kSiluMul, kSplitMerge };
+enum class GemvIn { kPlain, kRmsNorm, kSiluMul };
 // kSiluMul out: the warp's C = 2 columns are gate row j and up row j + n (w is [2n, k] = gate |
 // up) and the epilogue stores silu(gate) * up (each rounded as the unfused gemm + silu_and_mul).
 // kRotary out (the fused q|k|v projection of a decode layer): the warp's C = 2 columns are
@@ -73,18 +62,6 @@ struct GemvRotary {
   void* v_cache;
 };
 
-// kSplitMerge: the split-KV partials of one decode row (ops::paged_decode_attention_gemm_add) and the L2
-// hint the merge kernel would have carried.
-struct GemvMerge {
-  const float* o_part;      // [n_heads, n_splits, head_dim]
-  const float* lse_part;    // [n_heads, n_splits]
-  const int32_t* seq_lens;  // [1]: the row's key count
-  void* attn;               // [n_heads * head_dim]: the merged row, stored by the first cluster
-  int n_splits, head_dim;
-  L2WarmArgs warm;
-  int warm_max_keys;  // no hint past this many keys
-};
-
 struct GemvArgs {
   const void* a;  // plain: [m, k]; kRmsNorm: x [m, k]; kSiluMul: [m, 2k] = gate | up
   int64_t lda;
@@ -100,7 +77,6 @@ struct GemvArgs {
   float alpha;
   bool norm_staged;  // kRmsNorm: the normalised rows staged in shared memory (set by launch_gemv)
   GemvRotary rot;    // kRotary
-  GemvMerge merge;   // kSplitMerge
 };
 
 // The two weight rows of pair p: kSiluMul gate p and up p (w = gate | up, n pairs); kRotary
@@ -209,49 +185,6 @@ __device__ void stage_input(const GemvArgs& args, T* xs) {
   __syncthreads();
 }
 
-// kSplitMerge input: block rank r of a cluster merges heads r * per .. (r + 1) * per - 1 (per =
-// n_heads / cluster size), rounds each merged row to T as the merge kernel stores it and writes it
-// into every block's xs [k] (and the first cluster into attn); the cluster barrier then makes
-// every block's input whole. sm_90 only (clusters): gemv_split_merge_takes() checks the device.
-template <typename T>
-__device__ void stage_merged(const GemvArgs& args, T* xs, int n_keys) {
-  static_assert(sizeof(T) == 2, "16-bit inputs");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  __trap();
-#else
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  __shared__ SplitMergeSmem smem;
-  const GemvMerge& mg = args.merge;
-  const int hd = mg.head_dim, n_heads = static_cast<int>(args.k / hd);
-  const int ranks = static_cast<int>(cluster.num_blocks());
-  const int per = n_heads / ranks, h0 = static_cast<int>(cluster.block_rank()) * per;
-  const int n_live = live_splits(n_keys, mg.n_splits);
-  const int tile = head_dim_tile(hd);
-  for (int h = h0; h < h0 + per; ++h) {
-    if (h != h0) __syncthreads();  // the previous head's merge still reads smem
-    int dl;
-    float r[4];
-    const int64_t hs = static_cast<int64_t>(h) * mg.n_splits;
-    if (merge_split_head(mg.o_part + hs * hd, mg.lse_part + hs, n_live, hd, tile / 4, tile == hd,
-                         smem, dl, r)) {
-      union {
-        T v[4];
-        uint2 u;
-      } p;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) p.v[i] = from_float<T>(r[i]);
-      const int64_t e = static_cast<int64_t>(h) * hd + dl * 4;
-      for (int b = 0; b < ranks; ++b)
-        *reinterpret_cast<uint2*>(cluster.map_shared_rank(xs + e, b)) = p.u;
-      if (blockIdx.x < static_cast<unsigned>(ranks))
-        *reinterpret_cast<uint2*>(static_cast<T*>(mg.attn) + e) = p.u;
-    }
-  }
-  cluster.sync();  // every block's input is whole, and no more stores reach this block's memory
-#endif
-}
-
 // Each warp owns C adjacent output columns (their loads are in flight together, so a short row
 // still keeps the memory pipe full), W warps split their K.
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
@@ -259,7 +192,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   constexpr bool kPairs = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary;
   static_assert(!kPairs || C == 2, "the pair epilogues take two columns per warp");
   constexpr int kColsPerBlock = kGemvWarps / W * (kPairs ? 1 : C);
-  constexpr bool kStaged = IN == GemvIn::kSiluMul || IN == GemvIn::kSplitMerge;
+  constexpr bool kStaged = IN == GemvIn::kSiluMul;
   constexpr bool kNorm = IN == GemvIn::kRmsNorm;
   extern __shared__ uint4 stage_smem[];
   __shared__ float partial[kGemvWarps][C][M];
@@ -311,16 +244,6 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   if constexpr (OUT == GemvOut::kRotary) {
     if (part == 0 && lane < m && col0 < n) prefetch_rotary(args.rot, lane, col0);
   }
-  // kSplitMerge: the key count is host-written metadata, and the L2 hint (the layer's next
-  // weights) goes out before the wait, as the merge kernel sends it.
-  [[maybe_unused]] int n_keys = 0;
-  if constexpr (IN == GemvIn::kSplitMerge) {
-    n_keys = args.merge.seq_lens[0];
-    constexpr int kThreads = kGemvWarps * 32;
-    if (n_keys <= args.merge.warm_max_keys)
-      warm_l2(args.merge.warm, static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x,
-              static_cast<int64_t>(gridDim.x) * kThreads);
-  }
   pdl_wait();
   pdl_launch_dependents();
 
@@ -328,10 +251,7 @@ static __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(GemvArgs a
   int64_t ldx;
   if constexpr (kStaged) {
     T* s = reinterpret_cast<T*>(stage_smem);
-    if constexpr (IN == GemvIn::kSplitMerge)
-      stage_merged<T>(args, s, n_keys);
-    else
-      stage_input<T, M, IN>(args, s);
+    stage_input<T, M, IN>(args, s);
     xs = s;
     ldx = k;
   } else {
@@ -529,36 +449,6 @@ extern std::atomic<int> g_max_grid;  // gemv.cu: gemv_set_max_grid (tests)
 // several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
 bool gemv_persistent();
 
-// kSplitMerge: the blocks of a cluster (the largest divisor of the head count, at most 8, whose
-// clusters the device keeps resident; cached per kernel and head count). 1: not fusable.
-template <typename Kernel>
-int merge_cluster(Kernel kernel, int n_heads, size_t smem) {
-  struct Seen {
-    const void* kernel;
-    int device, n_heads;
-    size_t smem;
-    int size;
-  };
-  static std::mutex mu;
-  static std::vector<Seen> seen;
-  const void* key = reinterpret_cast<const void*>(kernel);
-  const int device = vela::cuda::current_device();
-  std::lock_guard<std::mutex> lock(mu);
-  for (const Seen& e : seen)
-    if (e.kernel == key && e.device == device && e.n_heads == n_heads && e.smem == smem)
-      return e.size;
-  const int top = largest_resident_cluster(kernel, kPortableCluster, kGemvWarps * 32,
-                                           static_cast<int>(smem), 0);
-  int size = 1;
-  for (int c = std::min(top, n_heads); c >= 2; --c)
-    if (n_heads % c == 0) {
-      size = c;
-      break;
-    }
-  seen.push_back({key, device, n_heads, smem, size});
-  return size;
-}
-
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
   constexpr bool kPairs = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary;
@@ -575,9 +465,6 @@ void launch_gemv(const GemvArgs& args) {
     const size_t bytes = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
     a.norm_staged = bytes <= 48 * 1024;
     if (a.norm_staged) smem = bytes;
-  } else if constexpr (IN == GemvIn::kSplitMerge) {
-    smem = static_cast<size_t>(args.k) * sizeof(T);  // one row (gemv_split_merge_add checks it)
-    if (smem > 48 * 1024) opt_in_smem(kernel, kStageMaxBytes);
   }
   unsigned grid = blocks;
   if (gemv_persistent()) {
@@ -595,17 +482,7 @@ void launch_gemv(const GemvArgs& args) {
   }
   if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)
     grid = std::min(grid, static_cast<unsigned>(cap));
-  if constexpr (IN == GemvIn::kSplitMerge) {
-    // Whole clusters: a persistent grid rounds down, a short one up (its spare blocks merge and
-    // take no columns).
-    const unsigned cl = static_cast<unsigned>(
-        merge_cluster(kernel, static_cast<int>(args.k / args.merge.head_dim), smem));
-    VELA_CHECK(cl >= 2, "gemv_split_merge_add: no cluster of 2..8 blocks divides the heads");
-    grid = grid >= cl && grid < blocks ? grid / cl * cl : (grid + cl - 1) / cl * cl;
-    launch_cluster_pdl(kernel, dim3(grid), dim3(kGemvWarps * 32), smem, dim3(cl, 1, 1), a);
-  } else {
-    launch_pdl(kernel, dim3(grid), dim3(kGemvWarps * 32), smem, a);
-  }
+  launch_pdl(kernel, dim3(grid), dim3(kGemvWarps * 32), smem, a);
 }
 
 template <typename T, typename TC, int M, int W, GemvIn IN, GemvOut OUT>
@@ -660,9 +537,7 @@ void dispatch_w(const GemvArgs& args) {
 // Plain GEMV: M exact (1..8). Fused forms: M rounded up to 1, 2, 4 or 8 (rows past args.m idle).
 template <typename T, typename TC, GemvIn IN, GemvOut OUT>
 void dispatch_m(const GemvArgs& args) {
-  if constexpr (IN == GemvIn::kSplitMerge) {
-    dispatch_w<T, TC, 1, IN, OUT>(args);  // one row
-  } else if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
+  if constexpr (IN == GemvIn::kPlain && OUT == GemvOut::kStore) {
     switch (args.m) {
       case 1:
         return dispatch_w<T, TC, 1, IN, OUT>(args);

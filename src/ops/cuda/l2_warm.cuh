@@ -19,11 +19,6 @@ struct L2WarmArgs {
 // The kernel arguments of a hint (undefined ranges: zero bytes).
 L2WarmArgs l2_warm_args(const L2Warm& warm);
 
-// The most keys a single-row decode step may have for its split merge to send the L2 hint:
-// VELA_DECODE_L2_WARM_MAX_KEYS (read once), default 16384. Past it the split kernel still streams
-// keys when the merge's blocks start, and the prefetches delay it.
-int decode_l2_warm_max_keys();
-
 #ifdef __CUDACC__
 // Thread t of n_threads (across the grid) issues its share of the prefetches, ranges in order.
 // Only a hint: nothing waits for it and nothing it reads is used.

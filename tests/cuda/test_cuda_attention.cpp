@@ -406,7 +406,6 @@ TEST_F(CudaAttentionTest, DecodeMmaStagesMatchCpu) {
         }
       }
     }
-    first = Tensor();
   }
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(5), InvalidArgument);
   EXPECT_THROW(ops::cuda::decode_mma_set_stages(1), InvalidArgument);

@@ -426,8 +426,8 @@ static __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(RowsArgs
         ldmatrix_x4(qf[kk], sq + smem_swizzle<D>(lane & 15, 2 * kk + (lane >> 4)));
     }
     const int n_tiles = (we - wb + kMmaKeys - 1) / kMmaKeys;
-    // Tiles 0 .. kS - 2 start loading now (the early ones already landed), one commit group
-    // each, empty past the window's end, so every wait below counts kS - 2 groups.
+    // Tiles 0 .. kS - 2 start loading now (the first, where it loaded early, already landed), one
+    // commit group each, empty past the window's end, so every wait below counts kS - 2 groups.
     for (int t = wb == begin ? n_early : 0; t < kS - 1; ++t) {
       if (t < n_tiles) load_tile(t, wb, we);
       cp_async_commit();

@@ -15,6 +15,27 @@ bool gemv_persistent() {
   return on;
 }
 
+// A split override from the environment: 1, 2, 4 or 8 warps per column (others round down).
+static int parts_from_env(const char* name, int fallback) {
+  const int v = static_cast<int>(env_int(name, fallback, 1, 8));
+  return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
+}
+
+int gemv_norm_wide_parts() {
+  static const int parts = parts_from_env("VELA_GEMV_NORM_WIDE_PARTS", 2);
+  return parts;
+}
+
+int gemv_norm_stage() {
+  static const int mode = static_cast<int>(env_int("VELA_GEMV_NORM_STAGE", 1, 0, 2));
+  return mode;
+}
+
+int gemv_add_long_parts() {
+  static const int parts = parts_from_env("VELA_GEMV_ADD_LONG_PARTS", 8);
+  return parts;
+}
+
 }  // namespace gemv_detail
 
 using namespace gemv_detail;

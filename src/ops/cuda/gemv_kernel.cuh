@@ -448,6 +448,10 @@ extern std::atomic<int> g_max_grid;  // gemv.cu: gemv_set_max_grid (tests)
 // Whether launch_gemv sizes a multi-wave grid to the resident blocks, each block then taking
 // several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
 bool gemv_persistent();
+// Where a kRmsNorm GEMV stages the normalised rows in shared memory (gemv.cu,
+// VELA_GEMV_NORM_STAGE): 0 never (every warp normalises its chunks as it loads them), 1 wherever
+// they fit (the default), 2 only where a block takes several column groups. Same bits each way.
+int gemv_norm_stage();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
@@ -463,14 +467,13 @@ void launch_gemv(const GemvArgs& args) {
   } else if constexpr (IN == GemvIn::kRmsNorm) {
     // Stage the normalised rows where they fit the default shared memory (no opt-in).
     const size_t bytes = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
-    a.norm_staged = bytes <= 48 * 1024;
+    a.norm_staged = bytes <= 48 * 1024 && gemv_norm_stage() != 0;
     if (a.norm_staged) smem = bytes;
   }
-  unsigned grid = blocks;
-  if (gemv_persistent()) {
-    // Resident blocks of this instantiation (the occupancy query is a host call: cached).
-    static thread_local size_t cached_smem = static_cast<size_t>(-1);
-    static thread_local unsigned resident = 0;
+  // Resident blocks of this instantiation (the occupancy query is a host call: cached).
+  static thread_local size_t cached_smem = static_cast<size_t>(-1);
+  static thread_local unsigned resident = 0;
+  auto resident_blocks = [&] {
     if (cached_smem != smem) {
       int per_sm = 0;
       VELA_CUDA_CHECK(
@@ -478,8 +481,18 @@ void launch_gemv(const GemvArgs& args) {
       resident = static_cast<unsigned>(std::max(per_sm, 1) * n_sms());
       cached_smem = smem;
     }
-    grid = std::min(blocks, resident);
+    return resident;
+  };
+  if constexpr (IN == GemvIn::kRmsNorm) {
+    // VELA_GEMV_NORM_STAGE=2: staged only where a block takes several column groups.
+    if (a.norm_staged && gemv_norm_stage() == 2 &&
+        (!gemv_persistent() || blocks <= resident_blocks())) {
+      a.norm_staged = false;
+      smem = 0;
+    }
   }
+  unsigned grid = blocks;
+  if (gemv_persistent()) grid = std::min(blocks, resident_blocks());
   if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)
     grid = std::min(grid, static_cast<unsigned>(cap));
   launch_pdl(kernel, dim3(grid), dim3(kGemvWarps * 32), smem, a);
@@ -496,12 +509,15 @@ void dispatch_c(const GemvArgs& args, int cols) {
   }
 }
 
-// The split: W warps per column and C columns per warp (graph-timed on the H200 at bench-1b's
-// shapes, docs/kernels.md): wide outputs (>= 4 blocks per SM at one warp per column: gate_up, the
-// LM head) W = 1 at one row, 2 at more; long rows (K >= 4096: down) W = 8 (W = 2 for the
-// residual-add form at one row); the narrow short ones (q|k|v, o) W = 2 and, at one row, C = 2.
-// gemv_set_split() overrides both (benchmarks).
+// The split: W warps per column and C columns per warp (graph-timed at bench-1b's shapes,
+// docs/kernels.md): wide outputs (>= 4 blocks per SM at one warp per column: gate_up, the LM head)
+// W = 1 at one row, 2 at more, and 2 behind the RMSNorm at one row too (gate|up + SiLU 17.80 ->
+// 17.15 us on an H100, session 61); long rows (K >= 4096: down) W = 8; the narrow short ones
+// (q|k|v, o) W = 2 and, at one row, C = 2. gemv_set_split() overrides both (benchmarks);
+// VELA_GEMV_NORM_WIDE_PARTS and VELA_GEMV_ADD_LONG_PARTS move the two one-row choices (A/B runs).
 extern std::atomic<int> g_force_parts, g_force_cols;  // gemv.cu
+int gemv_norm_wide_parts();  // gemv.cu: W of a one-row RMSNorm GEMV with a wide output (2)
+int gemv_add_long_parts();   // gemv.cu: W of a one-row residual-add GEMV over long rows (8)
 
 template <typename T, typename TC, int M, GemvIn IN, GemvOut OUT>
 void dispatch_w(const GemvArgs& args) {
@@ -510,11 +526,11 @@ void dispatch_w(const GemvArgs& args) {
   int parts = 1, cols = 1;
   const int64_t columns = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary ? 2 * n : n;
   if (columns / kGemvWarps >= 4 * sms) {
-    parts = M == 1 ? 1 : 2;
+    parts = M > 1 ? 2 : IN == GemvIn::kRmsNorm ? gemv_norm_wide_parts() : 1;
   } else if (k >= 4096) {
-    // The residual-add form at one row streams best with longer-lived blocks (W = 2: bench-1b's
-    // down 7.99 vs 9.90 us at W = 8, bench/results/decode_h200.txt); the plain GEMV is even.
-    parts = M == 1 && OUT == GemvOut::kAdd ? 2 : 8;
+    // The residual-add form at one row: W = 8 (bench-1b's down 8.79 -> 8.29 us on an H100 in
+    // session 61; W = 2 had won on the H200 in session 28, before the persistent grids).
+    parts = M == 1 && OUT == GemvOut::kAdd ? (IN == GemvIn::kPlain ? gemv_add_long_parts() : 2) : 8;
   } else {
     parts = 2;
     cols = M == 1 ? 2 : 1;

@@ -26,11 +26,6 @@ int gemv_norm_wide_parts() {
   return parts;
 }
 
-int gemv_norm_stage() {
-  static const int mode = static_cast<int>(env_int("VELA_GEMV_NORM_STAGE", 1, 0, 2));
-  return mode;
-}
-
 int gemv_add_long_parts() {
   static const int parts = parts_from_env("VELA_GEMV_ADD_LONG_PARTS", 8);
   return parts;

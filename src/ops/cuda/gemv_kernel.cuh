@@ -448,10 +448,6 @@ extern std::atomic<int> g_max_grid;  // gemv.cu: gemv_set_max_grid (tests)
 // Whether launch_gemv sizes a multi-wave grid to the resident blocks, each block then taking
 // several column groups (gemv.cu: on unless VELA_GEMV_PERSIST=0).
 bool gemv_persistent();
-// Where a kRmsNorm GEMV stages the normalised rows in shared memory (gemv.cu,
-// VELA_GEMV_NORM_STAGE): 0 never (every warp normalises its chunks as it loads them), 1 wherever
-// they fit (the default), 2 only where a block takes several column groups. Same bits each way.
-int gemv_norm_stage();
 
 template <typename T, typename TC, int M, int W, int C, GemvIn IN, GemvOut OUT>
 void launch_gemv(const GemvArgs& args) {
@@ -467,13 +463,14 @@ void launch_gemv(const GemvArgs& args) {
   } else if constexpr (IN == GemvIn::kRmsNorm) {
     // Stage the normalised rows where they fit the default shared memory (no opt-in).
     const size_t bytes = static_cast<size_t>(args.m) * static_cast<size_t>(args.k) * sizeof(T);
-    a.norm_staged = bytes <= 48 * 1024 && gemv_norm_stage() != 0;
+    a.norm_staged = bytes <= 48 * 1024;
     if (a.norm_staged) smem = bytes;
   }
-  // Resident blocks of this instantiation (the occupancy query is a host call: cached).
-  static thread_local size_t cached_smem = static_cast<size_t>(-1);
-  static thread_local unsigned resident = 0;
-  auto resident_blocks = [&] {
+  unsigned grid = blocks;
+  if (gemv_persistent()) {
+    // Resident blocks of this instantiation (the occupancy query is a host call: cached).
+    static thread_local size_t cached_smem = static_cast<size_t>(-1);
+    static thread_local unsigned resident = 0;
     if (cached_smem != smem) {
       int per_sm = 0;
       VELA_CUDA_CHECK(
@@ -481,18 +478,8 @@ void launch_gemv(const GemvArgs& args) {
       resident = static_cast<unsigned>(std::max(per_sm, 1) * n_sms());
       cached_smem = smem;
     }
-    return resident;
-  };
-  if constexpr (IN == GemvIn::kRmsNorm) {
-    // VELA_GEMV_NORM_STAGE=2: staged only where a block takes several column groups.
-    if (a.norm_staged && gemv_norm_stage() == 2 &&
-        (!gemv_persistent() || blocks <= resident_blocks())) {
-      a.norm_staged = false;
-      smem = 0;
-    }
+    grid = std::min(blocks, resident);
   }
-  unsigned grid = blocks;
-  if (gemv_persistent()) grid = std::min(blocks, resident_blocks());
   if (const int cap = g_max_grid.load(std::memory_order_relaxed); cap > 0)
     grid = std::min(grid, static_cast<unsigned>(cap));
   launch_pdl(kernel, dim3(grid), dim3(kGemvWarps * 32), smem, a);
@@ -529,7 +516,8 @@ void dispatch_w(const GemvArgs& args) {
     parts = M > 1 ? 2 : IN == GemvIn::kRmsNorm ? gemv_norm_wide_parts() : 1;
   } else if (k >= 4096) {
     // The residual-add form at one row: W = 8 (bench-1b's down 8.79 -> 8.29 us on an H100 in
-    // session 61; W = 2 had won on the H200 in session 28, before the persistent grids).
+    // session 61; W = 2 had won on the H200 in session 28, before the persistent grids), but
+    // W = 2 behind the staged SiLU input (silu_mul_gemm_add 14.6 vs 17.5 us at W = 8).
     parts = M == 1 && OUT == GemvOut::kAdd ? (IN == GemvIn::kPlain ? gemv_add_long_parts() : 2) : 8;
   } else {
     parts = 2;

@@ -13,13 +13,13 @@
 # stall and memory sections of a few of them), `side` (the step's copies on side streams or not), `cluster` (split-K clusters of up to 16), `timeline` (one batch-64 step's graph nodes as the GPU
 # runs them, nsys), `trace` (the same from CUPTI's records, tools/cupti_trace, where nsys is missing) and `base` (an older commit's vela, packed by
 # tools/archive_base.sh, timed against this tree's on the same card), `warm` (single-row decode's
-# L2 hint: how many MB of gate|up), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
+# L2 hint: how many MB of gate|up), `gemvsplit` (the one-row GEMV splits of session 61 against the old ones), `probe` (the wgmma GEMMs' phases in batch-64 / 16 steps, from
 # a probe build), `trigger` (the layer GEMMs' dependents launched after their main loop or not, at every row count), `pipe` (the o / down / gate|up epilogues pipelined over their items or not), `stream` (`vela bench stream`: weights streamed by register loads, bulk copies or cp.async, and the persistent-kernel skeleton). Logs go to $OUT; the device
 # tool brings back at most 8 files, so give the script OUT=/tmp/o and tar that folder into the
 # tool's $OUT (a loop that tars every 20 s keeps what a cut-off call did).
 # usage (on the GPU machine, from the repository root): OUT=dir tools/gpu_decode.sh [what...]
 #   what: build tests micro bench ab profile stream patch minrows stages sampling qwen splits
-#         kernels detail timeline trace base side cluster warm trigger pipe probe
+#         kernels detail timeline trace base side cluster warm gemvsplit trigger pipe probe
 #   (default: the first six; they run in this file's order, whatever the order given: put the
 #   cheap ones in a call whose time may run out before the last)
 set -uo pipefail
@@ -135,6 +135,12 @@ if has warm; then
   # Single-row decode's L2 hint (ops/l2_warm.h): the split merge prefetches the leading
   # VELA_DECODE_L2_WARM_MB of the layer's gate|up weight (0 = off; default 16).
   ab_runs warm VELA_DECODE_L2_WARM_MB "${WARM_MB:-0 8 16 32}" "${WARM_CASES:-decode1k,decode8k,decode32k}" "${WARM_ROUNDS:-2}"
+fi
+if has gemvsplit; then
+  # The one-row GEMV splits (session 61, measured on H100s): gate|up behind the RMSNorm at W = 2
+  # (1 before) and down's residual add at W = 8 (2 before), each against its old value.
+  ab_runs gemvsplit_gu VELA_GEMV_NORM_WIDE_PARTS "2 1" "${SPLIT_CASES:-decode1k,decode8k,decode32k}" "${SPLIT_ROUNDS:-2}"
+  ab_runs gemvsplit_dn VELA_GEMV_ADD_LONG_PARTS "8 2" "${SPLIT_CASES:-decode1k,decode8k,decode32k}" "${SPLIT_ROUNDS:-2}"
 fi
 if has trigger; then
   # The decode layer's wgmma GEMMs triggering their dependents after the main loop at every row

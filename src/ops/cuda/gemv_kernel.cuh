@@ -513,12 +513,14 @@ void dispatch_w(const GemvArgs& args) {
   int parts = 1, cols = 1;
   const int64_t columns = OUT == GemvOut::kSiluMul || OUT == GemvOut::kRotary ? 2 * n : n;
   if (columns / kGemvWarps >= 4 * sms) {
-    parts = M > 1 ? 2 : IN == GemvIn::kRmsNorm ? gemv_norm_wide_parts() : 1;
+    parts = M > 1 ? 2 : 1;
+    if (M == 1 && IN == GemvIn::kRmsNorm) parts = gemv_norm_wide_parts();
   } else if (k >= 4096) {
+    parts = 8;
     // The residual-add form at one row: W = 8 (bench-1b's down 8.79 -> 8.29 us on an H100 in
     // session 61; W = 2 had won on the H200 in session 28, before the persistent grids), but
     // W = 2 behind the staged SiLU input (silu_mul_gemm_add 14.6 vs 17.5 us at W = 8).
-    parts = M == 1 && OUT == GemvOut::kAdd ? (IN == GemvIn::kPlain ? gemv_add_long_parts() : 2) : 8;
+    if (M == 1 && OUT == GemvOut::kAdd) parts = IN == GemvIn::kPlain ? gemv_add_long_parts() : 2;
   } else {
     parts = 2;
     cols = M == 1 ? 2 : 1;
